@@ -1,0 +1,42 @@
+# The two commands of the Quick start: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint typecheck unit install node clean
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c requirements.lock -e '.[dev]'
+	touch $(STAMP)
+
+# Node.js is a test-only dependency: the independent Plutus evaluator (Aiken's uplc as WASM).
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NODE_STAMP)
+
+install: $(STAMP)
+
+node: $(NODE_STAMP)
+
+demo: $(STAMP)
+	$(BIN)/proofnet demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check proofnet chain oracle worker api scripts tests
+	$(BIN)/ruff format --check proofnet chain oracle worker api scripts tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy proofnet chain oracle worker api
+
+unit: $(STAMP) $(NODE_STAMP)
+	$(BIN)/pytest -n 2 $(PYTEST_ARGS)
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Everything that touches Cardano: on-chain contracts, off-chain builders and the devnet."""

@@ -1,0 +1,1 @@
+"""Off-chain code: chain backends and pycardano transaction builders."""

@@ -1,0 +1,85 @@
+"""The one place that turns settings into a pycardano `ChainContext`.
+
+Every component (API, oracle, demo, auditor, CLI) asks here, so switching between the local
+devnet, hosted Blockfrost and a self-hosted node (Ogmios + Kupo) is one setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pycardano import BlockFrostChainContext, ChainContext, Network
+
+from chain.offchain.errors import BackendConfigError
+from proofnet.settings import Settings
+
+BLOCKFROST_URLS = {
+    "mainnet": "https://cardano-mainnet.blockfrost.io/api",
+    "preprod": "https://cardano-preprod.blockfrost.io/api",
+    "preview": "https://cardano-preview.blockfrost.io/api",
+}
+
+# The devnet accepts any project id; Blockfrost's client insists on sending one.
+DEVNET_PROJECT_ID = "devnet"
+
+
+@dataclass(frozen=True)
+class BackendDescription:
+    """What a backend is, for logs and `proofnet` output (never includes secrets)."""
+
+    kind: str
+    network: str
+    url: str
+
+
+def pycardano_network(settings: Settings) -> Network:
+    return Network.MAINNET if settings.network == "mainnet" else Network.TESTNET
+
+
+def describe_backend(settings: Settings) -> BackendDescription:
+    if settings.chain_backend == "devnet":
+        return BackendDescription("devnet", "devnet", settings.devnet_url)
+    if settings.chain_backend == "blockfrost":
+        return BackendDescription(
+            "blockfrost", settings.network, BLOCKFROST_URLS.get(settings.network, "?")
+        )
+    return BackendDescription("ogmios", settings.network, settings.ogmios_url)
+
+
+def chain_context(settings: Settings) -> ChainContext:
+    """Build the pycardano `ChainContext` that `settings` selects."""
+    backend = settings.chain_backend
+    if backend == "devnet":
+        base = settings.devnet_url.rstrip("/")
+        # pycardano appends the API version itself when given the server root.
+        root = base[: -len("/v0")] if base.endswith("/v0") else base
+        return BlockFrostChainContext(
+            project_id=DEVNET_PROJECT_ID, base_url=root, network=Network.TESTNET
+        )
+    if backend == "blockfrost":
+        if settings.network == "devnet":
+            raise BackendConfigError("blockfrost needs network preprod, preview or mainnet")
+        if not settings.blockfrost_project_id:
+            raise BackendConfigError("blockfrost needs PROOFNET_BLOCKFROST_PROJECT_ID")
+        return BlockFrostChainContext(
+            project_id=settings.blockfrost_project_id,
+            base_url=BLOCKFROST_URLS[settings.network],
+            network=pycardano_network(settings),
+        )
+    if backend == "ogmios":
+        from urllib.parse import urlparse
+
+        from pycardano.backend.kupo import KupoChainContextExtension  # noqa: F401
+        from pycardano.backend.ogmios_v6 import OgmiosV6ChainContext
+
+        url = urlparse(settings.ogmios_url)
+        ogmios = OgmiosV6ChainContext(
+            host=url.hostname or "127.0.0.1",
+            port=url.port or 1337,
+            secure=url.scheme == "wss",
+            network=pycardano_network(settings),
+        )
+        if settings.kupo_url:
+            return KupoChainContextExtension(ogmios, kupo_url=settings.kupo_url)
+        return ogmios
+    raise BackendConfigError(f"unknown chain backend {backend!r}")

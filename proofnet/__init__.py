@@ -1,0 +1,3 @@
+"""proofnet: shared settings, message formats and the `proofnet` console command."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,63 @@
+"""The `proofnet` console command: one sub-command per role.
+
+Each role's commands live beside the role (`chain/devnet/cli.py`, `worker/cli.py`, ...); this
+module only mounts them, so a provider's machine running `proofnet worker` never imports the
+oracle or the API.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+# (command name, module, attribute holding its Typer app, help)
+ROLES: list[tuple[str, str, str, str]] = [
+    ("devnet", "chain.devnet.cli", "app", "Run and administer the local Cardano devnet."),
+    ("bench", "proofnet.bench", "app", "Benchmarks whose figures go in docs/benchmarks.md."),
+]
+
+
+class _LazyGroup(typer.core.TyperGroup):
+    """Imports a role's module only when that role's command is invoked."""
+
+    def list_commands(self, ctx):  # type: ignore[no-untyped-def]
+        return sorted({*super().list_commands(ctx), *(r[0] for r in ROLES)})
+
+    def get_command(self, ctx, cmd_name):  # type: ignore[no-untyped-def]
+        for name, module, attr, help_text in ROLES:
+            if name == cmd_name:
+                sub = getattr(importlib.import_module(module), attr)
+                command = typer.main.get_command(sub)
+                command.help = command.help or help_text
+                return command
+        return super().get_command(ctx, cmd_name)
+
+
+app = typer.Typer(
+    cls=_LazyGroup,
+    no_args_is_help=True,
+    help="proofnet: verified GPU training paid in NTX on Cardano.",
+    pretty_exceptions_show_locals=False,
+)
+
+
+@app.callback()
+def _root() -> None:
+    """proofnet: verified GPU training paid in NTX on Cardano."""
+
+
+@app.command()
+def version() -> None:
+    """Print the installed proofnet version."""
+    from proofnet import __version__
+
+    typer.echo(__version__)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

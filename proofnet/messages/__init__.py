@@ -1,0 +1,1 @@
+"""Message formats shared by every role: defined once, imported where used."""

@@ -1,0 +1,61 @@
+"""The one settings class. Built by `build_settings()`; nothing reads the environment at import."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ChainBackend = Literal["devnet", "blockfrost", "ogmios"]
+Network = Literal["devnet", "preprod", "preview", "mainnet"]
+
+
+class Settings(BaseSettings):
+    """Every tunable of every role. Environment variables use the `PROOFNET_` prefix."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PROOFNET_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    # --- chain backend -------------------------------------------------------------
+    chain_backend: ChainBackend = "devnet"
+    network: Network = "devnet"
+    devnet_url: str = "http://127.0.0.1:3030/api/v0"
+    blockfrost_project_id: str = ""
+    ogmios_url: str = "ws://127.0.0.1:1337"
+    kupo_url: str = "http://127.0.0.1:1442"
+
+    # --- devnet ----------------------------------------------------------------------
+    devnet_data_dir: Path = Path(".proofnet/devnet")
+    devnet_host: str = "127.0.0.1"
+    devnet_port: int = 3030
+    devnet_block_time: float = 1.0
+    devnet_enable_faults: bool = False
+    devnet_admin_token: str = ""
+
+    # --- NTX ---------------------------------------------------------------------------
+    # Which unit counts as NTX is configuration: policy id hex + asset name hex.
+    ntx_policy_id: str = ""
+    ntx_asset_name: str = "4e5458"
+
+    # --- storage -------------------------------------------------------------------------
+    database_url: str = "sqlite:///.proofnet/proofnet.db"
+    data_dir: Path = Path(".proofnet")
+
+    # --- services --------------------------------------------------------------------
+    api_url: str = "http://127.0.0.1:8000"
+    oracle_url: str = "http://127.0.0.1:8100"
+    oracle_key_file: Path | None = None
+
+    # --- worker ------------------------------------------------------------------------
+    worker_key_file: Path = Path(".proofnet/worker.skey")
+    worker_runtime: Literal["docker", "process"] = "docker"
+    worker_work_dir: Path = Path(".proofnet/worker")
+    worker_heartbeat_s: float = Field(default=5.0, gt=0)
+
+
+def build_settings(**overrides: object) -> Settings:
+    """Read the environment (and `.env`) now; explicit overrides win."""
+    return Settings(**overrides)  # type: ignore[arg-type]
