@@ -14,6 +14,8 @@ import typer
 # (command name, module, attribute holding its Typer app, help)
 ROLES: list[tuple[str, str, str, str]] = [
     ("devnet", "chain.devnet.cli", "app", "Run and administer the local Cardano devnet."),
+    ("worker", "worker.cli", "app", "Onboard this machine's GPUs and run jobs as a provider."),
+    ("api", "api.cli", "app", "Serve the API and administer its database."),
     ("bench", "proofnet.bench", "app", "Benchmarks whose figures go in docs/benchmarks.md."),
 ]
 
@@ -53,6 +55,18 @@ def version() -> None:
     from proofnet import __version__
 
     typer.echo(__version__)
+
+
+@app.command()
+def demo(
+    data_dir: str = typer.Option("", help="keep the demo's chain and logs here (default: a temp dir)"),
+) -> None:
+    """Run the loop on this machine against a fresh local devnet."""
+    from pathlib import Path
+
+    from proofnet.demo import run_demo
+
+    run_demo(Path(data_dir) if data_dir else None)
 
 
 def main() -> None:

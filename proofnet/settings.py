@@ -44,6 +44,11 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///.proofnet/proofnet.db"
     data_dir: Path = Path(".proofnet")
 
+    # --- API -----------------------------------------------------------------------------
+    approval_endorsements: int = Field(default=5, ge=1)
+    api_max_body_bytes: int = 1_048_576
+    api_rate_limit_per_minute: int = 600
+
     # --- services --------------------------------------------------------------------
     api_url: str = "http://127.0.0.1:8000"
     oracle_url: str = "http://127.0.0.1:8100"

@@ -65,6 +65,27 @@ class CollateralError(LedgerError):
     rule = "InsufficientCollateral"
 
 
+# The Babbage collateral rule has several named failures; each refines CollateralError.
+class NoCollateralInputs(CollateralError):
+    rule = "NoCollateralInputs"
+
+
+class TooManyCollateralInputs(CollateralError):
+    rule = "TooManyCollateralInputs"
+
+
+class CollateralNotKeyLocked(CollateralError):
+    rule = "ScriptsNotPaidUTxO"
+
+
+class CollateralContainsNonADA(CollateralError):
+    rule = "CollateralContainsNonADA"
+
+
+class IncorrectTotalCollateral(CollateralError):
+    rule = "IncorrectTotalCollateralField"
+
+
 class ScriptIntegrityHashMismatch(LedgerError):
     rule = "PPViewHashesDontMatch"
 
@@ -93,6 +114,14 @@ class WrongNetwork(LedgerError):
     rule = "WrongNetwork"
 
 
+class WrongNetworkInTxBody(WrongNetwork):
+    rule = "WrongNetworkInTxBody"
+
+
+class WrongNetworkWithdrawal(WrongNetwork):
+    rule = "WrongNetworkWithdrawal"
+
+
 class ExUnitsTooBig(LedgerError):
     rule = "ExUnitsTooBigUTxO"
 
@@ -103,6 +132,52 @@ class StakeRegistrationError(LedgerError):
 
 class WithdrawalError(LedgerError):
     rule = "WithdrawalsNotInRewardsDELEGS"
+
+
+class InputSetEmpty(LedgerError):
+    rule = "InputSetEmptyUTxO"
+
+
+class NativeScriptFailure(LedgerError):
+    rule = "ScriptWitnessNotValidatingUTXOW"
+
+
+class AuxiliaryDataMismatch(LedgerError):
+    """Metadata hash absent, extraneous or different from the auxiliary data's hash."""
+
+    rule = "ConflictingMetadataHash"
+
+
+class InvalidMetadata(LedgerError):
+    rule = "InvalidMetadata"
+
+
+class UnspendableUTxONoDatumHash(LedgerError):
+    rule = "UnspendableUTxONoDatumHash"
+
+
+class NotAllowedSupplementalDatums(LedgerError):
+    rule = "NotAllowedSupplementalDatums"
+
+
+class RefScriptsSizeTooBig(LedgerError):
+    rule = "ConwayTxRefScriptsSizeTooBig"
+
+
+class TreasuryValueMismatch(LedgerError):
+    rule = "ConwayTreasuryValueMismatch"
+
+
+class UnsupportedOnDevnet(LedgerError):
+    """Valid on a real network but outside what the devnet models (pools, DReps, Byron)."""
+
+    rule = "UnsupportedOnDevnet"
+
+
+class ValidationTagMismatch(LedgerError):
+    """is_valid disagrees with what the scripts actually do."""
+
+    rule = "ValidationTagMismatch"
 
 
 class ScriptFailure(LedgerError):

@@ -1,0 +1,98 @@
+"""The FastAPI application: `create_app(settings)` builds it; nothing happens at import."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import Engine
+from starlette.concurrency import run_in_threadpool
+
+from api.clock import Clock, utcnow
+from api.config import ApiConfig
+from api.db import make_engine, open_session
+from api.errors import ApiError
+from api.middleware import BodySizeLimit, RateLimit
+from api.migrate import upgrade_head
+from api.routes import api_router
+from api.services.maintenance import sweep
+from proofnet.settings import Settings, build_settings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    config: ApiConfig | None = None,
+    engine: Engine | None = None,
+    clock: Clock = utcnow,
+    run_sweeper: bool = True,
+) -> FastAPI:
+    """Build the API. `config` overrides what `settings` gives; `engine` reuses a pool.
+
+    On startup the app migrates the database to head (unless `config.auto_migrate` is off)
+    and starts the lease sweeper; both stop with the app.
+    """
+    if config is None:
+        config = ApiConfig.from_settings(settings or build_settings())
+    owns_engine = engine is None
+    db = engine if engine is not None else make_engine(config.database_url)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if config.auto_migrate:
+            await run_in_threadpool(upgrade_head, db)
+        task = asyncio.create_task(_sweeper(app)) if run_sweeper else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            if owns_engine:
+                db.dispose()
+
+    app = FastAPI(
+        title="proofnet API",
+        version="1",
+        lifespan=lifespan,
+        openapi_url="/api/v1/openapi.json",
+        docs_url="/api/v1/docs",
+        redoc_url=None,
+    )
+    app.state.config = config
+    app.state.engine = db
+    app.state.clock = clock
+    app.include_router(api_router)
+    app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
+    # Outermost first: the rate limit refuses floods before any body is read.
+    app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(RateLimit, per_minute=config.rate_limit_per_minute)
+    return app
+
+
+async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
+    return JSONResponse(status_code=exc.status_code, content={"detail": exc.detail})
+
+
+def _sweep_once(app: FastAPI) -> None:
+    with open_session(app.state.engine) as session:
+        report = sweep(session, app.state.config, app.state.clock())
+    if report.leases_expired:
+        log.info("requeued %d job(s) whose leases expired", report.leases_expired)
+
+
+async def _sweeper(app: FastAPI) -> None:
+    interval = app.state.config.sweep_interval_s
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await run_in_threadpool(_sweep_once, app)
+        except Exception:  # keep sweeping: one failed pass (db restart) must not stop it
+            log.exception("lease sweep failed")

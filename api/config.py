@@ -1,0 +1,66 @@
+"""The API's tunables, read once from `proofnet.settings.Settings`.
+
+Fields the shared Settings class does not (yet) carry are read with a default, so the API
+keeps working whichever version of Settings it meets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proofnet.settings import Settings
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    database_url: str
+    network: str
+    approval_endorsements: int = 5
+    max_body_bytes: int = 1_048_576
+    rate_limit_per_minute: int = 600
+    challenge_ttl_s: int = 300
+    token_ttl_s: int = 24 * 3600
+    lease_ttl_s: int = 120
+    max_attempts: int = 3
+    # A provider counts as online while its last heartbeat is younger than this.
+    provider_online_s: int = 60
+    # Signed worker requests are accepted within this clock skew.
+    worker_request_skew_s: int = 120
+    sweep_interval_s: float = 5.0
+    auto_migrate: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: object) -> ApiConfig:
+        values: dict[str, object] = {
+            "database_url": settings.database_url,
+            "network": settings.network,
+            "approval_endorsements": int(getattr(settings, "approval_endorsements", 5)),
+            "max_body_bytes": int(getattr(settings, "api_max_body_bytes", 1_048_576)),
+            "rate_limit_per_minute": int(getattr(settings, "api_rate_limit_per_minute", 600)),
+            "challenge_ttl_s": int(getattr(settings, "api_challenge_ttl_s", 300)),
+            "token_ttl_s": int(getattr(settings, "api_token_ttl_s", 24 * 3600)),
+            "lease_ttl_s": int(getattr(settings, "api_lease_ttl_s", 120)),
+            "max_attempts": int(getattr(settings, "api_job_max_attempts", 3)),
+        }
+        values.update(overrides)
+        config = cls(**values)  # type: ignore[arg-type]
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        positive = {
+            "approval_endorsements": self.approval_endorsements,
+            "max_body_bytes": self.max_body_bytes,
+            "rate_limit_per_minute": self.rate_limit_per_minute,
+            "challenge_ttl_s": self.challenge_ttl_s,
+            "token_ttl_s": self.token_ttl_s,
+            "lease_ttl_s": self.lease_ttl_s,
+            "max_attempts": self.max_attempts,
+        }
+        for name, value in positive.items():
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
+
+    @property
+    def mainnet(self) -> bool:
+        return self.network == "mainnet"

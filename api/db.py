@@ -1,0 +1,58 @@
+"""Engines and sessions for SQLite (default) and PostgreSQL (`DATABASE_URL`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlmodel import Session
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def make_engine(url: str, **kwargs: Any) -> Engine:
+    """An engine for `url`; on SQLite with WAL, foreign keys and single-writer transactions."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        connect_args = {"check_same_thread": False, "timeout": 30}
+        engine = create_engine(url, connect_args=connect_args, **kwargs)
+        _configure_sqlite(engine)
+        return engine
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in ("", "psycopg2"):
+        # psycopg 3 is what the project installs; a bare postgresql:// URL means it.
+        url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    return create_engine(url, pool_pre_ping=True, **kwargs)
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # Every transaction takes the write lock up front. A deferred transaction that
+        # reads and then writes fails at once with SQLITE_BUSY when another writer
+        # committed in between (WAL snapshots cannot be upgraded), so single-writer
+        # transactions are what make claim-and-update atomic on SQLite.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def open_session(engine: Engine) -> Session:
+    return Session(engine, expire_on_commit=False)
+
+
+def session_scope(engine: Engine) -> Iterator[Session]:
+    with open_session(engine) as session:
+        yield session

@@ -1,0 +1,120 @@
+"""FastAPI dependencies: the DB session, config, clock, the signed-in user, the worker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, select
+
+from api.config import ApiConfig
+from api.db import open_session
+from api.errors import Forbidden, Unauthorized
+from api.models import Provider, User, WorkerRequestNonce
+from api.services.auth import user_for_token
+from api.worker_auth import WorkerAuthError, parse_headers, request_message, verify_request
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    with open_session(request.app.state.engine) as session:
+        yield session
+
+
+def get_config(request: Request) -> ApiConfig:
+    config: ApiConfig = request.app.state.config
+    return config
+
+
+def get_now(request: Request) -> datetime:
+    now: datetime = request.app.state.clock()
+    return now
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+ConfigDep = Annotated[ApiConfig, Depends(get_config)]
+NowDep = Annotated[datetime, Depends(get_now)]
+
+_bearer = HTTPBearer(auto_error=False, description="Token from POST /api/v1/auth/verify")
+
+
+def get_current_user(
+    session: SessionDep,
+    now: NowDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> User:
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise Unauthorized("sign in first: send 'Authorization: Bearer <token>'")
+    return user_for_token(session, credentials.credentials, now)
+
+
+CurrentUser = Annotated[User, Depends(get_current_user)]
+
+
+def get_senior_user(user: CurrentUser) -> User:
+    if not user.is_senior:
+        raise Forbidden("only senior members may do this")
+    return user
+
+
+SeniorUser = Annotated[User, Depends(get_senior_user)]
+
+
+async def _request_body(request: Request) -> bytes:
+    # Starlette caches the body, so the route still parses it after this read.
+    return await request.body()
+
+
+def get_signed_worker_key(
+    request: Request,
+    body: Annotated[bytes, Depends(_request_body)],
+    session: SessionDep,
+    config: ConfigDep,
+    now: NowDep,
+) -> str:
+    """The worker public key that signed this request (registered or not)."""
+    try:
+        signed = parse_headers(request.headers)
+    except WorkerAuthError as e:
+        raise Unauthorized(str(e)) from e
+    if abs(now.timestamp() - signed.timestamp) > config.worker_request_skew_s:
+        raise Unauthorized(
+            f"worker request timestamp is more than {config.worker_request_skew_s}s away "
+            "from the server clock; check the worker's clock"
+        )
+    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    message = request_message(
+        network=config.network,
+        method=request.method,
+        path=path,
+        timestamp=signed.timestamp,
+        nonce=signed.nonce,
+        body=body,
+    )
+    try:
+        verify_request(signed, message)
+    except WorkerAuthError as e:
+        raise Unauthorized(str(e)) from e
+    session.add(WorkerRequestNonce(worker_key=signed.worker_key, nonce=signed.nonce, seen_at=now))
+    try:
+        session.commit()
+    except IntegrityError as e:
+        session.rollback()
+        raise Unauthorized("worker request nonce was already used (replay refused)") from e
+    return signed.worker_key
+
+
+SignedWorkerKey = Annotated[str, Depends(get_signed_worker_key)]
+
+
+def get_current_provider(worker_key: SignedWorkerKey, session: SessionDep) -> Provider:
+    provider = session.exec(select(Provider).where(Provider.worker_key == worker_key)).first()
+    if provider is None:
+        raise Forbidden("this worker key is not registered: POST /api/v1/worker/register first")
+    return provider
+
+
+CurrentProvider = Annotated[Provider, Depends(get_current_provider)]

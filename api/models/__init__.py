@@ -1,0 +1,27 @@
+"""Every API table; importing this package registers them all on `api_registry.metadata`."""
+
+from api.models.approval import Application, Endorsement
+from api.models.auth import ApiToken, AuthChallenge, WorkerRequestNonce
+from api.models.base import TableBase, api_registry
+from api.models.job import Job, Lease
+from api.models.provider import Provider, ProviderGpu, RateCard
+from api.models.user import User
+
+metadata = api_registry.metadata
+
+__all__ = [
+    "ApiToken",
+    "Application",
+    "AuthChallenge",
+    "Endorsement",
+    "Job",
+    "Lease",
+    "Provider",
+    "ProviderGpu",
+    "RateCard",
+    "TableBase",
+    "User",
+    "WorkerRequestNonce",
+    "api_registry",
+    "metadata",
+]

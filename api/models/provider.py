@@ -1,0 +1,53 @@
+"""Providers (one per registered worker key), their GPUs and their rate cards."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, UniqueConstraint
+from sqlmodel import Field
+
+from api.models.base import TableBase
+
+
+class Provider(TableBase, table=True):
+    __tablename__ = "providers"
+
+    id: int | None = Field(default=None, primary_key=True)
+    # Raw Ed25519 public key, lowercase hex: what signed worker requests are checked against.
+    worker_key: str = Field(max_length=64, unique=True)
+    key_id: str = Field(max_length=56, unique=True)
+    payout_address: str = Field(max_length=200)
+    # The signed payout binding, kept so anyone can re-verify where payments go.
+    binding: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    capabilities: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    telemetry: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    telemetry_at: datetime | None = None
+    registered_at: datetime
+    last_heartbeat_at: datetime | None = Field(default=None, index=True)
+
+
+class ProviderGpu(TableBase, table=True):
+    __tablename__ = "provider_gpus"
+    __table_args__ = (UniqueConstraint("provider_id", "index"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    provider_id: int = Field(foreign_key="providers.id", ondelete="CASCADE")
+    index: int
+    uuid: str = Field(max_length=128)
+    model: str = Field(max_length=128)
+    memory_mb: int
+
+
+class RateCard(TableBase, table=True):
+    """A provider's asking price per GPU-hour for one GPU model, in NTX base units."""
+
+    __tablename__ = "rate_cards"
+    __table_args__ = (UniqueConstraint("provider_id", "gpu_model"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    provider_id: int = Field(foreign_key="providers.id", ondelete="CASCADE")
+    gpu_model: str = Field(max_length=128)
+    ntx_per_gpu_hour: int
+    updated_at: datetime

@@ -1,0 +1,14 @@
+"""HTTP routes, thin over `api.services`; all under /api/v1."""
+
+from fastapi import APIRouter
+
+from api.routes import approvals, auth, health, jobs, providers, users, worker
+
+api_router = APIRouter(prefix="/api/v1")
+api_router.include_router(health.router)
+api_router.include_router(auth.router)
+api_router.include_router(users.router)
+api_router.include_router(approvals.router)
+api_router.include_router(jobs.router)
+api_router.include_router(providers.router)
+api_router.include_router(worker.router)

@@ -1,0 +1,159 @@
+"""Worker endpoints; every request is signed with the worker's Ed25519 key (api/worker_auth)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response, status
+
+from api.deps import ConfigDep, CurrentProvider, NowDep, SessionDep, SignedWorkerKey
+from api.models import Lease
+from api.schemas.lease import (
+    ClaimPublic,
+    LeaseComplete,
+    LeaseEnd,
+    LeaseHeartbeat,
+    LeasePublic,
+    LeaseRelease,
+)
+from api.schemas.provider import (
+    HeartbeatPublic,
+    ProviderPublic,
+    RateCardUpdate,
+    RatePublic,
+    TelemetryUpdate,
+    WorkerChallengePublic,
+    WorkerRegistration,
+)
+from api.services import auth as auth_service
+from api.services import leases
+from api.services import providers as service
+from api.services.leases import ActiveLease
+
+router = APIRouter(prefix="/worker", tags=["worker"])
+
+
+@router.post("/challenge")
+def registration_challenge(
+    worker_key: SignedWorkerKey, session: SessionDep, config: ConfigDep, now: NowDep
+) -> WorkerChallengePublic:
+    """A single-use nonce for the payout binding the worker signs to register."""
+    issued = auth_service.issue_worker_challenge(session, config, worker_key, now)
+    return WorkerChallengePublic(
+        nonce=issued.nonce, network=config.network, expires_at=issued.expires_at
+    )
+
+
+@router.post("/register")
+def register(
+    body: WorkerRegistration,
+    worker_key: SignedWorkerKey,
+    session: SessionDep,
+    config: ConfigDep,
+    now: NowDep,
+) -> ProviderPublic:
+    provider = service.register(
+        session,
+        config,
+        worker_key=worker_key,
+        binding=body.binding,
+        gpus=[service.GpuOffer(g.index, g.uuid, g.name, g.memory_mb) for g in body.gpus],
+        capabilities=body.capabilities,
+        now=now,
+    )
+    view = next(
+        v for v in service.list_providers(session, config, now, online_only=False)
+        if v.provider.id == provider.id
+    )
+    return ProviderPublic.of(view)
+
+
+@router.post("/heartbeat")
+def heartbeat(provider: CurrentProvider, session: SessionDep, now: NowDep) -> HeartbeatPublic:
+    service.heartbeat(session, provider, now)
+    return HeartbeatPublic(server_time=now)
+
+
+@router.put("/telemetry")
+def telemetry(
+    body: TelemetryUpdate, provider: CurrentProvider, session: SessionDep, now: NowDep
+) -> HeartbeatPublic:
+    service.record_telemetry(session, provider, body.snapshot, now)
+    return HeartbeatPublic(server_time=now)
+
+
+@router.put("/rate-card")
+def rate_card(
+    body: RateCardUpdate, provider: CurrentProvider, session: SessionDep, now: NowDep
+) -> list[RatePublic]:
+    cards = service.set_rate_card(session, provider, dict(body.rates), now)
+    return [RatePublic.model_validate(c) for c in cards]
+
+
+@router.post(
+    "/claim",
+    responses={204: {"description": "no queued job fits this worker now"}},
+    response_model=ClaimPublic,
+)
+def claim(
+    provider: CurrentProvider, session: SessionDep, config: ConfigDep, now: NowDep
+) -> ClaimPublic | Response:
+    """Lease the oldest queued job this worker's GPUs fit."""
+    leases.sweep_expired(session, now)
+    service.heartbeat(session, provider, now)
+    claimed = leases.claim(session, config, provider, now)
+    if claimed is None:
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return ClaimPublic(
+        job_id=claimed.job.job_id,
+        spec=claimed.job.spec,
+        lease_token=claimed.token,
+        nonce=claimed.lease.nonce,
+        attempt=claimed.lease.attempt,
+        expires_at=claimed.lease.expires_at,
+        lease_ttl_s=config.lease_ttl_s,
+    )
+
+
+def _lease_public(active: ActiveLease) -> LeasePublic:
+    lease: Lease = active.lease
+    return LeasePublic(
+        job_id=active.job.job_id,
+        status=active.job.status,
+        expires_at=lease.expires_at,
+        outcome=lease.outcome,
+    )
+
+
+@router.post("/leases/{token}/heartbeat")
+def lease_heartbeat(
+    token: str,
+    body: LeaseHeartbeat,
+    provider: CurrentProvider,
+    session: SessionDep,
+    config: ConfigDep,
+    now: NowDep,
+) -> LeasePublic:
+    active = leases.heartbeat(
+        session, config, provider, token, progress=body.progress, message=body.message, now=now
+    )
+    return _lease_public(active)
+
+
+@router.post("/leases/{token}/complete")
+def lease_complete(
+    token: str, body: LeaseComplete, provider: CurrentProvider, session: SessionDep, now: NowDep
+) -> LeasePublic:
+    return _lease_public(leases.complete(session, provider, token, result=body.result, now=now))
+
+
+@router.post("/leases/{token}/release")
+def lease_release(
+    token: str, body: LeaseRelease, provider: CurrentProvider, session: SessionDep, now: NowDep
+) -> LeasePublic:
+    return _lease_public(leases.release(session, provider, token, reason=body.reason, now=now))
+
+
+@router.post("/leases/{token}/fail")
+def lease_fail(
+    token: str, body: LeaseEnd, provider: CurrentProvider, session: SessionDep, now: NowDep
+) -> LeasePublic:
+    return _lease_public(leases.fail(session, provider, token, reason=body.reason, now=now))

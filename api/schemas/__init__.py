@@ -1,0 +1,1 @@
+"""Request and response bodies, one module per entity (Create/Update/Public families)."""

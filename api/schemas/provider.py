@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from api.schemas.common import PublicBody, RequestBody
+from api.services.providers import ProviderView
+from proofnet.messages.binding import PayoutBinding
+
+
+class WorkerChallengePublic(PublicBody):
+    """The nonce to put in the payout binding; good for one registration."""
+
+    nonce: str
+    network: str
+    expires_at: datetime
+
+
+class TelemetryUpdate(RequestBody):
+    snapshot: dict[str, Any]
+
+
+class RateCardUpdate(RequestBody):
+    # GPU model -> NTX base units per GPU-hour.
+    rates: dict[
+        Annotated[str, Field(min_length=1, max_length=128)],
+        Annotated[int, Field(ge=1, le=2**63 - 1)],
+    ] = Field(max_length=64)
+
+
+class GpuPublic(PublicBody):
+    index: int
+    uuid: str
+    model: str
+    memory_mb: int
+
+
+class RatePublic(PublicBody):
+    gpu_model: str
+    ntx_per_gpu_hour: int
+    updated_at: datetime
+
+
+class ProviderPublic(PublicBody):
+    key_id: str
+    worker_key: str
+    payout_address: str
+    online: bool
+    registered_at: datetime
+    last_heartbeat_at: datetime | None
+    gpus: list[GpuPublic]
+    rate_card: list[RatePublic]
+    capabilities: dict[str, Any]
+    telemetry: dict[str, Any] | None
+    telemetry_at: datetime | None
+
+    @classmethod
+    def of(cls, view: ProviderView) -> ProviderPublic:
+        p = view.provider
+        return cls(
+            key_id=p.key_id,
+            worker_key=p.worker_key,
+            payout_address=p.payout_address,
+            online=view.online,
+            registered_at=p.registered_at,
+            last_heartbeat_at=p.last_heartbeat_at,
+            gpus=[GpuPublic.model_validate(g) for g in view.gpus],
+            rate_card=[RatePublic.model_validate(r) for r in view.rate_cards],
+            capabilities=p.capabilities,
+            telemetry=p.telemetry,
+            telemetry_at=p.telemetry_at,
+        )
+
+
+class ProvidersPublic(PublicBody):
+    data: list[ProviderPublic]
+    count: int
+
+
+class HeartbeatPublic(PublicBody):
+    server_time: datetime
+
+
+class GpuRegistration(RequestBody):
+    index: int = Field(ge=0, le=255)
+    uuid: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=128)
+    memory_mb: int = Field(ge=1, le=2**31 - 1)
+
+
+class WorkerRegistration(RequestBody):
+    binding: PayoutBinding
+    gpus: list[GpuRegistration] = Field(max_length=64)
+    capabilities: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,180 @@
+"""Providers: registration with a verified payout binding, heartbeats, telemetry, rate cards."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete
+from sqlmodel import Session, col, select
+
+from api.config import ApiConfig
+from api.errors import BadRequest, Unauthorized
+from api.models import Provider, ProviderGpu, RateCard
+from api.services.auth import PURPOSE_WORKER_BINDING, consume_challenge
+from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
+
+
+@dataclass(frozen=True)
+class GpuOffer:
+    index: int
+    uuid: str
+    model: str
+    memory_mb: int
+
+
+@dataclass(frozen=True)
+class ProviderView:
+    provider: Provider
+    gpus: list[ProviderGpu]
+    rate_cards: list[RateCard]
+    online: bool
+
+
+def register(
+    session: Session,
+    config: ApiConfig,
+    *,
+    worker_key: str,
+    binding: PayoutBinding,
+    gpus: Sequence[GpuOffer],
+    capabilities: dict[str, Any],
+    now: datetime,
+) -> Provider:
+    """Register (or re-register) the worker that signed the request.
+
+    The binding must be signed by that same worker key, over a nonce this API issued to it
+    and not yet used; re-registering replaces the payout address and the GPU list.
+    """
+    if binding.worker_pubkey != worker_key:
+        raise Unauthorized("payout binding is signed by a different key than this request")
+    consume_challenge(
+        session, purpose=PURPOSE_WORKER_BINDING, nonce=binding.nonce, subject=worker_key, now=now
+    )
+    try:
+        verify_payout_binding(
+            binding, network=config.network, nonce=binding.nonce, worker_pubkey=worker_key
+        )
+    except BindingError as e:
+        session.commit()  # the nonce stays burnt: one attempt per challenge
+        raise Unauthorized(f"payout binding rejected: {e}") from e
+    indexes = [g.index for g in gpus]
+    if len(set(indexes)) != len(indexes):
+        raise BadRequest("GPU indexes must be unique")
+    provider = session.exec(select(Provider).where(Provider.worker_key == worker_key)).first()
+    if provider is None:
+        provider = Provider(
+            worker_key=worker_key,
+            key_id=binding.key_id,
+            payout_address=binding.payout_address,
+            binding=binding.model_dump(mode="json"),
+            capabilities=capabilities,
+            registered_at=now,
+            last_heartbeat_at=now,
+        )
+        session.add(provider)
+        session.flush()
+    else:
+        provider.payout_address = binding.payout_address
+        provider.binding = binding.model_dump(mode="json")
+        provider.capabilities = capabilities
+        provider.registered_at = now
+        provider.last_heartbeat_at = now
+        session.add(provider)
+        session.execute(delete(ProviderGpu).where(col(ProviderGpu.provider_id) == provider.id))
+    assert provider.id is not None
+    for gpu in gpus:
+        session.add(
+            ProviderGpu(
+                provider_id=provider.id,
+                index=gpu.index,
+                uuid=gpu.uuid,
+                model=gpu.model,
+                memory_mb=gpu.memory_mb,
+            )
+        )
+    session.commit()
+    return provider
+
+
+def heartbeat(session: Session, provider: Provider, now: datetime) -> Provider:
+    provider.last_heartbeat_at = now
+    session.add(provider)
+    session.commit()
+    return provider
+
+
+def record_telemetry(
+    session: Session, provider: Provider, snapshot: dict[str, Any], now: datetime
+) -> Provider:
+    """Keep the latest snapshot; a telemetry report also counts as a heartbeat."""
+    provider.telemetry = snapshot
+    provider.telemetry_at = now
+    provider.last_heartbeat_at = now
+    session.add(provider)
+    session.commit()
+    return provider
+
+
+def set_rate_card(
+    session: Session, provider: Provider, rates: dict[str, int], now: datetime
+) -> list[RateCard]:
+    """Replace the provider's prices: NTX base units per GPU-hour, by GPU model."""
+    assert provider.id is not None
+    offered = {g.model for g in gpus_of(session, provider.id)}
+    unknown = sorted(set(rates) - offered)
+    if unknown:
+        raise BadRequest(
+            f"rate card names GPU models this provider did not register: {', '.join(unknown)}"
+        )
+    session.execute(delete(RateCard).where(col(RateCard.provider_id) == provider.id))
+    cards = [
+        RateCard(provider_id=provider.id, gpu_model=m, ntx_per_gpu_hour=p, updated_at=now)
+        for m, p in sorted(rates.items())
+    ]
+    session.add_all(cards)
+    session.commit()
+    return cards
+
+
+def gpus_of(session: Session, provider_id: int) -> list[ProviderGpu]:
+    return list(
+        session.exec(
+            select(ProviderGpu)
+            .where(ProviderGpu.provider_id == provider_id)
+            .order_by(col(ProviderGpu.index))
+        ).all()
+    )
+
+
+def list_providers(
+    session: Session, config: ApiConfig, now: datetime, *, online_only: bool
+) -> list[ProviderView]:
+    online_since = now - timedelta(seconds=config.provider_online_s)
+    stmt = select(Provider).order_by(col(Provider.id))
+    if online_only:
+        stmt = stmt.where(col(Provider.last_heartbeat_at) >= online_since)
+    providers = list(session.exec(stmt).all())
+    ids = [p.id for p in providers]
+    gpus: dict[int, list[ProviderGpu]] = {}
+    for gpu in session.exec(
+        select(ProviderGpu)
+        .where(col(ProviderGpu.provider_id).in_(ids))
+        .order_by(col(ProviderGpu.provider_id), col(ProviderGpu.index))
+    ).all():
+        gpus.setdefault(gpu.provider_id, []).append(gpu)
+    cards: dict[int, list[RateCard]] = {}
+    for card in session.exec(
+        select(RateCard)
+        .where(col(RateCard.provider_id).in_(ids))
+        .order_by(col(RateCard.provider_id), col(RateCard.gpu_model))
+    ).all():
+        cards.setdefault(card.provider_id, []).append(card)
+    views = []
+    for p in providers:
+        assert p.id is not None
+        online = p.last_heartbeat_at is not None and p.last_heartbeat_at >= online_since
+        views.append(ProviderView(p, gpus.get(p.id, []), cards.get(p.id, []), online))
+    return views

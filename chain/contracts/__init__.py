@@ -1,0 +1,1 @@
+"""On-chain validators (OpShin, Plutus V3), their ledger types and compiled artifacts."""

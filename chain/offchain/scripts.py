@@ -1,0 +1,171 @@
+"""The compiled protocol scripts, their parameters, hashes and addresses (for builders).
+
+Scripts are read from the committed build artifacts (`chain/contracts/build/plutus.json`),
+never compiled at run time. A deployment is fixed by two things: the seed UTxO the config
+NFT is minted from, and the network. Everything else follows:
+
+    config_nft    = config_nft(seed)                       -> config_policy
+    oracle_config = oracle_config(config_policy)
+    escrow        = escrow                                 (unparameterised)
+    batch_settle  = batch_settle(escrow_hash, config_policy, oracle_config_hash)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opshin.builder import apply_parameters
+from pycardano import (
+    Address,
+    Network,
+    PlutusData,
+    PlutusV3Script,
+    ScriptHash,
+    TransactionInput,
+    VerificationKeyHash,
+    plutus_script_hash,
+)
+
+from chain.contracts import types as t
+from chain.offchain.errors import ChainError
+
+BUILD_DIR = Path(__file__).resolve().parents[1] / "contracts" / "build"
+BLUEPRINT_PATH = BUILD_DIR / "plutus.json"
+CONFIG_NFT_NAME: bytes = t.CONFIG_NFT_NAME
+SCRIPT_NAMES = ("escrow", "batch_settle", "oracle_config", "config_nft", "test_ntx")
+
+
+class ScriptLoadError(ChainError):
+    """The build artifacts are missing, malformed or do not name the wanted script."""
+
+
+@functools.lru_cache(maxsize=4)
+def _blueprint(path: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ScriptLoadError(f"cannot read blueprint {path}: {exc}") from exc
+    return data
+
+
+def unapplied(name: str, blueprint_path: Path = BLUEPRINT_PATH) -> PlutusV3Script:
+    """The compiled script `name` before any parameter is applied."""
+    for v in _blueprint(blueprint_path).get("validators", []):
+        if str(v.get("title", "")).split(".")[0] == name:
+            return PlutusV3Script(bytes.fromhex(v["compiledCode"]))
+    raise ScriptLoadError(f"no validator {name!r} in {blueprint_path}")
+
+
+def parameter_titles(name: str, blueprint_path: Path = BLUEPRINT_PATH) -> list[str]:
+    for v in _blueprint(blueprint_path).get("validators", []):
+        if str(v.get("title", "")).split(".")[0] == name:
+            return [p["title"] for p in v.get("parameters", [])]
+    raise ScriptLoadError(f"no validator {name!r} in {blueprint_path}")
+
+
+@contextlib.contextmanager
+def deep_recursion(limit: int = 100_000) -> Iterator[None]:
+    """uplc's flat decoder and encoder recurse once per term; real scripts need more than
+    Python's default stack of 1000 frames."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def apply_params(name: str, *params: bytes | PlutusData) -> PlutusV3Script:
+    """Apply exactly the parameters the blueprint declares, in order."""
+    titles = parameter_titles(name)
+    if len(params) != len(titles):
+        raise ScriptLoadError(f"{name} takes {len(titles)} parameters {titles}, got {len(params)}")
+    script = unapplied(name)
+    if not params:
+        return script
+    with deep_recursion():
+        return PlutusV3Script(bytes(apply_parameters(script, *params)))
+
+
+def script_hash(script: PlutusV3Script) -> ScriptHash:
+    return plutus_script_hash(script)
+
+
+def out_ref(utxo: TransactionInput) -> t.TxOutRef:
+    return t.TxOutRef(utxo.transaction_id.payload, utxo.index)
+
+
+@dataclass(frozen=True)
+class ProtocolScripts:
+    """One deployment's scripts. Build with `protocol_scripts(seed, network)`."""
+
+    seed: TransactionInput
+    network: Network
+    config_nft: PlutusV3Script
+    oracle_config: PlutusV3Script
+    escrow: PlutusV3Script
+    batch_settle: PlutusV3Script
+
+    @property
+    def config_policy(self) -> ScriptHash:
+        return script_hash(self.config_nft)
+
+    @property
+    def config_unit(self) -> str:
+        return self.config_policy.payload.hex() + CONFIG_NFT_NAME.hex()
+
+    @property
+    def oracle_config_hash(self) -> ScriptHash:
+        return script_hash(self.oracle_config)
+
+    @property
+    def escrow_hash(self) -> ScriptHash:
+        return script_hash(self.escrow)
+
+    @property
+    def batch_hash(self) -> ScriptHash:
+        return script_hash(self.batch_settle)
+
+    @property
+    def config_address(self) -> Address:
+        return Address(payment_part=self.oracle_config_hash, network=self.network)
+
+    def escrow_address(self, staking_part: VerificationKeyHash | None = None) -> Address:
+        """The escrow address. Its staking part is empty by default: escrowed ADA must not be
+        delegated to the batch credential (rewards there would break withdraw-zero, since
+        Conway withdrawals must take the whole balance). The validators accept escrows at
+        any staking part; pass a submitter's stake key hash to keep their stake."""
+        return Address(
+            payment_part=self.escrow_hash, staking_part=staking_part, network=self.network
+        )
+
+    @property
+    def batch_stake_address(self) -> Address:
+        """The reward address the batch withdraws zero from (register it once)."""
+        return Address(staking_part=self.batch_hash, network=self.network)
+
+
+def protocol_scripts(seed: TransactionInput, network: Network) -> ProtocolScripts:
+    config_nft = apply_params("config_nft", out_ref(seed))
+    config_policy = script_hash(config_nft).payload
+    oracle_config = apply_params("oracle_config", config_policy)
+    escrow = apply_params("escrow")
+    batch = apply_params(
+        "batch_settle",
+        script_hash(escrow).payload,
+        config_policy,
+        script_hash(oracle_config).payload,
+    )
+    return ProtocolScripts(seed, network, config_nft, oracle_config, escrow, batch)
+
+
+def ntx_test_policy(admin_pkh: VerificationKeyHash) -> PlutusV3Script:
+    """The devnet/preprod test-NTX minting policy of one admin key."""
+    return apply_params("test_ntx", admin_pkh.payload)

@@ -1,0 +1,247 @@
+"""The job spec: what a submitter asks for, fixed before any worker sees it.
+
+Everything that determines the work (code, image, data, hyperparameters via the commands,
+seed, proof-of-training parameters, price) is in here, so `job_id` commits to all of it:
+
+    job_id = SHA-256(b"proofnet/jobspec/v1" || canonical JSON of the spec)
+
+The domain tag ends in a fixed string and canonical JSON always starts with "{", so the
+concatenation cannot be read two ways.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, ValidationError, model_validator
+
+from proofnet.messages.canonical import CanonicalJSONError, canonical_json, parse_canonical_json
+from proofnet.messages.fields import (
+    Digest,
+    Frozen,
+    Hex40,
+    Hex64,
+    NonNegInt,
+    PosInt,
+    TupleOf,
+    Version1,
+)
+
+JOB_ID_DOMAIN = b"proofnet/jobspec/v1"
+COMMAND_HASH_DOMAIN = b"proofnet/commands/v1"
+JOBSPEC_VERSION = 1
+MAX_SEED = 2**64 - 1
+
+Framework = Literal["pytorch", "tensorflow", "numpy"]
+ResultKind = Literal["json", "csv", "model"]
+
+
+class JobSpecError(ValueError):
+    """A job spec could not be parsed or is invalid; the message says which field and why."""
+
+
+# Docker reference grammar (distribution/reference), restricted to digest-pinned references:
+# [registry[:port]/]path[:tag]@sha256:<64 hex>.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(
+    rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}"
+)
+_REPO_URL = re.compile(r"(?:https|ssh|git)://[^\s/]+/\S+")
+_DATA_URI = re.compile(r"[a-z][a-z0-9+.-]*://\S+")
+
+
+def _image(value: str) -> str:
+    if not _IMAGE.fullmatch(value):
+        raise ValueError(
+            "image must be pinned by digest: 'name@sha256:<64 lowercase hex>' "
+            f"(a tag alone is mutable), got {value[:120]!r}"
+        )
+    return value
+
+
+def _repo_url(value: str) -> str:
+    if len(value) > 2048 or not _REPO_URL.fullmatch(value):
+        raise ValueError(f"repo_url must be an https://, ssh:// or git:// URL, got {value[:120]!r}")
+    return value
+
+
+def _data_uri(value: str) -> str:
+    if len(value) > 2048 or not _DATA_URI.fullmatch(value):
+        raise ValueError(f"data uri must be 'scheme://...' without spaces, got {value[:120]!r}")
+    return value
+
+
+def _result_glob(value: str) -> str:
+    parts = value.split("/")
+    if (
+        not value
+        or value.startswith("/")
+        or "\\" in value
+        or "\x00" in value
+        or any(p in ("", ".", "..") for p in parts)
+    ):
+        raise ValueError(
+            "result path must be a relative glob inside the work dir "
+            f"(no leading '/', no '.' or '..' segments, no backslashes), got {value[:120]!r}"
+        )
+    return value
+
+
+def _argv(value: tuple[str, ...]) -> tuple[str, ...]:
+    if not value:
+        raise ValueError("each command must be a non-empty argv list")
+    if any("\x00" in arg for arg in value):
+        raise ValueError("command arguments cannot contain NUL bytes")
+    return value
+
+
+ImageRef = Annotated[str, AfterValidator(_image)]
+RepoUrl = Annotated[str, AfterValidator(_repo_url)]
+DataUri = Annotated[str, AfterValidator(_data_uri)]
+ResultGlob = Annotated[str, AfterValidator(_result_glob)]
+Argv = Annotated[TupleOf[str], AfterValidator(_argv)]
+
+
+class ModelSource(Frozen):
+    """The training code: a repository pinned to one commit."""
+
+    repo_url: RepoUrl
+    commit: Hex40
+
+
+class Resources(Frozen):
+    gpus: Annotated[int, Field(ge=0, le=64)]
+    gpu_memory_mb: NonNegInt
+    cpus: Annotated[int, Field(ge=1, le=1024)]
+    ram_mb: PosInt
+    disk_mb: PosInt
+    max_duration_s: PosInt
+
+    @model_validator(mode="after")
+    def _gpu_memory_needs_gpu(self) -> Resources:
+        if self.gpus == 0 and self.gpu_memory_mb != 0:
+            raise ValueError("gpu_memory_mb must be 0 when gpus is 0")
+        return self
+
+
+class DataShard(Frozen):
+    """One input file; the worker refuses it when its SHA-256 differs."""
+
+    uri: DataUri
+    sha256: Hex64
+
+
+class ResultSpec(Frozen):
+    """Files to return: a glob relative to the job's work dir, and how to treat them."""
+
+    path: ResultGlob
+    kind: ResultKind
+
+
+class FixedPrice(Frozen):
+    """One price for the whole job, in NTX base units."""
+
+    kind: Literal["fixed"] = "fixed"
+    amount: PosInt
+
+
+class RateCardPrice(Frozen):
+    """Pay per metered use under a published rate card, capped at `max_amount`.
+
+    The rate card is referenced by the SHA-256 of its document so its terms cannot change
+    after the job is signed; `max_amount` is what the escrow locks.
+    """
+
+    kind: Literal["rate_card"] = "rate_card"
+    rate_card: Digest
+    max_amount: PosInt
+
+
+Pricing = Annotated[FixedPrice | RateCardPrice, Field(discriminator="kind")]
+
+
+class ProofParams(Frozen):
+    """Proof-of-training parameters (see notes/compute.md)."""
+
+    # A checkpoint commitment every k optimiser steps; segment = k steps.
+    steps_per_checkpoint: Annotated[int, Field(ge=1, le=1_000_000)] = 100
+    # Segments re-executed at random on top of the top-2 by update norm.
+    spot_checks: Annotated[int, Field(ge=0, le=1000)] = 3
+    # Relative L2 distance (parts per million) accepted when a replay runs on hardware other
+    # than the worker's; replays on the same GPU model and image must match bitwise.
+    tolerance_ppm: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+
+
+class JobSpec(Frozen):
+    version: Version1 = JOBSPEC_VERSION
+    model: ModelSource
+    framework: Framework
+    image: ImageRef
+    commands: Annotated[TupleOf[Argv], Field(min_length=1, max_length=64)]
+    resources: Resources
+    data: Annotated[TupleOf[DataShard], Field(max_length=10_000)] = ()
+    results: Annotated[TupleOf[ResultSpec], Field(max_length=256)] = ()
+    pricing: Pricing
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)]
+    egress: bool = False
+    proof: ProofParams = ProofParams()
+
+    def canonical_bytes(self) -> bytes:
+        return canonical_json(self.model_dump(mode="python"))
+
+    @property
+    def job_id(self) -> str:
+        return job_id_of(self.canonical_bytes())
+
+    @property
+    def image_digest(self) -> str:
+        """`sha256:<hex>`: what the attestation's `image_digest` must equal."""
+        return self.image.rsplit("@", 1)[1]
+
+    @property
+    def command_hash(self) -> str:
+        return command_hash(self.commands)
+
+    @property
+    def max_amount(self) -> int:
+        """The most this job can cost, i.e. what the escrow must lock."""
+        if isinstance(self.pricing, FixedPrice):
+            return self.pricing.amount
+        return self.pricing.max_amount
+
+    @classmethod
+    def from_canonical(cls, data: bytes) -> JobSpec:
+        """Parse bytes that must be exactly the canonical encoding (what `job_id` hashed)."""
+        try:
+            return cls.model_validate(parse_canonical_json(data))
+        except (CanonicalJSONError, ValidationError) as exc:
+            raise JobSpecError(f"invalid job spec: {exc}") from exc
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> JobSpec:
+        """Parse any JSON text (for humans' files); floats and unknown fields are refused."""
+        try:
+            return cls.model_validate_json(data, strict=True)
+        except ValidationError as exc:
+            raise JobSpecError(f"invalid job spec: {exc}") from exc
+
+    @classmethod
+    def from_dict(cls, obj: dict[str, Any]) -> JobSpec:
+        try:
+            return cls.model_validate(obj)
+        except ValidationError as exc:
+            raise JobSpecError(f"invalid job spec: {exc}") from exc
+
+
+def job_id_of(canonical: bytes) -> str:
+    return hashlib.sha256(JOB_ID_DOMAIN + canonical).hexdigest()
+
+
+def command_hash(commands: Sequence[Sequence[str]]) -> str:
+    """SHA-256 of the commands as canonical JSON; what the worker attests it ran."""
+    argvs = [list(argv) for argv in commands]
+    return hashlib.sha256(COMMAND_HASH_DOMAIN + canonical_json(argvs)).hexdigest()

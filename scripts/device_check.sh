@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Worker onboarding on a real GPU: NVML inventory (and a raw NVML recording for the test
+# fake), the matrix-multiply challenge timed and Freivalds-checked on every GPU, the container
+# GPU runtime check, and telemetry (power, energy counter, GPU-seconds) sampled under load.
+#
+# Usage: scripts/device_check.sh            (PYTHON=... to pick the interpreter)
+# Needs the project's Python dependencies (numpy, nvidia-ml-py, prometheus-client, PyNaCl,
+# pydantic) and, to time the GPU rather than the CPU, torch with CUDA (or cupy).
+# Finishes in well under 3 minutes on one GPU. Exit status: 0 all checks passed, 1 a check
+# failed, 3 no GPU found (CPU paths ran).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ -z "${PYTHON:-}" ]]; then
+    if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
+echo "== nvidia-smi -L"
+nvidia-smi -L 2>&1 || echo "(nvidia-smi unavailable)"
+echo "== python: $("$PYTHON" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
+
+exec timeout 170 "$PYTHON" - <<'PY'
+import json
+import sys
+import time
+
+failures: list[str] = []
+
+
+def section(title: str) -> None:
+    print(f"\n== {title}", flush=True)
+
+
+def fail(what: str) -> None:
+    failures.append(what)
+    print(f"FAIL: {what}", flush=True)
+
+
+section("frameworks")
+try:
+    import torch
+
+    cuda = torch.cuda.is_available()
+    print(f"torch {torch.__version__}, CUDA available: {cuda}, "
+          f"devices: {torch.cuda.device_count() if cuda else 0}, "
+          f"tf32 matmul default: {torch.backends.cuda.matmul.allow_tf32}")
+except ImportError:
+    torch = None
+    print("torch not installed: the challenge will run on cupy or the CPU")
+
+from worker.inventory import InventoryError, collect_inventory, record_nvml
+
+section("NVML recording (format of tests/worker/data/*.json)")
+try:
+    recording = record_nvml()
+    recording["recorded"]["source"] = "scripts/device_check.sh on a real device"
+    print(json.dumps(recording, indent=2))
+except Exception as e:  # a machine without NVML cannot be recorded; the inventory says why
+    print(f"no recording: {type(e).__name__}: {e}")
+
+section("inventory")
+try:
+    inv = collect_inventory(work_dir=__import__("pathlib").Path(".proofnet/worker"))
+except InventoryError as e:
+    fail(f"inventory: {e}")
+    print("DEVICE CHECK FAILED:", "; ".join(failures))
+    sys.exit(1)
+print(json.dumps(inv.to_dict(), indent=2))
+if inv.cpu_only:
+    print(f"CPU-only: {inv.cpu_only_reason}")
+
+section("challenge")
+from worker.challenge import ChallengeSpec, assess_throughput, run_challenge, verify_freivalds
+
+plans = [(4096, "float32"), (8192, "float32"), (4096, "float64")] if inv.gpus else [(512, "float32")]
+for gpu in inv.gpus or [None]:
+    for n, dtype in plans:
+        spec = ChallengeSpec(seed=20240601, n=n, dtype=dtype)
+        if gpu is not None:
+            spec = spec.for_gpu(gpu.index)
+        t0 = time.perf_counter()
+        if gpu is None:
+            result = run_challenge(spec, backend="numpy")
+        else:
+            result = run_challenge(spec, gpu_index=gpu.index, gpu_uuid=gpu.uuid)
+        wall = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        verdict = verify_freivalds(spec.seed, spec.n, result.c, rounds=2)
+        verify_s = time.perf_counter() - t1
+        on_gpu = result.backend != "numpy"
+        plaus = assess_throughput(spec, result.elapsed_s, gpu.name if gpu and on_gpu else None)
+        print(f"{'GPU %d' % gpu.index if gpu else 'CPU'} n={n} {dtype}: backend={result.backend} "
+              f"device={result.device!r} uuid={result.device_uuid} "
+              f"matmul={result.elapsed_s * 1e3:.2f} ms ({result.flops_per_s / 1e12:.2f} TFLOP/s) "
+              f"plausibility={plaus.verdict} [{plaus.detail}] "
+              f"freivalds={verdict.ok} ({verdict.reason}, {verify_s:.2f} s) "
+              f"end-to-end={wall:.2f} s commitment={result.commitment[:16]}...")
+        if not verdict.ok:
+            fail(f"challenge n={n} {dtype}: {verdict.reason}")
+        if not plaus.ok:
+            fail(f"challenge n={n} {dtype}: {plaus.detail}")
+        if gpu is not None and not on_gpu:
+            fail("the GPU challenge fell back to the CPU (no torch/cupy with CUDA)")
+            break
+        if gpu is not None and result.device_uuid not in (None, gpu.uuid):
+            fail(f"CUDA device {result.device_uuid} is not NVML's {gpu.uuid}")
+    if torch is not None and gpu is not None and torch.cuda.is_available():
+        # With TF32 on, small-integer products must stay exact and below the TF32 peak.
+        before = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            spec = ChallengeSpec(seed=7, n=8192).for_gpu(gpu.index)
+            result = run_challenge(spec, gpu_index=gpu.index, gpu_uuid=gpu.uuid)
+            verdict = verify_freivalds(spec.seed, spec.n, result.c)
+            plaus = assess_throughput(spec, result.elapsed_s, gpu.name)
+            print(f"GPU {gpu.index} n=8192 float32 with TF32: {result.elapsed_s * 1e3:.2f} ms "
+                  f"({result.flops_per_s / 1e12:.1f} TFLOP/s) plausibility={plaus.verdict} "
+                  f"freivalds={verdict.ok}")
+            if not verdict.ok:
+                fail(f"TF32 product not exact: {verdict.reason}")
+            if not plaus.ok:
+                fail(f"TF32 timing: {plaus.detail}")
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = before
+
+section("container GPU runtime")
+from worker.gpu_runtime_check import check_gpu_runtime
+
+rt = check_gpu_runtime([g.uuid for g in inv.gpus], timeout_s=60)
+print(f"status={rt.status} problem={rt.problem}: {rt.diagnosis}")
+if rt.fix:
+    print(f"fix: {rt.fix}")
+if rt.detail:
+    print(f"detail: {rt.detail[:500]}")
+# Device machines often have no Docker: reported, not counted as a worker-code failure.
+
+section("telemetry under load")
+from prometheus_client import generate_latest
+
+from worker.telemetry import TelemetrySampler
+
+sampler = TelemetrySampler(interval_s=0.5)
+sampler.start()
+try:
+    time.sleep(1.2)
+    sampler.start_job("device-check")
+    load_s = 6.0
+    t_end = time.monotonic() + load_s
+    if torch is not None and inv.gpus and torch.cuda.is_available():
+        x = torch.randn(8192, 8192, device="cuda")
+        while time.monotonic() < t_end:
+            for _ in range(10):
+                y = x @ x
+            torch.cuda.synchronize()
+        del x, y
+    else:
+        time.sleep(load_s)
+    usage = sampler.stop_job("device-check")
+    print(json.dumps(usage.__dict__, indent=2, default=str))
+    snap = sampler.snapshot()
+    if snap.latest is not None:
+        for g in snap.latest.gpus:
+            print(f"GPU {g.index}: util={g.utilization_pct}% mem_used={g.memory_used_bytes} "
+                  f"power={g.power_w} W temp={g.temperature_c} C energy_counter={g.energy_j} J")
+    print(f"sampler: gpu_unavailable_reason={sampler.gpu_unavailable_reason} "
+          f"sample_errors={snap.sample_errors}")
+    text = generate_latest(sampler.registry).decode()
+    print("\n".join(l for l in text.splitlines() if l.startswith("proofnet_worker_")))
+    if inv.gpus:
+        if usage.gpu_seconds < load_s * len(inv.gpus) * 0.9:
+            fail(f"GPU-seconds {usage.gpu_seconds:.2f} below the {load_s:g} s of load")
+        if not usage.energy_j or usage.energy_j <= 0:
+            fail(f"no energy measured ({usage.energy_source})")
+        if snap.sample_errors:
+            fail(f"{snap.sample_errors} telemetry sample errors")
+finally:
+    sampler.close()
+
+section("result")
+if failures:
+    print("DEVICE CHECK FAILED:", "; ".join(failures))
+    sys.exit(1)
+if not inv.gpus:
+    print(f"NO GPU: {inv.cpu_only_reason} (CPU paths ran)")
+    sys.exit(3)
+print("DEVICE CHECK OK")
+PY

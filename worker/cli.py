@@ -1,0 +1,512 @@
+"""`proofnet worker ...`: onboarding a provider's machine.
+
+`onboard` inventories the GPUs (NVML), checks that containers get them, times and self-checks
+the matrix-multiply challenge on each, creates or loads the worker key, signs the payout
+binding, and either registers with the API (`--api-url`) or writes the registration to the
+work dir. The worker talks to the API only over HTTP; it imports nothing from `api/`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, help="Run a proofnet worker on this machine.")
+
+
+@app.callback()
+def _worker() -> None:
+    """Run a proofnet worker on this machine."""
+    # A callback keeps `onboard` a sub-command (Typer collapses single-command apps), so the
+    # lead can mount this app as `proofnet worker` and later commands slot in beside it.
+
+
+# Mirrors api/worker_auth.py (request signing); tests/worker/test_worker_cli.py checks that
+# both produce the same bytes, until the definition moves to proofnet/messages/.
+_REQUEST_DOMAIN = "proofnet/worker-request/v1"
+_REVEALED_ROWS_PER_CHALLENGE = 2
+_DEFAULT_N_GPU = 4096
+_DEFAULT_N_CPU = 512
+
+
+class OnboardingError(Exception):
+    """Onboarding cannot continue; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class OnboardOptions:
+    api_url: str | None
+    payout_address: str | None
+    key_file: Path
+    work_dir: Path
+    network: str
+    skip_challenge: bool
+    skip_runtime_check: bool
+    challenge_n: int | None
+    dtype: str
+    gpu_image: str
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class OnboardOutcome:
+    registration: Any  # ProviderRegistration
+    key_id: str
+    key_file: Path
+    key_created: bool
+    report_path: Path
+    registered: bool
+    api_response: Any
+    problems: tuple[str, ...]  # reasons this machine is not ready; empty when it is
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+# --- signed HTTP ---------------------------------------------------------------------------
+
+
+def request_message(
+    *, network: str, method: str, path: str, timestamp: int, nonce: str, body: bytes
+) -> bytes:
+    from proofnet.messages.canonical import canonical_json
+
+    return canonical_json(
+        {
+            "body_sha256": hashlib.sha256(body).hexdigest(),
+            "domain": _REQUEST_DOMAIN,
+            "method": method.upper(),
+            "network": network,
+            "nonce": nonce,
+            "path": path,
+            "timestamp": timestamp,
+        }
+    )
+
+
+def _signed_post(client: Any, url: str, body: bytes, key: Any, network: str) -> Any:
+    import httpx
+
+    target = httpx.URL(url)
+    path = target.raw_path.decode()  # path plus query, as the API reconstructs it
+    timestamp, nonce = int(time.time()), secrets.token_hex(16)
+    message = request_message(
+        network=network, method="POST", path=path, timestamp=timestamp, nonce=nonce, body=body
+    )
+    headers = {
+        "Content-Type": "application/json",
+        "X-Proofnet-Worker-Key": key.public_key_hex,
+        "X-Proofnet-Timestamp": str(timestamp),
+        "X-Proofnet-Nonce": nonce,
+        "X-Proofnet-Signature": key.sign(message).hex(),
+    }
+    try:
+        response = client.post(target, content=body, headers=headers)
+    except httpx.TransportError as e:
+        raise OnboardingError(
+            f"cannot reach the proofnet API at {target.scheme}://{target.netloc.decode()}: {e} "
+            "(check --api-url, the network, and that the API is running)"
+        ) from e
+    if response.status_code >= 400:
+        try:
+            detail = response.json().get("detail", response.text)
+        except (ValueError, AttributeError):
+            detail = response.text
+        raise OnboardingError(f"the API refused {path}: HTTP {response.status_code}: {detail}")
+    try:
+        return response.json()
+    except ValueError as e:
+        raise OnboardingError(f"the API answered {path} with something that is not JSON") from e
+
+
+# --- onboarding ----------------------------------------------------------------------------
+
+
+def run_onboarding(
+    opts: OnboardOptions, *, nvml: Any = None, docker_client: Any = None
+) -> OnboardOutcome:
+    """Everything `onboard` does except printing. `nvml` and `docker_client` are for tests."""
+    from proofnet import __version__
+    from proofnet.messages.binding import NETWORKS, BindingError
+    from proofnet.messages.registration import (
+        REGISTRATION_CHALLENGE_PATH,
+        REGISTRATION_PATH,
+        GpuDetail,
+        GpuRegistration,
+        HostReport,
+        ProviderRegistration,
+        RegistrationChallenge,
+        RuntimeReport,
+        WorkerCapabilities,
+    )
+    from worker.gpu_runtime_check import RuntimeCheck, check_gpu_runtime
+    from worker.identity import IdentityError, bind_payout_address, load_or_create_key
+    from worker.inventory import InventoryError, collect_inventory
+
+    if opts.network not in NETWORKS:
+        raise OnboardingError(f"unknown network {opts.network!r}; use one of {', '.join(NETWORKS)}")
+    if opts.api_url and not opts.payout_address:
+        raise OnboardingError("registering with the API needs --payout-address")
+    problems: list[str] = []
+    try:
+        inventory = collect_inventory(nvml, work_dir=opts.work_dir)
+    except InventoryError as e:
+        raise OnboardingError(f"GPU inventory failed: {e}") from e
+
+    uuids = [g.uuid for g in inventory.gpus]
+    if inventory.cpu_only:
+        runtime = RuntimeCheck("skipped", "skipped", "CPU-only: no GPUs to give to containers")
+    elif opts.skip_runtime_check:
+        runtime = RuntimeCheck("skipped", "skipped", "skipped by --skip-runtime-check")
+    else:
+        runtime = check_gpu_runtime(uuids, image=opts.gpu_image, client=docker_client)
+        if not runtime.ok:
+            problems.append(f"container GPU runtime: {runtime.diagnosis}; fix: {runtime.fix}")
+
+    try:
+        key, created = load_or_create_key(opts.key_file)
+    except IdentityError as e:
+        raise OnboardingError(str(e)) from e
+
+    client = None
+    api = (opts.api_url or "").rstrip("/")
+    if api:
+        import httpx
+
+        client = httpx.Client(timeout=opts.timeout_s)
+    try:
+        if client is not None:
+            answer = _signed_post(
+                client,
+                api + REGISTRATION_CHALLENGE_PATH,
+                b"",
+                key,
+                opts.network,
+            )
+            try:
+                issued = RegistrationChallenge.model_validate(answer)
+            except ValueError as e:
+                raise OnboardingError(f"the API's challenge answer is malformed: {e}") from e
+            if issued.network != opts.network:
+                raise OnboardingError(
+                    f"the API runs on {issued.network} but this worker is set to {opts.network} "
+                    "(set PROOFNET_NETWORK or --network)"
+                )
+            nonce, seed_source = issued.nonce, "api-nonce"
+        else:
+            nonce, seed_source = secrets.token_hex(32), "local-nonce"
+
+        challenges = (
+            [] if opts.skip_challenge else _run_challenges(opts, inventory, nonce, problems)
+        )
+
+        binding = None
+        if opts.payout_address:
+            try:
+                binding = bind_payout_address(key, opts.payout_address, opts.network, nonce)
+            except BindingError as e:
+                raise OnboardingError(f"cannot bind the payout address: {e}") from e
+
+        host = inventory.host
+        registration = ProviderRegistration(
+            binding=binding,
+            gpus=[
+                GpuRegistration(
+                    index=g.index,
+                    uuid=g.uuid,
+                    name=g.name,
+                    memory_mb=max(1, g.memory_total_bytes // 2**20),
+                )
+                for g in inventory.gpus
+            ],
+            capabilities=WorkerCapabilities(
+                worker_version=__version__,
+                cpu_only=inventory.cpu_only,
+                cpu_only_reason=inventory.cpu_only_reason,
+                driver_version=inventory.driver_version,
+                cuda_version=inventory.cuda_version,
+                gpus=[
+                    GpuDetail(
+                        index=g.index,
+                        uuid=g.uuid,
+                        compute_capability=f"{g.compute_capability[0]}.{g.compute_capability[1]}",
+                        pci_bus_id=g.pci_bus_id,
+                        memory_total_bytes=g.memory_total_bytes,
+                        power_limit_w=g.power_limit_w,
+                    )
+                    for g in inventory.gpus
+                ],
+                host=HostReport(
+                    os=host.os,
+                    kernel=host.kernel,
+                    arch=host.arch,
+                    cpu_model=host.cpu_model,
+                    cpu_count=host.cpu_count,
+                    ram_total_bytes=host.ram_total_bytes,
+                    disk_free_bytes=host.disk_free_bytes,
+                    python=host.python,
+                ),
+                runtime_check=RuntimeReport(
+                    status=runtime.status,
+                    problem=runtime.problem,
+                    diagnosis=runtime.diagnosis,
+                    fix=runtime.fix,
+                ),
+                challenge_seed_source=seed_source,  # type: ignore[arg-type]
+                challenges=challenges,
+            ),
+        )
+        opts.work_dir.mkdir(parents=True, exist_ok=True)
+        report_path = opts.work_dir / "registration.json"
+        report_path.write_text(registration.model_dump_json(indent=2) + "\n")
+
+        registered, api_response = False, None
+        if client is not None and not problems:
+            body = registration.model_dump_json().encode()
+            api_response = _signed_post(
+                client,
+                api + REGISTRATION_PATH,
+                body,
+                key,
+                opts.network,
+            )
+            registered = True
+    finally:
+        if client is not None:
+            client.close()
+    return OnboardOutcome(
+        registration=registration,
+        key_id=key.key_id,
+        key_file=opts.key_file,
+        key_created=created,
+        report_path=report_path,
+        registered=registered,
+        api_response=api_response,
+        problems=tuple(problems),
+    )
+
+
+def _run_challenges(
+    opts: OnboardOptions, inventory: Any, nonce: str, problems: list[str]
+) -> list[Any]:
+    from proofnet.messages.registration import (
+        ChallengeReport,
+        InclusionProofReport,
+        RevealedRowReport,
+    )
+    from worker.challenge import (
+        ChallengeError,
+        ChallengeSpec,
+        assess_throughput,
+        reveal_indices,
+        run_challenge,
+        seed_from_nonce,
+        verify_freivalds,
+    )
+
+    n = opts.challenge_n or (_DEFAULT_N_CPU if inventory.cpu_only else _DEFAULT_N_GPU)
+    try:
+        base = ChallengeSpec(seed=seed_from_nonce(nonce), n=n, dtype=opts.dtype)
+    except ChallengeError as e:
+        raise OnboardingError(f"bad challenge parameters: {e}") from e
+    targets: list[Any] = list(inventory.gpus) or [None]
+    reports = []
+    for gpu in targets:
+        spec = base if gpu is None else base.for_gpu(gpu.index)
+        try:
+            if gpu is None:
+                result = run_challenge(spec, backend="numpy")
+            else:
+                result = run_challenge(spec, gpu_index=gpu.index, gpu_uuid=gpu.uuid)
+        except ChallengeError as e:
+            raise OnboardingError(f"the challenge could not run: {e}") from e
+        on_gpu = result.backend != "numpy"
+        if gpu is not None and not on_gpu:
+            problems.append(
+                "the GPU challenge ran on the CPU: install torch (or cupy) with CUDA so the "
+                "worker can use its GPUs"
+            )
+        if gpu is not None and on_gpu and result.device_uuid not in (None, gpu.uuid):
+            problems.append(
+                f"the challenge for {gpu.uuid} ran on {result.device_uuid}: CUDA and NVML "
+                "disagree about the GPUs (CUDA_VISIBLE_DEVICES?)"
+            )
+        check = verify_freivalds(spec.seed, spec.n, result.c, rounds=2)
+        if not check.ok:
+            problems.append(f"the GPU computed a wrong product ({check.reason}): faulty hardware?")
+        plaus = assess_throughput(spec, result.elapsed_s, gpu.name if gpu and on_gpu else None)
+        if not plaus.ok:
+            problems.append(f"implausible challenge timing: {plaus.detail}")
+        picks = reveal_indices(result.commitment, nonce, spec.n, _REVEALED_ROWS_PER_CHALLENGE)
+        reports.append(
+            ChallengeReport(
+                gpu_index=None if gpu is None else gpu.index,
+                gpu_uuid=None if gpu is None else gpu.uuid,
+                seed=spec.seed,
+                n=spec.n,
+                dtype=spec.dtype,  # type: ignore[arg-type]
+                commitment=result.commitment,
+                elapsed_s=result.elapsed_s,
+                tflops=result.flops_per_s / 1e12,
+                backend=result.backend,  # type: ignore[arg-type]
+                device=result.device,
+                self_check=check.reason,
+                plausibility=plaus.verdict,
+                plausibility_detail=plaus.detail,
+                revealed=[
+                    RevealedRowReport(
+                        index=row.index,
+                        values=list(row.values),
+                        proof=InclusionProofReport(
+                            index=row.proof.index,
+                            size=row.proof.size,
+                            path=[h.hex() for h in row.proof.path],
+                        ),
+                    )
+                    for row in result.reveal(picks)
+                ],
+            )
+        )
+        if gpu is not None and not on_gpu:
+            break  # one CPU run says all there is to say; n^3 per GPU on a CPU would not
+    return reports
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+@app.command()
+def onboard(
+    api_url: str | None = typer.Option(None, "--api-url", help="register with this proofnet API"),
+    payout_address: str | None = typer.Option(
+        None, "--payout-address", help="bech32 Cardano address that receives this worker's NTX"
+    ),
+    key_file: Path | None = typer.Option(None, "--key-file", help="worker key (created if absent)"),
+    work_dir: Path | None = typer.Option(
+        None, "--work-dir", help="where the registration is written"
+    ),
+    network: str | None = typer.Option(
+        None, "--network", help="devnet, preprod, preview or mainnet"
+    ),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON document"),
+    skip_challenge: bool = typer.Option(False, "--skip-challenge", help="skip the GPU challenge"),
+    skip_runtime_check: bool = typer.Option(
+        False, "--skip-runtime-check", help="skip the container GPU runtime check"
+    ),
+    challenge_n: int | None = typer.Option(
+        None, "--challenge-n", help="matrix size of the challenge"
+    ),
+    dtype: str = typer.Option("float32", "--dtype", help="challenge dtype: float32 or float64"),
+    gpu_image: str | None = typer.Option(None, "--gpu-image", help="image for the runtime check"),
+) -> None:
+    """Check this machine and register it as a proofnet provider."""
+    from proofnet.settings import build_settings
+    from worker.gpu_runtime_check import DEFAULT_IMAGE
+
+    settings = build_settings()
+    opts = OnboardOptions(
+        api_url=api_url,
+        payout_address=payout_address,
+        key_file=key_file or settings.worker_key_file,
+        work_dir=work_dir or settings.worker_work_dir,
+        network=network or settings.network,
+        skip_challenge=skip_challenge,
+        skip_runtime_check=skip_runtime_check,
+        challenge_n=challenge_n,
+        dtype=dtype,
+        gpu_image=gpu_image or DEFAULT_IMAGE,
+    )
+    try:
+        outcome = run_onboarding(opts)
+    except OnboardingError as e:
+        if json_out:
+            typer.echo(json.dumps({"ok": False, "error": str(e)}))
+        else:
+            typer.secho(f"onboarding failed: {e}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from e
+    if json_out:
+        typer.echo(
+            json.dumps(
+                {
+                    "ok": outcome.ok,
+                    "problems": list(outcome.problems),
+                    "key_id": outcome.key_id,
+                    "key_file": str(outcome.key_file),
+                    "key_created": outcome.key_created,
+                    "report_path": str(outcome.report_path),
+                    "registered": outcome.registered,
+                    "api_response": outcome.api_response,
+                    "registration": outcome.registration.model_dump(mode="json"),
+                },
+                indent=2,
+            )
+        )
+    else:
+        _print_summary(outcome, opts)
+    if not outcome.ok:
+        raise typer.Exit(1)
+
+
+def _print_summary(outcome: OnboardOutcome, opts: OnboardOptions) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=sys.stdout)
+    reg = outcome.registration
+    caps = reg.capabilities
+    console.rule("proofnet worker onboarding")
+    if caps.cpu_only:
+        console.print(f"[yellow]CPU-only worker[/]: {caps.cpu_only_reason}")
+    else:
+        table = Table("GPU", "name", "UUID", "memory", "CC", "PCI")
+        for g, d in zip(reg.gpus, caps.gpus, strict=True):
+            table.add_row(
+                str(g.index),
+                g.name,
+                g.uuid,
+                f"{g.memory_mb / 1024:.0f} GiB",
+                d.compute_capability,
+                d.pci_bus_id,
+            )
+        console.print(table)
+        console.print(f"driver {caps.driver_version}, CUDA {caps.cuda_version}")
+    host = caps.host
+    console.print(
+        f"host: {host.cpu_model} x{host.cpu_count}, {host.ram_total_bytes / 2**30:.1f} GiB RAM, "
+        f"{host.disk_free_bytes / 2**30:.1f} GiB free for the work dir, {host.os}"
+    )
+    rt = caps.runtime_check
+    colour = {"ok": "green", "failed": "red", "skipped": "yellow"}[rt.status]
+    console.print(f"container GPU runtime: [{colour}]{rt.status}[/] {rt.diagnosis}")
+    if rt.fix:
+        console.print(f"  fix: {rt.fix}")
+    for c in caps.challenges:
+        where = f"GPU {c.gpu_index}" if c.gpu_index is not None else "CPU"
+        console.print(
+            f"challenge {where}: n={c.n} {c.dtype} on {c.device} in {c.elapsed_s * 1e3:.1f} ms "
+            f"({c.tflops:.2f} TFLOP/s, {c.plausibility}); {c.self_check}"
+        )
+    if not caps.challenges:
+        console.print("challenge: skipped")
+    state = "created" if outcome.key_created else "loaded"
+    console.print(f"worker key {outcome.key_id} ({state}: {outcome.key_file})")
+    if reg.binding is not None:
+        console.print(f"payout: {reg.binding.payout_address} on {reg.binding.network} (signed)")
+    else:
+        console.print("[yellow]no payout address[/]: rerun with --payout-address to be paid")
+    console.print(f"registration written to {outcome.report_path}")
+    if outcome.registered:
+        console.print(f"[green]registered with {opts.api_url}[/]")
+    for p in outcome.problems:
+        console.print(f"[red]problem[/]: {p}")
+    if outcome.problems and opts.api_url:
+        console.print("[red]not registered[/]: fix the problems above and rerun")

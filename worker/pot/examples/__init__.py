@@ -1,0 +1,1 @@
+"""Reference training jobs that use the proof-of-training recorder."""
