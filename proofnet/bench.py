@@ -18,3 +18,51 @@ def bench_devnet(
     from chain.devnet.bench import run_devnet_bench
 
     run_devnet_bench(payments=payments, plutus=plutus, utxos=utxos, json_out=json_out)
+
+
+@app.command("worker")
+def bench_worker(
+    k: int = typer.Option(100, help="proof-of-training checkpoint interval (steps)"),
+    steps: int = typer.Option(1000, help="training steps per measurement"),
+    attestations: int = typer.Option(2000, help="attestations to sign and verify"),
+    container_runs: int = typer.Option(10, help="container starts to time (0 skips Docker)"),
+    image: str = typer.Option("proofnet/test-numpy:local", help="local image for start timing"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """Container start overhead, proof-of-training overhead at k, attestation sign/verify."""
+    import json
+    from dataclasses import asdict
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from worker.bench_pot import run_worker_bench
+
+    report: dict[str, object] = run_worker_bench(k=k, steps=steps, attestations=attestations)
+    if container_runs > 0:
+        from worker.bench_runtime import bench_worker as container_bench
+
+        start = container_bench(runs=container_runs, image=image)
+        report["container_start"] = {
+            "storage_driver": start.storage_driver,
+            "process_median_s": start.process_median_s,
+            "container_median_s": start.container_median_s,
+            "overhead_s": start.overhead_s,
+            "runs": container_runs,
+        }
+    if json_out:
+        typer.echo(json.dumps(report, default=lambda o: asdict(o)))
+        return
+    table = Table(title="proofnet bench worker")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    pot = report["pot"]
+    att = report["attestation"]
+    assert isinstance(pot, dict) and isinstance(att, dict)
+    for key, value in pot.items():
+        table.add_row(f"proof of training: {key}", str(value))
+    for key, value in att.items():
+        table.add_row(f"attestations: {key}", str(value))
+    for key, value in dict(report.get("container_start") or {}).items():  # type: ignore[call-overload]
+        table.add_row(f"container start: {key}", str(value))
+    Console().print(table)

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from shared_paths import shared_dir
 
 _TESTS = Path(__file__).resolve().parent

@@ -19,6 +19,83 @@ for anything else (deregistration, delegation).
 from chain.contracts.rules import *
 
 
+@dataclass(unsafe_hash=True)
+class Cursor(PlutusData):
+    """Loop state. OpShin threads every variable a loop body writes through each
+    iteration, so loop bodies are functions and the loops carry this one value."""
+
+    CONSTR_ID = 0
+    # Last escrow input index settled, last output index used by the batch.
+    prev_in: int
+    prev_out: int
+    # NTX and lovelace paid out by the current escrow so far.
+    paid: int
+    paid_ada: int
+
+
+def pay(p: Payout, cur: Cursor, outputs: List[TxOut], policy: bytes, name: bytes) -> Cursor:
+    o_idx = p.output_index
+    assert o_idx > cur.prev_out, "output indices must strictly increase"
+    out = outputs[o_idx]
+    amount = p.amount
+    assert amount > 0, "payout must be positive"
+    assert out.address == p.address, "payout to the wrong address"
+    value = out.value
+    assert value[policy][name] == amount, "payout amount mismatch"
+    return Cursor(cur.prev_in, o_idx, cur.paid + amount, cur.paid_ada + value[b""][b""])
+
+
+def settle_one(
+    e: SettleEntry,
+    cur: Cursor,
+    inputs: List[TxInInfo],
+    outputs: List[TxOut],
+    escrow_cred: Credential,
+    own_hash: bytes,
+    config_policy: bytes,
+    upper: int,
+) -> Cursor:
+    idx = e.input_index
+    assert idx > cur.prev_in, "escrow input indices must strictly increase"
+    escrow = inputs[idx].resolved
+    assert escrow.address.payment_credential == escrow_cred, "entry is not an escrow input"
+    od: SomeOutputDatum = escrow.datum
+    d: EscrowDatum = od.datum
+    # This batch script's hash commits to its parameters (escrow script, config NFT), so an
+    # escrow naming it trusts exactly this oracle configuration.
+    assert d.batch_credential == own_hash, "escrow does not trust this batch script"
+    assert upper <= d.deadline, "escrow deadline passed"
+    value = escrow.value
+    policy = d.ntx_policy
+    name = d.ntx_name
+    ntx_tokens = value[policy]
+    # Only ADA and the NTX unit: anything else could not be accounted for here; such an
+    # escrow is refused and stays refundable in full.
+    assert len(value) == 2 and len(ntx_tokens) == 1, "escrow holds other tokens"
+    acc = Cursor(idx, cur.prev_out, 0, 0)
+    for p in e.payouts:
+        acc = pay(p, acc, outputs, policy, name)
+    assert acc.paid <= d.budget, "payouts exceed the budget"
+    r_idx = e.refund_index
+    assert r_idx > acc.prev_out, "output indices must strictly increase"
+    rest = outputs[r_idx]
+    assert rest.address == d.submitter, "remainder must go to the submitter's full address"
+    rest_value = rest.value
+    remaining = ntx_tokens[name] - acc.paid
+    if remaining > 0:
+        assert rest_value[policy][name] >= remaining, "NTX remainder"
+    assert rest_value[b""][b""] >= value[b""][b""] - acc.paid_ada, "ADA remainder"
+    return Cursor(idx, r_idx, 0, 0)
+
+
+def count_escrows(inputs: List[TxInInfo], escrow_cred: Credential) -> int:
+    n = 0
+    for i in inputs:
+        if i.resolved.address.payment_credential == escrow_cred:
+            n += 1
+    return n
+
+
 def settle(
     escrow_hash: bytes,
     own_hash: bytes,
@@ -31,57 +108,13 @@ def settle(
     inputs = tx.inputs
     outputs = tx.outputs
     escrow_cred: Credential = ScriptCredential(escrow_hash)
-    n_escrows = 0
-    for i in inputs:
-        if i.resolved.address.payment_credential == escrow_cred:
-            n_escrows += 1
-    n_entries = 0
-    prev_in = -1
-    prev_out = -1
-    for e in redeemer.entries:
-        idx = e.input_index
-        assert idx > prev_in, "escrow input indices must strictly increase"
-        prev_in = idx
-        n_entries += 1
-        escrow = inputs[idx].resolved
-        assert escrow.address.payment_credential == escrow_cred, "entry is not an escrow input"
-        od = escrow.datum
-        assert isinstance(od, SomeOutputDatum), "escrow datum must be inline"
-        d: EscrowDatum = od.datum
-        assert d.batch_credential == own_hash, "escrow does not trust this batch script"
-        assert d.config_policy == config_policy, "escrow trusts another oracle config"
-        assert d.config_name == CONFIG_NFT_NAME, "escrow trusts another oracle config"
-        assert upper <= d.deadline, "escrow deadline passed"
-        value = escrow.value
-        ntx_policy = d.ntx_policy
-        ntx_name = d.ntx_name
-        ntx_tokens = value[ntx_policy]
-        # Only ADA and the NTX unit: anything else could not be accounted for here; such an
-        # escrow is refused and stays refundable in full.
-        assert len(value) == 2 and len(ntx_tokens) == 1, "escrow holds other tokens"
-        escrow_ntx = ntx_tokens[ntx_name]
-        paid = 0
-        paid_ada = 0
-        for p in e.payouts:
-            o_idx = p.output_index
-            assert o_idx > prev_out, "output indices must strictly increase"
-            prev_out = o_idx
-            out = outputs[o_idx]
-            amount = p.amount
-            assert amount > 0, "payout must be positive"
-            assert out.address == p.address, "payout to the wrong address"
-            assert ntx_of(out.value, ntx_policy, ntx_name) == amount, "payout amount mismatch"
-            paid += amount
-            paid_ada += out.value[b""][b""]
-        assert paid <= d.budget, "payouts exceed the budget"
-        r_idx = e.refund_index
-        assert r_idx > prev_out, "output indices must strictly increase"
-        prev_out = r_idx
-        rest = outputs[r_idx]
-        assert rest.address == d.submitter, "remainder must go to the submitter's full address"
-        assert ntx_of(rest.value, ntx_policy, ntx_name) == escrow_ntx - paid, "NTX remainder"
-        assert rest.value[b""][b""] >= value[b""][b""] - paid_ada, "ADA remainder"
-    assert n_entries == n_escrows, "every escrow input must be settled"
+    entries = redeemer.entries
+    # Every escrow input is named (the indices are distinct escrow inputs, so equal counts
+    # mean all of them are covered exactly once).
+    assert len(entries) == count_escrows(inputs, escrow_cred), "every escrow must be settled"
+    cur = Cursor(-1, -1, 0, 0)
+    for e in entries:
+        cur = settle_one(e, cur, inputs, outputs, escrow_cred, own_hash, config_policy, upper)
 
 
 def validator(

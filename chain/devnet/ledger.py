@@ -47,6 +47,7 @@ from chain.devnet.addresses import (
 )
 from chain.devnet.cost_models import default_cost_models
 from chain.devnet.fees import min_fee, script_fee
+from chain.devnet.interface import DevnetLedger
 from chain.devnet.params import GenesisConfig, ProtocolParams
 from chain.devnet.plutus_tx import TxIn
 from chain.devnet.records import (
@@ -261,11 +262,12 @@ class Ledger:
                 if genesis.system_start == 0:
                     genesis = dataclasses.replace(genesis, system_start=int(time.time()))
                 params = _with_cost_models(params or ProtocolParams())
-                key = PaymentSigningKey.generate()
                 key_path = data_dir / FAUCET_KEY_NAME
+                # A key left by a crash between writing it and writing genesis is reused.
                 if key_path.exists():
                     key = PaymentSigningKey.load(str(key_path))
                 else:
+                    key = PaymentSigningKey.generate()
                     key.save(str(key_path))
                 cls._write_genesis(store, genesis, params, key)
             else:
@@ -470,12 +472,15 @@ class Ledger:
             return
         from chain.devnet.phase2 import evaluate_redeemers
 
-        evaluations = evaluate_redeemers(
-            tx.raw,
-            _phase2_resolved(result),
-            slot_config=self._slot_config(),
-            cost_models=self._params.cost_models,
-        )
+        try:
+            evaluations = evaluate_redeemers(
+                tx.raw,
+                _phase2_resolved(result),
+                slot_config=self._slot_config(),
+                cost_models=self._params.cost_models,
+            )
+        except Exception as exc:
+            raise e.ScriptFailure(f"phase-2 evaluation failed: {exc}") from exc
         failed = [ev for ev in evaluations if not ev.ok]
         if tx.is_valid and failed:
             first = failed[0]
@@ -862,6 +867,11 @@ class Ledger:
     def _check_open(self) -> None:
         if self._closed:
             raise e.DevnetError("the ledger is closed")
+
+
+def _as_devnet_ledger(ledger: Ledger) -> DevnetLedger:
+    """Never called: makes mypy check that `Ledger` satisfies the front ends' protocol."""
+    return ledger
 
 
 def _with_cost_models(params: ProtocolParams) -> ProtocolParams:

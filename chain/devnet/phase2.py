@@ -123,7 +123,18 @@ def evaluate_script(
     models = evaluator_cost_models(language, cost_model)
     program = _decode_program(script_body, language)
     machine = Machine(Budget(cpu=budget[1], memory=budget[0]), models.machine, models.builtin)
-    outcome = machine.eval(apply(program, *args))
+    try:
+        outcome = machine.eval(apply(program, *args))
+    except RuntimeError as err:
+        # uplc charges the machine's startup cost outside its own error handling, so a
+        # budget below that cost escapes as an exception rather than a failed result.
+        return ScriptResult(
+            False,
+            budget[0],
+            budget[1],
+            f"out of budget: needs more than {budget[0]} memory / {budget[1]} steps ({err})",
+            [],
+        )
     used = outcome.cost
     logs = [str(log) for log in outcome.logs]
     result = outcome.result

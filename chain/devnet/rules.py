@@ -590,14 +590,15 @@ def _check_fee(tx: DecodedTx, params: ProtocolParams, ref_size: int) -> None:
 def _check_collateral(
     tx: DecodedTx, resolved: dict[InputKey, Output], params: ProtocolParams
 ) -> int:
-    if not tx.redeemers:
-        return 0
-    if not tx.collateral:
-        raise e.NoCollateralInputs("the transaction runs Plutus scripts but has no collateral")
+    # The count limit holds for every transaction; the rest only when scripts run.
     if len(tx.collateral) > params.max_collateral_inputs:
         raise e.TooManyCollateralInputs(
             f"{len(tx.collateral)} collateral inputs, at most {params.max_collateral_inputs}"
         )
+    if not tx.redeemers:
+        return 0
+    if not tx.collateral:
+        raise e.NoCollateralInputs("the transaction runs Plutus scripts but has no collateral")
     coin = 0
     assets: Assets = {}
     for key in tx.collateral:

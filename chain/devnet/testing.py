@@ -105,6 +105,12 @@ class RunningDevnet:
         )
         return str(body["tx_hash"])
 
+    def admin_status(self) -> dict[str, Any]:
+        """Tip, mempool size, paused flag, faucet address and policy id."""
+        response = self._client.get(f"{self.url}/admin/status")
+        response.raise_for_status()
+        return dict(response.json())
+
     def produce_block(self) -> dict[str, Any] | None:
         block = self.admin("produce-block")["block"]
         return block if block is None else dict(block)

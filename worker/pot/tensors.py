@@ -176,8 +176,10 @@ def l2_norm_of_difference(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarra
         x, y = a[name], b[name]
         if x.shape != y.shape:
             raise TensorFormatError(f"{name}: shape {x.shape} != {y.shape}")
-        d = x.astype(np.float64, copy=False) - y.astype(np.float64, copy=False)
-        total += float(np.dot(d.ravel(), d.ravel()))
+        d = np.subtract(x, y, dtype=np.float64).ravel()
+        # einsum, not np.dot: dot goes to a multithreaded BLAS that competes with the job's
+        # own threads; einsum's single-threaded loop is several times faster at this size.
+        total += float(np.einsum("i,i->", d, d))
     return math.sqrt(total)
 
 
@@ -185,7 +187,7 @@ def l2_norm(a: Mapping[str, np.ndarray]) -> float:
     total = 0.0
     for name in sorted(a):
         x = a[name].astype(np.float64, copy=False).ravel()
-        total += float(np.dot(x, x))
+        total += float(np.einsum("i,i->", x, x))
     return math.sqrt(total)
 
 

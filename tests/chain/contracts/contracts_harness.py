@@ -225,3 +225,94 @@ def escrow_datum(
         cancel_allowed_until=until,
         nonce=nonce,
     )
+
+
+DEADLINE = 10_000_000
+CONFIG_REF = L.TxOutRef(h32("config-utxo"), 0)
+
+
+def config_input(
+    deployment: object, cfg: T.OracleConfigDatum, *, policy: bytes | None = None
+) -> L.TxInInfo:
+    """The reference input holding the config NFT at the oracle-config script."""
+    ps = deployment
+    pol = policy if policy is not None else ps.config_policy.payload  # type: ignore[attr-defined]
+    return txin(
+        CONFIG_REF,
+        out(
+            script_address(ps.oracle_config_hash.payload),  # type: ignore[attr-defined]
+            with_tokens(2_000_000, {pol: {T.CONFIG_NFT_NAME: 1}}),
+            cfg,
+        ),
+    )
+
+
+@dataclass
+class Batch:
+    """A settlement transaction of `n` escrows: escrow i pays provider i `pay` NTX out of
+    `budget` and returns the rest to its submitter."""
+
+    tx: Tx
+    escrows: list[tuple[L.TxOutRef, T.EscrowDatum]]
+    entries: list[T.SettleEntry]
+    batch_hash: bytes
+
+    def redeemer(self, entries: list[T.SettleEntry] | None = None) -> T.BatchSettle:
+        return T.BatchSettle(
+            self.tx.ref_index(CONFIG_REF),
+            self.entries if entries is None else entries,
+            h32("merkle-root"),
+            h32("batch-1"),
+        )
+
+    def context(self, entries: list[T.SettleEntry] | None = None) -> L.ScriptContext:
+        return self.tx.withdraw(self.batch_hash, self.redeemer(entries))
+
+
+def make_batch(
+    deployment: object,
+    oracles: list[bytes],
+    admins: list[bytes],
+    n: int,
+    *,
+    budget: int = 100,
+    pay: int = 60,
+    escrow_lovelace: int = 3_000_000,
+) -> Batch:
+    ps = deployment
+    eh = ps.escrow_hash.payload  # type: ignore[attr-defined]
+    bh = ps.batch_hash.payload  # type: ignore[attr-defined]
+    cp = ps.config_policy.payload  # type: ignore[attr-defined]
+    cfg = T.OracleConfigDatum(oracles, 2, admins, 2, bh)
+    tx = Tx(
+        reference_inputs=[config_input(ps, cfg)],
+        withdrawals={L.ScriptCredential(bh): 0},
+        lower=DEADLINE - 100_000,
+        upper=DEADLINE - 1_000,
+        signatories=oracles[:2],
+    )
+    escrows = []
+    for i in range(n):
+        sub = key_address(h28(f"sub{i}"), h28(f"stake{i}"))
+        d = escrow_datum(
+            submitter=sub,
+            submitter_pkh=h28(f"sub{i}"),
+            budget=budget,
+            deadline=DEADLINE,
+            config_policy=cp,
+            batch_credential=bh,
+            job=f"job{i}",
+        )
+        r = ref(f"escrow{i}")
+        escrows.append((r, d))
+        tx.inputs.append(txin(r, out(script_address(eh), ntx_value(escrow_lovelace, budget), d)))
+    entries = []
+    for r, d in sorted(escrows, key=lambda x: (x[0].id, x[0].idx)):
+        prov = key_address(h28(f"prov-{r.id.hex()}"))
+        tx.outputs.append(out(prov, ntx_value(1_200_000, pay)))
+        tx.outputs.append(out(d.submitter, ntx_value(escrow_lovelace - 1_200_000, budget - pay)))
+        n_out = len(tx.outputs)
+        entries.append(
+            T.SettleEntry(tx.input_index(r), [T.Payout(n_out - 2, prov, pay)], n_out - 1)
+        )
+    return Batch(tx, escrows, entries, bh)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import cbor2
 from pycardano import (
@@ -63,7 +63,7 @@ ALWAYS_FALSE = PlutusV3Script(
 ALWAYS_TRUE_ADDRESS = Address(plutus_script_hash(ALWAYS_TRUE), network=NET)
 ALWAYS_FALSE_ADDRESS = Address(plutus_script_hash(ALWAYS_FALSE), network=NET)
 GENEROUS_UNITS = ExecutionUnits(200_000, 100_000_000)
-SigningKey = PaymentSigningKey | StakeSigningKey
+SigningKey: TypeAlias = PaymentSigningKey | StakeSigningKey
 
 
 @dataclass

@@ -117,5 +117,9 @@ def test_evaluate_reports_the_units_a_script_needs(h: Harness) -> None:
     locked = h.lock_at_script(w, ALWAYS_TRUE_ADDRESS, datum=1)  # type: ignore[arg-type]
     results = h.ledger.evaluate(_spend(h, w, ALWAYS_TRUE, locked, ExecutionUnits(10, 10)))
     assert len(results) == 1 and results[0].ok and results[0].tag == "spend"
+    short = ExecutionUnits(results[0].mem, results[0].steps - 1)
+    with pytest.raises(e.ScriptFailure) as info:
+        h.ledger.submit(_spend(h, w, ALWAYS_TRUE, locked, short))
+    assert "out of budget" in info.value.reason
     tight = ExecutionUnits(results[0].mem, results[0].steps)
     h.ledger.submit(_spend(h, w, ALWAYS_TRUE, locked, tight))

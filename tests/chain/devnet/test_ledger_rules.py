@@ -547,6 +547,16 @@ def test_too_many_collateral_inputs(h: Harness) -> None:
             "4 collateral inputs, at most 3")  # fmt: skip
 
 
+def test_too_many_collateral_inputs_without_scripts(h: Harness) -> None:
+    w = h.wallet()
+    split = h.build(inputs=h.utxos(w.address), change=w.address, signers=[w.skey],
+                    outputs=[TransactionOutput(w.address, 5_000_000)] * 3)  # fmt: skip
+    h.ledger.submit(split)
+    h.block()
+    coll = h.utxos(w.address)
+    _reject(h, _pay_tx(h, w, collateral=coll), e.TooManyCollateralInputs, "4 collateral inputs")
+
+
 def test_script_locked_collateral(h: Harness) -> None:
     w = h.wallet()
     other = h.lock_at_script(w, ALWAYS_TRUE_ADDRESS, datum=1)  # type: ignore[arg-type]

@@ -120,7 +120,7 @@ def test_rollback_restores_state_and_requeues_txs(h: Harness, depth: int) -> Non
         if i == 2:  # the last block also registers a stake credential
             kw = dict(certificates=[StakeRegistration(StakeCredential(
                 w.stake_skey.to_verification_key().hash()))], deposits=2_000_000)  # fmt: skip
-        block_txs.append(h.ledger.submit(_pay(h, w, **kw)))
+        block_txs.append(h.ledger.submit(_pay(h, w, **kw)))  # type: ignore[arg-type]
         h.block()
     assert h.ledger.reward_balance(str(w.stake_address)) == 0
     queued = h.ledger.fund(str(w.address), 5_000_000)

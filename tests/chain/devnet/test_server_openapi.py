@@ -19,7 +19,7 @@ from fake_ledger import FakeLedger
 from fastapi.routing import APIRoute
 
 from chain.devnet.server import API_PREFIX, create_app
-from chain.devnet.testing import serve_app
+from chain.devnet.testing import running_devnet, serve_app
 
 
 @dataclass
@@ -82,8 +82,8 @@ GETS: list[tuple[str, Callable[[S], str], Callable[[BlockFrostApi, S], Any]]] = 
     ("/blocks/{hash_or_number}", lambda s: "/blocks/1", lambda a, s: a.block("1")),
     (
         "/blocks/{hash_or_number}/txs",
-        lambda s: "/blocks/2/txs",
-        lambda a, s: a.block_transactions("2"),
+        lambda s: f"/blocks/{s.pay_block}/txs",
+        lambda a, s: a.block_transactions(str(s.pay_block)),
     ),
     ("/addresses/{address}", lambda s: f"/addresses/{s.addr_a}", lambda a, s: a.address(s.addr_a)),
     (
@@ -294,7 +294,7 @@ def test_protocol_parameters_feed_pycardano(served: Served) -> None:
 
 
 PAGED = [
-    ("/blocks/{hash_or_number}/txs", "/blocks/0/txs"),
+    ("/blocks/{hash_or_number}/txs", "/blocks/{pay_block}/txs"),
     ("/addresses/{address}/utxos", "/addresses/{script_addr}/utxos"),
     ("/addresses/{address}/transactions", "/addresses/{addr_a}/transactions"),
     ("/addresses/{address}/txs", "/addresses/{addr_a}/txs"),
@@ -305,7 +305,8 @@ PAGED = [
 
 @pytest.mark.parametrize(("template", "path"), PAGED, ids=[p[0] for p in PAGED])
 def test_pagination(served: Served, template: str, path: str) -> None:
-    concrete = path.format(script_addr=served.sc.script_addr, addr_a=served.sc.addr_a)
+    sc = served.sc
+    concrete = path.format(script_addr=sc.script_addr, addr_a=sc.addr_a, pay_block=sc.pay_block)
     everything = _get(served, concrete).json()
     contract.validate(template, 200, everything)
     pages = [_get(served, concrete, count=1, page=p).json() for p in range(1, len(everything) + 2)]
@@ -409,3 +410,45 @@ def test_submit_and_evaluate_shapes(served: Served) -> None:
     )
     assert unsupported.status_code == 400
     contract.validate("/tx/submit", 400, unsupported.json(), method="post")
+
+
+# --- the same contract over a real Ledger --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served_real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with running_devnet(tmp_path_factory.mktemp("real"), block_time=0.1) as devnet:
+        sc = server_scenario.build_real(devnet)
+        api = BlockFrostApi(project_id="devnet", base_url=devnet.root_url)
+        with httpx.Client(timeout=30) as client:
+            yield Served(devnet.url, client, api, sc, [])
+
+
+@pytest.mark.parametrize(("template", "path", "call"), GETS, ids=[g[0] for g in GETS])
+def test_real_ledger_get_matches_spec(
+    served_real: Served, template: str, path: Any, call: Any
+) -> None:
+    test_get_matches_spec_and_client(served_real, template, path, call)
+
+
+@pytest.mark.parametrize(("template", "path"), PAGED, ids=[p[0] for p in PAGED])
+def test_real_ledger_pagination(served_real: Served, template: str, path: str) -> None:
+    test_pagination(served_real, template, path)
+
+
+def test_real_ledger_values(served_real: Served) -> None:
+    sc = served_real.sc
+    tx_utxos = _get(served_real, f"/txs/{sc.spend_tx}/utxos").json()
+    kinds = {(i["collateral"], i["reference"]) for i in tx_utxos["inputs"]}
+    assert kinds == {(False, False), (True, False), (False, True)}
+    script_input = next(i for i in tx_utxos["inputs"] if i["address"] == sc.script_addr)
+    assert script_input["inline_datum"] == server_scenario.INLINE_DATUM.hex()
+    assert script_input["data_hash"] == sc.inline_datum_hash
+    (redeemer,) = _get(served_real, f"/txs/{sc.spend_tx}/redeemers").json()
+    assert redeemer["purpose"] == "spend" and redeemer["script_hash"] == sc.script_hash
+    pay = _get(served_real, f"/txs/{sc.pay_tx}").json()
+    assert pay["stake_cert_count"] == 1 and pay["deposit"] == "2000000"
+    account = _get(served_real, f"/accounts/{sc.stake_a}").json()
+    assert account["registered"] is True and account["withdrawable_amount"] == "0"
+    mempool = _get(served_real, f"/mempool/{sc.mempool_tx}").json()
+    assert mempool["tx"]["hash"] == sc.mempool_tx and mempool["inputs"]

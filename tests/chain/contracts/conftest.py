@@ -1,0 +1,25 @@
+"""A deployment of the compiled protocol scripts, shared by the contract unit tests."""
+
+from __future__ import annotations
+
+import pytest
+from contracts_harness import h28, h32
+from pycardano import Network, TransactionId, TransactionInput
+
+from chain.offchain import scripts as S
+
+
+@pytest.fixture(scope="session")
+def deployment() -> S.ProtocolScripts:
+    seed = TransactionInput(TransactionId(h32("seed")), 0)
+    return S.protocol_scripts(seed, Network.TESTNET)
+
+
+@pytest.fixture(scope="session")
+def oracles() -> list[bytes]:
+    return sorted(h28(f"oracle{i}") for i in range(3))
+
+
+@pytest.fixture(scope="session")
+def admins() -> list[bytes]:
+    return sorted(h28(f"admin{i}") for i in range(3))
