@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -18,6 +19,10 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     """An engine for `url`; on SQLite with WAL, foreign keys and single-writer transactions."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database and database != ":memory:" and not database.startswith("file:"):
+            # The default URL points into .proofnet/, which a fresh checkout lacks.
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
         connect_args = {"check_same_thread": False, "timeout": 30}
         engine = create_engine(url, connect_args=connect_args, **kwargs)
         _configure_sqlite(engine)

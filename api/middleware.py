@@ -130,8 +130,6 @@ class RateLimit:
         wait = self._take(key)
         if wait > 0:
             retry = str(max(1, math.ceil(wait))).encode()
-            await _reply(
-                send, 429, "too many requests; slow down", [(b"retry-after", retry)]
-            )
+            await _reply(send, 429, "too many requests; slow down", [(b"retry-after", retry)])
             return
         await self.app(scope, receive, send)

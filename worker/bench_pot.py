@@ -168,10 +168,15 @@ def measure_attestation_rates(n: int = 2000) -> AttestationRates:
 
 
 def run_worker_bench(
-    *, k: int = 100, steps: int = 1000, repeats: int = 3, attestations: int = 2000
+    *,
+    k: int = 100,
+    steps: int = 1000,
+    repeats: int = 3,
+    attestations: int = 2000,
+    cfg: MLPConfig = BENCH_MLP,
 ) -> dict[str, object]:
     """Everything `proofnet bench worker` reports, as one JSON-able dict."""
-    overhead = measure_pot_overhead(k=k, steps=steps, repeats=repeats)
+    overhead = measure_pot_overhead(k=k, steps=steps, repeats=repeats, cfg=cfg)
     rates = measure_attestation_rates(attestations)
     return {
         "pot": {

@@ -28,9 +28,7 @@ def list_jobs(
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> JobsPublic:
-    rows, total = service.list_jobs(
-        session, user, status=status_filter, offset=offset, limit=limit
-    )
+    rows, total = service.list_jobs(session, user, status=status_filter, offset=offset, limit=limit)
     return JobsPublic(data=[job_public(j) for j in rows], count=total)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from api.deps import ConfigDep, CurrentProvider, NowDep, SessionDep, SignedWorkerKey
+from api.errors import BadRequest
 from api.models import Lease
 from api.schemas.lease import (
     ClaimPublic,
@@ -21,12 +22,12 @@ from api.schemas.provider import (
     RatePublic,
     TelemetryUpdate,
     WorkerChallengePublic,
-    WorkerRegistration,
 )
 from api.services import auth as auth_service
 from api.services import leases
 from api.services import providers as service
 from api.services.leases import ActiveLease
+from proofnet.messages.registration import ProviderRegistration
 
 router = APIRouter(prefix="/worker", tags=["worker"])
 
@@ -44,23 +45,28 @@ def registration_challenge(
 
 @router.post("/register")
 def register(
-    body: WorkerRegistration,
+    body: ProviderRegistration,
     worker_key: SignedWorkerKey,
     session: SessionDep,
     config: ConfigDep,
     now: NowDep,
 ) -> ProviderPublic:
+    """Register with a payout binding over a nonce from /worker/challenge (re-registering
+    replaces the payout address, GPUs and capabilities)."""
+    if body.binding is None:
+        raise BadRequest("registration needs a payout binding (binding was null)")
     provider = service.register(
         session,
         config,
         worker_key=worker_key,
         binding=body.binding,
-        gpus=[service.GpuOffer(g.index, g.uuid, g.name, g.memory_mb) for g in body.gpus],
-        capabilities=body.capabilities,
+        gpus=service.offers_from_registration(body),
+        capabilities=body.capabilities.model_dump(mode="json"),
         now=now,
     )
     view = next(
-        v for v in service.list_providers(session, config, now, online_only=False)
+        v
+        for v in service.list_providers(session, config, now, online_only=False)
         if v.provider.id == provider.id
     )
     return ProviderPublic.of(view)

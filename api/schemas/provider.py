@@ -7,7 +7,6 @@ from pydantic import Field
 
 from api.schemas.common import PublicBody, RequestBody
 from api.services.providers import ProviderView
-from proofnet.messages.binding import PayoutBinding
 
 
 class WorkerChallengePublic(PublicBody):
@@ -68,10 +67,23 @@ class ProviderPublic(PublicBody):
             last_heartbeat_at=p.last_heartbeat_at,
             gpus=[GpuPublic.model_validate(g) for g in view.gpus],
             rate_card=[RatePublic.model_validate(r) for r in view.rate_cards],
-            capabilities=p.capabilities,
+            capabilities=_listing_capabilities(p.capabilities),
             telemetry=p.telemetry,
             telemetry_at=p.telemetry_at,
         )
+
+
+def _listing_capabilities(capabilities: dict[str, Any]) -> dict[str, Any]:
+    # The revealed challenge rows (up to 16k integers each) prove the onboarding challenge
+    # to the API; a market listing needs the verdicts, not the matrices.
+    trimmed = dict(capabilities)
+    challenges = trimmed.get("challenges")
+    if isinstance(challenges, list):
+        trimmed["challenges"] = [
+            {k: v for k, v in c.items() if k != "revealed"} if isinstance(c, dict) else c
+            for c in challenges
+        ]
+    return trimmed
 
 
 class ProvidersPublic(PublicBody):
@@ -81,16 +93,3 @@ class ProvidersPublic(PublicBody):
 
 class HeartbeatPublic(PublicBody):
     server_time: datetime
-
-
-class GpuRegistration(RequestBody):
-    index: int = Field(ge=0, le=255)
-    uuid: str = Field(min_length=1, max_length=128)
-    name: str = Field(min_length=1, max_length=128)
-    memory_mb: int = Field(ge=1, le=2**31 - 1)
-
-
-class WorkerRegistration(RequestBody):
-    binding: PayoutBinding
-    gpus: list[GpuRegistration] = Field(max_length=64)
-    capabilities: dict[str, Any] = Field(default_factory=dict)

@@ -73,9 +73,7 @@ def apply(
     return _state(session, config, application)
 
 
-def get_application(
-    session: Session, config: ApiConfig, application_id: int
-) -> ApplicationState:
+def get_application(session: Session, config: ApiConfig, application_id: int) -> ApplicationState:
     application = session.get(Application, application_id)
     if application is None:
         raise NotFound(f"no application {application_id}")
@@ -147,7 +145,10 @@ def endorse(
     except IntegrityError as e:  # a concurrent duplicate on PostgreSQL
         session.rollback()
         raise Conflict("you have already endorsed this application") from e
-    if _count(session, application_id) >= config.approval_endorsements and not applicant.is_approved:
+    if (
+        _count(session, application_id) >= config.approval_endorsements
+        and not applicant.is_approved
+    ):
         applicant.is_approved = True
         applicant.approved_at = now
         application.approved_at = now

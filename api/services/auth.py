@@ -85,9 +85,7 @@ def consume_challenge(
     The caller commits: the challenge stays unused if what it guards is rolled back.
     """
     challenge = session.exec(
-        select(AuthChallenge).where(
-            AuthChallenge.nonce == nonce, AuthChallenge.purpose == purpose
-        )
+        select(AuthChallenge).where(AuthChallenge.nonce == nonce, AuthChallenge.purpose == purpose)
     ).first()
     if challenge is None or not hmac.compare_digest(challenge.subject, subject):
         raise Unauthorized("unknown challenge nonce for this address")
@@ -158,9 +156,7 @@ def user_for_token(session: Session, token: str, now: datetime) -> User:
 def revoke_token(session: Session, token: str, now: datetime) -> None:
     session.execute(
         update(ApiToken)
-        .where(
-            col(ApiToken.token_hash) == secret_hash(token), col(ApiToken.revoked_at).is_(None)
-        )
+        .where(col(ApiToken.token_hash) == secret_hash(token), col(ApiToken.revoked_at).is_(None))
         .values(revoked_at=now)
     )
     session.commit()

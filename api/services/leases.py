@@ -50,7 +50,9 @@ def fitting_gpus(provider_id: int) -> Any:
     )
 
 
-def claim(session: Session, config: ApiConfig, provider: Provider, now: datetime) -> ClaimedLease | None:
+def claim(
+    session: Session, config: ApiConfig, provider: Provider, now: datetime
+) -> ClaimedLease | None:
     """Lease the oldest queued job this provider's GPUs fit, or None when there is none."""
     assert provider.id is not None
     stmt = (
@@ -65,7 +67,7 @@ def claim(session: Session, config: ApiConfig, provider: Provider, now: datetime
         stmt = stmt.with_for_update(skip_locked=True, of=Job)
     job = session.exec(stmt).first()
     if job is None:
-        session.rollback()
+        session.commit()  # ends the transaction (and its lock) without expiring `provider`
         return None
     assert job.id is not None
     token = new_secret()
@@ -105,9 +107,7 @@ def _lock_job(session: Session, job_id: int) -> Job:
     return job
 
 
-def active_lease(
-    session: Session, provider: Provider, token: str, now: datetime
-) -> ActiveLease:
+def active_lease(session: Session, provider: Provider, token: str, now: datetime) -> ActiveLease:
     """The lease `token` names, locked with its job, or a clear refusal."""
     lease = session.exec(select(Lease).where(Lease.token_hash == secret_hash(token))).first()
     if lease is None or lease.provider_id != provider.id:

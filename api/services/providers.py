@@ -15,6 +15,7 @@ from api.errors import BadRequest, Unauthorized
 from api.models import Provider, ProviderGpu, RateCard
 from api.services.auth import PURPOSE_WORKER_BINDING, consume_challenge
 from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
+from proofnet.messages.registration import ProviderRegistration
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,28 @@ class GpuOffer:
     uuid: str
     model: str
     memory_mb: int
+
+
+def offers_from_registration(registration: ProviderRegistration) -> list[GpuOffer]:
+    """The GPUs a registration offers, refused unless its own onboarding report backs them:
+    the wrong inventory is the complaint providers' users raise most."""
+    details = {d.uuid: d for d in registration.capabilities.gpus}
+    if registration.capabilities.cpu_only and registration.gpus:
+        raise BadRequest("the report says cpu_only but the registration offers GPUs")
+    offers = []
+    for gpu in registration.gpus:
+        detail = details.get(gpu.uuid)
+        if detail is None:
+            raise BadRequest(f"GPU {gpu.uuid} is offered but missing from the inventory report")
+        if detail.index != gpu.index:
+            raise BadRequest(f"GPU {gpu.uuid}: index {gpu.index} differs from the report")
+        if gpu.memory_mb * 2**20 > detail.memory_total_bytes + 2**20:
+            raise BadRequest(
+                f"GPU {gpu.uuid}: offers {gpu.memory_mb} MB but the report shows "
+                f"{detail.memory_total_bytes // 2**20} MB"
+            )
+        offers.append(GpuOffer(gpu.index, gpu.uuid, gpu.name, gpu.memory_mb))
+    return offers
 
 
 @dataclass(frozen=True)

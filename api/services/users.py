@@ -18,9 +18,7 @@ def get_user_by_address(session: Session, address: str) -> User | None:
 def get_or_create_user(session: Session, wallet: WalletAddress, now: datetime) -> User:
     user = get_user_by_address(session, wallet.bech32)
     if user is None:
-        user = User(
-            address=wallet.bech32, payment_key_hash=wallet.payment_key_hash, created_at=now
-        )
+        user = User(address=wallet.bech32, payment_key_hash=wallet.payment_key_hash, created_at=now)
         session.add(user)
         session.flush()
     return user

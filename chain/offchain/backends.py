@@ -53,23 +53,20 @@ def chain_context(settings: Settings) -> ChainContext:
         base = settings.devnet_url.rstrip("/")
         # pycardano appends the API version itself when given the server root.
         root = base[: -len("/v0")] if base.endswith("/v0") else base
-        return BlockFrostChainContext(
-            project_id=DEVNET_PROJECT_ID, base_url=root, network=Network.TESTNET
-        )
+        return BlockFrostChainContext(project_id=DEVNET_PROJECT_ID, base_url=root)
     if backend == "blockfrost":
         if settings.network == "devnet":
             raise BackendConfigError("blockfrost needs network preprod, preview or mainnet")
         if not settings.blockfrost_project_id:
             raise BackendConfigError("blockfrost needs PROOFNET_BLOCKFROST_PROJECT_ID")
+        # pycardano infers mainnet from the URL; testnets are its default.
         return BlockFrostChainContext(
-            project_id=settings.blockfrost_project_id,
-            base_url=BLOCKFROST_URLS[settings.network],
-            network=pycardano_network(settings),
+            project_id=settings.blockfrost_project_id, base_url=BLOCKFROST_URLS[settings.network]
         )
     if backend == "ogmios":
         from urllib.parse import urlparse
 
-        from pycardano.backend.kupo import KupoChainContextExtension  # noqa: F401
+        from pycardano.backend.kupo import KupoChainContextExtension
         from pycardano.backend.ogmios_v6 import OgmiosV6ChainContext
 
         url = urlparse(settings.ogmios_url)

@@ -58,7 +58,11 @@ def sign_in(client: TestClient, wallet: Wallet) -> dict[str, str]:
     body = challenge.json()
     verify = client.post(
         "/api/v1/auth/verify",
-        json={"address": wallet.address, "nonce": body["nonce"], **wallet.sign_data(body["message"])},
+        json={
+            "address": wallet.address,
+            "nonce": body["nonce"],
+            **wallet.sign_data(body["message"]),
+        },
     )
     assert verify.status_code == 200, verify.text
     return {"Authorization": f"Bearer {verify.json()['access_token']}"}
@@ -93,9 +97,7 @@ class Worker:
             signed["content-type"] = "application/json"
         return self.client.request(method, path, content=raw, headers=signed)
 
-    def register(
-        self, gpus: list[tuple[str, int]], payout: Wallet | None = None
-    ) -> dict[str, Any]:
+    def register(self, gpus: list[tuple[str, int]], payout: Wallet | None = None) -> dict[str, Any]:
         """Register with `gpus` as (model, memory MB) pairs."""
         challenge = self.request("POST", "/api/v1/worker/challenge")
         assert challenge.status_code == 200, challenge.text
@@ -111,14 +113,11 @@ class Worker:
             "nonce": nonce,
             "signature": signature,
         }
-        body = {
-            "binding": binding,
-            "gpus": [
-                {"index": i, "uuid": f"GPU-{secrets.token_hex(8)}", "name": m, "memory_mb": mb}
-                for i, (m, mb) in enumerate(gpus)
-            ],
-            "capabilities": {"runtime": "docker"},
-        }
+        offered = [
+            {"index": i, "uuid": f"GPU-{secrets.token_hex(8)}", "name": m, "memory_mb": mb}
+            for i, (m, mb) in enumerate(gpus)
+        ]
+        body = {"binding": binding, "gpus": offered, "capabilities": capabilities(offered)}
         response = self.request("POST", "/api/v1/worker/register", body)
         assert response.status_code == 200, response.text
         return dict(response.json())
@@ -127,7 +126,43 @@ class Worker:
         return self.request("POST", "/api/v1/worker/claim")
 
 
-def job_spec(*, gpus: int = 1, gpu_memory_mb: int = 16384, seed: int | None = None) -> dict[str, Any]:
+def capabilities(offered: list[dict[str, Any]]) -> dict[str, Any]:
+    """A minimal onboarding report (proofnet.messages.registration) backing `offered`."""
+    return {
+        "worker_version": "0.1.0",
+        "cpu_only": not offered,
+        "cpu_only_reason": None if offered else "no NVIDIA driver",
+        "driver_version": "550.54" if offered else None,
+        "cuda_version": "12.4" if offered else None,
+        "gpus": [
+            {
+                "index": g["index"],
+                "uuid": g["uuid"],
+                "compute_capability": "8.9",
+                "pci_bus_id": f"00000000:0{g['index']}:00.0",
+                "memory_total_bytes": g["memory_mb"] * 2**20,
+            }
+            for g in offered
+        ],
+        "host": {
+            "os": "Linux",
+            "kernel": "6.1",
+            "arch": "x86_64",
+            "cpu_model": "test",
+            "cpu_count": 8,
+            "ram_total_bytes": 2**35,
+            "disk_free_bytes": 2**40,
+            "python": "3.11",
+        },
+        "runtime_check": {"status": "ok", "problem": "", "diagnosis": ""},
+        "challenge_seed_source": "api-nonce",
+        "challenges": [],
+    }
+
+
+def job_spec(
+    *, gpus: int = 1, gpu_memory_mb: int = 16384, seed: int | None = None
+) -> dict[str, Any]:
     return {
         "model": {"repo_url": "https://github.com/example/train", "commit": "a" * 40},
         "framework": "pytorch",

@@ -16,7 +16,9 @@ from api.services.users import add_senior
 def _apply(client: TestClient) -> tuple[Wallet, dict[str, str], dict[str, Any]]:
     wallet = Wallet()
     headers = sign_in(client, wallet)
-    response = client.post("/api/v1/approvals", json={"statement": "I train small LMs"}, headers=headers)
+    response = client.post(
+        "/api/v1/approvals", json={"statement": "I train small LMs"}, headers=headers
+    )
     assert response.status_code == 201, response.text
     return wallet, headers, dict(response.json())
 

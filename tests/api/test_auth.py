@@ -26,7 +26,9 @@ def test_valid_cip8_signature_signs_in(client: TestClient) -> None:
     assert challenge["nonce"] in challenge["message"]
     assert wallet.address in challenge["message"]
     assert challenge["message"].startswith("proofnet sign-in v1\n")
-    response = _verify(client, wallet.address, challenge["nonce"], wallet.sign_data(challenge["message"]))
+    response = _verify(
+        client, wallet.address, challenge["nonce"], wallet.sign_data(challenge["message"])
+    )
     assert response.status_code == 200, response.text
     token = response.json()["access_token"]
     me = client.get("/api/v1/users/me", headers={"Authorization": f"Bearer {token}"})
@@ -130,7 +132,9 @@ def test_nonce_of_another_address_is_rejected(client: TestClient) -> None:
 def test_failed_attempt_burns_the_nonce(client: TestClient) -> None:
     wallet = Wallet()
     challenge = _challenge(client, wallet)
-    bad = _verify(client, wallet.address, challenge["nonce"], Wallet().sign_data(challenge["message"]))
+    bad = _verify(
+        client, wallet.address, challenge["nonce"], Wallet().sign_data(challenge["message"])
+    )
     assert bad.status_code == 401
     good = _verify(
         client, wallet.address, challenge["nonce"], wallet.sign_data(challenge["message"])
@@ -141,7 +145,9 @@ def test_failed_attempt_burns_the_nonce(client: TestClient) -> None:
 def test_garbage_signature_is_a_clear_401(client: TestClient) -> None:
     wallet = Wallet()
     challenge = _challenge(client, wallet)
-    response = _verify(client, wallet.address, challenge["nonce"], {"signature": "abcd", "key": "00"})
+    response = _verify(
+        client, wallet.address, challenge["nonce"], {"signature": "abcd", "key": "00"}
+    )
     assert response.status_code == 401
     assert "malformed" in response.json()["detail"]
 

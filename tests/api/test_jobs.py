@@ -128,13 +128,17 @@ def test_cancel_queued_and_running(
     queued = _post(client, headers, gpus=8, gpu_memory_mb=81920)
     cancelled = client.post(f"/api/v1/jobs/{queued['job_id']}/cancel", headers=headers)
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
-    assert client.post(f"/api/v1/jobs/{queued['job_id']}/cancel", headers=headers).status_code == 409
+    assert (
+        client.post(f"/api/v1/jobs/{queued['job_id']}/cancel", headers=headers).status_code == 409
+    )
 
     running = _post(client, headers)
     worker = worker_factory()
     worker.register([("L4", 24576)])
     token = worker.claim().json()["lease_token"]
-    assert client.post(f"/api/v1/jobs/{running['job_id']}/cancel", headers=headers).status_code == 200
+    assert (
+        client.post(f"/api/v1/jobs/{running['job_id']}/cancel", headers=headers).status_code == 200
+    )
     beat = worker.request("POST", f"/api/v1/worker/leases/{token}/heartbeat", {})
     assert beat.status_code == 409
     assert "cancelled" in beat.json()["detail"]
@@ -144,7 +148,9 @@ def test_cancel_queued_and_running(
     assert worker.claim().status_code == 204
 
 
-def test_list_filters_and_pages(client: TestClient, approved: tuple[Wallet, dict[str, str]]) -> None:
+def test_list_filters_and_pages(
+    client: TestClient, approved: tuple[Wallet, dict[str, str]]
+) -> None:
     _, headers = approved
     ids = [_post(client, headers)["job_id"] for _ in range(3)]
     client.post(f"/api/v1/jobs/{ids[0]}/cancel", headers=headers)

@@ -34,7 +34,9 @@ def qconfig(database_url: str) -> ApiConfig:
 
 
 def _owner(session: Session) -> int:
-    user = User(address=f"addr_test1owner{T0.timestamp()}", payment_key_hash="00" * 28, created_at=T0)
+    user = User(
+        address=f"addr_test1owner{T0.timestamp()}", payment_key_hash="00" * 28, created_at=T0
+    )
     session.add(user)
     session.commit()
     assert user.id is not None
@@ -58,14 +60,18 @@ def _providers(session: Session, n: int, gpus: int = 1, memory_mb: int = 24576) 
         assert p.id is not None
         for g in range(gpus):
             session.add(
-                ProviderGpu(provider_id=p.id, index=g, uuid=f"GPU-{i}-{g}", model="L4", memory_mb=memory_mb)
+                ProviderGpu(
+                    provider_id=p.id, index=g, uuid=f"GPU-{i}-{g}", model="L4", memory_mb=memory_mb
+                )
             )
         ids.append(p.id)
     session.commit()
     return ids
 
 
-def _jobs(session: Session, owner_id: int, n: int, gpus: int = 1, memory_mb: int = 16384) -> list[str]:
+def _jobs(
+    session: Session, owner_id: int, n: int, gpus: int = 1, memory_mb: int = 16384
+) -> list[str]:
     ids = []
     for i in range(n):
         job = Job(
@@ -88,6 +94,8 @@ def _jobs(session: Session, owner_id: int, n: int, gpus: int = 1, memory_mb: int
 def _provider(session: Session, provider_id: int) -> Provider:
     provider = session.get(Provider, provider_id)
     assert provider is not None
+    # End the read transaction: on SQLite it holds the write lock (BEGIN IMMEDIATE).
+    session.commit()
     return provider
 
 
@@ -143,7 +151,9 @@ def test_expired_lease_requeues_and_stale_token_is_refused(
         got = leases.claim(s, qconfig, first, T0)
         assert got is not None and got.lease.attempt == 1
         # Heartbeats keep it alive past the original expiry.
-        leases.heartbeat(s, qconfig, first, got.token, progress=0.1, message=None, now=T0 + timedelta(seconds=50))
+        leases.heartbeat(
+            s, qconfig, first, got.token, progress=0.1, message=None, now=T0 + timedelta(seconds=50)
+        )
         assert leases.sweep_expired(s, T0 + timedelta(seconds=100)) == 0
         assert leases.claim(s, qconfig, second, T0 + timedelta(seconds=100)) is None
         # Then it goes silent.
@@ -157,7 +167,9 @@ def test_expired_lease_requeues_and_stale_token_is_refused(
         assert again.lease.nonce != got.lease.nonce
         with pytest.raises(Conflict, match="no longer valid"):
             leases.complete(s, first, got.token, result={}, now=T0 + timedelta(seconds=113))
-        done = leases.complete(s, second, again.token, result={"ok": 1}, now=T0 + timedelta(seconds=114))
+        done = leases.complete(
+            s, second, again.token, result={"ok": 1}, now=T0 + timedelta(seconds=114)
+        )
         assert done.job.status == "completed"
 
 
@@ -171,7 +183,12 @@ def test_lease_expiring_without_sweep_is_refused(queue_engine: Engine, qconfig: 
         assert got is not None
         with pytest.raises(Conflict, match="expired"):
             leases.heartbeat(
-                s, qconfig, provider, got.token, progress=None, message=None,
+                s,
+                qconfig,
+                provider,
+                got.token,
+                progress=None,
+                message=None,
                 now=T0 + timedelta(seconds=61),
             )
 
@@ -194,7 +211,9 @@ def test_job_completes_exactly_once_under_racing_completions(
             provider = _provider(session, pid)
             barrier.wait()
             try:
-                leases.complete(session, provider, got.token, result={}, now=T0 + timedelta(seconds=1))
+                leases.complete(
+                    session, provider, got.token, result={}, now=T0 + timedelta(seconds=1)
+                )
                 outcomes.append("completed")
             except ApiError as e:
                 outcomes.append(type(e).__name__)
@@ -210,7 +229,9 @@ def test_job_completes_exactly_once_under_racing_completions(
         assert lease.outcome == "completed"
 
 
-def test_sweep_racing_completion_leaves_one_outcome(queue_engine: Engine, qconfig: ApiConfig) -> None:
+def test_sweep_racing_completion_leaves_one_outcome(
+    queue_engine: Engine, qconfig: ApiConfig
+) -> None:
     """A completion and the sweeper at the moment of expiry: the job ends in exactly one state."""
     with open_session(queue_engine) as s:
         owner = _owner(s)
@@ -270,7 +291,9 @@ def test_attempts_exhausted_fail_the_job(queue_engine: Engine, qconfig: ApiConfi
         assert leases.claim(s, qconfig, provider, now) is None
 
 
-def test_matching_needs_enough_gpus_with_enough_memory(queue_engine: Engine, qconfig: ApiConfig) -> None:
+def test_matching_needs_enough_gpus_with_enough_memory(
+    queue_engine: Engine, qconfig: ApiConfig
+) -> None:
     with open_session(queue_engine) as s:
         owner = _owner(s)
         small = _providers(s, 1, gpus=4, memory_mb=16384)[0]

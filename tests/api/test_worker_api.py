@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from api_support import NETWORK, FakeClock, Wallet, Worker, job_spec
+from api_support import NETWORK, FakeClock, Wallet, Worker, capabilities, job_spec
 from fastapi.testclient import TestClient
 from nacl.signing import SigningKey
 
@@ -63,7 +63,7 @@ def test_binding_must_be_signed_by_the_requesting_worker(
             binding_message(NETWORK, other.public_key, payout, nonce)
         ).signature.hex(),
     }
-    body = {"binding": binding, "gpus": [], "capabilities": {}}
+    body = {"binding": binding, "gpus": [], "capabilities": capabilities([])}
     assert other.request("POST", "/api/v1/worker/register", body).status_code == 401
     assert worker.request("POST", "/api/v1/worker/register", body).status_code == 401
     # A binding whose signature does not match its fields is refused and burns the nonce.
@@ -89,7 +89,7 @@ def test_binding_nonce_is_single_use(worker_factory: Callable[[], Worker]) -> No
         "nonce": nonce_body["nonce"],
         "signature": sig,
     }
-    body = {"binding": binding, "gpus": [], "capabilities": {}}
+    body = {"binding": binding, "gpus": [], "capabilities": capabilities([])}
     assert worker.request("POST", "/api/v1/worker/register", body).status_code == 200
     replay = worker.request("POST", "/api/v1/worker/register", body)
     assert replay.status_code == 401 and "already used" in replay.json()["detail"]
@@ -103,7 +103,12 @@ def test_signed_requests_refuse_tampering_replay_and_skew(
     path = "/api/v1/worker/heartbeat"
     now = int(clock().timestamp())
     headers = sign_request_headers(
-        worker.key, network=NETWORK, method="POST", path=path, body=b"", timestamp=now,
+        worker.key,
+        network=NETWORK,
+        method="POST",
+        path=path,
+        body=b"",
+        timestamp=now,
         nonce=secrets.token_hex(16),
     )
     assert client.post(path, headers=headers).status_code == 200
@@ -114,23 +119,39 @@ def test_signed_requests_refuse_tampering_replay_and_skew(
     assert moved.status_code == 401
     # Body changed after signing.
     signed = sign_request_headers(
-        worker.key, network=NETWORK, method="PUT", path="/api/v1/worker/telemetry",
-        body=b'{"snapshot":{}}', timestamp=now, nonce=secrets.token_hex(16),
+        worker.key,
+        network=NETWORK,
+        method="PUT",
+        path="/api/v1/worker/telemetry",
+        body=b'{"snapshot":{}}',
+        timestamp=now,
+        nonce=secrets.token_hex(16),
     )
     tampered = client.put(
-        "/api/v1/worker/telemetry", content=b'{"snapshot":{"x":1}}',
+        "/api/v1/worker/telemetry",
+        content=b'{"snapshot":{"x":1}}',
         headers={**signed, "content-type": "application/json"},
     )
     assert tampered.status_code == 401
     # Signed for another network.
     other_net = sign_request_headers(
-        worker.key, network="mainnet", method="POST", path=path, body=b"", timestamp=now,
+        worker.key,
+        network="mainnet",
+        method="POST",
+        path=path,
+        body=b"",
+        timestamp=now,
         nonce=secrets.token_hex(16),
     )
     assert client.post(path, headers=other_net).status_code == 401
     # Too far from the server clock.
     stale = sign_request_headers(
-        worker.key, network=NETWORK, method="POST", path=path, body=b"", timestamp=now - 600,
+        worker.key,
+        network=NETWORK,
+        method="POST",
+        path=path,
+        body=b"",
+        timestamp=now - 600,
         nonce=secrets.token_hex(16),
     )
     response = client.post(path, headers=stale)
@@ -268,12 +289,48 @@ def test_worker_body_must_be_json_the_worker_signed(
     key = SigningKey.generate()
     body = json.dumps({"snapshot": {}}).encode()
     headers = sign_request_headers(
-        key, network=NETWORK, method="PUT", path="/api/v1/worker/telemetry", body=body,
-        timestamp=int(datetime.now(UTC).timestamp()), nonce=secrets.token_hex(16),
+        key,
+        network=NETWORK,
+        method="PUT",
+        path="/api/v1/worker/telemetry",
+        body=body,
+        timestamp=int(datetime.now(UTC).timestamp()),
+        nonce=secrets.token_hex(16),
     )
     # Signature checks out, but the key never registered.
     response = client.put(
-        "/api/v1/worker/telemetry", content=body,
+        "/api/v1/worker/telemetry",
+        content=body,
         headers={**headers, "content-type": "application/json"},
     )
     assert response.status_code in (401, 403)
+
+
+def test_registration_must_match_its_inventory_report(worker_factory: Callable[[], Worker]) -> None:
+    worker = worker_factory()
+    nonce = worker.request("POST", "/api/v1/worker/challenge").json()["nonce"]
+    payout = Wallet().address
+    binding = {
+        "network": NETWORK,
+        "worker_pubkey": worker.public_key,
+        "payout_address": payout,
+        "nonce": nonce,
+        "signature": worker.key.sign(
+            binding_message(NETWORK, worker.public_key, payout, nonce)
+        ).signature.hex(),
+    }
+    gpu = {"index": 0, "uuid": "GPU-1", "name": "H100", "memory_mb": 81920}
+    report = capabilities([dict(gpu, memory_mb=40960)])  # the report shows half the memory
+    response = worker.request(
+        "POST",
+        "/api/v1/worker/register",
+        {"binding": binding, "gpus": [gpu], "capabilities": report},
+    )
+    assert response.status_code == 400
+    assert "the report shows 40960 MB" in response.json()["detail"]
+    missing = worker.request(
+        "POST",
+        "/api/v1/worker/register",
+        {"binding": None, "gpus": [], "capabilities": capabilities([])},
+    )
+    assert missing.status_code == 400 and "payout binding" in missing.json()["detail"]

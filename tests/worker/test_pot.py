@@ -18,6 +18,7 @@ from worker.pot import (
     Manifest,
     ProofError,
     ProofOfTraining,
+    TrainingState,
     derive_data_seed,
     replay_segment,
     run_training,
@@ -342,7 +343,8 @@ def test_diverged_loss_is_still_provable(tmp_path: Path) -> None:
     pot = ProofOfTraining(tmp_path, steps_per_checkpoint=1, data_seed=1)
     pot.start(trainer.state())
     pot.record_step(np.arange(3), float("nan"))
-    assert pot.commit(trainer.state()).loss == "NaN"
+    assert pot.commit(trainer.state()) == 1
+    assert pot.finish(trainer.state()).leaves[-1].loss == "NaN"
 
 
 @pytest.mark.parametrize(
@@ -446,3 +448,11 @@ def test_example_runs_as_a_job_command(tmp_path: Path) -> None:
         )
         == 1
     )
+
+
+def test_unserialisable_state_is_refused_at_commit_time(tmp_path: Path) -> None:
+    pot = ProofOfTraining(tmp_path, steps_per_checkpoint=1, data_seed=1)
+    with pytest.raises(TensorFormatError, match="complex"):
+        pot.start(TrainingState(params={"w": np.zeros(2, dtype=np.complex64)}))
+    with pytest.raises(TensorFormatError, match="numpy array"):
+        pot.start(TrainingState(params={"w": [1.0, 2.0]}))  # type: ignore[dict-item]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -42,7 +43,12 @@ from worker.pot.manifest import (
     weights_path,
 )
 from worker.pot.seeds import derive_data_seed
-from worker.pot.tensors import decimal_string, l2_norm_of_difference, write_tensors
+from worker.pot.tensors import (
+    check_arrays,
+    decimal_string,
+    l2_norm_of_difference,
+    write_tensors,
+)
 
 POT_SUBDIR = "pot"
 
@@ -78,6 +84,13 @@ class Trainer(Protocol):
 
 
 class ProofOfTraining:
+    """Records one training run's proof. Not thread-safe: call it from the training loop.
+
+    Checkpoint files are hashed and written by one background thread (SHA-256 and file
+    writes release the GIL), so the training loop only pays for copying the state; at most
+    one checkpoint is in flight, which bounds the extra memory to one copy of the state.
+    """
+
     def __init__(self, pot_dir: Path, *, steps_per_checkpoint: int, data_seed: int) -> None:
         if steps_per_checkpoint < 1:
             raise ValueError("steps_per_checkpoint must be >= 1")
@@ -89,12 +102,13 @@ class ProofOfTraining:
         self.pot_dir.mkdir(parents=True, exist_ok=True)
         self.steps_per_checkpoint = steps_per_checkpoint
         self.data_seed = data_seed
-        self._leaves: list[Leaf] = []
+        self._pending: list[Future[Leaf]] = []
         self._step = 0
         self._segment = SegmentIndices()
         self._segment_steps = 0
         self._last_loss: float | None = None
         self._previous: dict[str, np.ndarray] | None = None
+        self._writer: ThreadPoolExecutor | None = None
         self._finished = False
 
     @classmethod
@@ -124,17 +138,18 @@ class ProofOfTraining:
 
     @property
     def leaves(self) -> tuple[Leaf, ...]:
-        return tuple(self._leaves)
+        """The committed leaves so far (waits for checkpoints still being written)."""
+        return tuple(f.result() for f in self._pending)
 
-    def start(self, state: TrainingState) -> Leaf:
+    def start(self, state: TrainingState) -> int:
         """Commit the initial checkpoint (step 0). Call once, before the first step."""
-        if self._leaves:
+        if self._pending:
             raise ProofError("start() was already called")
-        return self._commit(state, data=None, loss=None)
+        return self._commit(state, segment=None, loss=None)
 
     def record_step(self, indices: np.ndarray | Iterable[int], loss: float) -> bool:
         """Record one optimiser step; True when a checkpoint is due (call `commit` then)."""
-        if not self._leaves:
+        if not self._pending:
             raise ProofError("call start() with the initial state before recording steps")
         if self._finished:
             raise ProofError("the proof is finished")
@@ -146,18 +161,15 @@ class ProofOfTraining:
         self._last_loss = float(loss)
         return self._segment_steps == self.steps_per_checkpoint
 
-    def commit(self, state: TrainingState) -> Leaf:
-        """Commit the checkpoint that ends the current segment."""
+    def commit(self, state: TrainingState) -> int:
+        """Commit the checkpoint that ends the current segment; returns its index."""
         if self._segment_steps == 0:
             raise ProofError("no steps recorded since the last checkpoint")
-        segment = len(self._leaves)
-        self._segment.write(indices_path(self.pot_dir, segment))
-        data = self._segment.hexdigest()
         assert self._last_loss is not None
-        leaf = self._commit(state, data=data, loss=decimal_string(self._last_loss))
+        index = self._commit(state, segment=self._segment, loss=decimal_string(self._last_loss))
         self._segment = SegmentIndices()
         self._segment_steps = 0
-        return leaf
+        return index
 
     def maybe_commit(
         self, indices: np.ndarray, loss: float, state: Callable[[], TrainingState]
@@ -170,42 +182,83 @@ class ProofOfTraining:
         """Commit a trailing partial segment if any, write the manifest, return it."""
         if self._finished:
             raise ProofError("finish() was already called")
-        if not self._leaves:
+        if not self._pending:
             raise ProofError("call start() before finish()")
         if self._segment_steps:
             self.commit(state)
+        try:
+            leaves = self.leaves
+        finally:
+            self._close()
         manifest = Manifest(
             steps_per_checkpoint=self.steps_per_checkpoint,
             data_seed=self.data_seed,
-            leaves=tuple(self._leaves),
+            leaves=leaves,
         )
         manifest.save(self.pot_dir)
         self._finished = True
         return manifest
 
-    def _commit(self, state: TrainingState, *, data: str | None, loss: str | None) -> Leaf:
-        index = len(self._leaves)
-        weights = write_tensors(weights_path(self.pot_dir, index), state.params)
-        optim = write_tensors(optimizer_path(self.pot_dir, index), state.optimizer)
+    def _close(self) -> None:
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+            self._writer = None
+
+    def _commit(
+        self, state: TrainingState, *, segment: SegmentIndices | None, loss: str | None
+    ) -> int:
+        index = len(self._pending)
+        if self._pending:
+            # One checkpoint in flight at most; it had a whole segment to finish. This also
+            # surfaces a failed write (disk full) at the next checkpoint.
+            self._pending[-1].result()
+        check_arrays(state.params)
+        check_arrays(state.optimizer)
+        # Snapshot now: training mutates the arrays in place once we return.
+        params = {name: np.array(a, copy=True) for name, a in state.params.items()}
+        optimizer = {name: np.array(a, copy=True) for name, a in state.optimizer.items()}
         rng = rng_bytes(state.rng)
+        previous, self._previous = self._previous, params
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pot-writer")
+        self._pending.append(
+            self._writer.submit(
+                self._write, index, self._step, params, optimizer, rng, previous, segment, loss
+            )
+        )
+        return index
+
+    def _write(
+        self,
+        index: int,
+        step: int,
+        params: dict[str, np.ndarray],
+        optimizer: dict[str, np.ndarray],
+        rng: bytes,
+        previous: dict[str, np.ndarray] | None,
+        segment: SegmentIndices | None,
+        loss: str | None,
+    ) -> Leaf:
+        data = None
+        if segment is not None:
+            segment.write(indices_path(self.pot_dir, index))
+            data = segment.hexdigest()
+        weights = write_tensors(weights_path(self.pot_dir, index), params)
+        optim = write_tensors(optimizer_path(self.pot_dir, index), optimizer)
         path = rng_path(self.pot_dir, index)
         path.with_name(path.name + ".tmp").write_bytes(rng)
         path.with_name(path.name + ".tmp").replace(path)
-        current = {name: np.array(a, copy=True) for name, a in state.params.items()}
         norm = None
-        if self._previous is not None:
-            norm = decimal_string(l2_norm_of_difference(current, self._previous))
-        self._previous = current
-        leaf = Leaf(
-            step=self._step,
+        if previous is not None:
+            norm = decimal_string(l2_norm_of_difference(params, previous))
+        return Leaf(
+            step=step,
             weights=weights,
             state=state_hash(optim, rng),
             data=data,
             loss=loss,
             update_norm=norm,
         )
-        self._leaves.append(leaf)
-        return leaf
 
 
 def run_training(

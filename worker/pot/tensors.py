@@ -51,6 +51,16 @@ def _normalise(name: str, array: np.ndarray) -> np.ndarray:
     return array if array.flags.c_contiguous else array.copy(order="C")
 
 
+def check_arrays(arrays: Mapping[str, np.ndarray]) -> None:
+    """Raise now what serialising later would (names, types, dtypes)."""
+    _ordered(
+        {
+            name: np.empty(0, a.dtype) if isinstance(a, np.ndarray) else a
+            for name, a in arrays.items()
+        }
+    )
+
+
 def _ordered(arrays: Mapping[str, np.ndarray]) -> list[tuple[bytes, np.ndarray]]:
     items = []
     for name, array in arrays.items():

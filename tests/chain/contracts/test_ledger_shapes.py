@@ -58,9 +58,12 @@ def test_simple_send_context_matches_ledger() -> None:
     vec = _vector("simple_send")
     zero_ref = L.TxOutRef(bytes(32), 0)
     script_addr = L.Address(
-        L.ScriptCredential(bytes.fromhex("39f47fd3b388ef53c48f08de24766d3e55dade6cae908cc24e0f4f3e")),
+        L.ScriptCredential(
+            bytes.fromhex("39f47fd3b388ef53c48f08de24766d3e55dade6cae908cc24e0f4f3e")
+        ),
         L.NoStakingCredential(),
     )
+
     @_plain
     class Unit(L.PlutusData):
         CONSTR_ID = 0
@@ -84,9 +87,7 @@ def test_simple_send_context_matches_ledger() -> None:
     class TrueData(L.PlutusData):
         CONSTR_ID = 1
 
-    always = L.TimeRange(
-        L.LowerBound(L.NegInf(), TrueData()), L.UpperBound(L.PosInf(), TrueData())
-    )
+    always = L.TimeRange(L.LowerBound(L.NegInf(), TrueData()), L.UpperBound(L.PosInf(), TrueData()))
     info = L.TxInfo(
         inputs=inputs,
         reference_inputs=[],
@@ -143,7 +144,13 @@ def test_mint_vector_shapes_for_withdrawals_and_script_info() -> None:
 
 def test_withdrawals_are_keyed_by_bare_credential() -> None:
     w = {L.ScriptCredential(bytes(28)): 0}
-    info_w = _from_cbor(cbor2.loads(L.ScriptContext(_empty_info(w), 0, L.RewardingScript(L.ScriptCredential(bytes(28)))).to_cbor()))
+    info_w = _from_cbor(
+        cbor2.loads(
+            L.ScriptContext(
+                _empty_info(w), 0, L.RewardingScript(L.ScriptCredential(bytes(28)))
+            ).to_cbor()
+        )
+    )
     key = info_w[2][0][2][6][1][0][0]
     assert key == ("constr", 1, (bytes(28),))
     assert info_w[2][2] == ("constr", 2, (("constr", 1, (bytes(28),)),))
@@ -151,4 +158,21 @@ def test_withdrawals_are_keyed_by_bare_credential() -> None:
 
 def _empty_info(withdrawals: dict[Any, int]) -> L.TxInfo:
     rng = L.TimeRange(L.LowerBound(L.NegInf(), L.NoDatum()), L.UpperBound(L.PosInf(), L.NoDatum()))
-    return L.TxInfo([], [], [], 0, {}, [], withdrawals, rng, [], {}, {}, bytes(32), {}, [], L.NoDatum(), L.NoDatum())
+    return L.TxInfo(
+        [],
+        [],
+        [],
+        0,
+        {},
+        [],
+        withdrawals,
+        rng,
+        [],
+        {},
+        {},
+        bytes(32),
+        {},
+        [],
+        L.NoDatum(),
+        L.NoDatum(),
+    )

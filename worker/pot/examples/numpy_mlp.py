@@ -137,7 +137,7 @@ class MLPTrainer:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="numpy_mlp", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="numpy_mlp", description=(__doc__ or "").split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("train", "replay"):
         p = sub.add_parser(name)
