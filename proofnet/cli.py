@@ -59,7 +59,9 @@ def version() -> None:
 
 @app.command()
 def demo(
-    data_dir: str = typer.Option("", help="keep the demo's chain and logs here (default: a temp dir)"),
+    data_dir: str = typer.Option(
+        "", help="keep the demo's chain and logs here (default: a temp dir)"
+    ),
 ) -> None:
     """Run the loop on this machine against a fresh local devnet."""
     from pathlib import Path

@@ -60,8 +60,16 @@ def run_demo(data_dir: Path | None = None, console: Console | None = None) -> di
     url = f"{root}/v0"
     devnet = RoleProcess(
         "devnet",
-        ["devnet", "up", "--data-dir", str(workdir / "devnet"), "--port", str(port),
-         "--block-time", "0.5"],
+        [
+            "devnet",
+            "up",
+            "--data-dir",
+            str(workdir / "devnet"),
+            "--port",
+            str(port),
+            "--block-time",
+            "0.5",
+        ],
         workdir / "logs" / "devnet.log",
     )
     with console.status("starting the devnet"):
@@ -82,8 +90,11 @@ def run_demo(data_dir: Path | None = None, console: Console | None = None) -> di
         with console.status("funding the submitter and minting test NTX"):
             funded = client.post(
                 f"{url}/admin/fund",
-                json={"address": str(submitter), "lovelace": 100_000_000,
-                      "assets": {NTX_NAME_HEX: 1_000_000}},
+                json={
+                    "address": str(submitter),
+                    "lovelace": 100_000_000,
+                    "assets": {NTX_NAME_HEX: 1_000_000},
+                },
             )
             funded.raise_for_status()
             fund_tx = funded.json()["tx_hash"]

@@ -62,7 +62,9 @@ class RoleProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
-        raise ProcessStartError(f"{self.name} not healthy at {url} after {timeout}s:\n{self.tail()}")
+        raise ProcessStartError(
+            f"{self.name} not healthy at {url} after {timeout}s:\n{self.tail()}"
+        )
 
     def tail(self, lines: int = 20) -> str:
         try:

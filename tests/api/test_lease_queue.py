@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -121,6 +122,7 @@ def test_concurrent_workers_never_share_a_job(
                     if got is None:
                         return
                     claimed[provider_id].append(got.job.job_id)
+                    time.sleep(0.002)  # a real worker starts its job before claiming again
         except BaseException as e:  # surfaced below: a thread's failure must fail the test
             errors.append(e)
 

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from shared_paths import shared_dir
 from plutus_fixtures import (
     ALWAYS_SUCCEEDS_UPLC,
     SLOT_CONFIG,
@@ -20,6 +19,7 @@ from plutus_fixtures import (
     wallet_address,
 )
 from pycardano import RedeemerTag, TransactionOutput, plutus_script_hash
+from shared_paths import shared_dir
 
 from chain.devnet.plutus_data import data_from_json, first_difference
 from chain.devnet.plutus_tx import blake2b_256, decode_tx, outputs_by_input
