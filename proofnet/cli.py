@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 
+import click
 import typer
 
 # (command name, module, attribute holding its Typer app, help)
@@ -16,6 +17,7 @@ ROLES: list[tuple[str, str, str, str]] = [
     ("devnet", "chain.devnet.cli", "app", "Run and administer the local Cardano devnet."),
     ("worker", "worker.cli", "app", "Onboard this machine's GPUs and run jobs as a provider."),
     ("api", "api.cli", "app", "Serve the API and administer its database."),
+    ("oracle", "oracle.cli", "app", "Verify attestations and settle payouts in batches."),
     ("bench", "proofnet.bench", "app", "Benchmarks whose figures go in docs/benchmarks.md."),
 ]
 
@@ -29,11 +31,24 @@ class _LazyGroup(typer.core.TyperGroup):
     def get_command(self, ctx, cmd_name):  # type: ignore[no-untyped-def]
         for name, module, attr, help_text in ROLES:
             if name == cmd_name:
-                sub = getattr(importlib.import_module(module), attr)
+                try:
+                    sub = getattr(importlib.import_module(module), attr)
+                except ImportError as exc:
+                    # A role whose optional parts are not installed must not break `--help`
+                    # for the others; invoking it reports why.
+                    return _unavailable(name, help_text, exc)
                 command = typer.main.get_command(sub)
+                command.name = name
                 command.help = command.help or help_text
                 return command
         return super().get_command(ctx, cmd_name)
+
+
+def _unavailable(name: str, help_text: str, exc: ImportError) -> click.Command:
+    def fail() -> None:
+        raise click.ClickException(f"`proofnet {name}` cannot load: {exc}")
+
+    return click.Command(name, callback=fail, help=f"{help_text} (unavailable: {exc})")
 
 
 app = typer.Typer(

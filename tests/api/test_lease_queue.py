@@ -122,7 +122,7 @@ def test_concurrent_workers_never_share_a_job(
                     if got is None:
                         return
                     claimed[provider_id].append(got.job.job_id)
-                    time.sleep(0.002)  # a real worker starts its job before claiming again
+                    time.sleep(0.01)  # a real worker starts its job before claiming again
         except BaseException as e:  # surfaced below: a thread's failure must fail the test
             errors.append(e)
 
@@ -136,7 +136,7 @@ def test_concurrent_workers_never_share_a_job(
     assert len(everything) == len(set(everything)), "a job was claimed twice"
     assert sorted(everything) == sorted(job_ids)
     # Work actually spread: more than one worker got jobs (true concurrency was exercised).
-    assert sum(1 for got in claimed.values() if got) > 1
+    assert sum(1 for got in claimed.values() if got) > 1, {p: len(g) for p, g in claimed.items()}
     with open_session(queue_engine) as s:
         assert len(s.exec(select(Lease)).all()) == jobs
         assert {j.status for j in s.exec(select(Job)).all()} == {"leased"}
