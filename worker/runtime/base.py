@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 # --- errors -----------------------------------------------------------------------------
 
@@ -285,12 +285,25 @@ class LogSink:
 # --- the interface ----------------------------------------------------------------------
 
 
-class RunHandle(ABC):
-    """A started job. Obtained from `Runtime.run`; pass it back to the same runtime."""
+class RunHandle:
+    """A started job. Obtained from `Runtime.run`; pass it back to the same runtime.
 
-    spec: RunSpec
-    started_at: float
-    log: LogSink
+    Holds the state every runtime tracks the same way; subclasses add how the job is reached.
+    """
+
+    def __init__(self, spec: RunSpec, log: LogSink) -> None:
+        self.spec = spec
+        self.log = log
+        self.started_at = time.time()
+        self.started_mono = time.monotonic()
+        self.ended_mono: float | None = None
+        self.done = threading.Event()
+        self.kill_reason: RunReason | None = None
+        self.peak_memory_bytes: int | None = None
+        self.pumps: list[threading.Thread] = []
+        self.result: RunResult | None = None
+        self.cleaned = False
+        self.lock = threading.Lock()
 
     @property
     def log_path(self) -> Path | None:
@@ -314,17 +327,55 @@ class Runtime(ABC):
     ) -> RunHandle:
         """Start the job; output goes to `on_log` and `log_file` as it is produced."""
 
+    #: How long to wait for a stopped job to be reported gone before classifying it.
+    stop_grace_s: float = 10.0
+
     @abstractmethod
+    def _own(self, handle: RunHandle) -> Any:
+        """`handle` as this runtime's handle type (refusing another runtime's)."""
+
+    @abstractmethod
+    def _stop(self, h: Any, reason: RunReason) -> None:
+        """Ask the job to end, remembering `reason` unless it already ended."""
+
+    @abstractmethod
+    def _finish(self, h: Any) -> RunResult:
+        """Classify an ended job (once) and return its result."""
+
+    @staticmethod
+    def _deadline(h: RunHandle) -> float | None:
+        limit = h.spec.wall_clock_limit_s
+        return None if limit is None else h.started_mono + limit
+
     def poll(self, handle: RunHandle) -> RunResult | None:
         """The result if the job has ended (enforcing the wall-clock limit), else None."""
+        h = self._own(handle)
+        if h.result is not None:
+            return h.result
+        if h.done.is_set():
+            return self._finish(h)
+        deadline = self._deadline(h)
+        if deadline is not None and time.monotonic() >= deadline:
+            self._stop(h, RunReason.KILLED_TIMEOUT)
+            h.done.wait(self.stop_grace_s)
+            return self._finish(h)
+        return None
 
-    @abstractmethod
     def wait(self, handle: RunHandle) -> RunResult:
         """Block until the job ends; kills it at its wall-clock limit."""
+        h = self._own(handle)
+        if h.result is not None:
+            return h.result
+        deadline = self._deadline(h)
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not h.done.wait(remaining):
+            self._stop(h, RunReason.KILLED_TIMEOUT)
+            h.done.wait(self.stop_grace_s)
+        return self._finish(h)
 
-    @abstractmethod
     def kill(self, handle: RunHandle) -> None:
         """Stop the job now; its result reason becomes killed_by_request."""
+        self._stop(self._own(handle), RunReason.KILLED_BY_REQUEST)
 
     @abstractmethod
     def cleanup(self, handle: RunHandle) -> None:

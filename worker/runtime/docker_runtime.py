@@ -94,25 +94,15 @@ def _signal_name(num: int) -> str:
 
 class DockerRunHandle(RunHandle):
     def __init__(self, spec: RunSpec, container_id: str, log: LogSink, image_id: str) -> None:
-        self.spec = spec
+        super().__init__(spec, log)
         self.container_id = container_id
         self.image_id = image_id
-        self.log = log
-        self.started_at = time.time()
-        self.started_mono = time.monotonic()
-        self.ended_mono: float | None = None
-        self.done = threading.Event()
         self.wait_response: dict[str, Any] | None = None
         self.wait_error: str | None = None
-        self.kill_reason: RunReason | None = None
-        self.peak_memory_bytes: int | None = None
-        self.pumps: list[threading.Thread] = []
-        self.result: RunResult | None = None
-        self.cleaned = False
-        self.lock = threading.Lock()
 
 
 class DockerRuntime(Runtime):
+    stop_grace_s = _KILL_GRACE_S
     isolated = True
     name = "docker"
 
@@ -410,38 +400,6 @@ class DockerRuntime(Runtime):
         h.pumps = threads[:3]
 
     # --- ending -------------------------------------------------------------------------
-
-    @staticmethod
-    def _deadline(h: DockerRunHandle) -> float | None:
-        limit = h.spec.wall_clock_limit_s
-        return None if limit is None else h.started_mono + limit
-
-    def poll(self, handle: RunHandle) -> RunResult | None:
-        h = self._own(handle)
-        if h.result is not None:
-            return h.result
-        if h.done.is_set():
-            return self._finish(h)
-        deadline = self._deadline(h)
-        if deadline is not None and time.monotonic() >= deadline:
-            self._stop(h, RunReason.KILLED_TIMEOUT)
-            h.done.wait(_KILL_GRACE_S)
-            return self._finish(h)
-        return None
-
-    def wait(self, handle: RunHandle) -> RunResult:
-        h = self._own(handle)
-        if h.result is not None:
-            return h.result
-        deadline = self._deadline(h)
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not h.done.wait(remaining):
-            self._stop(h, RunReason.KILLED_TIMEOUT)
-            h.done.wait(_KILL_GRACE_S)
-        return self._finish(h)
-
-    def kill(self, handle: RunHandle) -> None:
-        self._stop(self._own(handle), RunReason.KILLED_BY_REQUEST)
 
     def _stop(self, h: DockerRunHandle, reason: RunReason) -> None:
         with h.lock:

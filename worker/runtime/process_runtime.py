@@ -55,25 +55,15 @@ def _count_user_processes(uid: int) -> int:
 
 class ProcessRunHandle(RunHandle):
     def __init__(self, spec: RunSpec, proc: subprocess.Popen[bytes], log: LogSink) -> None:
-        self.spec = spec
+        super().__init__(spec, log)
         self.proc = proc
-        self.log = log
-        self.started_at = time.time()
-        self.started_mono = time.monotonic()
-        self.ended_mono: float | None = None
-        self.done = threading.Event()
         self.returncode: int | None = None
-        self.peak_memory_bytes: int | None = None
-        self.kill_reason: RunReason | None = None
-        self.pumps: list[threading.Thread] = []
-        self.result: RunResult | None = None
-        self.cleaned = False
-        self.lock = threading.Lock()
 
 
 class ProcessRuntime(Runtime):
     isolated = False
     name = "process"
+    stop_grace_s = _DRAIN_S
 
     def prepare(self, image: str, progress: ProgressCallback | None = None) -> str:
         # There is no image to fetch: the job runs with whatever the host has installed.
@@ -195,38 +185,6 @@ class ProcessRuntime(Runtime):
             t.daemon = True
             t.start()
         h.pumps = threads
-
-    @staticmethod
-    def _deadline(h: ProcessRunHandle) -> float | None:
-        limit = h.spec.wall_clock_limit_s
-        return None if limit is None else h.started_mono + limit
-
-    def poll(self, handle: RunHandle) -> RunResult | None:
-        h = self._own(handle)
-        if h.result is not None:
-            return h.result
-        if h.done.is_set():
-            return self._finish(h)
-        deadline = self._deadline(h)
-        if deadline is not None and time.monotonic() >= deadline:
-            self._stop(h, RunReason.KILLED_TIMEOUT)
-            h.done.wait(_DRAIN_S)
-            return self._finish(h)
-        return None
-
-    def wait(self, handle: RunHandle) -> RunResult:
-        h = self._own(handle)
-        if h.result is not None:
-            return h.result
-        deadline = self._deadline(h)
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not h.done.wait(remaining):
-            self._stop(h, RunReason.KILLED_TIMEOUT)
-            h.done.wait(_DRAIN_S)
-        return self._finish(h)
-
-    def kill(self, handle: RunHandle) -> None:
-        self._stop(self._own(handle), RunReason.KILLED_BY_REQUEST)
 
     def _stop(self, h: ProcessRunHandle, reason: RunReason) -> None:
         with h.lock:

@@ -1,0 +1,156 @@
+"""The narrow interfaces the settlement engine needs from the chain, the transaction builders
+and the intake side. Concrete adapters live in `chain_view.py`, `builder_port.py` and
+`queue.py`; tests substitute in-memory fakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlmodel import Session
+
+
+class SettlementError(Exception):
+    """Base class of the settlement engine's errors."""
+
+
+class ChainUnavailable(SettlementError):
+    """The chain backend did not answer; retry later, change nothing."""
+
+
+class SubmitRejected(SettlementError):
+    """The backend refused the transaction; `reason` is its explanation."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class BuildError(SettlementError):
+    """No settlement transaction could be built from the offered claims."""
+
+
+@dataclass(frozen=True, order=True)
+class OutRef:
+    """A transaction output reference, `<tx id hex>#<index>` in text form."""
+
+    tx_id: str
+    index: int
+
+    def __post_init__(self) -> None:
+        if len(self.tx_id) != 64 or any(c not in "0123456789abcdef" for c in self.tx_id):
+            raise ValueError(f"tx id must be 64 lowercase hex characters, got {self.tx_id!r}")
+        if not 0 <= self.index < 2**32:
+            raise ValueError(f"output index {self.index} out of range")
+
+    def __str__(self) -> str:
+        return f"{self.tx_id}#{self.index}"
+
+    @classmethod
+    def parse(cls, text: str) -> OutRef:
+        tx_id, sep, index = text.partition("#")
+        if not sep or not index.isdigit():
+            raise ValueError(f"out-ref must look like <txid>#<index>, got {text!r}")
+        return cls(tx_id, int(index))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One verified attestation ready to be paid: its escrow pays `amount` NTX to
+    `payout_address`, the rest goes back to the escrow's submitter."""
+
+    attestation_id: int
+    escrow: OutRef
+    leaf_hash: bytes
+    cose: bytes
+    amount: int
+    payout_address: str
+
+
+@dataclass(frozen=True)
+class UnsignedBatch:
+    """A settlement transaction without VKey witnesses. `claims` are the ones the builder
+    packed, in the order of the redeemer's entries (the Merkle tree's order)."""
+
+    tx_id: str
+    tx_cbor: bytes
+    claims: tuple[Claim, ...]
+    merkle_root: bytes
+    batch_id: bytes
+
+
+@dataclass(frozen=True)
+class TxStatus:
+    """Where a transaction is: in a block (`height`), only in the mempool, or unknown."""
+
+    height: int | None
+    block_hash: str | None
+    in_mempool: bool
+
+    @property
+    def confirmed_in_block(self) -> bool:
+        return self.height is not None
+
+
+@dataclass(frozen=True)
+class SpendStatus:
+    """Whether an output exists on chain and which confirmed transaction spent it."""
+
+    exists: bool
+    spent_by: str | None
+
+
+class ChainView(Protocol):
+    """What the engine reads from and sends to the chain."""
+
+    def tip_height(self) -> int: ...
+    def tx_status(self, tx_id: str) -> TxStatus: ...
+    def spend_status(self, ref: OutRef) -> SpendStatus: ...
+    def output_cbor(self, ref: OutRef) -> bytes | None:
+        """The CBOR of the output `ref` (spent or not), None when its tx is not confirmed."""
+        ...
+
+    def submit(self, tx_cbor: bytes) -> str:
+        """Returns the tx id; raises `SubmitRejected` or `ChainUnavailable`."""
+        ...
+
+
+class SettlementBuilder(Protocol):
+    """Builds the unsigned batch transaction (the builders' job) and assembles witnesses."""
+
+    def build(self, claims: Sequence[Claim], *, batch_id: bytes, annotate: Annotate) -> UnsignedBatch:
+        """Pack as many of `claims` (a prefix, in order) as fit in one transaction;
+        `annotate(packed)` gives the redeemer's Merkle root and the metadata to attach."""
+        ...
+
+    def witness(self, tx_id: str) -> bytes:
+        """This oracle's VKey witness (CBOR `[vkey, signature]`) over `tx_id`."""
+        ...
+
+    def assemble(self, unsigned: UnsignedBatch, witnesses: Sequence[bytes]) -> bytes:
+        """The signed transaction CBOR: `unsigned` plus the given VKey witnesses."""
+        ...
+
+
+@dataclass(frozen=True)
+class Annotation:
+    merkle_root: bytes
+    metadata: Mapping[int, Any]
+
+
+class Annotate(Protocol):
+    def __call__(self, packed: Sequence[Claim]) -> Annotation: ...
+
+
+class ClaimQueue(Protocol):
+    """The intake side's attestation rows, read and moved inside the engine's transaction."""
+
+    def payable(self, session: Session, limit: int) -> list[Claim]:
+        """Verified attestations not yet batched, oldest first."""
+        ...
+
+    def mark(self, session: Session, attestation_ids: Sequence[int], status: str) -> None:
+        """Move rows to `verified`, `batched` or `settled`."""
+        ...
