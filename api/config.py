@@ -34,13 +34,13 @@ class ApiConfig:
         values: dict[str, object] = {
             "database_url": settings.database_url,
             "network": settings.network,
-            "approval_endorsements": int(getattr(settings, "approval_endorsements", 5)),
-            "max_body_bytes": int(getattr(settings, "api_max_body_bytes", 1_048_576)),
-            "rate_limit_per_minute": int(getattr(settings, "api_rate_limit_per_minute", 600)),
-            "challenge_ttl_s": int(getattr(settings, "api_challenge_ttl_s", 300)),
-            "token_ttl_s": int(getattr(settings, "api_token_ttl_s", 24 * 3600)),
-            "lease_ttl_s": int(getattr(settings, "api_lease_ttl_s", 120)),
-            "max_attempts": int(getattr(settings, "api_job_max_attempts", 3)),
+            "approval_endorsements": settings.approval_endorsements,
+            "max_body_bytes": settings.api_max_body_bytes,
+            "rate_limit_per_minute": settings.api_rate_limit_per_minute,
+            "challenge_ttl_s": settings.api_challenge_ttl_s,
+            "token_ttl_s": settings.api_token_ttl_s,
+            "lease_ttl_s": settings.api_lease_ttl_s,
+            "max_attempts": settings.api_job_max_attempts,
         }
         values.update(overrides)
         config = cls(**values)  # type: ignore[arg-type]

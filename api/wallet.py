@@ -30,12 +30,12 @@ class WalletSignature:
 
 def parse_wallet_address(address: str, network: str) -> WalletAddress:
     """A bech32 Shelley address on `network` whose payment credential is a key (it can sign)."""
+    if not address.startswith(("addr1", "addr_test1")):
+        raise BadRequest("address must be a bech32 payment address (addr1... or addr_test1...)")
     try:
         parsed = Address.from_primitive(address)
     except Exception as e:  # pycardano raises several unrelated types for bad input
         raise BadRequest(f"not a valid Cardano address: {address[:24]!r}") from e
-    if not isinstance(address, str) or not address.startswith(("addr1", "addr_test1")):
-        raise BadRequest("address must be a bech32 payment address (addr1... or addr_test1...)")
     want = Network.MAINNET if network == "mainnet" else Network.TESTNET
     if parsed.network != want:
         raise BadRequest(f"address is for {parsed.network.name.lower()}, this API runs {network}")

@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     approval_endorsements: int = Field(default=5, ge=1)
     api_max_body_bytes: int = 1_048_576
     api_rate_limit_per_minute: int = 600
+    api_challenge_ttl_s: int = 300
+    api_token_ttl_s: int = 86_400
+    api_lease_ttl_s: int = 120
+    api_job_max_attempts: int = 3
 
     # --- services --------------------------------------------------------------------
     api_url: str = "http://127.0.0.1:8000"

@@ -4,6 +4,7 @@ from api.models.approval import Application, Endorsement
 from api.models.auth import ApiToken, AuthChallenge, WorkerRequestNonce
 from api.models.base import TableBase, api_registry
 from api.models.job import Job, Lease
+from api.models.job_outputs import JobLogLine, JobResult, LeaseUsage
 from api.models.provider import Provider, ProviderGpu, RateCard
 from api.models.user import User
 
@@ -15,7 +16,10 @@ __all__ = [
     "AuthChallenge",
     "Endorsement",
     "Job",
+    "JobLogLine",
+    "JobResult",
     "Lease",
+    "LeaseUsage",
     "Provider",
     "ProviderGpu",
     "RateCard",

@@ -2,7 +2,7 @@
 
 from fastapi import APIRouter
 
-from api.routes import approvals, auth, health, jobs, providers, users, worker
+from api.routes import approvals, auth, health, jobs, providers, users, worker, worker_io
 
 api_router = APIRouter(prefix="/api/v1")
 api_router.include_router(health.router)
@@ -12,3 +12,4 @@ api_router.include_router(approvals.router)
 api_router.include_router(jobs.router)
 api_router.include_router(providers.router)
 api_router.include_router(worker.router)
+api_router.include_router(worker_io.router)

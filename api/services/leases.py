@@ -97,8 +97,10 @@ def claim(
         # Unreachable while the row lock holds; refuse rather than hand out a shared job.
         session.rollback()
         raise Conflict("job was claimed concurrently; claim again")
-    session.commit()
+    # Reload inside the transaction: a refresh after commit would open a new one, which on
+    # SQLite holds the write lock until the session's next commit.
     session.refresh(job)
+    session.commit()
     return ClaimedLease(job=job, lease=lease, token=token)
 
 

@@ -67,6 +67,7 @@ class Claim:
     cose: bytes
     amount: int
     payout_address: str
+    queued_at: float = 0.0  # POSIX seconds the attestation was received
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,18 @@ class Annotation:
 
 class Annotate(Protocol):
     def __call__(self, packed: Sequence[Claim]) -> Annotation: ...
+
+
+class Signer(Protocol):
+    """Gathers the VKey witnesses a batch needs (this oracle's own, plus co-signers')."""
+
+    def witnesses(self, unsigned: UnsignedBatch, bundle_body: bytes) -> list[bytes]:
+        """At least the quorum's worth of witness CBORs, or raise `QuorumNotReached`."""
+        ...
+
+
+class QuorumNotReached(SettlementError):
+    """Fewer co-signers than the threshold approved the batch."""
 
 
 class ClaimQueue(Protocol):

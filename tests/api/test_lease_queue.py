@@ -122,7 +122,7 @@ def test_concurrent_workers_never_share_a_job(
                     if got is None:
                         return
                     claimed[provider_id].append(got.job.job_id)
-                    time.sleep(0.01)  # a real worker starts its job before claiming again
+                    time.sleep(0.002)  # a real worker starts its job before claiming again
         except BaseException as e:  # surfaced below: a thread's failure must fail the test
             errors.append(e)
 

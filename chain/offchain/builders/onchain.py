@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pycardano import Address, ScriptHash, TransactionInput, VerificationKeyHash
+import cbor2
+from pycardano import Address, Network, ScriptHash, TransactionInput, UTxO, VerificationKeyHash
 
 from chain.contracts import types as t
 from chain.offchain.builders.errors import BuilderError
@@ -45,3 +46,35 @@ def parse_out_ref(text: str) -> TransactionInput:
     if not sep or len(tx_id) != 64 or not index.isdigit():
         raise BuilderError(f"not an output reference 'txid#index': {text!r}")
     return TransactionInput(TransactionId(bytes.fromhex(tx_id)), int(index))
+
+
+def _credential_part(cred: object) -> VerificationKeyHash | ScriptHash:
+    if isinstance(cred, t.PubKeyCredential):
+        return VerificationKeyHash(cred.credential_hash)
+    if isinstance(cred, t.ScriptCredential):
+        return ScriptHash(cred.credential_hash)
+    raise BuilderError(f"not a credential: {cred!r}")
+
+
+def address_from_data(address: t.Address, network: Network) -> Address:
+    """The Shelley address a Plutus `Address` denotes (pointers are refused)."""
+    staking = address.staking_credential
+    stake_part: VerificationKeyHash | ScriptHash | None = None
+    if isinstance(staking, t.SomeStakingCredential):
+        inner = staking.staking_credential
+        if not isinstance(inner, t.StakingHash):
+            raise BuilderError("pointer staking credentials are not supported")
+        stake_part = _credential_part(inner.value)
+    return Address(_credential_part(address.payment_credential), stake_part, network=network)
+
+
+def escrow_datum_of(utxo: UTxO) -> t.EscrowDatum:
+    """The inline `EscrowDatum` of an escrow UTxO; BuilderError when it has none."""
+    datum = utxo.output.datum
+    if datum is None:
+        raise BuilderError(f"{out_ref_text(utxo.input)} has no inline datum")
+    try:
+        raw = datum.to_cbor() if hasattr(datum, "to_cbor") else cbor2.dumps(datum)
+        return t.EscrowDatum.from_cbor(raw)
+    except Exception as exc:  # pycardano raises assorted errors on foreign data
+        raise BuilderError(f"{out_ref_text(utxo.input)} does not hold an EscrowDatum: {exc}") from exc

@@ -1,0 +1,146 @@
+"""A deployment of the protocol: what every other builder needs, saved as `deployment.json`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from pycardano import Address, Network, ScriptHash, TransactionInput
+
+from chain.contracts import types as t
+from chain.offchain.builders.errors import BuilderError
+from chain.offchain.builders.onchain import parse_out_ref
+
+DEPLOYMENT_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Script hashes and where the deployment lives on chain. Out-refs are "txid#index"."""
+
+    network: str  # "testnet" | "mainnet"
+    seed: str
+    config_policy: str
+    config_name: str  # hex
+    oracle_config_hash: str
+    escrow_hash: str
+    batch_hash: str
+    config_ref: str  # the UTxO holding the config NFT and OracleConfigDatum
+    escrow_script_ref: str
+    batch_script_ref: str
+    config_script_ref: str
+    ntx_policy: str
+    ntx_name: str  # hex
+    tx_ids: tuple[str, ...] = ()
+    format: int = DEPLOYMENT_FORMAT
+
+    def __post_init__(self) -> None:
+        if self.network not in ("testnet", "mainnet"):
+            raise BuilderError(f"deployment network must be testnet or mainnet: {self.network}")
+        for name in ("config_policy", "oracle_config_hash", "escrow_hash", "batch_hash", "ntx_policy"):
+            value = getattr(self, name)
+            if len(value) != 56 or not _is_hex(value):
+                raise BuilderError(f"deployment {name} must be 28 bytes of hex: {value!r}")
+        for name in ("config_name", "ntx_name"):
+            if not _is_hex(getattr(self, name)) or len(getattr(self, name)) > 64:
+                raise BuilderError(f"deployment {name} must be hex of at most 32 bytes")
+        for name in ("seed", "config_ref", "escrow_script_ref", "batch_script_ref", "config_script_ref"):
+            parse_out_ref(getattr(self, name))
+
+    # --- typed views -------------------------------------------------------------------
+
+    @property
+    def pycardano_network(self) -> Network:
+        return Network.MAINNET if self.network == "mainnet" else Network.TESTNET
+
+    @property
+    def ntx_unit(self) -> str:
+        return self.ntx_policy + self.ntx_name
+
+    @property
+    def config_unit(self) -> str:
+        return self.config_policy + self.config_name
+
+    @property
+    def escrow_address(self) -> Address:
+        return Address(ScriptHash(bytes.fromhex(self.escrow_hash)), network=self.pycardano_network)
+
+    @property
+    def config_address(self) -> Address:
+        return Address(
+            ScriptHash(bytes.fromhex(self.oracle_config_hash)), network=self.pycardano_network
+        )
+
+    @property
+    def batch_stake_address(self) -> Address:
+        return Address(
+            staking_part=ScriptHash(bytes.fromhex(self.batch_hash)), network=self.pycardano_network
+        )
+
+    def ref(self, name: str) -> TransactionInput:
+        """One of the out-refs by field name ("config_ref", "escrow_script_ref", ...)."""
+        return parse_out_ref(getattr(self, name))
+
+    def trusts(self, datum: t.EscrowDatum) -> bool:
+        """Whether an escrow datum names this deployment's batch script, config and NTX."""
+        return (
+            datum.batch_credential.hex() == self.batch_hash
+            and datum.config_policy.hex() == self.config_policy
+            and datum.config_name.hex() == self.config_name
+            and datum.ntx_policy.hex() == self.ntx_policy
+            and datum.ntx_name.hex() == self.ntx_name
+        )
+
+    # --- JSON ------------------------------------------------------------------------------
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["tx_ids"] = list(self.tx_ids)
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Deployment:
+        try:
+            data: Any = json.loads(text)
+        except ValueError as exc:
+            raise BuilderError(f"deployment is not JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise BuilderError("deployment JSON must be an object")
+        if data.get("format") != DEPLOYMENT_FORMAT:
+            raise BuilderError(f"unsupported deployment format {data.get('format')!r}")
+        names = {f.name for f in fields(cls)}
+        unknown = set(data) - names
+        missing = names - set(data) - {"tx_ids", "format"}
+        if unknown or missing:
+            raise BuilderError(
+                f"deployment JSON: unknown keys {sorted(unknown)}, missing {sorted(missing)}"
+            )
+        for key, value in data.items():
+            if key == "tx_ids":
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise BuilderError("deployment tx_ids must be a list of strings")
+            elif key != "format" and not isinstance(value, str):
+                raise BuilderError(f"deployment {key} must be a string")
+        data["tx_ids"] = tuple(data.get("tx_ids", ()))
+        return cls(**data)
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(self.to_json(), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> Deployment:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BuilderError(f"cannot read deployment {path}: {exc}") from exc
+        return cls.from_json(text)
+
+
+def _is_hex(value: str) -> bool:
+    try:
+        bytes.fromhex(value)
+    except ValueError:
+        return False
+    return True

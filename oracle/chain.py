@@ -1,0 +1,184 @@
+"""The oracle's view of escrow outputs on chain, through the pycardano `ChainContext` that
+`chain.offchain.backends.chain_context(settings)` builds.
+
+Lookups are cached for a short time and can be prefetched per batch (`prefetch`), so
+verifying many attestations costs one backend call per escrow transaction, not one per
+check. A cached "unspent" answer can be stale by up to `ttl_s`; that is harmless because the
+settlement transaction itself spends the escrow, and the settlement engine handles an
+escrow spent in the meantime.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, Protocol
+
+from pycardano import Address
+
+from chain.contracts.types import EscrowDatum
+from chain.offchain.errors import ChainError
+from proofnet.messages.attestation import EscrowRef
+
+LookupStatus = Literal["unspent", "spent", "missing"]
+
+
+class ChainUnavailable(ChainError):
+    """The chain backend did not answer; verification is retried later."""
+
+
+@dataclass(frozen=True)
+class EscrowOutput:
+    ref: EscrowRef
+    address: str
+    payment_script_hash: str | None  # hex, None for a key-hash payment credential
+    lovelace: int
+    assets: Mapping[str, int]  # unit (policy hex + name hex) -> quantity
+    datum: EscrowDatum | None
+    datum_error: str  # why `datum` is None ("" when it parsed)
+
+    def quantity(self, policy_hex: str, name_hex: str) -> int:
+        return self.assets.get(policy_hex + name_hex, 0)
+
+
+@dataclass(frozen=True)
+class EscrowLookup:
+    status: LookupStatus
+    output: EscrowOutput | None = None
+    spent_by: str | None = None
+
+
+class ChainView(Protocol):
+    def escrow_output(self, ref: EscrowRef) -> EscrowLookup:
+        """Raises ChainUnavailable when the backend cannot be asked."""
+        ...
+
+
+def parse_escrow_datum(inline_datum_hex: str | None) -> tuple[EscrowDatum | None, str]:
+    if not inline_datum_hex:
+        return None, "the output has no inline datum"
+    try:
+        datum = EscrowDatum.from_cbor(bytes.fromhex(inline_datum_hex))
+    except Exception as exc:  # pycardano raises assorted types on foreign data
+        return None, f"inline datum is not an EscrowDatum: {exc}"
+    if not isinstance(datum, EscrowDatum):
+        return None, "inline datum is not an EscrowDatum"
+    return datum, ""
+
+
+def _payment_script_hash(address: str) -> str | None:
+    try:
+        parsed = Address.from_primitive(address)
+    except Exception:
+        return None
+    from pycardano import ScriptHash
+
+    part = parsed.payment_part
+    return part.payload.hex() if isinstance(part, ScriptHash) else None
+
+
+def output_from_blockfrost(ref: EscrowRef, out: Mapping[str, Any]) -> EscrowOutput:
+    """An `EscrowOutput` from one Blockfrost `/txs/{hash}/utxos` output object."""
+    lovelace = 0
+    assets: dict[str, int] = {}
+    for entry in out.get("amount") or []:
+        unit, quantity = str(entry["unit"]), int(entry["quantity"])
+        if unit == "lovelace":
+            lovelace = quantity
+        else:
+            assets[unit] = quantity
+    datum, error = parse_escrow_datum(out.get("inline_datum"))
+    address = str(out.get("address", ""))
+    return EscrowOutput(
+        ref=ref,
+        address=address,
+        payment_script_hash=_payment_script_hash(address),
+        lovelace=lovelace,
+        assets=MappingProxyType(assets),
+        datum=datum,
+        datum_error=error,
+    )
+
+
+@dataclass
+class _Entry:
+    at: float
+    lookups: dict[int, EscrowLookup]  # output index -> lookup; absent index -> missing
+
+
+@dataclass
+class BlockfrostChainView:
+    """Looks escrow outputs up by transaction (`/txs/{hash}/utxos`): tells unspent from spent
+    from missing, and sees escrows at any staking part of the escrow script."""
+
+    context: Any  # a pycardano BlockFrostChainContext (anything with `.api.transaction_utxos`)
+    ttl_s: float = 10.0
+    on_error: Callable[[str], None] | None = None
+    _cache: dict[str, _Entry] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _fetch(self, tx_id: str) -> _Entry:
+        try:
+            body = self.context.api.transaction_utxos(hash=tx_id, return_type="json")
+        except Exception as exc:
+            status = getattr(exc, "status_code", None)
+            if status == 404:
+                return _Entry(time.monotonic(), {})
+            if self.on_error is not None:
+                self.on_error("transaction_utxos")
+            raise ChainUnavailable(f"chain backend failed looking up {tx_id}: {exc}") from exc
+        lookups: dict[int, EscrowLookup] = {}
+        for out in body.get("outputs", []):
+            index = int(out["output_index"])
+            ref = EscrowRef(tx_id=tx_id, index=index)
+            spent_by = out.get("consumed_by_tx")
+            lookups[index] = EscrowLookup(
+                status="spent" if spent_by else "unspent",
+                output=output_from_blockfrost(ref, out),
+                spent_by=spent_by,
+            )
+        return _Entry(time.monotonic(), lookups)
+
+    def prefetch(self, refs: Iterable[EscrowRef]) -> None:
+        """Refresh the cache for these escrows' transactions (one call per transaction)."""
+        for tx_id in sorted({r.tx_id for r in refs}):
+            entry = self._fetch(tx_id)
+            with self._lock:
+                self._cache[tx_id] = entry
+
+    def escrow_output(self, ref: EscrowRef) -> EscrowLookup:
+        with self._lock:
+            entry = self._cache.get(ref.tx_id)
+        if entry is None or time.monotonic() - entry.at > self.ttl_s:
+            entry = self._fetch(ref.tx_id)
+            with self._lock:
+                self._cache[ref.tx_id] = entry
+        return entry.lookups.get(ref.index, EscrowLookup(status="missing"))
+
+
+@dataclass
+class StaticChainView:
+    """A chain view over known outputs: what a prefetch leaves behind, and what tests and
+    the benchmark use to take the backend's latency out of the measurement."""
+
+    lookups: dict[tuple[str, int], EscrowLookup] = field(default_factory=dict)
+
+    def put(self, lookup: EscrowLookup, ref: EscrowRef) -> None:
+        self.lookups[(ref.tx_id, ref.index)] = lookup
+
+    def escrow_output(self, ref: EscrowRef) -> EscrowLookup:
+        return self.lookups.get((ref.tx_id, ref.index), EscrowLookup(status="missing"))
+
+
+def chain_view_for(context: Any, **kwargs: Any) -> BlockfrostChainView:
+    """The chain view for a backend context. Only Blockfrost-shaped backends (hosted
+    Blockfrost, the devnet) can look outputs up by transaction today."""
+    if not hasattr(getattr(context, "api", None), "transaction_utxos"):
+        raise ChainError(
+            f"{type(context).__name__} cannot look up outputs by transaction; the oracle needs a "
+            "Blockfrost-compatible backend (PROOFNET_CHAIN_BACKEND=devnet or blockfrost)"
+        )
+    return BlockfrostChainView(context, **kwargs)

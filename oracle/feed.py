@@ -1,0 +1,184 @@
+"""What the oracle reads from the API: a job's spec, escrow, completing lease and uploads,
+and a worker's registration. Values here; the HTTP client is `oracle.feed_client`.
+
+The API serves these at `GET /api/v1/oracle/jobs/{job_id}` and
+`GET /api/v1/oracle/workers/{worker_key}` (see `api/routes/oracle_feed.py`). Every field
+the oracle relies on is re-checked on arrival: the spec must hash to the job id it is
+served under, and the payout binding's signature must verify, so a confused (or hostile)
+API cannot make the oracle pay a worker's job to an address the worker never signed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from proofnet.messages.attestation import EscrowRef
+from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
+from proofnet.messages.jobspec import JobSpec, JobSpecError, job_id_of
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+class FeedError(Exception):
+    """The API could not be asked (transient): verification is retried later."""
+
+
+class FeedDataError(FeedError):
+    """The API answered with something the oracle cannot trust or parse."""
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """The lease under which the job completed."""
+
+    worker_key: str
+    payout_address: str  # from the provider's binding at completion time
+    nonce: str  # revealed to the worker at claim time
+    gpus: int  # GPUs leased (the spec's resources.gpus)
+    started_ms: int  # claim time, POSIX ms
+    completed_ms: int
+    attempt: int
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    job_id: str
+    spec: JobSpec
+    status: str
+    escrow: EscrowRef | None
+    lease: LeaseInfo | None
+    # result name -> SHA-256 the API computed over the uploaded bytes
+    results: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    worker_key: str
+    payout_address: str
+    binding: PayoutBinding
+    network: str
+
+
+class ApiFeed(Protocol):
+    """The oracle's view of the API. Implementations may cache."""
+
+    def job(self, job_id: str) -> JobInfo | None:
+        """The job, or None when the API does not know it. Raises FeedError when unreachable."""
+        ...
+
+    def worker(self, worker_key: str) -> WorkerInfo | None:
+        """The registered worker, or None. Raises FeedError when unreachable."""
+        ...
+
+    def artifact(self, job_id: str, name: str) -> bytes:
+        """The uploaded bytes of result `name` (checked against its recorded hash)."""
+        ...
+
+
+def _ms(value: Any, what: str) -> int:
+    if not isinstance(value, str):
+        raise FeedDataError(f"{what} must be an ISO 8601 time, got {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise FeedDataError(f"{what}: {exc}") from exc
+    if parsed.tzinfo is None:
+        raise FeedDataError(f"{what} must carry a time zone")
+    return int(parsed.timestamp() * 1000)
+
+
+def _str(obj: Mapping[str, Any], key: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise FeedDataError(f"{key} must be a string")
+    return value
+
+
+def _int(obj: Mapping[str, Any], key: str) -> int:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FeedDataError(f"{key} must be an integer")
+    return value
+
+
+def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
+    """Parse `GET /api/v1/oracle/jobs/{job_id}`; the spec must hash to `expected_job_id`."""
+    if not isinstance(obj, Mapping):
+        raise FeedDataError("job feed must be a JSON object")
+    spec_text = _str(obj, "spec")
+    canonical = spec_text.encode("utf-8")
+    if job_id_of(canonical) != expected_job_id or obj.get("job_id") != expected_job_id:
+        raise FeedDataError(f"the API served a spec that does not hash to job {expected_job_id}")
+    try:
+        spec = JobSpec.from_canonical(canonical)
+    except JobSpecError as exc:
+        raise FeedDataError(str(exc)) from exc
+    escrow = None
+    if obj.get("escrow") is not None:
+        raw = obj["escrow"]
+        if not isinstance(raw, Mapping):
+            raise FeedDataError("escrow must be an object")
+        try:
+            escrow = EscrowRef(tx_id=_str(raw, "tx_id"), index=_int(raw, "index"))
+        except ValueError as exc:
+            raise FeedDataError(f"escrow: {exc}") from exc
+    lease = None
+    if obj.get("lease") is not None:
+        raw = obj["lease"]
+        if not isinstance(raw, Mapping):
+            raise FeedDataError("lease must be an object")
+        lease = LeaseInfo(
+            worker_key=_str(raw, "worker_key"),
+            payout_address=_str(raw, "payout_address"),
+            nonce=_str(raw, "nonce"),
+            gpus=_int(raw, "gpus"),
+            started_ms=_ms(raw.get("started_at"), "lease.started_at"),
+            completed_ms=_ms(raw.get("completed_at"), "lease.completed_at"),
+            attempt=_int(raw, "attempt"),
+        )
+    results_raw = obj.get("results") or {}
+    if not isinstance(results_raw, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and _HEX64.fullmatch(v)
+        for k, v in results_raw.items()
+    ):
+        raise FeedDataError("results must map names to SHA-256 hex digests")
+    return JobInfo(
+        job_id=expected_job_id,
+        spec=spec,
+        status=_str(obj, "status"),
+        escrow=escrow,
+        lease=lease,
+        results=MappingProxyType(dict(results_raw)),
+    )
+
+
+def parse_worker(obj: Any, *, expected_key: str, network: str) -> WorkerInfo:
+    """Parse `GET /api/v1/oracle/workers/{key}` and re-verify the payout binding."""
+    if not isinstance(obj, Mapping) or obj.get("worker_key") != expected_key:
+        raise FeedDataError(f"worker feed is not about worker {expected_key}")
+    try:
+        binding = PayoutBinding.model_validate(obj.get("binding"))
+        verify_payout_binding(
+            binding,
+            network=network,
+            nonce=binding.nonce,
+            payout_address=_str(obj, "payout_address"),
+            worker_pubkey=expected_key,
+        )
+    except (ValueError, BindingError) as exc:
+        raise FeedDataError(f"worker {expected_key}: payout binding does not verify: {exc}") from exc
+    return WorkerInfo(
+        worker_key=expected_key,
+        payout_address=binding.payout_address,
+        binding=binding,
+        network=network,
+    )
+
+
+class ArtifactMissing(Exception):
+    """The API has no upload of that name for the job (a fact about the job, not transient)."""

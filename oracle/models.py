@@ -1,0 +1,136 @@
+"""The oracle's tables: attestations, their verification results, and spot checks.
+
+The oracle keeps its own SQLModel registry (its own metadata), so its tables never mix with
+the API's even when both share one PostgreSQL server. The settlement engine subclasses
+`OracleTable` in `oracle/settlement/models.py`, so `create_schema` covers its tables too once
+that module is imported.
+
+Attestation lifecycle: received -> verified | rejected; verified -> batched -> settled, and
+batched -> verified when a batch is dropped or superseded (the settlement engine's call).
+Uniqueness that makes replays harmless:
+
+- `leaf_hash` is UNIQUE over every row: the same signed attestation (however its COSE
+  envelope is re-encoded) is stored once;
+- `payable_escrow` holds the escrow out-ref while the row is payable (verified, batched,
+  settled) and NULL otherwise; it is UNIQUE, and NULLs never collide on SQLite or
+  PostgreSQL, so at most one attestation can ever be paid from one escrow while rejected
+  ones do not block an honest one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, MetaData
+from sqlalchemy import DateTime as SADateTime
+from sqlalchemy.orm import registry
+from sqlmodel import Field, SQLModel
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+oracle_registry = registry(metadata=MetaData(naming_convention=NAMING_CONVENTION))
+
+RECEIVED: Final = "received"
+VERIFIED: Final = "verified"
+REJECTED: Final = "rejected"
+BATCHED: Final = "batched"
+SETTLED: Final = "settled"
+STATUSES: Final = (RECEIVED, VERIFIED, REJECTED, BATCHED, SETTLED)
+PAYABLE_STATUSES: Final = (VERIFIED, BATCHED, SETTLED)
+
+
+def escrow_ref(tx_id: str, index: int) -> str:
+    """The one text form of an escrow out-ref: `<tx id hex>#<index>`."""
+    return f"{tx_id}#{index}"
+
+
+def _tz() -> Any:
+    return SADateTime(timezone=True)
+
+
+class OracleTable(SQLModel, registry=oracle_registry):
+    """Base class of every oracle table (intake and settlement)."""
+
+
+class AttestationRecord(OracleTable, table=True):
+    __tablename__ = "oracle_attestations"
+    __table_args__ = (Index("ix_oracle_attestations_status_received", "status", "received_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(max_length=64, index=True)
+    escrow_tx_id: str = Field(max_length=64)
+    escrow_index: int
+    escrow_ref: str = Field(max_length=80, index=True)
+    # escrow_ref while payable, else NULL: at most one payable attestation per escrow.
+    payable_escrow: str | None = Field(default=None, max_length=80, unique=True)
+    worker_key: str = Field(max_length=64, index=True)
+    payout_address: str = Field(max_length=200)
+    # NTX base units; intake refuses amounts above 2**63 - 1 (no escrow can hold more).
+    amount: int = Field(sa_type=BigInteger)
+    cose: bytes = Field(sa_type=LargeBinary)
+    # Hex of Attestation.leaf_hash(): the attestation's identity and its batch-tree leaf.
+    leaf_hash: str = Field(max_length=64, unique=True)
+    status: str = Field(max_length=16)
+    # Stable reason code of the rejection (see oracle.verify.Reason), "" otherwise.
+    reason: str = Field(default="", max_length=64)
+    message: str = Field(default="", max_length=2000)
+    attempts: int = 0
+    received_at: datetime = Field(sa_type=_tz)
+    updated_at: datetime = Field(sa_type=_tz)
+    # When a verification that could not finish (chain or API unreachable) is retried.
+    retry_at: datetime | None = Field(default=None, sa_type=_tz)
+
+    @property
+    def escrow(self) -> tuple[str, int]:
+        return self.escrow_tx_id, self.escrow_index
+
+
+class VerificationRecord(OracleTable, table=True):
+    """One run of the verification pipeline over one attestation."""
+
+    __tablename__ = "oracle_verifications"
+
+    id: int | None = Field(default=None, primary_key=True)
+    attestation_id: int = Field(
+        foreign_key="oracle_attestations.id", index=True, ondelete="CASCADE"
+    )
+    # verified | rejected | retry
+    outcome: str = Field(max_length=16)
+    reason: str = Field(default="", max_length=64)
+    message: str = Field(default="", max_length=2000)
+    # Names of the checks that passed, in order.
+    checks: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    verifier: str = Field(default="", max_length=64)
+    started_at: datetime = Field(sa_type=_tz)
+    duration_ms: float = 0.0
+
+
+class SpotCheckRecord(OracleTable, table=True):
+    """A proof-of-training spot check: which segments were replayed, with what seed, verdict."""
+
+    __tablename__ = "oracle_spot_checks"
+
+    id: int | None = Field(default=None, primary_key=True)
+    attestation_id: int = Field(
+        foreign_key="oracle_attestations.id", index=True, ondelete="CASCADE"
+    )
+    # Chosen by the oracle after the root was committed (hex).
+    seed: str = Field(max_length=128)
+    segments: list[int] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    # passed | failed | error
+    status: str = Field(max_length=16)
+    message: str = Field(default="", max_length=2000)
+    report: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    verifier: str = Field(default="", max_length=64)
+    started_at: datetime = Field(sa_type=_tz)
+    duration_ms: float = 0.0
+
+
+metadata = oracle_registry.metadata

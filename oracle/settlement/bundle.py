@@ -1,0 +1,99 @@
+"""The audit trail of one batch: its Merkle root, the published attestation bundle and the
+transaction metadata that points at both.
+
+Bundle (canonical JSON, addressed by its SHA-256):
+    {"attestations": [<COSE_Sign1 hex>, ...], "merkle_root": <hex>, "version": 1}
+in the batch's order, which is the order of the redeemer entries and of the Merkle leaves.
+Metadata under CIP-20 label 674: a human memo in `msg` plus the root, bundle hash and batch
+id as 32-byte values (every value at most 64 bytes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from proofnet.messages import merkle
+from proofnet.messages.canonical import canonical_json
+
+from .ports import Claim
+
+MEMO_LABEL = 674
+BUNDLE_VERSION = 1
+
+
+class BundleError(ValueError):
+    """A bundle is malformed or does not match its root."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    body: bytes
+    sha256: str
+    merkle_root: bytes
+    cose: tuple[bytes, ...]
+
+
+def merkle_root(claims: Sequence[Claim]) -> bytes:
+    """The RFC 9162 root over the claims' attestation leaves, in the given order."""
+    return merkle.MerkleTree.from_leaf_hashes([c.leaf_hash for c in claims]).root
+
+
+def make_bundle(claims: Sequence[Claim]) -> Bundle:
+    root = merkle_root(claims)
+    body = canonical_json(
+        {
+            "attestations": [c.cose.hex() for c in claims],
+            "merkle_root": root.hex(),
+            "version": BUNDLE_VERSION,
+        }
+    )
+    return Bundle(body, hashlib.sha256(body).hexdigest(), root, tuple(c.cose for c in claims))
+
+
+def parse_bundle(body: bytes) -> Bundle:
+    """Decode a published bundle and check its root against its attestations' leaves."""
+    try:
+        obj = json.loads(body)
+        cose = tuple(bytes.fromhex(h) for h in obj["attestations"])
+        root = bytes.fromhex(obj["merkle_root"])
+        version = obj["version"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BundleError(f"malformed bundle: {exc}") from exc
+    if version != BUNDLE_VERSION:
+        raise BundleError(f"bundle version {version!r} is not {BUNDLE_VERSION}")
+    leaves = [_cose_leaf(c) for c in cose]
+    if merkle.MerkleTree.from_leaf_hashes(leaves).root != root:
+        raise BundleError("bundle root does not match its attestations")
+    return Bundle(body, hashlib.sha256(body).hexdigest(), root, cose)
+
+
+def _cose_leaf(cose: bytes) -> bytes:
+    """The Merkle leaf of a COSE attestation: the hash of its signed canonical payload."""
+    import cbor2
+
+    try:
+        payload = cbor2.loads(cose)[2]
+    except Exception as exc:  # cbor2 raises unrelated types on garbage
+        raise BundleError(f"attestation is not COSE_Sign1: {exc}") from exc
+    if not isinstance(payload, bytes):
+        raise BundleError("attestation payload must be bytes")
+    return merkle.leaf_hash(payload)
+
+
+def audit_metadata(batch_id: bytes, bundle: Bundle, count: int) -> dict[int, Any]:
+    return {
+        MEMO_LABEL: {
+            "msg": [
+                "proofnet settlement",
+                f"batch {batch_id.hex()[:16]} pays {count} attestations",
+                f"bundle /api/v1/bundles/{bundle.sha256[:32]}",
+            ],
+            "root": bundle.merkle_root,
+            "bundle": bytes.fromhex(bundle.sha256),
+            "batch": batch_id,
+        }
+    }

@@ -1,0 +1,231 @@
+"""The settlement engine: recover, watch, and propose batches. One `tick()` is one
+scheduler run; `batcher.SettlementScheduler` runs it periodically under the proposer lease.
+
+Proposing a batch, and where a crash leaves it:
+
+1. build the unsigned batch (nothing recorded: a crash loses nothing);
+2. record it as *planned* with its attestations *batched* (one DB transaction): a crash
+   here is undone by `recover()`, which drops never-signed intents;
+3. gather M witnesses, record the exact signed CBOR and its tx id as *signed*;
+4. log "submitting" and send it; record *submitted*. From step 3 on, recovery finds the tx
+   by id on chain or resubmits the identical bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .bundle import Bundle, audit_metadata, make_bundle
+from .intents import IntentConflict, IntentLog
+from .metrics import SettlementMetrics
+from .models import IntentState
+from .ports import (
+    Annotation,
+    BuildError,
+    ChainUnavailable,
+    ChainView,
+    Claim,
+    QuorumNotReached,
+    SettlementBuilder,
+    Signer,
+)
+from .watcher import RecoveryReport, WatchConfig, Watcher
+
+log = logging.getLogger("proofnet.oracle.settlement")
+
+
+@dataclass(frozen=True)
+class BatchPolicy:
+    # Settle as soon as this many attestations wait ...
+    batch_size: int = 16
+    # ... or when the oldest has waited this long (seconds).
+    max_wait_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if self.max_wait_s < 0:
+            raise ValueError("max_wait_s must not be negative")
+
+
+class LocalSigner:
+    """A single oracle (threshold 1): its own witness is the quorum."""
+
+    def __init__(self, builder: SettlementBuilder) -> None:
+        self.builder = builder
+
+    def witnesses(self, unsigned: object, bundle_body: bytes) -> list[bytes]:
+        from .ports import UnsignedBatch
+
+        assert isinstance(unsigned, UnsignedBatch)
+        return [self.builder.witness(unsigned.tx_id)]
+
+
+class SettlementEngine:
+    def __init__(
+        self,
+        intents: IntentLog,
+        chain: ChainView,
+        builder: SettlementBuilder,
+        *,
+        signer: Signer | None = None,
+        policy: BatchPolicy | None = None,
+        watch: WatchConfig | None = None,
+        metrics: SettlementMetrics | None = None,
+        proposer: str = "oracle",
+    ) -> None:
+        self.intents = intents
+        self.chain = chain
+        self.builder = builder
+        self.signer: Signer = signer or LocalSigner(builder)
+        self.policy = policy or BatchPolicy()
+        self.metrics = metrics or SettlementMetrics()
+        self.watcher = Watcher(intents, chain, watch, self.metrics)
+        self.proposer = proposer
+        self.recovered = False
+
+    # --- the scheduler's unit of work ----------------------------------------------------
+
+    def recover(self) -> RecoveryReport:
+        report = self.watcher.recover()
+        self.recovered = True
+        return report
+
+    def tick(self) -> str | None:
+        """Recover once, watch open intents, then propose a batch when one is due.
+        Returns the proposed batch id, if any."""
+        if not self.recovered:
+            self.recover()
+        self.watcher.watch()
+        self._update_gauges()
+        return self.propose()
+
+    # --- proposing ---------------------------------------------------------------------------
+
+    def in_flight(self) -> bool:
+        """A batch is outstanding until it is in a block: the next one would otherwise pick
+        the same fee inputs of this oracle's wallet from the confirmed UTxO set."""
+        return any(
+            i.state != IntentState.SUBMITTED or i.block_height is None
+            for i in self.intents.open_intents()
+        )
+
+    def due(self, claims: Sequence[Claim], now: float | None = None) -> bool:
+        if not claims:
+            return False
+        if len(claims) >= self.policy.batch_size:
+            return True
+        oldest = min(c.queued_at for c in claims)
+        return (now if now is not None else time.time()) - oldest >= self.policy.max_wait_s
+
+    def propose(self, *, force: bool = False) -> str | None:
+        if self.in_flight():
+            return None
+        with self.intents.session() as session:
+            claims = self.intents.queue.payable(session, self.policy.batch_size * 2)
+        live = self.intents.live_escrows()
+        claims = [c for c in claims if str(c.escrow) not in live]
+        if not (force and claims) and not self.due(claims):
+            return None
+        try:
+            claims = self._still_payable(claims)
+        except ChainUnavailable as exc:
+            self.metrics.chain_error("spend_status")
+            log.warning("chain unavailable before batching: %s", exc, extra={"job": "propose"})
+            return None
+        if not claims:
+            return None
+        return self._propose(claims[: self.policy.batch_size * 2])
+
+    def _still_payable(self, claims: Sequence[Claim]) -> list[Claim]:
+        """Escrows refunded or cancelled while their attestation waited are gone for good:
+        reject those attestations instead of building a tx that cannot pass."""
+        keep, gone = [], []
+        for claim in claims:
+            status = self.chain.spend_status(claim.escrow)
+            if status.spent_by is not None:
+                gone.append(claim)
+            elif status.exists:
+                keep.append(claim)
+        if gone:
+            with self.intents.session() as session:
+                self.intents.queue.mark(session, [c.attestation_id for c in gone], "rejected")
+            for claim in gone:
+                log.info(
+                    "escrow %s already spent; attestation %d cannot be paid",
+                    claim.escrow,
+                    claim.attestation_id,
+                    extra={"job": "propose", "escrow": str(claim.escrow)},
+                )
+        return keep
+
+    def _propose(self, claims: Sequence[Claim]) -> str | None:
+        batch_id = os.urandom(32)
+        bundles: dict[int, Bundle] = {}
+
+        def annotate(packed: Sequence[Claim]) -> Annotation:
+            bundle = make_bundle(packed)
+            bundles[len(packed)] = bundle
+            return Annotation(bundle.merkle_root, audit_metadata(batch_id, bundle, len(packed)))
+
+        try:
+            unsigned = self.builder.build(claims, batch_id=batch_id, annotate=annotate)
+        except ChainUnavailable as exc:
+            self.metrics.chain_error("build")
+            log.warning("chain unavailable while building: %s", exc, extra={"job": "propose"})
+            return None
+        except BuildError as exc:
+            self.metrics.chain_error("build")
+            log.error("cannot build a batch: %s", exc, extra={"job": "propose"})
+            return None
+        bundle = bundles.get(len(unsigned.claims)) or make_bundle(unsigned.claims)
+        if bundle.merkle_root != unsigned.merkle_root:
+            raise BuildError("the builder's Merkle root differs from the bundle's")
+        try:
+            intent = self.intents.record_planned(unsigned, bundle, self.proposer)
+        except IntentConflict as exc:
+            log.warning("batch not recorded: %s", exc, extra={"job": "propose"})
+            return None
+        self.metrics.proposed(len(unsigned.claims))
+        log.info(
+            "planned batch %s: %d attestations, tx %s",
+            intent.id,
+            len(unsigned.claims),
+            unsigned.tx_id,
+            extra={
+                "job": "propose",
+                "intent": intent.id,
+                "tx": unsigned.tx_id,
+                "escrows": [str(c.escrow) for c in unsigned.claims],
+            },
+        )
+        try:
+            witnesses = self.signer.witnesses(unsigned, bundle.body)
+            signed = self.builder.assemble(unsigned, witnesses)
+        except (QuorumNotReached, ChainUnavailable, BuildError) as exc:
+            self.intents.drop(intent.id, f"not signed: {exc}")
+            log.warning("batch %s not signed: %s", intent.id, exc, extra={"job": "propose"})
+            return None
+        try:
+            self.intents.record_signed(intent.id, unsigned.tx_id, signed)
+        except IntentConflict as exc:
+            # Recovery in another process dropped it meanwhile (we lost the lease): the
+            # signed bytes were never durable, so they are never sent.
+            log.warning("batch %s not signed: %s", intent.id, exc, extra={"job": "propose"})
+            return None
+        current = self.intents.get(intent.id)
+        assert current is not None
+        self.watcher.submit(current, resubmission=False)
+        return intent.id
+
+    def _update_gauges(self) -> None:
+        with self.intents.session() as session:
+            queue = self.intents.queue
+            count = getattr(queue, "count", None)
+            if callable(count):
+                self.metrics.pending.set(count(session, "verified"))
+        self.metrics.open_intents.set(len(self.intents.open_intents()))

@@ -1,0 +1,383 @@
+"""The verification pipeline: one signed attestation in, one frozen verdict out.
+
+`verify(cose, ctx)` is pure with respect to the oracle's own state: it reads the chain, the
+API feed and the store through `ctx`, and writes nothing; `oracle.store.AttestationStore.apply`
+records the verdict. Checks run in a fixed order and the first failure is reported with a
+stable reason code (`Reason`) and a message for humans. A check that could not be made
+(chain backend or API unreachable) yields outcome "retry", never a rejection.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal, Protocol
+
+from proofnet.messages.attestation import (
+    Attestation,
+    BadSignature,
+    MalformedAttestation,
+    UnknownVersion,
+    WrongDomain,
+    WrongNetwork,
+    WrongScript,
+    verify_attestation,
+)
+from proofnet.messages.jobspec import FixedPrice
+from oracle.chain import ChainUnavailable, ChainView
+from oracle.feed import ApiFeed, FeedError, JobInfo
+from oracle.models import escrow_ref
+from oracle.spotcheck import SpotChecker, SpotCheckUnavailable, SpotCheckVerdict
+
+# Cardano token quantities in a value are at most 2**63 - 1.
+MAX_AMOUNT = 2**63 - 1
+POT_PREFIX = "pot/"
+
+
+class Reason(StrEnum):
+    """Why an attestation was rejected. Stable: clients and dashboards match on these."""
+
+    MALFORMED = "malformed"
+    UNKNOWN_VERSION = "unknown_version"
+    BAD_SIGNATURE = "bad_signature"
+    WRONG_DOMAIN = "wrong_domain"
+    WRONG_NETWORK = "wrong_network"
+    WRONG_SCRIPT = "wrong_script"
+    WORKER_UNREGISTERED = "worker_unregistered"
+    PAYOUT_MISMATCH = "payout_mismatch"
+    JOB_UNKNOWN = "job_unknown"
+    ESCROW_UNRECORDED = "escrow_unrecorded"
+    ESCROW_MISMATCH = "escrow_mismatch"
+    ESCROW_MISSING = "escrow_missing"
+    ESCROW_SPENT = "escrow_spent"
+    ESCROW_WRONG_ADDRESS = "escrow_wrong_address"
+    ESCROW_DATUM_INVALID = "escrow_datum_invalid"
+    ESCROW_JOB_MISMATCH = "escrow_job_mismatch"
+    ESCROW_WRONG_UNIT = "escrow_wrong_unit"
+    ESCROW_WRONG_BATCH = "escrow_wrong_batch"
+    ESCROW_EXPIRED = "escrow_expired"
+    REPLAYED = "replayed"
+    ALREADY_SETTLED = "already_settled"
+    ESCROW_ALREADY_CLAIMED = "escrow_already_claimed"
+    JOB_NOT_COMPLETED = "job_not_completed"
+    LEASE_OTHER_WORKER = "lease_other_worker"
+    NONCE_MISMATCH = "nonce_mismatch"
+    TIMES_OUTSIDE_LEASE = "times_outside_lease"
+    GPU_TIME_IMPLAUSIBLE = "gpu_time_implausible"
+    IMAGE_MISMATCH = "image_mismatch"
+    COMMAND_MISMATCH = "command_mismatch"
+    AMOUNT_EXCEEDS_PRICE = "amount_exceeds_price"
+    AMOUNT_EXCEEDS_BUDGET = "amount_exceeds_budget"
+    RESULT_HASHES_MISMATCH = "result_hashes_mismatch"
+    POT_MISSING = "pot_missing"
+    POT_INVALID = "pot_invalid"
+    POT_ROOT_MISMATCH = "pot_root_mismatch"
+    SPOT_CHECK_FAILED = "spot_check_failed"
+
+
+Outcome = Literal["verified", "rejected", "retry"]
+
+
+class StoreView(Protocol):
+    """What the pipeline asks the store (read-only)."""
+
+    def holder_of_leaf(self, leaf_hash: str) -> int | None:
+        """Id of the attestation stored with this leaf hash, if any."""
+        ...
+
+    def payable_for_escrow(self, escrow: str) -> tuple[int, str] | None:
+        """(id, status) of the attestation payable from this escrow out-ref, if any."""
+        ...
+
+
+@dataclass(frozen=True)
+class VerificationResult:
+    outcome: Outcome
+    reason: Reason | None
+    message: str
+    checks: tuple[str, ...]  # checks that passed, in order
+    attestation: Attestation | None
+    spot_check: SpotCheckVerdict | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "verified"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class VerificationContext:
+    """Everything a verification reads. Build one per oracle; it is shared across threads."""
+
+    network: str
+    escrow_script_hash: str
+    chain: ChainView
+    feed: ApiFeed
+    store: StoreView
+    # The NTX unit escrows must lock (hex); None skips the check (configuration not set).
+    ntx_policy: str | None = None
+    ntx_name: str = "4e5458"
+    # The batch-settlement script hash escrows must name; None until a deployment is known.
+    batch_credential: str | None = None
+    spot_checker: SpotChecker | None = None
+    # Tolerance between the worker's clock and the API's for the attested times.
+    clock_skew_ms: int = 120_000
+    now_ms: Callable[[], int] = field(default=_now_ms)
+
+
+class _Rejected(Exception):
+    def __init__(self, reason: Reason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def _decode(cose: bytes, ctx: VerificationContext) -> Attestation:
+    try:
+        return verify_attestation(
+            cose, expected_network=ctx.network, expected_script_hash=ctx.escrow_script_hash
+        )
+    except UnknownVersion as exc:
+        raise _Rejected(Reason.UNKNOWN_VERSION, str(exc)) from exc
+    except BadSignature as exc:
+        raise _Rejected(Reason.BAD_SIGNATURE, str(exc)) from exc
+    except WrongNetwork as exc:
+        raise _Rejected(Reason.WRONG_NETWORK, str(exc)) from exc
+    except WrongScript as exc:
+        raise _Rejected(Reason.WRONG_SCRIPT, str(exc)) from exc
+    except WrongDomain as exc:
+        raise _Rejected(Reason.WRONG_DOMAIN, str(exc)) from exc
+    except MalformedAttestation as exc:
+        raise _Rejected(Reason.MALFORMED, str(exc)) from exc
+
+
+def authenticate(cose: bytes, ctx: VerificationContext) -> Attestation:
+    """The stateless first stage (signature, encoding, domain, amount range): what intake
+    runs before storing anything. Raises `Rejection`."""
+    try:
+        att = _decode(cose, ctx)
+        if att.amount > MAX_AMOUNT:
+            raise _Rejected(
+                Reason.AMOUNT_EXCEEDS_BUDGET, f"amount {att.amount} exceeds what any escrow holds"
+            )
+    except _Rejected as exc:
+        raise Rejection(exc.reason, exc.message) from None
+    return att
+
+
+class Rejection(ValueError):
+    """Raised by `authenticate`: the attestation is refused before it is stored."""
+
+    def __init__(self, reason: Reason, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+
+def verify(
+    cose: bytes, ctx: VerificationContext, *, own_id: int | None = None
+) -> VerificationResult:
+    """Run every check on `cose`. `own_id` is the attestation's row id when it is already
+    stored, so the replay checks do not count the attestation against itself."""
+    passed: list[str] = []
+    att: Attestation | None = None
+    spot: SpotCheckVerdict | None = None
+    try:
+        att = _decode(cose, ctx)
+        passed.append("signature_and_domain")
+        _check_worker(att, ctx)
+        passed.append("worker_registered")
+        job = _check_job(att, ctx)
+        passed.append("job_escrow_recorded")
+        _check_escrow_on_chain(att, ctx)
+        passed.append("escrow_on_chain")
+        _check_store(att, ctx, own_id)
+        passed.append("not_replayed")
+        _check_lease(att, job, ctx)
+        passed.append("lease")
+        _check_work(att, job)
+        passed.append("work_matches_spec")
+        _check_amount(att, job)
+        passed.append("amount")
+        _check_results(att, job)
+        passed.append("result_hashes")
+        if ctx.spot_checker is not None:
+            spot = ctx.spot_checker.check(att, job)
+            if not spot.passed:
+                raise _Rejected(Reason(spot.reason or Reason.SPOT_CHECK_FAILED), spot.message)
+            passed.append("proof_of_training")
+    except _Rejected as exc:
+        return VerificationResult("rejected", exc.reason, exc.message, tuple(passed), att, spot)
+    except (ChainUnavailable, FeedError, SpotCheckUnavailable) as exc:
+        return VerificationResult("retry", None, str(exc), tuple(passed), att, spot)
+    return VerificationResult("verified", None, "", tuple(passed), att, spot)
+
+
+def _check_worker(att: Attestation, ctx: VerificationContext) -> None:
+    worker = ctx.feed.worker(att.worker_key)
+    if worker is None:
+        raise _Rejected(
+            Reason.WORKER_UNREGISTERED, f"worker {att.worker_key} is not registered with the API"
+        )
+    if worker.payout_address != att.payout_address:
+        raise _Rejected(
+            Reason.PAYOUT_MISMATCH,
+            f"attested payout address {att.payout_address} is not the worker's bound address "
+            f"{worker.payout_address}",
+        )
+
+
+def _check_job(att: Attestation, ctx: VerificationContext) -> JobInfo:
+    job = ctx.feed.job(att.job_id)
+    if job is None:
+        raise _Rejected(Reason.JOB_UNKNOWN, f"the API does not know job {att.job_id}")
+    escrow = att.domain.escrow
+    if job.escrow is None:
+        raise _Rejected(
+            Reason.ESCROW_UNRECORDED, f"the submitter has not recorded an escrow for job {job.job_id}"
+        )
+    if job.escrow != escrow:
+        raise _Rejected(
+            Reason.ESCROW_MISMATCH,
+            f"attested escrow {escrow_ref(escrow.tx_id, escrow.index)} is not job {job.job_id}'s "
+            f"escrow {escrow_ref(job.escrow.tx_id, job.escrow.index)}",
+        )
+    return job
+
+
+def _check_escrow_on_chain(att: Attestation, ctx: VerificationContext) -> None:
+    ref = att.domain.escrow
+    name = escrow_ref(ref.tx_id, ref.index)
+    lookup = ctx.chain.escrow_output(ref)
+    if lookup.status == "missing" or lookup.output is None:
+        raise _Rejected(Reason.ESCROW_MISSING, f"escrow {name} does not exist on chain")
+    out = lookup.output
+    if out.payment_script_hash != ctx.escrow_script_hash:
+        raise _Rejected(
+            Reason.ESCROW_WRONG_ADDRESS, f"output {name} is not at the escrow script ({out.address})"
+        )
+    if lookup.status == "spent":
+        raise _Rejected(Reason.ESCROW_SPENT, f"escrow {name} was spent by {lookup.spent_by}")
+    datum = out.datum
+    if datum is None:
+        raise _Rejected(Reason.ESCROW_DATUM_INVALID, f"escrow {name}: {out.datum_error}")
+    # The escrow datum's job_id is the job id's 32 bytes (SHA-256 of the tagged spec).
+    if bytes(datum.job_id) != bytes.fromhex(att.job_id):
+        raise _Rejected(
+            Reason.ESCROW_JOB_MISMATCH,
+            f"escrow {name} is for job {bytes(datum.job_id).hex()}, not {att.job_id}",
+        )
+    if ctx.ntx_policy is not None and (
+        bytes(datum.ntx_policy).hex() != ctx.ntx_policy or bytes(datum.ntx_name).hex() != ctx.ntx_name
+    ):
+        raise _Rejected(Reason.ESCROW_WRONG_UNIT, f"escrow {name} does not lock the NTX unit")
+    if ctx.batch_credential is not None and bytes(datum.batch_credential).hex() != ctx.batch_credential:
+        raise _Rejected(
+            Reason.ESCROW_WRONG_BATCH, f"escrow {name} trusts another batch settlement script"
+        )
+    if datum.deadline <= ctx.now_ms():
+        raise _Rejected(Reason.ESCROW_EXPIRED, f"escrow {name}'s deadline has passed")
+    locked = out.quantity(bytes(datum.ntx_policy).hex(), bytes(datum.ntx_name).hex())
+    if att.amount > datum.budget or att.amount > locked:
+        raise _Rejected(
+            Reason.AMOUNT_EXCEEDS_BUDGET,
+            f"amount {att.amount} exceeds escrow {name}'s budget {datum.budget} "
+            f"(locked {locked})",
+        )
+
+
+def _check_store(att: Attestation, ctx: VerificationContext, own_id: int | None) -> None:
+    leaf = att.leaf_hash().hex()
+    holder = ctx.store.holder_of_leaf(leaf)
+    if holder is not None and holder != own_id:
+        raise _Rejected(Reason.REPLAYED, f"this attestation was already received (id {holder})")
+    ref = att.domain.escrow
+    name = escrow_ref(ref.tx_id, ref.index)
+    payable = ctx.store.payable_for_escrow(name)
+    if payable is not None and payable[0] != own_id:
+        other, status = payable
+        if status == "settled":
+            raise _Rejected(Reason.ALREADY_SETTLED, f"escrow {name} was settled (attestation {other})")
+        raise _Rejected(
+            Reason.ESCROW_ALREADY_CLAIMED, f"escrow {name} is already claimed by attestation {other}"
+        )
+
+
+def _check_lease(att: Attestation, job: JobInfo, ctx: VerificationContext) -> None:
+    lease = job.lease
+    if job.status != "completed" or lease is None:
+        raise _Rejected(Reason.JOB_NOT_COMPLETED, f"job {job.job_id} is {job.status}, not completed")
+    if lease.worker_key != att.worker_key:
+        raise _Rejected(
+            Reason.LEASE_OTHER_WORKER, f"job {job.job_id} was completed by another worker"
+        )
+    if not hmac.compare_digest(lease.nonce, att.nonce):
+        raise _Rejected(Reason.NONCE_MISMATCH, "nonce is not the one revealed when the job was claimed")
+    if lease.payout_address != att.payout_address:
+        raise _Rejected(
+            Reason.PAYOUT_MISMATCH, "payout address differs from the provider's binding at completion"
+        )
+    skew = ctx.clock_skew_ms
+    if att.started_ms < lease.started_ms - skew or att.ended_ms > lease.completed_ms + skew:
+        raise _Rejected(
+            Reason.TIMES_OUTSIDE_LEASE,
+            f"attested run {att.started_ms}..{att.ended_ms} ms lies outside the lease "
+            f"{lease.started_ms}..{lease.completed_ms} ms",
+        )
+    wall = att.ended_ms - att.started_ms
+    if att.gpu_milliseconds > wall * lease.gpus:
+        raise _Rejected(
+            Reason.GPU_TIME_IMPLAUSIBLE,
+            f"{att.gpu_milliseconds} GPU-ms in {wall} ms of wall time on {lease.gpus} GPU(s)",
+        )
+
+
+def _check_work(att: Attestation, job: JobInfo) -> None:
+    if att.image_digest != job.spec.image_digest:
+        raise _Rejected(Reason.IMAGE_MISMATCH, f"image {att.image_digest} is not the spec's")
+    if att.command_hash != job.spec.command_hash:
+        raise _Rejected(Reason.COMMAND_MISMATCH, "command hash is not the spec's commands")
+
+
+def price_cap(job: JobInfo) -> int:
+    """The most the job's pricing rule lets a worker claim."""
+    pricing = job.spec.pricing
+    if isinstance(pricing, FixedPrice):
+        return pricing.amount
+    # Rate-card jobs pay metered use up to max_amount; the rate card document itself is not
+    # served by the API yet, so the cap is what the submitter agreed to at most.
+    return pricing.max_amount
+
+
+def _check_amount(att: Attestation, job: JobInfo) -> None:
+    cap = price_cap(job)
+    if att.amount > cap:
+        raise _Rejected(
+            Reason.AMOUNT_EXCEEDS_PRICE, f"amount {att.amount} exceeds the job's price {cap}"
+        )
+
+
+def _check_results(att: Attestation, job: JobInfo) -> None:
+    uploads = job.results
+    for name, digest in att.result_hashes.items():
+        stored = uploads.get(name)
+        if stored is None:
+            raise _Rejected(
+                Reason.RESULT_HASHES_MISMATCH, f"result {name!r} was never uploaded to the API"
+            )
+        if stored != digest:
+            raise _Rejected(
+                Reason.RESULT_HASHES_MISMATCH, f"result {name!r} differs from the uploaded file"
+            )
+    # Proof-of-training files are uploaded alongside and checked by the spot check.
+    extra = sorted(n for n in uploads if n not in att.result_hashes and not n.startswith(POT_PREFIX))
+    if extra:
+        raise _Rejected(
+            Reason.RESULT_HASHES_MISMATCH, f"uploaded results missing from the attestation: {extra}"
+        )

@@ -1,0 +1,274 @@
+"""The worker's HTTP client for the proofnet API: every call signed with the worker key.
+
+Errors are split by what the caller should do: `ApiUnavailable` (network trouble, 5xx, 429:
+retry later), `LeaseLost` (the lease this call names is gone: stop the job, never attest),
+`ApiRefused` (any other 4xx: the request itself is wrong).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from proofnet.messages.attestation import NETWORKS, EscrowRef
+from proofnet.messages.jobspec import JobSpec, JobSpecError
+from proofnet.messages.worker_auth import request_target, sign_request_headers
+from worker.identity import WorkerKey
+
+CLAIM_PATH = "/api/v1/worker/claim"
+HEARTBEAT_PATH = "/api/v1/worker/heartbeat"
+LEASE_PATH = "/api/v1/worker/leases/{token}"
+CONTENT_SHA256_HEADER = "X-Content-SHA256"
+
+
+class ApiClientError(Exception):
+    """A call to the API did not succeed; `status` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ApiUnavailable(ApiClientError):
+    """Unreachable, overloaded (429) or failing (5xx): the same call may work later."""
+
+
+class ApiRefused(ApiClientError):
+    """The API refused the request (4xx) and would refuse it again."""
+
+
+class LeaseLost(ApiRefused):
+    """The lease is gone (expired, ended, or not this worker's): stop and do not attest."""
+
+
+class BadClaim(ApiRefused):
+    """The API handed out a job the worker cannot trust (spec does not match its id)."""
+
+
+@dataclass(frozen=True)
+class EscrowTarget:
+    """Where the attestation for a job is settled: network, escrow script and escrow UTxO."""
+
+    network: str
+    script_hash: str
+    ref: EscrowRef
+
+    @classmethod
+    def from_json(cls, obj: Any) -> EscrowTarget:
+        if not isinstance(obj, Mapping):
+            raise ValueError("escrow must be an object")
+        network = obj.get("network")
+        if network not in NETWORKS:
+            raise ValueError(f"escrow network {network!r} is not one of {NETWORKS}")
+        ref = EscrowRef.model_validate({"tx_id": obj.get("tx_id"), "index": obj.get("index")})
+        script_hash = obj.get("script_hash")
+        if not isinstance(script_hash, str) or len(script_hash) != 56:
+            raise ValueError("escrow script_hash must be 56 hex digits")
+        int(script_hash, 16)
+        return cls(network=str(network), script_hash=script_hash, ref=ref)
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    job_id: str
+    spec: JobSpec
+    lease_token: str
+    nonce: str
+    attempt: int
+    expires_at: datetime
+    lease_ttl_s: int
+    # None while the API does not say which escrow pays for the job.
+    escrow: EscrowTarget | None
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    job_id: str
+    status: str
+    expires_at: datetime
+    outcome: str | None
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:500]
+    if isinstance(body, dict) and "detail" in body:
+        return str(body["detail"])[:1000]
+    return str(body)[:500]
+
+
+def parse_claim(body: Mapping[str, Any]) -> ClaimedJob:
+    """Check a claim answer; the spec must hash to the job id the API gave."""
+    try:
+        spec = JobSpec.from_dict(dict(body["spec"]))
+        job_id = str(body["job_id"])
+        escrow_raw = body.get("escrow")
+        escrow = None if escrow_raw is None else EscrowTarget.from_json(escrow_raw)
+        claimed = ClaimedJob(
+            job_id=job_id,
+            spec=spec,
+            lease_token=str(body["lease_token"]),
+            nonce=str(body["nonce"]),
+            attempt=int(body["attempt"]),
+            expires_at=datetime.fromisoformat(str(body["expires_at"])),
+            lease_ttl_s=int(body["lease_ttl_s"]),
+            escrow=escrow,
+        )
+    except (KeyError, TypeError, ValueError, JobSpecError) as e:
+        raise BadClaim(f"the API's claim answer is malformed: {e}") from e
+    if spec.job_id != job_id:
+        raise BadClaim(f"the API handed out job {job_id} but its spec hashes to {spec.job_id}")
+    return claimed
+
+
+class ApiClient:
+    """Signed calls to the API at `base_url` (e.g. http://127.0.0.1:8000)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        key: WorkerKey,
+        network: str,
+        *,
+        timeout_s: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.key = key
+        self.network = network
+        self._http = httpx.Client(timeout=timeout_s, transport=transport)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes = b"",
+        content_type: str = "application/json",
+        headers: Mapping[str, str] | None = None,
+        lease: bool = False,
+    ) -> httpx.Response:
+        url = httpx.URL(self.base_url + path)
+        signed = sign_request_headers(
+            self.key.signing_key,
+            network=self.network,
+            method=method,
+            path=request_target(url.raw_path.decode("ascii")),
+            body=body,
+        )
+        if body:
+            signed["Content-Type"] = content_type
+        signed.update(headers or {})
+        try:
+            response = self._http.request(method, url, content=body, headers=signed)
+        except httpx.TransportError as e:
+            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e}") from e
+        status = response.status_code
+        if status < 400:
+            return response
+        detail = f"{method} {path.split('/leases/')[0]}...: HTTP {status}: {_detail(response)}"
+        if status == 429 or status >= 500:
+            raise ApiUnavailable(detail, status)
+        if lease and status in (404, 409):
+            raise LeaseLost(detail, status)
+        raise ApiRefused(detail, status)
+
+    def _json(self, method: str, path: str, payload: Any = None, *, lease: bool = False) -> Any:
+        body = b"" if payload is None else json.dumps(payload).encode()
+        response = self.request(method, path, body=body, lease=lease)
+        if response.status_code == 204:
+            return None
+        try:
+            return response.json()
+        except ValueError as e:
+            raise ApiUnavailable(f"the API answered {path} with something that is not JSON") from e
+
+    @staticmethod
+    def _lease(token: str, suffix: str) -> str:
+        return LEASE_PATH.format(token=quote(token, safe="")) + suffix
+
+    # --- calls ----------------------------------------------------------------------------
+
+    def heartbeat(self) -> None:
+        self._json("POST", HEARTBEAT_PATH)
+
+    def claim(self) -> ClaimedJob | None:
+        body = self._json("POST", CLAIM_PATH)
+        return None if body is None else parse_claim(body)
+
+    def _lease_state(self, body: Any) -> LeaseState:
+        try:
+            return LeaseState(
+                job_id=str(body["job_id"]),
+                status=str(body["status"]),
+                expires_at=datetime.fromisoformat(str(body["expires_at"])),
+                outcome=body.get("outcome"),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ApiUnavailable(f"the API's lease answer is malformed: {e}") from e
+
+    def lease_heartbeat(
+        self, token: str, *, progress: float | None = None, message: str | None = None
+    ) -> LeaseState:
+        payload: dict[str, Any] = {}
+        if progress is not None:
+            payload["progress"] = min(1.0, max(0.0, progress))
+        if message is not None:
+            payload["message"] = message[:500]
+        body = self._json("POST", self._lease(token, "/heartbeat"), payload, lease=True)
+        return self._lease_state(body)
+
+    def complete(self, token: str, result: Mapping[str, Any]) -> LeaseState:
+        body = self._json("POST", self._lease(token, "/complete"), {"result": dict(result)}, lease=True)
+        return self._lease_state(body)
+
+    def release(self, token: str, reason: str) -> LeaseState:
+        body = self._json("POST", self._lease(token, "/release"), {"reason": reason[:2000]}, lease=True)
+        return self._lease_state(body)
+
+    def fail(self, token: str, reason: str) -> LeaseState:
+        body = self._json(
+            "POST", self._lease(token, "/fail"), {"reason": (reason or "failed")[:2000]}, lease=True
+        )
+        return self._lease_state(body)
+
+    def upload_result(self, token: str, name: str, data: bytes, sha256: str) -> dict[str, Any]:
+        path = self._lease(token, "/results/" + quote(name, safe="/"))
+        response = self.request(
+            "PUT",
+            path,
+            body=data,
+            content_type="application/octet-stream",
+            headers={CONTENT_SHA256_HEADER: sha256},
+            lease=True,
+        )
+        answer = response.json()
+        if not isinstance(answer, dict) or answer.get("sha256") != sha256:
+            raise ApiRefused(f"the API recorded result {name!r} with another hash: {answer!r}")
+        return answer
+
+    def append_logs(self, token: str, lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        body = self._json("POST", self._lease(token, "/logs"), {"lines": list(lines)}, lease=True)
+        return dict(body)
+
+    def report_usage(self, token: str, usage: Mapping[str, Any]) -> None:
+        self._json("POST", self._lease(token, "/telemetry"), dict(usage), lease=True)
