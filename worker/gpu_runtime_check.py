@@ -1,18 +1,14 @@
 """Onboarding check: do containers on this machine get the GPUs NVML reports?
 
-"GPU not detected" is the commonest complaint in peer networks, and it is usually found at job
-time. Here a throwaway container asks for every GPU (`device_requests`, as `docker run
---gpus all` does), runs `nvidia-smi -L`, and its UUIDs are compared with NVML's. Whatever goes
-wrong becomes one problem code and a fix the provider can act on.
-
-Uses the docker SDK directly, independent of `worker/runtime/` (the job runtime), so that
-onboarding can diagnose an engine the job runtime cannot even start against.
+A throwaway container asks for every GPU (as `docker run --gpus all` does) and lists them with
+nvidia-smi; its UUIDs are compared with NVML's. Running that container and classifying what
+goes wrong is `worker.runtime.gpu_diagnosis.run_gpu_check`, shared with the job runtime. This
+layer adds what only onboarding needs: a missing docker SDK, an unreachable daemon with a fix
+hint, pulling the check image, the NVML comparison, and the problem codes of the registration.
 """
 
 from __future__ import annotations
 
-import contextlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -34,61 +30,17 @@ Problem = Literal[
     "container-failed",
 ]
 
-_TOOLKIT_FIX = (
-    "install the NVIDIA Container Toolkit, run `sudo nvidia-ctk runtime configure "
-    "--runtime=docker` and restart Docker (`sudo systemctl restart docker`)"
-)
-
-# First match wins; matched against the engine's error text and the container's output.
-_PATTERNS: tuple[tuple[re.Pattern[str], Problem, str, str], ...] = (
-    (
-        re.compile(
-            r"could not select device driver|unknown or invalid runtime name: nvidia|"
-            r"unresolvable CDI devices",
-            re.I,
-        ),
-        "no-nvidia-runtime",
-        "Docker has no NVIDIA runtime or CDI specs, so containers cannot get GPUs",
-        _TOOLKIT_FIX,
-    ),
-    (
-        re.compile(r"driver/library version mismatch", re.I),
-        "driver-mismatch",
-        "the loaded NVIDIA kernel module and the driver libraries are different versions",
-        "reboot the machine (or reload the nvidia kernel modules) after the driver upgrade",
-    ),
-    (
-        re.compile(r"unsatisfied condition: cuda\s*>=?\s*[0-9.]+", re.I),
-        "driver-mismatch",
-        "the NVIDIA driver is too old for the CUDA version of the check image",
-        "upgrade the NVIDIA driver, or pass an image built for an older CUDA (--gpu-image)",
-    ),
-    (
-        re.compile(
-            r"couldn't communicate with the NVIDIA driver|driver not loaded|"
-            r"libnvidia-ml\.so\.1: cannot open shared object file",
-            re.I,
-        ),
-        "driver-not-loaded",
-        "the NVIDIA driver is not usable from containers",
-        "check `nvidia-smi` on the host; install or reload the driver, then reboot",
-    ),
-    (
-        re.compile(r"executable file not found.*nvidia-smi|nvidia-smi.*not found", re.I),
-        "no-nvidia-runtime",
-        "the container got no NVIDIA utilities injected (nvidia-smi missing)",
-        _TOOLKIT_FIX,
-    ),
-    (
-        re.compile(r"Failed to initialize NVML: Unknown Error", re.I),
-        "container-failed",
-        "NVML fails inside containers: systemd reset the container's GPU cgroup rules",
-        "set `no-cgroups = false` in /etc/nvidia-container-runtime/config.toml and restart "
-        "Docker, or use the CDI mode of the NVIDIA Container Toolkit",
-    ),
-)
-
-_SMI_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: (GPU-[0-9a-fA-F-]+)\)\s*$")
+# gpu_diagnosis.GpuProblem value -> registration problem code (the ones not compared with NVML).
+_PROBLEMS: dict[str, Problem] = {
+    "engine_unavailable": "daemon-unreachable",
+    "image_unavailable": "image-missing",
+    "no_nvidia_runtime": "no-nvidia-runtime",
+    "driver_mismatch": "driver-mismatch",
+    "driver_not_loaded": "driver-not-loaded",
+    "gpu_not_found": "uuid-mismatch",
+    "timeout": "timeout",
+    "unknown": "container-failed",
+}
 
 
 @dataclass(frozen=True)
@@ -106,24 +58,6 @@ class RuntimeCheck:
         return self.status == "ok"
 
 
-def parse_nvidia_smi_list(output: str) -> tuple[str, ...]:
-    """UUIDs of the physical GPUs in `nvidia-smi -L` output (MIG lines are not GPUs)."""
-    uuids = []
-    for line in output.splitlines():
-        m = _SMI_LINE.match(line.strip())
-        if m:
-            uuids.append(m.group(3))
-    return tuple(uuids)
-
-
-def diagnose(text: str) -> tuple[Problem, str, str] | None:
-    """(problem, diagnosis, fix) for a recognised engine or container error text."""
-    for pattern, problem, diagnosis, fix in _PATTERNS:
-        if pattern.search(text):
-            return problem, diagnosis, fix
-    return None
-
-
 def check_gpu_runtime(
     nvml_uuids: Sequence[str],
     *,
@@ -132,7 +66,7 @@ def check_gpu_runtime(
     pull: bool = True,
     timeout_s: float = 120.0,
 ) -> RuntimeCheck:
-    """Run `nvidia-smi -L` in a container given every GPU and compare with `nvml_uuids`."""
+    """Run nvidia-smi in a container given every GPU and compare with `nvml_uuids`."""
     expected = tuple(nvml_uuids)
     if not expected:
         return RuntimeCheck("skipped", "skipped", "no GPUs in the inventory: nothing to check")
@@ -144,7 +78,8 @@ def check_gpu_runtime(
         import docker
         import docker.errors
         import requests
-        from docker.types import DeviceRequest
+
+        from worker.runtime.gpu_diagnosis import GpuProblem, run_gpu_check
     except ImportError as e:
         return failed(
             "no-docker-sdk", f"the docker Python SDK is missing: {e}", "pip install docker"
@@ -179,44 +114,21 @@ def check_gpu_runtime(
                 detail=str(e),
             )
     except (docker.errors.DockerException, requests.RequestException) as e:
-        return failed("daemon-unreachable", f"the Docker engine failed: {e}", detail=str(e))
-
-    container = None
-    try:
-        container = client.containers.create(
-            image,
-            ["nvidia-smi", "-L"],
-            device_requests=[DeviceRequest(count=-1, capabilities=[["gpu"]])],
-            # "utility" makes the toolkit inject nvidia-smi whatever the image declares.
-            environment={"NVIDIA_DRIVER_CAPABILITIES": "utility"},
-            network_mode="none",
-            labels={"proofnet.managed": "1", "proofnet.purpose": "onboarding-gpu-check"},
+        return failed(
+            "daemon-unreachable",
+            f"the Docker engine failed: {e}",
+            "check `docker info` and the engine's log (`journalctl -u docker`)",
+            detail=str(e),
         )
-        container.start()
-        try:
-            status = container.wait(timeout=timeout_s)
-        except requests.RequestException as e:
-            return failed(
-                "timeout",
-                f"nvidia-smi did not finish within {timeout_s:g} s (a hung driver?)",
-                "check `nvidia-smi` on the host; a reboot usually clears a hung GPU",
-                detail=str(e),
-            )
-        output = container.logs(stdout=True, stderr=True).decode(errors="replace")
-        code = int(status.get("StatusCode", -1))
-    except docker.errors.DockerException as e:
-        return _classified(failed, str(e), "the GPU check container could not run")
-    except requests.RequestException as e:
-        return failed("daemon-unreachable", f"lost the Docker engine: {e}", detail=str(e))
-    finally:
-        if container is not None:
-            # Cleanup must not mask the diagnosis.
-            with contextlib.suppress(Exception):
-                container.remove(force=True)
 
-    if code != 0:
-        return _classified(failed, output, f"nvidia-smi exited with status {code} in the container")
-    seen = parse_nvidia_smi_list(output)
+    # driver "": let the engine pick the GPU driver, as `docker run --gpus all` does.
+    run = run_gpu_check(
+        client, image, -1, driver="", timeout_s=timeout_s, purpose="onboarding-gpu-check"
+    )
+    if run.problem not in (GpuProblem.OK, GpuProblem.NO_GPUS):
+        return failed(_PROBLEMS[run.problem], run.diagnosis, run.fix, detail=run.detail)
+
+    seen = tuple(g.uuid for g in run.gpus)
     if len(seen) != len(expected):
         missing = sorted(set(expected) - set(seen))
         return failed(
@@ -227,7 +139,7 @@ def check_gpu_runtime(
             "reserved by another runtime; `docker run --rm --gpus all "
             f"{image} nvidia-smi -L` should list them all",
             container_uuids=seen,
-            detail=output,
+            detail=run.detail,
         )
     if set(seen) != set(expected):
         return failed(
@@ -237,7 +149,7 @@ def check_gpu_runtime(
             "the container runtime is pointed at another device set (CDI spec out of date?): "
             "regenerate it with `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`",
             container_uuids=seen,
-            detail=output,
+            detail=run.detail,
         )
     return RuntimeCheck(
         "ok",
@@ -245,21 +157,8 @@ def check_gpu_runtime(
         f"containers see all {len(seen)} GPU(s) NVML reports",
         nvml_uuids=expected,
         container_uuids=seen,
-        detail=output,
+        detail=run.detail,
     )
-
-
-def _classified(failed: Any, text: str, fallback: str) -> RuntimeCheck:
-    known = diagnose(text)
-    if known is None:
-        return failed(
-            "container-failed",
-            fallback,
-            "run `docker run --rm --gpus all <image> nvidia-smi -L` by hand to see the error",
-            detail=text,
-        )
-    problem, diagnosis, fix = known
-    return failed(problem, diagnosis, fix, detail=text)
 
 
 def _unreachable(text: str) -> tuple[str, str]:

@@ -32,6 +32,7 @@ from .ports import (
     QuorumNotReached,
     SettlementBuilder,
     Signer,
+    UnpayableClaims,
 )
 from .watcher import RecoveryReport, WatchConfig, Watcher
 
@@ -177,6 +178,11 @@ class SettlementEngine:
         except ChainUnavailable as exc:
             self.metrics.chain_error("build")
             log.warning("chain unavailable while building: %s", exc, extra={"job": "propose"})
+            return None
+        except UnpayableClaims as exc:
+            with self.intents.session() as session:
+                self.intents.queue.mark(session, list(exc.reasons), "rejected")
+            log.warning("unpayable attestations rejected: %s", exc, extra={"job": "propose"})
             return None
         except BuildError as exc:
             self.metrics.chain_error("build")

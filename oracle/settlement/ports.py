@@ -32,6 +32,15 @@ class BuildError(SettlementError):
     """No settlement transaction could be built from the offered claims."""
 
 
+class UnpayableClaims(BuildError):
+    """Claims whose escrow can never be settled (deadline passed, wrong deployment, over
+    budget); `reasons` maps attestation id -> why."""
+
+    def __init__(self, reasons: dict[int, str]) -> None:
+        super().__init__("; ".join(f"attestation {k}: {v}" for k, v in reasons.items()))
+        self.reasons = reasons
+
+
 @dataclass(frozen=True, order=True)
 class OutRef:
     """A transaction output reference, `<tx id hex>#<index>` in text form."""

@@ -35,6 +35,7 @@ from oracle.settlement.ports import (
 )
 from oracle.settlement.queue import AttestationQueue
 from oracle.settlement.watcher import WatchConfig
+from proofnet.messages import merkle
 
 _counter = itertools.count(1)
 
@@ -215,7 +216,8 @@ def add_verified(
     tagged with the escrow, so `FakeChain.paid` can attribute payouts."""
     n = next(_counter)
     stamp = datetime.now(UTC) - timedelta(seconds=age_s)
-    leaf = hashlib.sha256(f"leaf-{n}-{escrow}".encode()).hexdigest()
+    payload = f"payload-{n}-{escrow}".encode()
+    leaf = merkle.leaf_hash(payload).hex()
     row = AttestationRecord(
         job_id=fake_tx_id(f"job-{n}"),
         escrow_tx_id=escrow.tx_id,
@@ -225,7 +227,7 @@ def add_verified(
         worker_key=fake_tx_id(f"worker-{n}"),
         payout_address=f"provider-{str(escrow)[-8:]}",
         amount=amount,
-        cose=cbor2.dumps([b"p", {}, f"payload-{n}".encode(), bytes(64)]),
+        cose=cbor2.dumps([b"p", {}, payload, bytes(64)]),
         leaf_hash=leaf,
         status=VERIFIED,
         received_at=stamp,

@@ -4,7 +4,8 @@ import docker.errors
 import pytest
 import requests
 
-from worker.gpu_runtime_check import check_gpu_runtime, parse_nvidia_smi_list
+from worker.gpu_runtime_check import _PROBLEMS, check_gpu_runtime
+from worker.runtime.gpu_diagnosis import GpuProblem, parse_nvidia_smi
 
 U0 = "GPU-5f3b1c2e-8d4a-4e7b-9c61-2a0f7e9d4b38"
 U1 = "GPU-00000000-0000-0000-0000-000000000001"
@@ -76,7 +77,11 @@ def test_all_gpus_visible_is_ok():
 
 
 def test_parse_ignores_mig_and_noise():
-    assert parse_nvidia_smi_list("Some banner\n" + SMI_TWO) == (U0, U1)
+    assert tuple(g.uuid for g in parse_nvidia_smi("Some banner\n" + SMI_TWO)) == (U0, U1)
+
+
+def test_every_runtime_problem_has_a_registration_code():
+    assert set(_PROBLEMS) == set(GpuProblem) - {GpuProblem.OK, GpuProblem.NO_GPUS}
 
 
 def test_no_gpus_skips():
@@ -166,3 +171,17 @@ def test_unreachable_daemon_messages(message, words):
     client = FakeClient(ping_error=docker.errors.DockerException(message))
     check = check_gpu_runtime([U0], image="img", client=client)
     assert words in check.diagnosis + check.fix
+
+
+@pytest.mark.parametrize(
+    ("code", "output", "problem", "fix_words"),
+    [
+        (127, "", "no-nvidia-runtime", "nvidia-ctk runtime configure"),
+        (0, "", "gpu-count-mismatch", "NVIDIA_VISIBLE_DEVICES"),
+        (6, "No devices were found\n", "gpu-count-mismatch", "NVIDIA_VISIBLE_DEVICES"),
+        (255, "Failed to initialize NVML: Unknown Error\n", "container-failed", "no-cgroups"),
+    ],
+)
+def test_container_outcomes_share_the_runtime_diagnosis(code, output, problem, fix_words):
+    check = check_gpu_runtime([U0], image="img", client=FakeClient(FakeContainer(code, output)))
+    assert check.problem == problem and fix_words in check.fix and check.diagnosis

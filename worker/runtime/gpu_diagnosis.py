@@ -65,10 +65,7 @@ _FIX_TOOLKIT = (
     "(`sudo systemctl restart docker`)"
 )
 _FIX_ENGINE = "check that the Docker engine is running and reachable (`docker info`, DOCKER_HOST)"
-_NO_SMI = (
-    "nvidia-smi was not injected into the container: the NVIDIA runtime hook did not run",
-    _FIX_TOOLKIT,
-)
+_NO_SMI = "nvidia-smi was not injected into the container: the NVIDIA runtime hook did not run"
 
 # Ordered: the first pattern that matches the engine's or nvidia-smi's text wins.
 _PATTERNS: tuple[tuple[re.Pattern[str], GpuProblem, str, str], ...] = (
@@ -112,14 +109,14 @@ _PATTERNS: tuple[tuple[re.Pattern[str], GpuProblem, str, str], ...] = (
             re.I,
         ),
         GpuProblem.DRIVER_NOT_LOADED,
-        "the NVIDIA driver is not installed or not loaded on the host, so containers cannot "
-        "use it",
+        "the NVIDIA driver is not installed or not loaded on the host, so containers cannot use it",
         "check `nvidia-smi` on the host; install or reload the driver, then reboot",
     ),
     (
         re.compile(r"executable file not found.*nvidia-smi|nvidia-smi.*not found", re.I),
         GpuProblem.NO_NVIDIA_RUNTIME,
-        *_NO_SMI,
+        _NO_SMI,
+        _FIX_TOOLKIT,
     ),
     (
         re.compile(r"unknown device", re.I),
@@ -236,7 +233,7 @@ def run_gpu_check(
     if code != 0:
         fallback = f"nvidia-smi exited with status {code} in the container"
         # 127: the shell found no nvidia-smi, i.e. nothing injected it.
-        return _classified(output, fallback, by_hand, _NO_SMI if code == 127 else None)
+        return _classified(output, fallback, by_hand, no_smi=code == 127)
     seen = parse_nvidia_smi(output)
     if not seen:
         return GpuDiagnosis(
@@ -252,14 +249,12 @@ def run_gpu_check(
     )
 
 
-def _classified(
-    text: str, fallback: str, fallback_fix: str, known: tuple[str, str] | None = None
-) -> GpuDiagnosis:
+def _classified(text: str, fallback: str, fallback_fix: str, no_smi: bool = False) -> GpuDiagnosis:
     found = explain_gpu_error(text)
     if found is not None:
-        return GpuDiagnosis(found[0], found[1], found[2], detail=text)
-    if known is not None:
-        return GpuDiagnosis(GpuProblem.NO_NVIDIA_RUNTIME, known[0], known[1], detail=text)
+        return GpuDiagnosis(*found, detail=text)
+    if no_smi:
+        return GpuDiagnosis(GpuProblem.NO_NVIDIA_RUNTIME, _NO_SMI, _FIX_TOOLKIT, detail=text)
     excerpt = text.strip()[:500]
     return GpuDiagnosis(
         GpuProblem.UNKNOWN,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import cbor2
+from pycardano import RawCBOR
 from pycardano import Address, Network, ScriptHash, TransactionInput, UTxO, VerificationKeyHash
 
 from chain.contracts import types as t
@@ -74,7 +75,17 @@ def escrow_datum_of(utxo: UTxO) -> t.EscrowDatum:
     if datum is None:
         raise BuilderError(f"{out_ref_text(utxo.input)} has no inline datum")
     try:
-        raw = datum.to_cbor() if hasattr(datum, "to_cbor") else cbor2.dumps(datum)
-        return t.EscrowDatum.from_cbor(raw)
+        return t.EscrowDatum.from_cbor(datum_cbor(datum))
     except Exception as exc:  # pycardano raises assorted errors on foreign data
         raise BuilderError(f"{out_ref_text(utxo.input)} does not hold an EscrowDatum: {exc}") from exc
+
+
+def datum_cbor(datum: object) -> bytes:
+    """The CBOR of an inline datum as a backend returned it (RawCBOR, PlutusData, ...)."""
+    if isinstance(datum, RawCBOR):
+        return bytes(datum.cbor)
+    to_cbor = getattr(datum, "to_cbor", None)
+    if callable(to_cbor):
+        raw = to_cbor()
+        return bytes.fromhex(raw) if isinstance(raw, str) else bytes(raw)
+    return bytes(cbor2.dumps(datum))

@@ -1,0 +1,146 @@
+"""Intake: authenticate and store attestations, then verify them in a worker pool.
+
+`Intake.accept(cose)` runs the stateless checks (signature, encoding, domain) at once and
+stores what passes as `received`; the full pipeline then runs in a thread pool (or inline,
+`inline=True`, for small loads and tests) and its verdict is applied to the store. A sweep
+re-runs verifications that were postponed (chain or API unreachable) or interrupted by a
+restart, so nothing received is ever left behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from oracle.metrics import OracleMetrics
+from oracle.models import AttestationRecord
+from oracle.store import Applied, AttestationStore
+from oracle.verify import Rejection, VerificationContext, authenticate, verify
+
+log = logging.getLogger("oracle.intake")
+
+
+@dataclass(frozen=True)
+class Accepted:
+    record: AttestationRecord
+    created: bool  # False: the same attestation was already stored
+
+
+class Intake:
+    def __init__(
+        self,
+        store: AttestationStore,
+        ctx: VerificationContext,
+        metrics: OracleMetrics,
+        *,
+        workers: int = 2,
+        inline: bool = False,
+        verifier: str = "",
+    ) -> None:
+        self.store = store
+        self.ctx = ctx
+        self.metrics = metrics
+        self.inline = inline
+        self.verifier = verifier
+        self._pool = None if inline else ThreadPoolExecutor(workers, thread_name_prefix="verify")
+        self._in_flight: set[int] = set()
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def accept(self, cose: bytes) -> Accepted:
+        """Authenticate and store; schedules verification. Raises `Rejection`."""
+        try:
+            att = authenticate(cose, self.ctx)
+        except Rejection as exc:
+            self.metrics.refused.labels(str(exc.reason)).inc()
+            log.info("attestation refused: %s", exc.message, extra={"reason": str(exc.reason)})
+            raise
+        record, created = self.store.receive(att, cose)
+        assert record.id is not None
+        extra = {
+            "attestation_id": record.id,
+            "job_id": record.job_id,
+            "escrow": record.escrow_ref,
+            "worker_key": record.worker_key,
+        }
+        if created:
+            self.metrics.received.inc()
+            log.info("attestation received", extra=extra)
+            self.schedule(record.id)
+        else:
+            log.info("attestation received again; keeping the stored one", extra=extra)
+        if self.inline and created:
+            record = self.store.get(record.id) or record
+        return Accepted(record, created)
+
+    def schedule(self, attestation_id: int) -> Future[Applied | None] | None:
+        with self._lock:
+            if attestation_id in self._in_flight:
+                return None
+            self._in_flight.add(attestation_id)
+        if self._pool is None:
+            self._run(attestation_id)
+            return None
+        return self._pool.submit(self._run, attestation_id)
+
+    def sweep(self, limit: int = 100) -> int:
+        """Schedule every received attestation whose verification is due; returns how many."""
+        due = self.store.due(limit=limit)
+        for row in due:
+            assert row.id is not None
+            self.schedule(row.id)
+        return len(due)
+
+    def _run(self, attestation_id: int) -> Applied | None:
+        try:
+            return self.verify_one(attestation_id)
+        except Exception:  # a verifier thread must survive anything one attestation does
+            log.exception("verification crashed", extra={"attestation_id": attestation_id})
+            return None
+        finally:
+            with self._lock:
+                self._in_flight.discard(attestation_id)
+
+    def verify_one(self, attestation_id: int) -> Applied | None:
+        row = self.store.get(attestation_id)
+        if row is None or row.status != "received":
+            return None
+        started = datetime.now(UTC)
+        t0 = time.perf_counter()
+        result = verify(row.cose, self.ctx, own_id=attestation_id)
+        elapsed = time.perf_counter() - t0
+        self.metrics.latency.observe(elapsed)
+        applied = self.store.apply(
+            attestation_id,
+            result,
+            started_at=started,
+            duration_ms=elapsed * 1000,
+            verifier=self.verifier,
+        )
+        extra = {
+            "attestation_id": attestation_id,
+            "job_id": row.job_id,
+            "escrow": row.escrow_ref,
+            "status": applied.status,
+            "reason": applied.reason or None,
+            "duration_ms": round(elapsed * 1000, 3),
+        }
+        if not applied.changed:
+            return applied
+        if applied.status == "verified":
+            self.metrics.verified.inc()
+            log.info("attestation verified", extra=extra)
+        elif applied.status == "rejected":
+            self.metrics.rejected.labels(applied.reason).inc()
+            log.info("attestation rejected: %s", result.message, extra=extra)
+        else:
+            self.metrics.retried.inc()
+            log.warning("verification postponed: %s", result.message, extra=extra)
+        return applied

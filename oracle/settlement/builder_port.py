@@ -1,0 +1,169 @@
+"""`SettlementBuilder` over the project's transaction builders
+(`chain.offchain.builders.settle`): measured packing, then the final build with the packed
+batch's own Merkle root and metadata.
+
+Packing is measured with a placeholder root of the same size (32 bytes) and metadata of
+the same shape, so the final transaction has the size and execution units that were
+measured, and the redeemer's entries, the Merkle leaves and the bundle share one order:
+the ledger's input order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import httpx
+from pycardano import (
+    Address,
+    ChainContext,
+    PaymentSigningKey,
+    Transaction,
+    UTxO,
+    VerificationKeyHash,
+    VerificationKeyWitness,
+)
+from pycardano.exception import PyCardanoException
+
+from chain.offchain.builders import assembly as A
+from chain.offchain.builders import settle as S
+from chain.offchain.builders.chain_time import ChainClock, tip_slot
+from chain.offchain.builders.deployment import Deployment
+from chain.offchain.builders.errors import BuilderError
+from chain.offchain.builders.onchain import out_ref_text
+from chain.offchain.builders.protocol_utxos import resolve
+from chain.offchain.errors import BackendUnavailableError
+
+from .bundle import audit_metadata, make_bundle
+from .ports import Annotate, BuildError, ChainUnavailable, Claim, UnpayableClaims, UnsignedBatch
+
+
+@dataclass
+class CardanoSettlementBuilder:
+    """Builds for one deployment. `oracle_key` signs as this oracle; `signers` are the key
+    hashes of the quorum that will sign (this oracle first); `payer_key` pays the fee and
+    collateral from its enterprise address (defaults to the oracle key)."""
+
+    context: ChainContext
+    deployment: Deployment
+    oracle_key: PaymentSigningKey
+    signers: tuple[VerificationKeyHash, ...] = ()
+    payer_key: PaymentSigningKey | None = None
+
+    @property
+    def oracle_pkh(self) -> VerificationKeyHash:
+        return self.oracle_key.to_verification_key().hash()
+
+    @property
+    def payer_address(self) -> Address:
+        key = self.payer_key or self.oracle_key
+        return Address(key.to_verification_key().hash(), network=self.deployment.pycardano_network)
+
+    def with_signers(self, signers: Sequence[VerificationKeyHash]) -> CardanoSettlementBuilder:
+        return CardanoSettlementBuilder(
+            self.context, self.deployment, self.oracle_key, tuple(signers), self.payer_key
+        )
+
+    # --- SettlementBuilder ----------------------------------------------------------------
+
+    def build(
+        self, claims: Sequence[Claim], *, batch_id: bytes, annotate: Annotate
+    ) -> UnsignedBatch:
+        try:
+            return self._build(claims, batch_id, annotate)
+        except BuildError:
+            raise
+        except BuilderError as exc:
+            raise BuildError(str(exc)) from exc
+        except (BackendUnavailableError, httpx.HTTPError, PyCardanoException, OSError) as exc:
+            raise ChainUnavailable(f"building the batch: {exc}") from exc
+
+    def _build(self, claims: Sequence[Claim], batch_id: bytes, annotate: Annotate) -> UnsignedBatch:
+        if not claims:
+            raise BuildError("nothing to settle")
+        signers = list(self.signers) or [self.oracle_pkh]
+        escrows = {out_ref_text(u.input): u for u in self.context.utxos(self.deployment.escrow_address)}
+        settlements, by_ref = self._settlements(claims, escrows)
+        protocol = resolve(self.context, self.deployment)
+        payer_utxos = list(self.context.utxos(self.payer_address))
+        # Same shape as the real metadata, so the measured size holds for the final build.
+        placeholder = make_bundle(claims[:1])
+        packed = S.pack_settle_batch(
+            self.context,
+            self.deployment,
+            settlements,
+            bytes(32),
+            batch_id,
+            signers,
+            self.payer_address,
+            payer_utxos,
+            protocol=protocol,
+            metadata=audit_metadata(batch_id, placeholder, len(settlements)),
+        )
+        ordered = [by_ref[out_ref_text(s.escrow.input)] for s in packed.settled]
+        note = annotate(ordered)
+        final = S.build_settle_batch(
+            self.context,
+            self.deployment,
+            packed.settled,
+            note.merkle_root,
+            batch_id,
+            signers,
+            self.payer_address,
+            payer_utxos,
+            metadata=dict(note.metadata),
+            protocol=protocol,
+        )
+        if [out_ref_text(s.escrow.input) for s in final.settled] != [str(c.escrow) for c in ordered]:
+            raise BuildError("the final build settled other escrows than the packed one")
+        return UnsignedBatch(
+            final.tx_id, final.built.tx.to_cbor(), tuple(ordered), note.merkle_root, batch_id
+        )
+
+    def _settlements(
+        self, claims: Sequence[Claim], escrows: dict[str, UTxO]
+    ) -> tuple[list[S.Settlement], dict[str, Claim]]:
+        clock = ChainClock.of(self.context)
+        now = tip_slot(self.context)
+        settlements: list[S.Settlement] = []
+        by_ref: dict[str, Claim] = {}
+        unpayable: dict[int, str] = {}
+        for claim in claims:
+            ref = str(claim.escrow)
+            utxo = escrows.get(ref)
+            if utxo is None:
+                continue  # not confirmed (or spent meanwhile): the watcher's concern, not ours
+            try:
+                payout = Address.from_primitive(claim.payout_address)
+            except Exception as exc:  # pycardano raises assorted types on bad bech32
+                unpayable[claim.attestation_id] = f"payout address: {exc}"
+                continue
+            settlement = S.Settlement(utxo, ((payout, claim.amount),))
+            try:
+                # The builders' own per-escrow checks, so one bad escrow never sinks a batch.
+                S._check_settlement(self.deployment, settlement, now, clock)
+            except BuilderError as exc:
+                unpayable[claim.attestation_id] = str(exc)
+                continue
+            settlements.append(settlement)
+            by_ref[ref] = claim
+        if unpayable:
+            raise UnpayableClaims(unpayable)
+        if not settlements:
+            raise BuildError("none of the claimed escrows is on chain and unspent")
+        return settlements, by_ref
+
+    def witness(self, tx_id: str) -> bytes:
+        return _witness(self.oracle_key, tx_id)
+
+    def assemble(self, unsigned: UnsignedBatch, witnesses: Sequence[bytes]) -> bytes:
+        tx = Transaction.from_cbor(unsigned.tx_cbor)
+        keys = [VerificationKeyWitness.from_cbor(w) for w in witnesses]
+        if self.payer_key is not None:
+            keys.append(VerificationKeyWitness.from_cbor(_witness(self.payer_key, unsigned.tx_id)))
+        return bytes(A.add_witnesses(tx, keys).to_cbor())
+
+
+def _witness(key: PaymentSigningKey, tx_id: str) -> bytes:
+    body_hash = bytes.fromhex(tx_id)
+    return bytes(VerificationKeyWitness(key.to_verification_key(), key.sign(body_hash)).to_cbor())

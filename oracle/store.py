@@ -1,0 +1,330 @@
+"""The oracle's durable store of attestations and verdicts (SQLite or PostgreSQL).
+
+`verify` decides; this module records. Every state change checks the current status in
+the same statement, so two verifiers (threads or oracle processes sharing a database)
+cannot both move one attestation, and the UNIQUE constraints in `oracle.models` make the
+database itself refuse a second payable attestation for one escrow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Engine, func, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from oracle.db import open_session
+from oracle.models import (
+    PAYABLE_STATUSES,
+    RECEIVED,
+    REJECTED,
+    VERIFIED,
+    AttestationRecord,
+    SpotCheckRecord,
+    VerificationRecord,
+    escrow_ref,
+    metadata,
+)
+from oracle.verify import Reason, VerificationResult
+from proofnet.messages.attestation import Attestation
+
+MAX_RETRY_DELAY_S = 300.0
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What `apply` did to one attestation."""
+
+    attestation_id: int
+    status: str
+    reason: str
+    changed: bool  # False when the row had already left `received` (nothing written)
+
+
+class AttestationStore:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def create_schema(self) -> None:
+        """Create the oracle's tables (and any settlement tables already imported)."""
+        metadata.create_all(self.engine)
+
+    def session(self) -> Session:
+        return open_session(self.engine)
+
+    # --- intake -------------------------------------------------------------------------
+
+    def receive(
+        self, att: Attestation, cose: bytes, *, now: datetime | None = None
+    ) -> tuple[AttestationRecord, bool]:
+        """Store an authenticated attestation as `received`; (row, created). The same
+        attestation sent again returns the stored row and created=False."""
+        now = now or _utcnow()
+        leaf = att.leaf_hash().hex()
+        ref = att.domain.escrow
+        row = AttestationRecord(
+            job_id=att.job_id,
+            escrow_tx_id=ref.tx_id,
+            escrow_index=ref.index,
+            escrow_ref=escrow_ref(ref.tx_id, ref.index),
+            worker_key=att.worker_key,
+            payout_address=att.payout_address,
+            amount=att.amount,
+            cose=bytes(cose),
+            leaf_hash=leaf,
+            status=RECEIVED,
+            received_at=now,
+            updated_at=now,
+        )
+        with self.session() as s:
+            s.add(row)
+            try:
+                s.commit()
+            except IntegrityError:
+                s.rollback()
+                existing = s.exec(
+                    select(AttestationRecord).where(AttestationRecord.leaf_hash == leaf)
+                ).first()
+                if existing is None:  # the constraint that fired was not the leaf's
+                    raise
+                return existing, False
+            s.refresh(row)
+            return row, True
+
+    # --- reads --------------------------------------------------------------------------
+
+    def get(self, attestation_id: int) -> AttestationRecord | None:
+        with self.session() as s:
+            return s.get(AttestationRecord, attestation_id)
+
+    def for_job(self, job_id: str) -> list[AttestationRecord]:
+        with self.session() as s:
+            rows = s.exec(
+                select(AttestationRecord)
+                .where(AttestationRecord.job_id == job_id)
+                .order_by(col(AttestationRecord.id))
+            ).all()
+            return list(rows)
+
+    def verifications(self, attestation_id: int) -> list[VerificationRecord]:
+        with self.session() as s:
+            return list(
+                s.exec(
+                    select(VerificationRecord)
+                    .where(VerificationRecord.attestation_id == attestation_id)
+                    .order_by(col(VerificationRecord.id))
+                ).all()
+            )
+
+    def spot_checks(self, attestation_id: int) -> list[SpotCheckRecord]:
+        with self.session() as s:
+            return list(
+                s.exec(
+                    select(SpotCheckRecord)
+                    .where(SpotCheckRecord.attestation_id == attestation_id)
+                    .order_by(col(SpotCheckRecord.id))
+                ).all()
+            )
+
+    def holder_of_leaf(self, leaf_hash: str) -> int | None:
+        with self.session() as s:
+            return s.exec(
+                select(AttestationRecord.id).where(AttestationRecord.leaf_hash == leaf_hash)
+            ).first()
+
+    def payable_for_escrow(self, escrow: str) -> tuple[int, str] | None:
+        with self.session() as s:
+            row = s.exec(
+                select(AttestationRecord.id, AttestationRecord.status).where(
+                    AttestationRecord.payable_escrow == escrow
+                )
+            ).first()
+            if row is None or row[0] is None:
+                return None
+            return int(row[0]), str(row[1])
+
+    def due(self, *, now: datetime | None = None, limit: int = 100) -> list[AttestationRecord]:
+        """Received attestations whose verification is due (new, or a retry whose time came)."""
+        now = now or _utcnow()
+        with self.session() as s:
+            rows = s.exec(
+                select(AttestationRecord)
+                .where(
+                    AttestationRecord.status == RECEIVED,
+                    (col(AttestationRecord.retry_at).is_(None))
+                    | (col(AttestationRecord.retry_at) <= now),
+                )
+                .order_by(col(AttestationRecord.id))
+                .limit(limit)
+            ).all()
+            return list(rows)
+
+    def count_by_status(self) -> dict[str, int]:
+        with self.session() as s:
+            rows = s.exec(
+                select(AttestationRecord.status, func.count(col(AttestationRecord.id))).group_by(
+                    AttestationRecord.status
+                )
+            ).all()
+            return {str(status): int(n) for status, n in rows}
+
+    # --- verdicts -----------------------------------------------------------------------
+
+    def apply(
+        self,
+        attestation_id: int,
+        result: VerificationResult,
+        *,
+        now: datetime | None = None,
+        started_at: datetime | None = None,
+        duration_ms: float = 0.0,
+        verifier: str = "",
+    ) -> Applied:
+        return self.apply_many(
+            [(attestation_id, result, started_at, duration_ms)], now=now, verifier=verifier
+        )[0]
+
+    def apply_many(
+        self,
+        items: Sequence[tuple[int, VerificationResult, datetime | None, float]],
+        *,
+        now: datetime | None = None,
+        verifier: str = "",
+    ) -> list[Applied]:
+        """Record verdicts in one transaction (a batch costs one commit, not one per row).
+
+        A verdict only moves a row that is still `received`. A verified attestation whose
+        escrow another attestation already holds is rejected as `escrow_already_claimed`.
+        """
+        now = now or _utcnow()
+        with self.session() as s:
+            try:
+                out = [self._apply_one(s, i, r, st, d, now, verifier) for i, r, st, d in items]
+                s.commit()
+                return out
+            except IntegrityError:
+                s.rollback()
+        # Some verified row collided on its escrow: redo one at a time so the others stand.
+        results: list[Applied] = []
+        for item in items:
+            results.append(self._apply_alone(item, now, verifier))
+        return results
+
+    def _apply_alone(
+        self,
+        item: tuple[int, VerificationResult, datetime | None, float],
+        now: datetime,
+        verifier: str,
+    ) -> Applied:
+        attestation_id, result, started, duration = item
+        with self.session() as s:
+            try:
+                applied = self._apply_one(s, attestation_id, result, started, duration, now, verifier)
+                s.commit()
+                return applied
+            except IntegrityError:
+                s.rollback()
+        claimed = VerificationResult(
+            "rejected",
+            Reason.ESCROW_ALREADY_CLAIMED,
+            "another attestation for this escrow was verified first",
+            result.checks,
+            result.attestation,
+            result.spot_check,
+        )
+        with self.session() as s:
+            applied = self._apply_one(s, attestation_id, claimed, started, duration, now, verifier)
+            s.commit()
+            return applied
+
+    def _apply_one(
+        self,
+        s: Session,
+        attestation_id: int,
+        result: VerificationResult,
+        started_at: datetime | None,
+        duration_ms: float,
+        now: datetime,
+        verifier: str,
+    ) -> Applied:
+        row = s.get(AttestationRecord, attestation_id)
+        if row is None:
+            raise KeyError(f"no attestation {attestation_id}")
+        s.add(
+            VerificationRecord(
+                attestation_id=attestation_id,
+                outcome=result.outcome,
+                reason=str(result.reason or ""),
+                message=result.message[:2000],
+                checks=list(result.checks),
+                verifier=verifier,
+                started_at=started_at or now,
+                duration_ms=duration_ms,
+            )
+        )
+        spot = result.spot_check
+        if spot is not None and spot.segments:
+            s.add(
+                SpotCheckRecord(
+                    attestation_id=attestation_id,
+                    seed=spot.seed,
+                    segments=list(spot.segments),
+                    status="passed" if spot.passed else ("failed" if spot.reason else "error"),
+                    message=spot.message[:2000],
+                    report=spot.report,
+                    verifier=verifier,
+                    started_at=started_at or now,
+                )
+            )
+        values: dict[str, object] = {"attempts": AttestationRecord.attempts + 1, "updated_at": now}
+        if result.outcome == "verified":
+            values.update(status=VERIFIED, payable_escrow=row.escrow_ref, reason="", message="")
+        elif result.outcome == "rejected":
+            values.update(
+                status=REJECTED,
+                payable_escrow=None,
+                reason=str(result.reason),
+                message=result.message[:2000],
+                retry_at=None,
+            )
+        else:
+            delay = min(MAX_RETRY_DELAY_S, 2.0 ** min(row.attempts + 1, 16))
+            values.update(retry_at=now + timedelta(seconds=delay), message=result.message[:2000])
+        changed = s.execute(
+            update(AttestationRecord)
+            .where(col(AttestationRecord.id) == attestation_id, col(AttestationRecord.status) == RECEIVED)
+            .values(**values)
+        )
+        moved = changed.rowcount == 1  # type: ignore[attr-defined]
+        s.flush()
+        s.refresh(row)
+        return Applied(attestation_id, row.status, row.reason, moved)
+
+    # --- for the settlement engine ----------------------------------------------------------
+
+    def transition(
+        self, ids: Iterable[int], *, from_status: str, to_status: str, now: datetime | None = None
+    ) -> int:
+        """Move attestations between payable states (verified/batched/settled) atomically;
+        returns how many moved. Rows not in `from_status` are left alone."""
+        if from_status not in PAYABLE_STATUSES or to_status not in PAYABLE_STATUSES:
+            raise ValueError(f"transitions are between {PAYABLE_STATUSES}")
+        now = now or _utcnow()
+        with self.session() as s:
+            result = s.execute(
+                update(AttestationRecord)
+                .where(
+                    col(AttestationRecord.id).in_(list(ids)),
+                    col(AttestationRecord.status) == from_status,
+                )
+                .values(status=to_status, updated_at=now)
+            )
+            s.commit()
+            return int(result.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,145 @@
+"""What a finished job hands back: its declared result files, PoT root and final metrics.
+
+Result files are the regular files under the job dir that a result glob of the spec declares
+(`proofnet.messages.result_paths`, the same rule the API checks uploads against). Symbolic
+links are never followed: under the process runtime a job could otherwise point a result at
+any file of the host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from proofnet.messages.jobspec import ResultSpec
+from proofnet.messages.result_paths import ResultNameError, check_result_name, declared_by
+from worker.pot.manifest import Manifest, ProofError
+from worker.pot.recorder import POT_SUBDIR
+
+MAX_RESULTS = 256  # what an attestation can name
+METRICS_FILE = "metrics.json"
+_METRIC = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+_DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
+_INT64 = (-(2**63), 2**63 - 1)
+_SKIP_DIRS = {".git"}
+
+
+class ResultsError(Exception):
+    """The job's outputs do not meet its spec; the job counts as failed."""
+
+
+@dataclass(frozen=True)
+class CollectedResult:
+    name: str  # POSIX path relative to the job dir
+    path: Path
+    sha256: str
+    size: int
+    kind: str
+    glob: str
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def collect_results(job_dir: Path, specs: Sequence[ResultSpec]) -> list[CollectedResult]:
+    """Every declared result file, sorted by name; a glob that matches nothing is an error."""
+    job_dir = Path(job_dir)
+    globs = [s.path for s in specs]
+    kinds = {s.path: s.kind for s in specs}
+    found: list[CollectedResult] = []
+    matched: set[str] = set()
+    for root, dirs, files in os.walk(job_dir, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not (root == str(job_dir) and d in _SKIP_DIRS))
+        for fname in sorted(files):
+            path = Path(root) / fname
+            name = path.relative_to(job_dir).as_posix()
+            glob = declared_by(globs, name)
+            if glob is None:
+                continue
+            try:
+                check_result_name(name)
+            except ResultNameError as e:
+                raise ResultsError(f"result file {name[:120]!r} cannot be returned: {e}") from e
+            info = path.lstat()
+            if not stat.S_ISREG(info.st_mode):
+                raise ResultsError(f"result {name!r} is not a regular file (a symbolic link?)")
+            matched.add(glob)
+            found.append(
+                CollectedResult(
+                    name=name,
+                    path=path,
+                    sha256=sha256_file(path),
+                    size=info.st_size,
+                    kind=kinds[glob],
+                    glob=glob,
+                )
+            )
+            if len(found) > MAX_RESULTS:
+                raise ResultsError(f"the job declared more than {MAX_RESULTS} result files")
+    missing = [g for g in globs if g not in matched]
+    if missing:
+        raise ResultsError(f"declared results were not produced: {', '.join(missing)}")
+    return sorted(found, key=lambda r: r.name)
+
+
+def pot_root(job_dir: Path) -> str:
+    """The proof-of-training Merkle root from the job's manifest (`<job dir>/pot/`)."""
+    try:
+        return Manifest.load(Path(job_dir) / POT_SUBDIR).root
+    except ProofError as e:
+        raise ResultsError(f"the job left no valid proof-of-training manifest: {e}") from e
+    except OSError as e:
+        raise ResultsError(f"cannot read the proof-of-training manifest: {e}") from e
+
+
+def _metric_value(value: Any) -> int | str | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if _INT64[0] <= value <= _INT64[1] else str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        text = format(Decimal(repr(value)), "f")
+        return text if _DECIMAL.fullmatch(text) else None
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        return value
+    return None
+
+
+def final_metrics(results: Sequence[CollectedResult], limit: int = 64) -> dict[str, int | str]:
+    """Numeric top-level entries of the declared `metrics.json` result, if there is one.
+
+    Integers stay integers; floats become decimal strings (attestations carry no floats);
+    anything else is left out rather than guessed at."""
+    source = next(
+        (r for r in results if r.kind == "json" and r.path.name == METRICS_FILE), None
+    )
+    if source is None:
+        return {}
+    try:
+        obj = json.loads(source.path.read_bytes())
+    except (OSError, ValueError) as e:
+        raise ResultsError(f"{source.name} is not valid JSON: {e}") from e
+    if not isinstance(obj, dict):
+        return {}
+    metrics: dict[str, int | str] = {}
+    for key in sorted(obj):
+        value = _metric_value(obj[key])
+        if value is not None and _METRIC.fullmatch(key) and len(metrics) < limit:
+            metrics[key] = value
+    return metrics

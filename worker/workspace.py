@@ -1,0 +1,250 @@
+"""A job's workspace: its code at the pinned commit, and its input data, verified.
+
+The code comes from a cache of bare mirrors keyed by repository URL: a commit already fetched
+is never downloaded again. The job dir is a fresh clone checked out (detached) at exactly the
+pinned commit, and the worker refuses it unless `HEAD` is that commit. URLs can be rewritten
+by prefix (git's `insteadOf`), so a provider can serve repositories from a local mirror and
+tests can point a job's https:// URL at a local fixture repository. Input data shards are
+fetched (file:// or http(s)://) into `data/` and refused when their SHA-256 differs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlsplit
+
+import httpx
+
+from proofnet.messages.jobspec import DataShard
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
+_CHUNK = 1 << 20
+
+
+class WorkspaceError(Exception):
+    """The code or data of a job cannot be made ready; the message says which and why."""
+
+
+def _git_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # Never wait on a credential prompt, and ignore the host's git config for reproducibility.
+    env.update(
+        {
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_ASKPASS": "true",
+            "LC_ALL": "C",
+        }
+    )
+    return env
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock (across processes) on `path`, e.g. one mirror's fetches."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class RepoCache:
+    """Bare mirrors under `root`, one per (rewritten) repository URL."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        rewrites: Mapping[str, str] | None = None,
+        git: str = "git",
+        timeout_s: float = 900.0,
+    ) -> None:
+        self.root = Path(root)
+        # Longest prefix first, as git's insteadOf does.
+        self.rewrites = sorted((rewrites or {}).items(), key=lambda kv: -len(kv[0]))
+        self.git = git
+        self.timeout_s = timeout_s
+
+    def resolve_url(self, url: str) -> str:
+        for prefix, replacement in self.rewrites:
+            if url.startswith(prefix):
+                return replacement + url[len(prefix) :]
+        return url
+
+    def _run(self, args: Sequence[str], what: str, cwd: Path | None = None) -> str:
+        cmd = [self.git, "-c", "protocol.ext.allow=never", *args]
+        try:
+            done = subprocess.run(
+                cmd,
+                cwd=cwd,
+                env=_git_env(),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+                check=False,
+            )
+        except FileNotFoundError as e:
+            raise WorkspaceError(f"git is not installed (needed to {what})") from e
+        except subprocess.TimeoutExpired as e:
+            raise WorkspaceError(f"git timed out after {self.timeout_s:g}s trying to {what}") from e
+        if done.returncode != 0:
+            err = (done.stderr or done.stdout).strip().splitlines()
+            raise WorkspaceError(f"cannot {what}: {err[-1] if err else f'git exit {done.returncode}'}")
+        return done.stdout.strip()
+
+    def mirror_path(self, url: str) -> Path:
+        key = hashlib.sha256(self.resolve_url(url).encode()).hexdigest()[:32]
+        return self.root / f"{key}.git"
+
+    def _has_commit(self, mirror: Path, commit: str) -> bool:
+        try:
+            self._run(["--git-dir", str(mirror), "cat-file", "-e", f"{commit}^{{commit}}"], "look")
+        except WorkspaceError:
+            return False
+        return True
+
+    def ensure_commit(self, url: str, commit: str) -> Path:
+        """The mirror of `url`, holding `commit` (fetched if it was not there yet)."""
+        if not _COMMIT.fullmatch(commit):
+            raise WorkspaceError(f"commit must be 40 lowercase hex digits, got {commit[:60]!r}")
+        source = self.resolve_url(url)
+        mirror = self.mirror_path(url)
+        with _locked(mirror.with_suffix(".lock")):
+            if not (mirror / "HEAD").exists():
+                self._run(["init", "--quiet", "--bare", str(mirror)], f"create a mirror of {url}")
+            if not self._has_commit(mirror, commit):
+                try:
+                    # Servers that allow it (GitHub, local repos) send just this commit.
+                    self._run(
+                        ["--git-dir", str(mirror), "fetch", "--quiet", "--no-tags", "--", source, commit],
+                        f"fetch {commit} from {url}",
+                    )
+                except WorkspaceError:
+                    self._run(
+                        [
+                            "--git-dir",
+                            str(mirror),
+                            "fetch",
+                            "--quiet",
+                            "--no-tags",
+                            "--",
+                            source,
+                            "+refs/heads/*:refs/heads/*",
+                            "+refs/tags/*:refs/tags/*",
+                        ],
+                        f"fetch {url}",
+                    )
+                if not self._has_commit(mirror, commit):
+                    raise WorkspaceError(f"commit {commit} is not in {url}")
+            # A ref keeps the commit from garbage collection and makes it fetchable by id.
+            self._run(
+                ["--git-dir", str(mirror), "update-ref", f"refs/proofnet/{commit}", commit],
+                "pin the commit in the mirror",
+            )
+        return mirror
+
+    def checkout(self, url: str, commit: str, dest: Path) -> Path:
+        """A fresh repository at `dest` with `commit` checked out (detached), verified."""
+        mirror = self.ensure_commit(url, commit)
+        dest = Path(dest)
+        if dest.exists() and any(dest.iterdir()):
+            raise WorkspaceError(f"workspace {dest} is not empty")
+        dest.mkdir(parents=True, exist_ok=True)
+        self._run(["init", "--quiet", str(dest)], "create the job workspace")
+        self._run(
+            ["-C", str(dest), "fetch", "--quiet", "--no-tags", "--", str(mirror), commit],
+            f"copy {commit} into the workspace",
+        )
+        self._run(
+            ["-C", str(dest), "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", "FETCH_HEAD"],
+            f"check out {commit}",
+        )
+        head = self._run(["-C", str(dest), "rev-parse", "HEAD"], "read HEAD")
+        if head != commit:
+            raise WorkspaceError(f"checked out {head}, not the pinned {commit}; refusing to run")
+        return dest
+
+
+def _shard_name(uri: str) -> str:
+    name = PurePosixPath(unquote(urlsplit(uri).path)).name
+    if not _SAFE_NAME.fullmatch(name):
+        raise WorkspaceError(
+            f"data uri {uri[:120]!r} must end in a plain file name ([A-Za-z0-9._-])"
+        )
+    return name
+
+
+def _copy_verified(chunks: Iterator[bytes], dest: Path, sha256: str, uri: str) -> None:
+    digest = hashlib.sha256()
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".part-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in chunks:
+                digest.update(chunk)
+                out.write(chunk)
+        if digest.hexdigest() != sha256:
+            raise WorkspaceError(
+                f"data {uri[:120]} has SHA-256 {digest.hexdigest()}, not the pinned {sha256}"
+            )
+        os.replace(tmp, dest)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def fetch_data(
+    shards: Sequence[DataShard], data_dir: Path, *, cache_dir: Path | None = None, timeout_s: float = 600
+) -> list[Path]:
+    """Fetch each shard into `data_dir/<file name>`, verified against its SHA-256."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    out: list[Path] = []
+    names: set[str] = set()
+    for shard in shards:
+        name = _shard_name(shard.uri)
+        if name in names:
+            raise WorkspaceError(f"two data shards would both be data/{name}")
+        names.add(name)
+        dest = data_dir / name
+        cached = cache_dir / shard.sha256 if cache_dir is not None else None
+        if cached is not None and cached.is_file():
+            shutil.copyfile(cached, dest)
+            out.append(dest)
+            continue
+        scheme = urlsplit(shard.uri).scheme
+        if scheme == "file":
+            source = Path(unquote(urlsplit(shard.uri).path))
+            try:
+                with source.open("rb") as f:
+                    _copy_verified(iter(lambda: f.read(_CHUNK), b""), dest, shard.sha256, shard.uri)
+            except OSError as e:
+                raise WorkspaceError(f"cannot read data {shard.uri[:120]}: {e}") from e
+        elif scheme in ("http", "https"):
+            try:
+                with httpx.stream("GET", shard.uri, timeout=timeout_s, follow_redirects=True) as r:
+                    if r.status_code != 200:
+                        raise WorkspaceError(f"data {shard.uri[:120]}: HTTP {r.status_code}")
+                    _copy_verified(r.iter_bytes(_CHUNK), dest, shard.sha256, shard.uri)
+            except httpx.HTTPError as e:
+                raise WorkspaceError(f"cannot download data {shard.uri[:120]}: {e}") from e
+        else:
+            raise WorkspaceError(f"data uri scheme {scheme!r} is not supported (file, http, https)")
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(dest, cached)
+        out.append(dest)
+    return out
