@@ -28,6 +28,8 @@ class ApiConfig:
     worker_request_skew_s: int = 120
     sweep_interval_s: float = 5.0
     auto_migrate: bool = True
+    # Ed25519 public keys (hex) of the oracles allowed to read the oracle feed.
+    oracle_keys: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: object) -> ApiConfig:
@@ -41,6 +43,11 @@ class ApiConfig:
             "token_ttl_s": settings.api_token_ttl_s,
             "lease_ttl_s": settings.api_lease_ttl_s,
             "max_attempts": settings.api_job_max_attempts,
+            "oracle_keys": tuple(
+                k.strip().lower()
+                for k in getattr(settings, "api_oracle_keys", "").split(",")
+                if k.strip()
+            ),
         }
         values.update(overrides)
         config = cls(**values)  # type: ignore[arg-type]

@@ -16,7 +16,12 @@ from api.db import open_session
 from api.errors import Forbidden, Unauthorized
 from api.models import Provider, User, WorkerRequestNonce
 from api.services.auth import user_for_token
-from api.worker_auth import WorkerAuthError, parse_headers, request_message, verify_request
+from proofnet.messages.worker_auth import (
+    WorkerAuthError,
+    parse_headers,
+    request_message,
+    verify_request,
+)
 
 
 def get_session(request: Request) -> Iterator[Session]:

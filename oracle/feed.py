@@ -54,6 +54,13 @@ class JobInfo:
     lease: LeaseInfo | None
     # result name -> SHA-256 the API computed over the uploaded bytes
     results: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Derived from the spec once (hashing the commands costs a canonical encoding).
+    image_digest: str = field(init=False, compare=False)
+    command_hash: str = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "image_digest", self.spec.image_digest)
+        object.__setattr__(self, "command_hash", self.spec.command_hash)
 
 
 @dataclass(frozen=True)
@@ -171,7 +178,9 @@ def parse_worker(obj: Any, *, expected_key: str, network: str) -> WorkerInfo:
             worker_pubkey=expected_key,
         )
     except (ValueError, BindingError) as exc:
-        raise FeedDataError(f"worker {expected_key}: payout binding does not verify: {exc}") from exc
+        raise FeedDataError(
+            f"worker {expected_key}: payout binding does not verify: {exc}"
+        ) from exc
     return WorkerInfo(
         worker_key=expected_key,
         payout_address=binding.payout_address,
@@ -182,3 +191,25 @@ def parse_worker(obj: Any, *, expected_key: str, network: str) -> WorkerInfo:
 
 class ArtifactMissing(Exception):
     """The API has no upload of that name for the job (a fact about the job, not transient)."""
+
+
+@dataclass
+class StaticApiFeed:
+    """A feed over known values: what the HTTP feed's cache holds after a prefetch, and what
+    the benchmark uses to keep the API's latency out of the pipeline's measurement."""
+
+    jobs: dict[str, JobInfo] = field(default_factory=dict)
+    workers: dict[str, WorkerInfo] = field(default_factory=dict)
+    artifacts: dict[tuple[str, str], bytes] = field(default_factory=dict)
+
+    def job(self, job_id: str) -> JobInfo | None:
+        return self.jobs.get(job_id)
+
+    def worker(self, worker_key: str) -> WorkerInfo | None:
+        return self.workers.get(worker_key)
+
+    def artifact(self, job_id: str, name: str) -> bytes:
+        try:
+            return self.artifacts[(job_id, name)]
+        except KeyError:
+            raise ArtifactMissing(f"job {job_id} has no upload {name!r}") from None

@@ -66,7 +66,11 @@ class HttpApiFeed:
     def _get(self, path: str, operation: str) -> httpx.Response | None:
         assert self.client is not None
         headers = sign_request_headers(
-            self.signing_key, network=self.network, method="GET", path=request_target(path), body=b""
+            self.signing_key,
+            network=self.network,
+            method="GET",
+            path=request_target(path),
+            body=b"",
         )
         try:
             response = self.client.get(path, headers=headers)

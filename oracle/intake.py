@@ -20,6 +20,7 @@ from oracle.metrics import OracleMetrics
 from oracle.models import AttestationRecord
 from oracle.store import Applied, AttestationStore
 from oracle.verify import Rejection, VerificationContext, authenticate, verify
+from proofnet.messages.attestation import Attestation
 
 log = logging.getLogger("oracle.intake")
 
@@ -48,6 +49,9 @@ class Intake:
         self.verifier = verifier
         self._pool = None if inline else ThreadPoolExecutor(workers, thread_name_prefix="verify")
         self._in_flight: set[int] = set()
+        # Attestations authenticated by `accept` and not yet verified: their verification
+        # skips the repeated signature check (bounded: entries leave when verified).
+        self._authenticated: dict[int, Attestation] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -73,6 +77,8 @@ class Intake:
         if created:
             self.metrics.received.inc()
             log.info("attestation received", extra=extra)
+            with self._lock:
+                self._authenticated[record.id] = att
             self.schedule(record.id)
         else:
             log.info("attestation received again; keeping the stored one", extra=extra)
@@ -107,6 +113,7 @@ class Intake:
         finally:
             with self._lock:
                 self._in_flight.discard(attestation_id)
+                self._authenticated.pop(attestation_id, None)
 
     def verify_one(self, attestation_id: int) -> Applied | None:
         row = self.store.get(attestation_id)
@@ -114,7 +121,9 @@ class Intake:
             return None
         started = datetime.now(UTC)
         t0 = time.perf_counter()
-        result = verify(row.cose, self.ctx, own_id=attestation_id)
+        with self._lock:
+            authenticated = self._authenticated.get(attestation_id)
+        result = verify(row.cose, self.ctx, own_id=attestation_id, authenticated=authenticated)
         elapsed = time.perf_counter() - t0
         self.metrics.latency.observe(elapsed)
         applied = self.store.apply(

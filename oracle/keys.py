@@ -58,7 +58,9 @@ def load_key(path: Path) -> OracleKey:
     try:
         raw = cbor2.loads(bytes.fromhex(json.loads(text)["cborHex"]))
     except (ValueError, KeyError, TypeError, cbor2.CBORDecodeError) as exc:
-        raise OracleKeyError(f"oracle key {path} is not a signing key text envelope: {exc}") from exc
+        raise OracleKeyError(
+            f"oracle key {path} is not a signing key text envelope: {exc}"
+        ) from exc
     if not isinstance(raw, bytes) or len(raw) != 32:
         raise OracleKeyError(f"oracle key {path} must hold a 32-byte Ed25519 seed")
     return OracleKey(SigningKey(raw), path)

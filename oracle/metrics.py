@@ -31,7 +31,9 @@ class OracleMetrics:
             registry=r,
         )
         self.verified = Counter(
-            "proofnet_oracle_attestations_verified", "Attestations that passed every check", registry=r
+            "proofnet_oracle_attestations_verified",
+            "Attestations that passed every check",
+            registry=r,
         )
         self.rejected = Counter(
             "proofnet_oracle_attestations_rejected",
@@ -52,7 +54,24 @@ class OracleMetrics:
         self.latency = Histogram(
             "proofnet_oracle_verification_seconds",
             "Time to run the verification pipeline on one attestation",
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+            buckets=(
+                0.001,
+                0.0025,
+                0.005,
+                0.01,
+                0.025,
+                0.05,
+                0.1,
+                0.25,
+                0.5,
+                1,
+                2.5,
+                5,
+                10,
+                30,
+                60,
+                300,
+            ),
             registry=r,
         )
         self.backend_errors = Counter(

@@ -51,8 +51,8 @@ def escrow_ref(tx_id: str, index: int) -> str:
     return f"{tx_id}#{index}"
 
 
-def _tz() -> Any:
-    return SADateTime(timezone=True)
+# Times are stored with their zone (UTC) so PostgreSQL and SQLite read back the same value.
+TZ_DATETIME = SADateTime(timezone=True)
 
 
 class OracleTable(SQLModel, registry=oracle_registry):
@@ -82,10 +82,10 @@ class AttestationRecord(OracleTable, table=True):
     reason: str = Field(default="", max_length=64)
     message: str = Field(default="", max_length=2000)
     attempts: int = 0
-    received_at: datetime = Field(sa_type=_tz)
-    updated_at: datetime = Field(sa_type=_tz)
+    received_at: datetime = Field(sa_type=TZ_DATETIME)
+    updated_at: datetime = Field(sa_type=TZ_DATETIME)
     # When a verification that could not finish (chain or API unreachable) is retried.
-    retry_at: datetime | None = Field(default=None, sa_type=_tz)
+    retry_at: datetime | None = Field(default=None, sa_type=TZ_DATETIME)
 
     @property
     def escrow(self) -> tuple[str, int]:
@@ -108,7 +108,7 @@ class VerificationRecord(OracleTable, table=True):
     # Names of the checks that passed, in order.
     checks: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     verifier: str = Field(default="", max_length=64)
-    started_at: datetime = Field(sa_type=_tz)
+    started_at: datetime = Field(sa_type=TZ_DATETIME)
     duration_ms: float = 0.0
 
 
@@ -129,7 +129,7 @@ class SpotCheckRecord(OracleTable, table=True):
     message: str = Field(default="", max_length=2000)
     report: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     verifier: str = Field(default="", max_length=64)
-    started_at: datetime = Field(sa_type=_tz)
+    started_at: datetime = Field(sa_type=TZ_DATETIME)
     duration_ms: float = 0.0
 
 

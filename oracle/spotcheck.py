@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -101,17 +102,30 @@ def needed_files(segments: tuple[int, ...]) -> list[str]:
     for s in segments:
         for i in (s - 1, s):
             names.update(
-                p.name for p in (weights_path(Path(), i), optimizer_path(Path(), i), rng_path(Path(), i))
+                p.name
+                for p in (weights_path(Path(), i), optimizer_path(Path(), i), rng_path(Path(), i))
             )
         names.add(indices_path(Path(), s).name)
     return sorted(names)
 
 
 class RepoCache:
-    """Clones of model repositories keyed by URL; checkouts are exported per commit."""
+    """Clones of model repositories keyed by URL; checkouts are exported per commit.
 
-    def __init__(self, root: Path, *, git: str = "git", timeout_s: float = 300.0) -> None:
+    `url_map` redirects a spec's repository URL to a mirror (like git's `insteadOf`), for
+    oracles that keep local mirrors or cannot reach the repository's host.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        git: str = "git",
+        timeout_s: float = 300.0,
+        url_map: Mapping[str, str] | None = None,
+    ) -> None:
         self.root = Path(root)
+        self.url_map = dict(url_map or {})
         self.git = git
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
@@ -136,6 +150,7 @@ class RepoCache:
 
     def export(self, url: str, commit: str, dest: Path) -> None:
         """Write the tree of `commit` into `dest` (the commit id pins the content)."""
+        url = self.url_map.get(url, url)
         mirror = self.root / hashlib.sha256(url.encode()).hexdigest()[:32]
         with self._lock:
             if not mirror.exists():
@@ -254,7 +269,11 @@ class LocalSpotChecker:
                     (pot / name).write_bytes(self.feed.artifact(job.job_id, POT_PREFIX + name))
                 except ArtifactMissing:
                     return SpotCheckVerdict(
-                        False, Reason.POT_MISSING, f"pot/{name} was not uploaded", seed.hex(), segments
+                        False,
+                        Reason.POT_MISSING,
+                        f"pot/{name} was not uploaded",
+                        seed.hex(),
+                        segments,
                     )
                 except FeedError as exc:
                     raise SpotCheckUnavailable(str(exc)) from exc
@@ -263,7 +282,9 @@ class LocalSpotChecker:
         return verdict_from_report(report, seed.hex(), segments)
 
 
-def verdict_from_report(report: dict[str, Any], seed: str, segments: tuple[int, ...]) -> SpotCheckVerdict:
+def verdict_from_report(
+    report: dict[str, Any], seed: str, segments: tuple[int, ...]
+) -> SpotCheckVerdict:
     from oracle.verify import Reason
 
     status = report.get("status")

@@ -50,7 +50,9 @@ def run(work_dir: Path, request: SpotCheckRequest) -> dict[str, Any]:
     failures = report.failures()
     return {
         "status": "passed" if report.passed else "failed",
-        "message": "" if report.passed else f"segments {[f.segment for f in failures]} do not replay",
+        "message": ""
+        if report.passed
+        else f"segments {[f.segment for f in failures]} do not replay",
         "results": [r.to_json() for r in report.results],
     }
 

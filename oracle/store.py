@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine, func, update
+from sqlalchemy import Engine, bindparam, func, insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -28,7 +28,7 @@ from oracle.models import (
     escrow_ref,
     metadata,
 )
-from oracle.verify import Reason, VerificationResult
+from oracle.verify import Reason, VerificationResult, leaf_of
 from proofnet.messages.attestation import Attestation
 
 MAX_RETRY_DELAY_S = 300.0
@@ -36,6 +36,45 @@ MAX_RETRY_DELAY_S = 300.0
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _verdict_values(
+    result: VerificationResult, ref: str, attempts: int, now: datetime
+) -> dict[str, object]:
+    """The columns a verdict sets on a `received` row (the same keys for every outcome)."""
+    if result.outcome == "verified":
+        status, payable, reason, message, retry_at = VERIFIED, ref, "", "", None
+    elif result.outcome == "rejected":
+        status, payable = REJECTED, None
+        reason, message, retry_at = str(result.reason), result.message[:2000], None
+    else:
+        delay = min(MAX_RETRY_DELAY_S, 2.0 ** min(attempts + 1, 16))
+        status, payable, reason = RECEIVED, None, ""
+        message, retry_at = result.message[:2000], now + timedelta(seconds=delay)
+    return {
+        "status": status,
+        "payable_escrow": payable,
+        "reason": reason,
+        "message": message,
+        "retry_at": retry_at,
+        "attempts": attempts + 1,
+        "updated_at": now,
+    }
+
+
+@dataclass(frozen=True)
+class StoreSnapshot:
+    """The store's answers for one batch, read in two queries (a `StoreView`). The UNIQUE
+    constraints still decide when two verifiers race, so a stale snapshot cannot pay twice."""
+
+    leaves: dict[str, int]
+    payable: dict[str, tuple[int, str]]
+
+    def holder_of_leaf(self, leaf_hash: str) -> int | None:
+        return self.leaves.get(leaf_hash)
+
+    def payable_for_escrow(self, escrow: str) -> tuple[int, str] | None:
+        return self.payable.get(escrow)
 
 
 @dataclass(frozen=True)
@@ -67,7 +106,7 @@ class AttestationStore:
         """Store an authenticated attestation as `received`; (row, created). The same
         attestation sent again returns the stored row and created=False."""
         now = now or _utcnow()
-        leaf = att.leaf_hash().hex()
+        leaf = leaf_of(cose)
         ref = att.domain.escrow
         row = AttestationRecord(
             job_id=att.job_id,
@@ -97,6 +136,48 @@ class AttestationStore:
                 return existing, False
             s.refresh(row)
             return row, True
+
+    def receive_many(self, items: Sequence[tuple[Attestation, bytes]]) -> list[int]:
+        """Store many authenticated attestations in one transaction; their row ids in order.
+        Attestations already stored keep their row (and id)."""
+        now = _utcnow()
+        ids: list[int] = []
+        with self.session() as s:
+            leaves = [leaf_of(cose) for _, cose in items]
+            existing = dict(
+                s.exec(
+                    select(AttestationRecord.leaf_hash, AttestationRecord.id).where(
+                        col(AttestationRecord.leaf_hash).in_(leaves)
+                    )
+                ).all()
+            )
+            fresh: dict[str, AttestationRecord] = {}
+            for (att, cose), leaf in zip(items, leaves, strict=True):
+                if leaf in existing or leaf in fresh:
+                    continue
+                ref = att.domain.escrow
+                fresh[leaf] = AttestationRecord(
+                    job_id=att.job_id,
+                    escrow_tx_id=ref.tx_id,
+                    escrow_index=ref.index,
+                    escrow_ref=escrow_ref(ref.tx_id, ref.index),
+                    worker_key=att.worker_key,
+                    payout_address=att.payout_address,
+                    amount=att.amount,
+                    cose=bytes(cose),
+                    leaf_hash=leaf,
+                    status=RECEIVED,
+                    received_at=now,
+                    updated_at=now,
+                )
+            s.add_all(fresh.values())
+            s.flush()
+            for leaf, row in fresh.items():
+                assert row.id is not None
+                existing[leaf] = row.id
+            ids = [int(existing[leaf] or 0) for leaf in leaves]
+            s.commit()
+        return ids
 
     # --- reads --------------------------------------------------------------------------
 
@@ -132,6 +213,33 @@ class AttestationStore:
                     .order_by(col(SpotCheckRecord.id))
                 ).all()
             )
+
+    def snapshot(
+        self, attestations: Iterable[Attestation], leaves: Sequence[str] | None = None
+    ) -> StoreSnapshot:
+        """What `holder_of_leaf` and `payable_for_escrow` answer for these attestations
+        (`leaves`: their leaf hashes when the caller has them already)."""
+        atts = list(attestations)
+        if leaves is None:
+            leaves = [a.leaf_hash().hex() for a in atts]
+        refs = [escrow_ref(a.domain.escrow.tx_id, a.domain.escrow.index) for a in atts]
+        with self.session() as s:
+            held = s.exec(
+                select(AttestationRecord.leaf_hash, AttestationRecord.id).where(
+                    col(AttestationRecord.leaf_hash).in_(leaves)
+                )
+            ).all()
+            payable = s.exec(
+                select(
+                    AttestationRecord.payable_escrow,
+                    AttestationRecord.id,
+                    AttestationRecord.status,
+                ).where(col(AttestationRecord.payable_escrow).in_(refs))
+            ).all()
+        return StoreSnapshot(
+            leaves={str(leaf): int(i) for leaf, i in held if i is not None},
+            payable={str(r): (int(i), str(st)) for r, i, st in payable if i is not None},
+        )
 
     def holder_of_leaf(self, leaf_hash: str) -> int | None:
         with self.session() as s:
@@ -198,24 +306,97 @@ class AttestationStore:
         now: datetime | None = None,
         verifier: str = "",
     ) -> list[Applied]:
-        """Record verdicts in one transaction (a batch costs one commit, not one per row).
-
-        A verdict only moves a row that is still `received`. A verified attestation whose
-        escrow another attestation already holds is rejected as `escrow_already_claimed`.
-        """
+        """Record verdicts in one transaction (a batch costs a few statements, not a few per
+        attestation). A verdict only moves a row that is still `received`. A verified
+        attestation whose escrow another attestation already holds is rejected as
+        `escrow_already_claimed`."""
+        if not items:
+            return []
         now = now or _utcnow()
-        with self.session() as s:
-            try:
-                out = [self._apply_one(s, i, r, st, d, now, verifier) for i, r, st, d in items]
-                s.commit()
-                return out
-            except IntegrityError:
-                s.rollback()
+        try:
+            return self._apply_bulk(items, now, verifier)
+        except IntegrityError:
+            pass
         # Some verified row collided on its escrow: redo one at a time so the others stand.
-        results: list[Applied] = []
-        for item in items:
-            results.append(self._apply_alone(item, now, verifier))
-        return results
+        return [self._apply_alone(item, now, verifier) for item in items]
+
+    def _apply_bulk(
+        self,
+        items: Sequence[tuple[int, VerificationResult, datetime | None, float]],
+        now: datetime,
+        verifier: str,
+    ) -> list[Applied]:
+        table = AttestationRecord.__table__  # type: ignore[attr-defined]
+        ids = [i for i, _r, _s, _d in items]
+        with self.session() as s:
+            query = select(  # type: ignore[call-overload]
+                col(AttestationRecord.id),
+                col(AttestationRecord.status),
+                col(AttestationRecord.escrow_ref),
+                col(AttestationRecord.attempts),
+                col(AttestationRecord.reason),
+            ).where(col(AttestationRecord.id).in_(ids))
+            if self.engine.dialect.name == "postgresql":
+                query = query.with_for_update()
+            current = {row[0]: row for row in s.exec(query).all()}
+            updates: list[dict[str, object]] = []
+            verifications: list[dict[str, object]] = []
+            spots: list[dict[str, object]] = []
+            out: list[Applied] = []
+            for attestation_id, result, started, duration in items:
+                row = current.get(attestation_id)
+                if row is None:
+                    raise KeyError(f"no attestation {attestation_id}")
+                verifications.append(
+                    {
+                        "attestation_id": attestation_id,
+                        "outcome": result.outcome,
+                        "reason": str(result.reason or ""),
+                        "message": result.message[:2000],
+                        "checks": list(result.checks),
+                        "verifier": verifier,
+                        "started_at": started or now,
+                        "duration_ms": duration,
+                    }
+                )
+                spot = result.spot_check
+                if spot is not None and spot.segments:
+                    spots.append(
+                        {
+                            "attestation_id": attestation_id,
+                            "seed": spot.seed,
+                            "segments": list(spot.segments),
+                            "status": "passed"
+                            if spot.passed
+                            else ("failed" if spot.reason else "error"),
+                            "message": spot.message[:2000],
+                            "report": spot.report,
+                            "verifier": verifier,
+                            "started_at": started or now,
+                            "duration_ms": duration,
+                        }
+                    )
+                _id, status, ref, attempts, reason = row
+                if status != RECEIVED:
+                    out.append(Applied(attestation_id, str(status), str(reason), False))
+                    continue
+                values = _verdict_values(result, str(ref), int(attempts), now)
+                updates.append({"_id": attestation_id, **values})
+                out.append(
+                    Applied(attestation_id, str(values["status"]), str(values["reason"]), True)
+                )
+            if updates:
+                stmt = (
+                    update(table)
+                    .where(table.c.id == bindparam("_id"), table.c.status == RECEIVED)
+                    .values({k: bindparam(k) for k in updates[0] if k != "_id"})
+                )
+                s.connection().execute(stmt, updates)
+            s.connection().execute(insert(VerificationRecord.__table__), verifications)  # type: ignore[attr-defined]
+            if spots:
+                s.connection().execute(insert(SpotCheckRecord.__table__), spots)  # type: ignore[attr-defined]
+            s.commit()
+            return out
 
     def _apply_alone(
         self,
@@ -226,7 +407,9 @@ class AttestationStore:
         attestation_id, result, started, duration = item
         with self.session() as s:
             try:
-                applied = self._apply_one(s, attestation_id, result, started, duration, now, verifier)
+                applied = self._apply_one(
+                    s, attestation_id, result, started, duration, now, verifier
+                )
                 s.commit()
                 return applied
             except IntegrityError:
@@ -299,7 +482,10 @@ class AttestationStore:
             values.update(retry_at=now + timedelta(seconds=delay), message=result.message[:2000])
         changed = s.execute(
             update(AttestationRecord)
-            .where(col(AttestationRecord.id) == attestation_id, col(AttestationRecord.status) == RECEIVED)
+            .where(
+                col(AttestationRecord.id) == attestation_id,
+                col(AttestationRecord.status) == RECEIVED,
+            )
             .values(**values)
         )
         moved = changed.rowcount == 1  # type: ignore[attr-defined]

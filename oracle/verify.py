@@ -16,6 +16,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, Protocol
 
+import cbor2
+
+from oracle.chain import ChainUnavailable, ChainView
+from oracle.feed import ApiFeed, FeedError, JobInfo
+from oracle.models import escrow_ref
+from oracle.spotcheck import SpotChecker, SpotCheckUnavailable, SpotCheckVerdict
+from proofnet.messages import merkle
 from proofnet.messages.attestation import (
     Attestation,
     BadSignature,
@@ -27,10 +34,6 @@ from proofnet.messages.attestation import (
     verify_attestation,
 )
 from proofnet.messages.jobspec import FixedPrice
-from oracle.chain import ChainUnavailable, ChainView
-from oracle.feed import ApiFeed, FeedError, JobInfo
-from oracle.models import escrow_ref
-from oracle.spotcheck import SpotChecker, SpotCheckUnavailable, SpotCheckVerdict
 
 # Cardano token quantities in a value are at most 2**63 - 1.
 MAX_AMOUNT = 2**63 - 1
@@ -180,16 +183,35 @@ class Rejection(ValueError):
         self.message = message
 
 
+def leaf_of(cose: bytes) -> str:
+    """The leaf hash (hex) of an attestation `authenticate` accepted: its payload already is
+    the canonical encoding, so hashing it equals `Attestation.leaf_hash()` without
+    re-encoding."""
+    payload = cbor2.loads(cose)
+    if isinstance(payload, cbor2.CBORTag):
+        payload = payload.value
+    return merkle.leaf_hash(payload[2]).hex()
+
+
 def verify(
-    cose: bytes, ctx: VerificationContext, *, own_id: int | None = None
+    cose: bytes,
+    ctx: VerificationContext,
+    *,
+    own_id: int | None = None,
+    authenticated: Attestation | None = None,
 ) -> VerificationResult:
     """Run every check on `cose`. `own_id` is the attestation's row id when it is already
-    stored, so the replay checks do not count the attestation against itself."""
+    stored, so the replay checks do not count the attestation against itself.
+
+    `authenticated` is what `authenticate(cose, ctx)` returned for these very bytes in this
+    process (intake verifying what it just accepted); the signature and domain checks are
+    then not repeated. Anyone else (a co-signer, a retry after restart) passes only `cose`.
+    """
     passed: list[str] = []
     att: Attestation | None = None
     spot: SpotCheckVerdict | None = None
     try:
-        att = _decode(cose, ctx)
+        att = authenticated if authenticated is not None else _decode(cose, ctx)
         passed.append("signature_and_domain")
         _check_worker(att, ctx)
         passed.append("worker_registered")
@@ -197,7 +219,7 @@ def verify(
         passed.append("job_escrow_recorded")
         _check_escrow_on_chain(att, ctx)
         passed.append("escrow_on_chain")
-        _check_store(att, ctx, own_id)
+        _check_store(att, ctx, own_id, leaf_of(cose))
         passed.append("not_replayed")
         _check_lease(att, job, ctx)
         passed.append("lease")
@@ -240,7 +262,8 @@ def _check_job(att: Attestation, ctx: VerificationContext) -> JobInfo:
     escrow = att.domain.escrow
     if job.escrow is None:
         raise _Rejected(
-            Reason.ESCROW_UNRECORDED, f"the submitter has not recorded an escrow for job {job.job_id}"
+            Reason.ESCROW_UNRECORDED,
+            f"the submitter has not recorded an escrow for job {job.job_id}",
         )
     if job.escrow != escrow:
         raise _Rejected(
@@ -260,7 +283,8 @@ def _check_escrow_on_chain(att: Attestation, ctx: VerificationContext) -> None:
     out = lookup.output
     if out.payment_script_hash != ctx.escrow_script_hash:
         raise _Rejected(
-            Reason.ESCROW_WRONG_ADDRESS, f"output {name} is not at the escrow script ({out.address})"
+            Reason.ESCROW_WRONG_ADDRESS,
+            f"output {name} is not at the escrow script ({out.address})",
         )
     if lookup.status == "spent":
         raise _Rejected(Reason.ESCROW_SPENT, f"escrow {name} was spent by {lookup.spent_by}")
@@ -274,10 +298,14 @@ def _check_escrow_on_chain(att: Attestation, ctx: VerificationContext) -> None:
             f"escrow {name} is for job {bytes(datum.job_id).hex()}, not {att.job_id}",
         )
     if ctx.ntx_policy is not None and (
-        bytes(datum.ntx_policy).hex() != ctx.ntx_policy or bytes(datum.ntx_name).hex() != ctx.ntx_name
+        bytes(datum.ntx_policy).hex() != ctx.ntx_policy
+        or bytes(datum.ntx_name).hex() != ctx.ntx_name
     ):
         raise _Rejected(Reason.ESCROW_WRONG_UNIT, f"escrow {name} does not lock the NTX unit")
-    if ctx.batch_credential is not None and bytes(datum.batch_credential).hex() != ctx.batch_credential:
+    if (
+        ctx.batch_credential is not None
+        and bytes(datum.batch_credential).hex() != ctx.batch_credential
+    ):
         raise _Rejected(
             Reason.ESCROW_WRONG_BATCH, f"escrow {name} trusts another batch settlement script"
         )
@@ -287,13 +315,11 @@ def _check_escrow_on_chain(att: Attestation, ctx: VerificationContext) -> None:
     if att.amount > datum.budget or att.amount > locked:
         raise _Rejected(
             Reason.AMOUNT_EXCEEDS_BUDGET,
-            f"amount {att.amount} exceeds escrow {name}'s budget {datum.budget} "
-            f"(locked {locked})",
+            f"amount {att.amount} exceeds escrow {name}'s budget {datum.budget} (locked {locked})",
         )
 
 
-def _check_store(att: Attestation, ctx: VerificationContext, own_id: int | None) -> None:
-    leaf = att.leaf_hash().hex()
+def _check_store(att: Attestation, ctx: VerificationContext, own_id: int | None, leaf: str) -> None:
     holder = ctx.store.holder_of_leaf(leaf)
     if holder is not None and holder != own_id:
         raise _Rejected(Reason.REPLAYED, f"this attestation was already received (id {holder})")
@@ -303,25 +329,33 @@ def _check_store(att: Attestation, ctx: VerificationContext, own_id: int | None)
     if payable is not None and payable[0] != own_id:
         other, status = payable
         if status == "settled":
-            raise _Rejected(Reason.ALREADY_SETTLED, f"escrow {name} was settled (attestation {other})")
+            raise _Rejected(
+                Reason.ALREADY_SETTLED, f"escrow {name} was settled (attestation {other})"
+            )
         raise _Rejected(
-            Reason.ESCROW_ALREADY_CLAIMED, f"escrow {name} is already claimed by attestation {other}"
+            Reason.ESCROW_ALREADY_CLAIMED,
+            f"escrow {name} is already claimed by attestation {other}",
         )
 
 
 def _check_lease(att: Attestation, job: JobInfo, ctx: VerificationContext) -> None:
     lease = job.lease
     if job.status != "completed" or lease is None:
-        raise _Rejected(Reason.JOB_NOT_COMPLETED, f"job {job.job_id} is {job.status}, not completed")
+        raise _Rejected(
+            Reason.JOB_NOT_COMPLETED, f"job {job.job_id} is {job.status}, not completed"
+        )
     if lease.worker_key != att.worker_key:
         raise _Rejected(
             Reason.LEASE_OTHER_WORKER, f"job {job.job_id} was completed by another worker"
         )
     if not hmac.compare_digest(lease.nonce, att.nonce):
-        raise _Rejected(Reason.NONCE_MISMATCH, "nonce is not the one revealed when the job was claimed")
+        raise _Rejected(
+            Reason.NONCE_MISMATCH, "nonce is not the one revealed when the job was claimed"
+        )
     if lease.payout_address != att.payout_address:
         raise _Rejected(
-            Reason.PAYOUT_MISMATCH, "payout address differs from the provider's binding at completion"
+            Reason.PAYOUT_MISMATCH,
+            "payout address differs from the provider's binding at completion",
         )
     skew = ctx.clock_skew_ms
     if att.started_ms < lease.started_ms - skew or att.ended_ms > lease.completed_ms + skew:
@@ -339,9 +373,9 @@ def _check_lease(att: Attestation, job: JobInfo, ctx: VerificationContext) -> No
 
 
 def _check_work(att: Attestation, job: JobInfo) -> None:
-    if att.image_digest != job.spec.image_digest:
+    if att.image_digest != job.image_digest:
         raise _Rejected(Reason.IMAGE_MISMATCH, f"image {att.image_digest} is not the spec's")
-    if att.command_hash != job.spec.command_hash:
+    if att.command_hash != job.command_hash:
         raise _Rejected(Reason.COMMAND_MISMATCH, "command hash is not the spec's commands")
 
 
@@ -376,7 +410,9 @@ def _check_results(att: Attestation, job: JobInfo) -> None:
                 Reason.RESULT_HASHES_MISMATCH, f"result {name!r} differs from the uploaded file"
             )
     # Proof-of-training files are uploaded alongside and checked by the spot check.
-    extra = sorted(n for n in uploads if n not in att.result_hashes and not n.startswith(POT_PREFIX))
+    extra = sorted(
+        n for n in uploads if n not in att.result_hashes and not n.startswith(POT_PREFIX)
+    )
     if extra:
         raise _Rejected(
             Reason.RESULT_HASHES_MISMATCH, f"uploaded results missing from the attestation: {extra}"

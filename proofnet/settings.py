@@ -52,6 +52,16 @@ class Settings(BaseSettings):
     api_token_ttl_s: int = 86_400
     api_lease_ttl_s: int = 120
     api_job_max_attempts: int = 3
+    # Comma-separated Ed25519 public keys (hex) of oracles allowed to read the oracle feed.
+    api_oracle_keys: str = ""
+
+    # --- notifications (email over SMTP; empty host = email off) ---------------------------
+    smtp_host: str = ""
+    smtp_port: int = 25
+    smtp_from: str = "proofnet@localhost"
+    smtp_starttls: bool = False
+    smtp_username: str = ""
+    smtp_password: str = ""
 
     # --- services --------------------------------------------------------------------
     api_url: str = "http://127.0.0.1:8000"

@@ -238,11 +238,15 @@ class ApiClient:
         return self._lease_state(body)
 
     def complete(self, token: str, result: Mapping[str, Any]) -> LeaseState:
-        body = self._json("POST", self._lease(token, "/complete"), {"result": dict(result)}, lease=True)
+        body = self._json(
+            "POST", self._lease(token, "/complete"), {"result": dict(result)}, lease=True
+        )
         return self._lease_state(body)
 
     def release(self, token: str, reason: str) -> LeaseState:
-        body = self._json("POST", self._lease(token, "/release"), {"reason": reason[:2000]}, lease=True)
+        body = self._json(
+            "POST", self._lease(token, "/release"), {"reason": reason[:2000]}, lease=True
+        )
         return self._lease_state(body)
 
     def fail(self, token: str, reason: str) -> LeaseState:

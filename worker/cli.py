@@ -8,16 +8,17 @@ work dir. The worker talks to the API only over HTTP; it imports nothing from `a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import secrets
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
+
+# The request-signing scheme the API checks; re-exported here for callers of the old name.
+from proofnet.messages.worker_auth import request_target, sign_request_headers
 
 app = typer.Typer(no_args_is_help=True, help="Run a proofnet worker on this machine.")
 
@@ -29,9 +30,6 @@ def _worker() -> None:
     # lead can mount this app as `proofnet worker` and later commands slot in beside it.
 
 
-# Mirrors api/worker_auth.py (request signing); tests/worker/test_worker_cli.py checks that
-# both produce the same bytes, until the definition moves to proofnet/messages/.
-_REQUEST_DOMAIN = "proofnet/worker-request/v1"
 _REVEALED_ROWS_PER_CHALLENGE = 2
 _DEFAULT_N_GPU = 4096
 _DEFAULT_N_CPU = 512
@@ -75,40 +73,15 @@ class OnboardOutcome:
 # --- signed HTTP ---------------------------------------------------------------------------
 
 
-def request_message(
-    *, network: str, method: str, path: str, timestamp: int, nonce: str, body: bytes
-) -> bytes:
-    from proofnet.messages.canonical import canonical_json
-
-    return canonical_json(
-        {
-            "body_sha256": hashlib.sha256(body).hexdigest(),
-            "domain": _REQUEST_DOMAIN,
-            "method": method.upper(),
-            "network": network,
-            "nonce": nonce,
-            "path": path,
-            "timestamp": timestamp,
-        }
-    )
-
-
 def _signed_post(client: Any, url: str, body: bytes, key: Any, network: str) -> Any:
     import httpx
 
     target = httpx.URL(url)
-    path = target.raw_path.decode()  # path plus query, as the API reconstructs it
-    timestamp, nonce = int(time.time()), secrets.token_hex(16)
-    message = request_message(
-        network=network, method="POST", path=path, timestamp=timestamp, nonce=nonce, body=body
+    path = request_target(target.raw_path.decode("ascii"))  # as the API reconstructs it
+    headers = sign_request_headers(
+        key.signing_key, network=network, method="POST", path=path, body=body
     )
-    headers = {
-        "Content-Type": "application/json",
-        "X-Proofnet-Worker-Key": key.public_key_hex,
-        "X-Proofnet-Timestamp": str(timestamp),
-        "X-Proofnet-Nonce": nonce,
-        "X-Proofnet-Signature": key.sign(message).hex(),
-    }
+    headers["Content-Type"] = "application/json"
     try:
         response = client.post(target, content=body, headers=headers)
     except httpx.TransportError as e:
@@ -510,3 +483,154 @@ def _print_summary(outcome: OnboardOutcome, opts: OnboardOptions) -> None:
         console.print(f"[red]problem[/]: {p}")
     if outcome.problems and opts.api_url:
         console.print("[red]not registered[/]: fix the problems above and rerun")
+
+
+# --- run -----------------------------------------------------------------------------------
+
+
+class RunSetupError(Exception):
+    """`worker run` cannot start; the message says what to fix."""
+
+
+def _payout_address(explicit: str | None, work_dir: Path) -> str:
+    if explicit:
+        return explicit
+    report = work_dir / "registration.json"
+    try:
+        binding = json.loads(report.read_text()).get("binding") or {}
+    except (OSError, ValueError) as e:
+        raise RunSetupError(
+            f"no --payout-address and no readable {report} ({e}); run `proofnet worker "
+            "onboard --payout-address ...` first or pass --payout-address"
+        ) from e
+    address = binding.get("payout_address")
+    if not isinstance(address, str) or not address:
+        raise RunSetupError(f"{report} has no payout binding; pass --payout-address")
+    return address
+
+
+def _rewrites(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        prefix, sep, replacement = item.partition("=")
+        if not sep or not prefix or not replacement:
+            raise RunSetupError(f"--repo-rewrite wants PREFIX=REPLACEMENT, got {item!r}")
+        out[prefix] = replacement
+    return out
+
+
+def _make_runtime(name: str) -> Any:
+    if name == "process":
+        from worker.runtime.process_runtime import ProcessRuntime
+
+        return ProcessRuntime()
+    if name == "docker":
+        from worker.runtime.base import EngineUnavailable
+        from worker.runtime.docker_runtime import DockerRuntime, connect
+
+        try:
+            return DockerRuntime(connect())
+        except EngineUnavailable as e:
+            raise RunSetupError(str(e)) from e
+    raise RunSetupError(f"unknown runtime {name!r}; use docker or process")
+
+
+@app.command()
+def run(
+    api_url: str | None = typer.Option(None, "--api-url", help="the proofnet API"),
+    oracle_url: str | None = typer.Option(None, "--oracle-url", help="the oracle"),
+    runtime_name: str | None = typer.Option(
+        None, "--runtime", help="docker (isolated) or process (NOT isolated; development)"
+    ),
+    once: bool = typer.Option(False, "--once", help="run at most one job, then exit"),
+    max_jobs: int | None = typer.Option(None, "--max-jobs", min=1, help="exit after N jobs"),
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", help="serve Prometheus metrics on this port (127.0.0.1)"
+    ),
+    key_file: Path | None = typer.Option(None, "--key-file", help="the worker key"),
+    work_dir: Path | None = typer.Option(None, "--work-dir", help="jobs, logs, outbox, caches"),
+    network: str | None = typer.Option(None, "--network", help="devnet, preprod, preview, mainnet"),
+    payout_address: str | None = typer.Option(
+        None, "--payout-address", help="default: the one bound at onboarding"
+    ),
+    rate_card: list[Path] = typer.Option([], "--rate-card", help="rate card document (repeat)"),
+    repo_rewrite: list[str] = typer.Option(
+        [], "--repo-rewrite", help="PREFIX=REPLACEMENT for repository URLs, like git insteadOf"
+    ),
+    poll_interval: float = typer.Option(5.0, "--poll-interval", help="seconds between claims"),
+    grace: float = typer.Option(30.0, "--grace", help="seconds a job may finish after SIGTERM"),
+    keep_workspaces: bool = typer.Option(False, "--keep-workspaces", help="keep job dirs"),
+    log_level: str = typer.Option("INFO", "--log-level"),
+) -> None:
+    """Claim jobs from the API, run them with proof of training, and attest to the oracle."""
+    import logging
+    import signal
+
+    from proofnet.settings import build_settings
+    from worker.agent import Agent, AgentConfig
+    from worker.api_client import ApiClient
+    from worker.identity import IdentityError, load_key
+    from worker.oracle_client import OracleClient
+    from worker.pricing import PricingError, RateCard, rate_cards_by_digest
+    from worker.telemetry import TelemetrySampler
+    from worker.workspace import RepoCache
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    settings = build_settings()
+    wd = work_dir or settings.worker_work_dir
+    try:
+        key = load_key(key_file or settings.worker_key_file)
+        cards = rate_cards_by_digest(RateCard.load(p) for p in rate_card)
+        config = AgentConfig(
+            work_dir=wd,
+            network=network or settings.network,
+            payout_address=_payout_address(payout_address, wd),
+            heartbeat_s=settings.worker_heartbeat_s,
+            poll_interval_s=poll_interval,
+            grace_s=grace,
+            rate_cards=cards,
+            keep_workspaces=keep_workspaces,
+        )
+        repos = RepoCache(config.repo_cache_dir, rewrites=_rewrites(repo_rewrite))
+        runtime = _make_runtime(runtime_name or settings.worker_runtime)
+    except (IdentityError, PricingError, RunSetupError) as e:
+        typer.secho(f"worker cannot start: {e}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from e
+    if not runtime.isolated:
+        typer.secho(
+            "WARNING: the process runtime does not isolate jobs; use --runtime docker for "
+            "jobs you do not trust",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
+
+    sampler = TelemetrySampler(interval_s=1.0)
+    sampler.start()
+    metrics_server = sampler.serve_metrics(metrics_port) if metrics_port is not None else None
+    api = ApiClient(api_url or settings.api_url, key, config.network)
+    oracle = OracleClient(oracle_url or settings.oracle_url)
+    agent = Agent(
+        config, api=api, oracle=oracle, runtime=runtime, sampler=sampler, key=key, repos=repos
+    )
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if agent.stopping:
+            agent.stop_now()
+        else:
+            agent.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        stats = agent.run(max_jobs=max_jobs, once=once)
+    finally:
+        if metrics_server is not None:
+            metrics_server.shutdown()
+        sampler.close()
+        api.close()
+        oracle.close()
+    for outcome in stats.outcomes:
+        typer.echo(f"{outcome.job_id} attempt {outcome.attempt}: {outcome.status} {outcome.reason}")
+    typer.echo(f"worker stopped after {stats.jobs} job(s)")

@@ -70,7 +70,9 @@ class OracleClient:
         if status == 429 or status >= 500:
             raise OracleUnavailable(f"oracle answered HTTP {status}: {response.text[:300]}", status)
         if status >= 400:
-            raise OracleRefused(f"oracle refused the attestation: HTTP {status}: {response.text[:1000]}", status)
+            raise OracleRefused(
+                f"oracle refused the attestation: HTTP {status}: {response.text[:1000]}", status
+            )
         try:
             answer = response.json()
         except ValueError:
@@ -142,7 +144,8 @@ class Outbox:
         """Keep a refused attestation for the provider to inspect, out of the send queue."""
         kept = replace(entry, last_error=reason)
         self._write(
-            self.root / "refused" / entry.filename, json.dumps(asdict(kept), sort_keys=True).encode()
+            self.root / "refused" / entry.filename,
+            json.dumps(asdict(kept), sort_keys=True).encode(),
         )
         self.remove(entry)
 

@@ -126,9 +126,7 @@ def final_metrics(results: Sequence[CollectedResult], limit: int = 64) -> dict[s
 
     Integers stay integers; floats become decimal strings (attestations carry no floats);
     anything else is left out rather than guessed at."""
-    source = next(
-        (r for r in results if r.kind == "json" and r.path.name == METRICS_FILE), None
-    )
+    source = next((r for r in results if r.kind == "json" and r.path.name == METRICS_FILE), None)
     if source is None:
         return {}
     try:

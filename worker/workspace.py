@@ -104,7 +104,9 @@ class RepoCache:
             raise WorkspaceError(f"git timed out after {self.timeout_s:g}s trying to {what}") from e
         if done.returncode != 0:
             err = (done.stderr or done.stdout).strip().splitlines()
-            raise WorkspaceError(f"cannot {what}: {err[-1] if err else f'git exit {done.returncode}'}")
+            raise WorkspaceError(
+                f"cannot {what}: {err[-1] if err else f'git exit {done.returncode}'}"
+            )
         return done.stdout.strip()
 
     def mirror_path(self, url: str) -> Path:
@@ -131,7 +133,16 @@ class RepoCache:
                 try:
                     # Servers that allow it (GitHub, local repos) send just this commit.
                     self._run(
-                        ["--git-dir", str(mirror), "fetch", "--quiet", "--no-tags", "--", source, commit],
+                        [
+                            "--git-dir",
+                            str(mirror),
+                            "fetch",
+                            "--quiet",
+                            "--no-tags",
+                            "--",
+                            source,
+                            commit,
+                        ],
                         f"fetch {commit} from {url}",
                     )
                 except WorkspaceError:
@@ -171,7 +182,16 @@ class RepoCache:
             f"copy {commit} into the workspace",
         )
         self._run(
-            ["-C", str(dest), "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", "FETCH_HEAD"],
+            [
+                "-C",
+                str(dest),
+                "-c",
+                "advice.detachedHead=false",
+                "checkout",
+                "--quiet",
+                "--detach",
+                "FETCH_HEAD",
+            ],
             f"check out {commit}",
         )
         head = self._run(["-C", str(dest), "rev-parse", "HEAD"], "read HEAD")
@@ -208,7 +228,11 @@ def _copy_verified(chunks: Iterator[bytes], dest: Path, sha256: str, uri: str) -
 
 
 def fetch_data(
-    shards: Sequence[DataShard], data_dir: Path, *, cache_dir: Path | None = None, timeout_s: float = 600
+    shards: Sequence[DataShard],
+    data_dir: Path,
+    *,
+    cache_dir: Path | None = None,
+    timeout_s: float = 600,
 ) -> list[Path]:
     """Fetch each shard into `data_dir/<file name>`, verified against its SHA-256."""
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,11 @@ from api.models.approval import Application, Endorsement
 from api.models.auth import ApiToken, AuthChallenge, WorkerRequestNonce
 from api.models.base import TableBase, api_registry
 from api.models.job import Job, Lease
+from api.models.job_escrow import JobEscrow
 from api.models.job_outputs import JobLogLine, JobResult, LeaseUsage
+from api.models.measurement import MeasuredRun
+from api.models.notification import NotificationDelivery, NotificationSubscription
+from api.models.payout import Payout
 from api.models.provider import Provider, ProviderGpu, RateCard
 from api.models.user import User
 
@@ -16,10 +20,15 @@ __all__ = [
     "AuthChallenge",
     "Endorsement",
     "Job",
+    "JobEscrow",
     "JobLogLine",
     "JobResult",
     "Lease",
     "LeaseUsage",
+    "MeasuredRun",
+    "NotificationDelivery",
+    "NotificationSubscription",
+    "Payout",
     "Provider",
     "ProviderGpu",
     "RateCard",

@@ -2,7 +2,20 @@
 
 from fastapi import APIRouter
 
-from api.routes import approvals, auth, health, jobs, providers, users, worker, worker_io
+from api.routes import (
+    approvals,
+    auth,
+    balances,
+    estimates,
+    health,
+    jobs,
+    notifications,
+    oracle_feed,
+    providers,
+    users,
+    worker,
+    worker_io,
+)
 
 api_router = APIRouter(prefix="/api/v1")
 api_router.include_router(health.router)
@@ -10,6 +23,10 @@ api_router.include_router(auth.router)
 api_router.include_router(users.router)
 api_router.include_router(approvals.router)
 api_router.include_router(jobs.router)
+api_router.include_router(estimates.router)
+api_router.include_router(notifications.router)
+api_router.include_router(balances.router)
 api_router.include_router(providers.router)
 api_router.include_router(worker.router)
 api_router.include_router(worker_io.router)
+api_router.include_router(oracle_feed.router)

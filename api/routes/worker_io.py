@@ -7,10 +7,10 @@ a lease token; the job endpoints answer only the job's owner.
 from __future__ import annotations
 
 import re
-from urllib.parse import quote
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse

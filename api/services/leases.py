@@ -17,6 +17,8 @@ from sqlmodel import Session, col, select
 from api.config import ApiConfig
 from api.errors import Conflict, NotFound
 from api.models import Job, Lease, Provider, ProviderGpu
+from api.services.estimates import record_run
+from api.services.notifications import notify_job_completed
 from api.services.tokens import new_nonce, new_secret, secret_hash
 
 
@@ -175,6 +177,10 @@ def complete(
     job.updated_at = now
     job.version += 1
     session.add_all([job, lease])
+    # In the completion's own transaction: the measurement and the notifications exist
+    # exactly when the completion does.
+    record_run(session, job, lease, now)
+    notify_job_completed(session, job, now)
     session.commit()
     return active
 

@@ -154,9 +154,7 @@ def append_logs(
             .limit(1)
         ).one()
         result = session.execute(
-            delete(JobLogLine).where(
-                col(JobLogLine.job_id) == job.id, col(JobLogLine.id) <= cutoff
-            )
+            delete(JobLogLine).where(col(JobLogLine.job_id) == job.id, col(JobLogLine.id) <= cutoff)
         )
         dropped = int(result.rowcount)  # type: ignore[attr-defined]
     session.commit()

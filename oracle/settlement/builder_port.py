@@ -67,10 +67,15 @@ class CardanoSettlementBuilder:
     # --- SettlementBuilder ----------------------------------------------------------------
 
     def build(
-        self, claims: Sequence[Claim], *, batch_id: bytes, annotate: Annotate
+        self,
+        claims: Sequence[Claim],
+        *,
+        batch_id: bytes,
+        annotate: Annotate,
+        signers: Sequence[bytes] = (),
     ) -> UnsignedBatch:
         try:
-            return self._build(claims, batch_id, annotate)
+            return self._build(claims, batch_id, annotate, signers)
         except BuildError:
             raise
         except BuilderError as exc:
@@ -78,11 +83,21 @@ class CardanoSettlementBuilder:
         except (BackendUnavailableError, httpx.HTTPError, PyCardanoException, OSError) as exc:
             raise ChainUnavailable(f"building the batch: {exc}") from exc
 
-    def _build(self, claims: Sequence[Claim], batch_id: bytes, annotate: Annotate) -> UnsignedBatch:
+    def _build(
+        self,
+        claims: Sequence[Claim],
+        batch_id: bytes,
+        annotate: Annotate,
+        quorum: Sequence[bytes],
+    ) -> UnsignedBatch:
         if not claims:
             raise BuildError("nothing to settle")
-        signers = list(self.signers) or [self.oracle_pkh]
-        escrows = {out_ref_text(u.input): u for u in self.context.utxos(self.deployment.escrow_address)}
+        signers = (
+            [VerificationKeyHash(k) for k in quorum] or list(self.signers) or [self.oracle_pkh]
+        )
+        escrows = {
+            out_ref_text(u.input): u for u in self.context.utxos(self.deployment.escrow_address)
+        }
         settlements, by_ref = self._settlements(claims, escrows)
         protocol = resolve(self.context, self.deployment)
         payer_utxos = list(self.context.utxos(self.payer_address))
@@ -114,7 +129,9 @@ class CardanoSettlementBuilder:
             metadata=dict(note.metadata),
             protocol=protocol,
         )
-        if [out_ref_text(s.escrow.input) for s in final.settled] != [str(c.escrow) for c in ordered]:
+        if [out_ref_text(s.escrow.input) for s in final.settled] != [
+            str(c.escrow) for c in ordered
+        ]:
             raise BuildError("the final build settled other escrows than the packed one")
         return UnsignedBatch(
             final.tx_id, final.built.tx.to_cbor(), tuple(ordered), note.merkle_root, batch_id

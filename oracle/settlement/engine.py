@@ -36,7 +36,7 @@ from .ports import (
 )
 from .watcher import RecoveryReport, WatchConfig, Watcher
 
-log = logging.getLogger("proofnet.oracle.settlement")
+log = logging.getLogger("oracle.settlement")
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class SettlementEngine:
             return None
         if not claims:
             return None
-        return self._propose(claims[: self.policy.batch_size * 2])
+        return self._propose(claims[: self.policy.batch_size])
 
     def _still_payable(self, claims: Sequence[Claim]) -> list[Claim]:
         """Escrows refunded or cancelled while their attestation waited are gone for good:
@@ -173,8 +173,18 @@ class SettlementEngine:
             bundles[len(packed)] = bundle
             return Annotation(bundle.merkle_root, audit_metadata(batch_id, bundle, len(packed)))
 
+        signers: list[bytes] = []
+        choose = getattr(self.signer, "signers", None)
+        if callable(choose):
+            try:
+                signers = list(choose())
+            except QuorumNotReached as exc:
+                log.warning("no quorum available: %s", exc, extra={"job": "propose"})
+                return None
         try:
-            unsigned = self.builder.build(claims, batch_id=batch_id, annotate=annotate)
+            unsigned = self.builder.build(
+                claims, batch_id=batch_id, annotate=annotate, signers=signers
+            )
         except ChainUnavailable as exc:
             self.metrics.chain_error("build")
             log.warning("chain unavailable while building: %s", exc, extra={"job": "propose"})
@@ -204,9 +214,9 @@ class SettlementEngine:
             unsigned.tx_id,
             extra={
                 "job": "propose",
-                "intent": intent.id,
-                "tx": unsigned.tx_id,
-                "escrows": [str(c.escrow) for c in unsigned.claims],
+                "batch_id": intent.id,
+                "tx_id": unsigned.tx_id,
+                "escrow": ",".join(str(c.escrow) for c in unsigned.claims),
             },
         )
         try:

@@ -30,7 +30,7 @@ from .models import (
 )
 from .ports import ClaimQueue, SettlementError, UnsignedBatch
 
-log = logging.getLogger("proofnet.oracle.settlement")
+log = logging.getLogger("oracle.settlement")
 
 
 class IntentConflict(SettlementError):
@@ -150,8 +150,14 @@ class IntentLog:
     def record_signed(self, intent_id: str, tx_id: str, tx_cbor: bytes) -> None:
         """The durable point of no return: after this commit the tx may be submitted."""
         with self.session() as session:
-            self._move(session, intent_id, (IntentState.PLANNED,), IntentState.SIGNED,
-                       tx_id=tx_id, tx_cbor=tx_cbor)
+            self._move(
+                session,
+                intent_id,
+                (IntentState.PLANNED,),
+                IntentState.SIGNED,
+                tx_id=tx_id,
+                tx_cbor=tx_cbor,
+            )
             self._event(session, intent_id, "signed", f"tx {tx_id}")
 
     def record_submitted(self, intent_id: str, *, resubmission: bool) -> None:
@@ -164,8 +170,12 @@ class IntentLog:
             intent.submitted_at = intent.submitted_at or now()
             intent.last_error = None
             intent.updated_at = now()
-            self._event(session, intent_id, "resubmitted" if resubmission else "submitted",
-                        f"tx {intent.tx_id}")
+            self._event(
+                session,
+                intent_id,
+                "resubmitted" if resubmission else "submitted",
+                f"tx {intent.tx_id}",
+            )
 
     def record_submit_error(self, intent_id: str, error: str) -> int:
         """Count a refused submission; returns the number of attempts so far."""
@@ -199,7 +209,9 @@ class IntentLog:
     def confirm(self, intent_id: str) -> None:
         with self.session() as session:
             intent = self._move(
-                session, intent_id, (IntentState.SIGNED, IntentState.SUBMITTED),
+                session,
+                intent_id,
+                (IntentState.SIGNED, IntentState.SUBMITTED),
                 IntentState.CONFIRMED,
             )
             intent.confirmed_at = now()
@@ -261,8 +273,9 @@ class IntentLog:
     def _event(session: Session, intent_id: str, kind: str, detail: str) -> None:
         session.add(SettlementEvent(intent_id=intent_id, kind=kind, detail=detail))
         log.info(
-            "settlement %s", kind, extra={"job": "settlement", "intent": intent_id,
-                                          "detail": detail}
+            "settlement %s",
+            kind,
+            extra={"job": "settlement", "batch_id": intent_id, "detail": detail},
         )
 
     @staticmethod

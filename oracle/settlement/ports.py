@@ -130,7 +130,9 @@ class ChainView(Protocol):
 class SettlementBuilder(Protocol):
     """Builds the unsigned batch transaction (the builders' job) and assembles witnesses."""
 
-    def build(self, claims: Sequence[Claim], *, batch_id: bytes, annotate: Annotate) -> UnsignedBatch:
+    def build(
+        self, claims: Sequence[Claim], *, batch_id: bytes, annotate: Annotate
+    ) -> UnsignedBatch:
         """Pack as many of `claims` (a prefix, in order) as fit in one transaction;
         `annotate(packed)` gives the redeemer's Merkle root and the metadata to attach."""
         ...

@@ -79,8 +79,8 @@ class AttestationQueue:
         from sqlalchemy import func
 
         result = session.exec(
-            select(func.count()).select_from(AttestationRecord).where(
-                AttestationRecord.status == status
-            )
+            select(func.count())
+            .select_from(AttestationRecord)
+            .where(AttestationRecord.status == status)
         ).one()
         return int(result)

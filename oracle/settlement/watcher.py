@@ -18,7 +18,7 @@ from .metrics import SettlementMetrics
 from .models import IntentState, SettlementIntent
 from .ports import ChainUnavailable, ChainView, OutRef, SubmitRejected
 
-log = logging.getLogger("proofnet.oracle.settlement")
+log = logging.getLogger("oracle.settlement")
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ class Watcher:
                 "chain backend unavailable while watching %s: %s",
                 intent.tx_id,
                 exc,
-                extra={"job": "watch", "intent": intent.id, "tx": intent.tx_id},
+                extra={"job": "watch", "batch_id": intent.id, "tx_id": intent.tx_id},
             )
             return "chain-unavailable"
         except IntentConflict as exc:
@@ -140,8 +140,9 @@ class Watcher:
             # back, and nothing can pay twice meanwhile.
             self.intents.note(intent.id, "escrow_missing", ", ".join(missing)[:500])
             return "waiting-for-escrows"
-        return self.submit(intent, resubmission=intent.state == IntentState.SUBMITTED
-                           or intent.submit_attempts > 0)
+        return self.submit(
+            intent, resubmission=intent.state == IntentState.SUBMITTED or intent.submit_attempts > 0
+        )
 
     def submit(self, intent: SettlementIntent, *, resubmission: bool) -> str:
         """Send the logged bytes. Refusals are counted; past the limit (and with every
@@ -150,8 +151,12 @@ class Watcher:
         log.info(
             "submitting settlement tx %s",
             intent.tx_id,
-            extra={"job": "submit", "intent": intent.id, "tx": intent.tx_id,
-                   "resubmission": resubmission},
+            extra={
+                "job": "submit",
+                "batch_id": intent.id,
+                "tx_id": intent.tx_id,
+                "resubmission": resubmission,
+            },
         )
         try:
             self.chain.submit(intent.tx_cbor)
@@ -163,7 +168,7 @@ class Watcher:
                 intent.tx_id,
                 attempts,
                 exc.reason[:300],
-                extra={"job": "submit", "intent": intent.id, "tx": intent.tx_id},
+                extra={"job": "submit", "batch_id": intent.id, "tx_id": intent.tx_id},
             )
             if attempts >= self.config.max_submit_attempts:
                 self.intents.drop(intent.id, f"refused {attempts} times: {exc.reason[:300]}")
@@ -176,9 +181,9 @@ class Watcher:
         spenders = set(spent_by.values())
         ours = {tx for tx in spenders if self.intents.by_tx(tx) is not None}
         foreign = spenders - ours
-        reason = (
-            f"escrows spent by our txs {sorted(ours)}" if ours else ""
-        ) + (f" by foreign txs {sorted(foreign)}" if foreign else "")
+        reason = (f"escrows spent by our txs {sorted(ours)}" if ours else "") + (
+            f" by foreign txs {sorted(foreign)}" if foreign else ""
+        )
         self.intents.supersede(intent.id, spent_by, ours, reason.strip())
         self.metrics.superseded()
         for tx in ours:

@@ -27,9 +27,7 @@ def check_result_name(name: str) -> str:
     if len(name) > MAX_NAME_CHARS:
         raise ResultNameError(f"result name is longer than {MAX_NAME_CHARS} characters")
     if not _PRINTABLE.fullmatch(name):
-        raise ResultNameError(
-            f"result name {name[:80]!r} has control characters or backslashes"
-        )
+        raise ResultNameError(f"result name {name[:80]!r} has control characters or backslashes")
     parts = name.split("/")
     if name.startswith("/") or any(p in ("", ".", "..") for p in parts):
         raise ResultNameError(

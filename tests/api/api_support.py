@@ -14,8 +14,8 @@ from nacl.signing import SigningKey
 from pycardano import Address, Network, PaymentSigningKey
 from pycardano.cip import cip8
 
-from api.worker_auth import sign_request_headers
 from proofnet.messages.binding import binding_message
+from proofnet.messages.worker_auth import sign_request_headers
 
 NETWORK = "devnet"
 

@@ -12,8 +12,8 @@ from api_support import NETWORK, FakeClock, Wallet, Worker, capabilities, job_sp
 from fastapi.testclient import TestClient
 from nacl.signing import SigningKey
 
-from api.worker_auth import sign_request_headers
 from proofnet.messages.binding import binding_message
+from proofnet.messages.worker_auth import sign_request_headers
 
 
 def _post_job(client: TestClient, headers: dict[str, str], **spec_args: Any) -> str:

@@ -172,7 +172,12 @@ class FakeBuilder:
     fail: Exception | None = None
 
     def build(
-        self, claims: Sequence[Claim], *, batch_id: bytes, annotate: Annotate
+        self,
+        claims: Sequence[Claim],
+        *,
+        batch_id: bytes,
+        annotate: Annotate,
+        signers: Sequence[bytes] = (),
     ) -> UnsignedBatch:
         if self.fail is not None:
             raise self.fail

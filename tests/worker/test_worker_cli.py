@@ -14,8 +14,9 @@ from proofnet.messages.address import enterprise_address
 from proofnet.messages.binding import verify_payout_binding
 from proofnet.messages.merkle import InclusionProof
 from proofnet.messages.registration import ProviderRegistration
+from proofnet.messages.worker_auth import request_message
 from worker.challenge import RevealedRow, seed_from_nonce, verify_rows
-from worker.cli import OnboardOptions, app, request_message, run_onboarding
+from worker.cli import OnboardOptions, app, run_onboarding
 
 ADDRESS = enterprise_address(bytes(SigningKey(b"\x05" * 32).verify_key), "preprod")
 runner = CliRunner()
@@ -144,9 +145,7 @@ class _StubApi(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         key = self.headers["X-Proofnet-Worker-Key"]
-        from api.worker_auth import request_message as api_request_message
-
-        message = api_request_message(
+        message = request_message(
             network="preprod",
             method="POST",
             path=self.path,
@@ -199,20 +198,6 @@ def test_registers_with_the_api_using_its_nonce(tmp_path):
     verify_payout_binding(reg.binding, network="preprod", nonce=_StubApi.nonce, worker_pubkey=key)
     assert reg.capabilities.challenge_seed_source == "api-nonce"
     assert reg.capabilities.challenges[0].seed == seed_from_nonce(_StubApi.nonce)
-
-
-def test_request_signing_matches_the_api():
-    from api.worker_auth import request_message as api_request_message
-
-    kwargs = dict(
-        network="preprod",
-        method="post",
-        path="/api/v1/worker/register?x=1",
-        timestamp=1_700_000_000,
-        nonce="ab" * 16,
-        body=b'{"a":1}',
-    )
-    assert request_message(**kwargs) == api_request_message(**kwargs)
 
 
 class _DockerWithoutNvidiaRuntime:

@@ -138,8 +138,10 @@ class TxPlan:
     validity_start: int | None = None
     ttl: int | None = None
     metadata: dict[int, Any] | None = None
-    # Deposits paid by certificates (lovelace leaving the transaction's balance).
+    # Deposits paid by certificates (lovelace leaving the transaction's balance) and
+    # deposits refunded by deregistrations (lovelace entering it).
     deposits: int = 0
+    refunds: int = 0
 
 
 @dataclass(frozen=True)
@@ -238,9 +240,7 @@ def sign(built: BuiltTx | Transaction, keys: Iterable[PaymentSigningKey]) -> Tra
     """`built` with a vkey witness from each of `keys` added (body unchanged)."""
     tx = built.tx if isinstance(built, BuiltTx) else built
     body_hash = tx.transaction_body.hash()
-    witnesses = [
-        VerificationKeyWitness(k.to_verification_key(), k.sign(body_hash)) for k in keys
-    ]
+    witnesses = [VerificationKeyWitness(k.to_verification_key(), k.sign(body_hash)) for k in keys]
     return add_witnesses(tx, witnesses)
 
 
@@ -294,19 +294,21 @@ def _is_ada_only(u: UTxO) -> bool:
 
 
 def _pick_collateral(payer_utxos: Sequence[UTxO]) -> UTxO:
+    """The smallest key-locked UTxO with enough ADA, ADA-only ones first. Tokens in it are
+    safe: the collateral return gives them back (the ledger requires ADA-only net)."""
     candidates = [
         u
         for u in payer_utxos
-        if _is_ada_only(u)
+        if u.output.script is None
         and u.output.amount.coin >= MIN_COLLATERAL_LOVELACE
         and isinstance(u.output.address.payment_part, VerificationKeyHash)
     ]
     if not candidates:
         raise InsufficientFundsError(
-            f"the payer has no ADA-only key UTxO of at least {MIN_COLLATERAL_LOVELACE} "
-            "lovelace for collateral"
+            f"the payer has no key UTxO of at least {MIN_COLLATERAL_LOVELACE} lovelace "
+            "for collateral"
         )
-    return min(candidates, key=lambda u: u.output.amount.coin)
+    return min(candidates, key=lambda u: (bool(u.output.amount.multi_asset), u.output.amount.coin))
 
 
 def _value_of(utxos: Iterable[UTxO]) -> Value:
@@ -340,7 +342,7 @@ def _surplus(plan: TxPlan, fee: int) -> Value:
     for o in plan.outputs:
         need = need + o.amount
     have = _value_of([s.utxo for s in plan.script_inputs] + plan.key_inputs)
-    have = have + Value(sum(a for _, a, _ in plan.withdrawals), _mint_value(plan))
+    have = have + Value(sum(a for _, a, _ in plan.withdrawals) + plan.refunds, _mint_value(plan))
     return have - need
 
 
@@ -363,10 +365,10 @@ def _select_inputs(context: ChainContext, plan: TxPlan, payer: Sequence[UTxO]) -
     # Tokens first, from the UTxOs holding them; then ADA, largest first.
     for policy, assets in missing.multi_asset.items():
         for name, qty in assets.items():
-            got = sum(
-                c.output.amount.multi_asset.get(policy, {}).get(name, 0) for c in chosen
-            )
-            for u in sorted(pool, key=lambda u: -u.output.amount.multi_asset.get(policy, {}).get(name, 0)):
+            got = sum(c.output.amount.multi_asset.get(policy, {}).get(name, 0) for c in chosen)
+            for u in sorted(
+                pool, key=lambda u: -u.output.amount.multi_asset.get(policy, {}).get(name, 0)
+            ):
                 if got >= qty:
                     break
                 held = u.output.amount.multi_asset.get(policy, {}).get(name, 0)
@@ -381,7 +383,8 @@ def _select_inputs(context: ChainContext, plan: TxPlan, payer: Sequence[UTxO]) -
     # ADA: enough for the outputs, the fee and a change output with its tokens.
     change_reserve = 2_000_000
     ada_pool = sorted(
-        (u for u in pool if u not in chosen), key=lambda u: (bool(u.output.amount.multi_asset), -u.output.amount.coin)
+        (u for u in pool if u not in chosen),
+        key=lambda u: (bool(u.output.amount.multi_asset), -u.output.amount.coin),
     )
     wanted = change_reserve - surplus.coin
     got_ada = sum(c.output.amount.coin for c in chosen)
@@ -486,10 +489,12 @@ def _build(
     for key, r in entries:
         u = units[key]
         assert r.tag is not None
-        redeemers[RedeemerKey(r.tag, r.index)] = RedeemerValue(r.data, ExecutionUnits(u.mem, u.steps))
+        redeemers[RedeemerKey(r.tag, r.index)] = RedeemerValue(
+            r.data, ExecutionUnits(u.mem, u.steps)
+        )
     outputs = list(plan.outputs)
     change = _value_of(inputs) + Value(
-        sum(a for _, a, _ in plan.withdrawals), _mint_value(plan)
+        sum(a for _, a, _ in plan.withdrawals) + plan.refunds, _mint_value(plan)
     )
     change = change - Value(fee + plan.deposits)
     for o in outputs:
@@ -504,15 +509,16 @@ def _build(
     outputs.append(change_out)
     mint = _mint_value(plan) if plan.mints else None
     withdrawals = (
-        Withdrawals({bytes(a): amt for a, amt, _ in sorted(plan.withdrawals, key=lambda w: reward_account_order(w[0]))})
+        Withdrawals(
+            {
+                bytes(a): amt
+                for a, amt, _ in sorted(plan.withdrawals, key=lambda w: reward_account_order(w[0]))
+            }
+        )
         if plan.withdrawals
         else None
     )
-    aux = (
-        AuxiliaryData(AlonzoMetadata(metadata=Metadata(plan.metadata)))
-        if plan.metadata
-        else None
-    )
+    aux = AuxiliaryData(AlonzoMetadata(metadata=Metadata(plan.metadata))) if plan.metadata else None
     body = TransactionBody(
         inputs=list(_sorted_refs(u.input for u in inputs)),
         outputs=outputs,
@@ -530,7 +536,7 @@ def _build(
         assert collateral is not None
         total = fees.min_collateral(pp, fee)
         body.collateral = [collateral.input]
-        ret = TransactionOutput(collateral.output.address, collateral.output.amount.coin - total)
+        ret = TransactionOutput(collateral.output.address, collateral.output.amount - Value(total))
         body.collateral_return = ret
         body.total_collateral = total
         cost_models = CostModels({2: pp.cost_models.get("PlutusV3", {})})
@@ -549,12 +555,12 @@ def _min_ada(context: ChainContext, output: TransactionOutput) -> int:
 def _with_fake_witnesses(tx: Transaction, count: int) -> Transaction:
     fake = copy.deepcopy(tx)
     witnesses = [
-        VerificationKeyWitness(
-            VerificationKey.from_primitive(i.to_bytes(32, "big")), bytes(64)
-        )
+        VerificationKeyWitness(VerificationKey.from_primitive(i.to_bytes(32, "big")), bytes(64))
         for i in range(count)
     ]
-    fake.transaction_witness_set.vkey_witnesses = NonEmptyOrderedSet(witnesses) if witnesses else None
+    fake.transaction_witness_set.vkey_witnesses = (
+        NonEmptyOrderedSet(witnesses) if witnesses else None
+    )
     return fake
 
 
@@ -593,7 +599,9 @@ def _evaluate(
         result = context.evaluate_tx(tx)
     except TransactionFailedException as exc:
         if on_failure is None:
-            raise ScriptEvaluationError("the backend's evaluator refused the transaction", str(exc)) from exc
+            raise ScriptEvaluationError(
+                "the backend's evaluator refused the transaction", str(exc)
+            ) from exc
         return {k: on_failure(k, count) for k in keys}
     missing = [k for k in keys if k not in result]
     if missing:
@@ -620,12 +628,16 @@ def output_with_min_ada(
     """An output holding `assets` and exactly its min-ADA (or `at_least`, if more)."""
     coin = max(at_least, 1_000_000)
     for _ in range(5):
-        out = TransactionOutput(address, Value(coin, assets or MultiAsset()), datum=datum, script=script)
+        out = TransactionOutput(
+            address, Value(coin, assets or MultiAsset()), datum=datum, script=script
+        )
         needed = max(at_least, _min_ada(context, out))
         if needed == coin:
             return out
         coin = needed
-    return TransactionOutput(address, Value(coin, assets or MultiAsset()), datum=datum, script=script)
+    return TransactionOutput(
+        address, Value(coin, assets or MultiAsset()), datum=datum, script=script
+    )
 
 
 def min_ada_of(context: ChainContext, output: TransactionOutput) -> int:

@@ -61,7 +61,9 @@ class OracleSetup:
                 raise BuilderError(f"{name} must be 28-byte key hashes")
             if not 1 <= threshold <= len(keys):
                 raise BuilderError(f"{name} threshold {threshold} not in 1..{len(keys)}")
-        return t.OracleConfigDatum(oracles, self.threshold, admins, self.admin_threshold, batch_hash)
+        return t.OracleConfigDatum(
+            oracles, self.threshold, admins, self.admin_threshold, batch_hash
+        )
 
 
 def deploy(

@@ -39,14 +39,26 @@ class Deployment:
     def __post_init__(self) -> None:
         if self.network not in ("testnet", "mainnet"):
             raise BuilderError(f"deployment network must be testnet or mainnet: {self.network}")
-        for name in ("config_policy", "oracle_config_hash", "escrow_hash", "batch_hash", "ntx_policy"):
+        for name in (
+            "config_policy",
+            "oracle_config_hash",
+            "escrow_hash",
+            "batch_hash",
+            "ntx_policy",
+        ):
             value = getattr(self, name)
             if len(value) != 56 or not _is_hex(value):
                 raise BuilderError(f"deployment {name} must be 28 bytes of hex: {value!r}")
         for name in ("config_name", "ntx_name"):
             if not _is_hex(getattr(self, name)) or len(getattr(self, name)) > 64:
                 raise BuilderError(f"deployment {name} must be hex of at most 32 bytes")
-        for name in ("seed", "config_ref", "escrow_script_ref", "batch_script_ref", "config_script_ref"):
+        for name in (
+            "seed",
+            "config_ref",
+            "escrow_script_ref",
+            "batch_script_ref",
+            "config_script_ref",
+        ):
             parse_out_ref(getattr(self, name))
 
     # --- typed views -------------------------------------------------------------------

@@ -200,7 +200,12 @@ def lock_escrows(
 ) -> LockResult:
     """Build, sign with `wallet` and submit."""
     result = build_lock(
-        context, deployment, jobs, wallet.address, wallet.utxos(context), min_margin_ms=min_margin_ms
+        context,
+        deployment,
+        jobs,
+        wallet.address,
+        wallet.utxos(context),
+        min_margin_ms=min_margin_ms,
     )
     A.submit(context, A.sign(result.built, [wallet.signing_key]))
     return result

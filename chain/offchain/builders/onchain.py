@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import cbor2
-from pycardano import RawCBOR
-from pycardano import Address, Network, ScriptHash, TransactionInput, UTxO, VerificationKeyHash
+from pycardano import (
+    Address,
+    Network,
+    RawCBOR,
+    ScriptHash,
+    TransactionInput,
+    UTxO,
+    VerificationKeyHash,
+)
 
 from chain.contracts import types as t
 from chain.offchain.builders.errors import BuilderError
@@ -77,7 +84,9 @@ def escrow_datum_of(utxo: UTxO) -> t.EscrowDatum:
     try:
         return t.EscrowDatum.from_cbor(datum_cbor(datum))
     except Exception as exc:  # pycardano raises assorted errors on foreign data
-        raise BuilderError(f"{out_ref_text(utxo.input)} does not hold an EscrowDatum: {exc}") from exc
+        raise BuilderError(
+            f"{out_ref_text(utxo.input)} does not hold an EscrowDatum: {exc}"
+        ) from exc
 
 
 def datum_cbor(datum: object) -> bytes:

@@ -27,7 +27,9 @@ class ProtocolUtxos:
         try:
             return t.OracleConfigDatum.from_cbor(datum_cbor(datum))
         except Exception as exc:  # pycardano raises assorted errors on foreign data
-            raise BuilderError(f"the config UTxO does not hold an OracleConfigDatum: {exc}") from exc
+            raise BuilderError(
+                f"the config UTxO does not hold an OracleConfigDatum: {exc}"
+            ) from exc
 
     def check_oracle_quorum(self, signers: list[VerificationKeyHash]) -> None:
         cfg = self.config_datum

@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pycardano import Address, ChainContext, ScriptHash, TransactionOutput, UTxO, VerificationKeyHash
+from pycardano import (
+    Address,
+    ChainContext,
+    ScriptHash,
+    TransactionOutput,
+    UTxO,
+    VerificationKeyHash,
+)
 
 from chain.contracts import types as t
 from chain.offchain.builders import assembly as A
@@ -57,9 +64,7 @@ def _payback_outputs(
         datum = escrow_datum_of(u)
         submitter = address_from_data(datum.submitter, deployment.pycardano_network)
         # Exactly the escrow's value: the script compares whole values.
-        outputs.append(
-            TransactionOutput(submitter, u.output.amount, datum=out_ref_data(u.input))
-        )
+        outputs.append(TransactionOutput(submitter, u.output.amount, datum=out_ref_data(u.input)))
         datums.append(datum)
     return outputs, datums
 

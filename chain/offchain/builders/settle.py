@@ -146,6 +146,17 @@ def _check_settlement(
     return datum
 
 
+@dataclass(frozen=True)
+class SettlePlan:
+    """A batch before balancing: the plan, the escrows in ledger order and the redeemer
+    as a function of the final input order."""
+
+    plan: A.TxPlan
+    ordered: tuple[Settlement, ...]
+    redeemer: Any  # IndexView -> t.BatchSettle
+    protocol: ProtocolUtxos
+
+
 def build_settle_batch(
     context: ChainContext,
     deployment: Deployment,
@@ -155,16 +166,45 @@ def build_settle_batch(
     oracle_signers: Sequence[VerificationKeyHash],
     payer: Address,
     payer_utxos: Sequence[UTxO] | None = None,
+    **kwargs: Any,
+) -> BatchTx:
+    """The unsigned batch transaction settling exactly `settlements`. `oracle_signers`
+    (a quorum of the config's oracles) become required signers; sign with their keys
+    (`assembly.sign`) or collect their witnesses (`assembly.add_witnesses`). `payer` pays
+    the fee and provides collateral (and must sign too). Keyword arguments go to
+    `plan_settle_batch`."""
+    sp = plan_settle_batch(
+        context, deployment, settlements, merkle_root, batch_id, oracle_signers, payer, **kwargs
+    )
+    utxos = list(context.utxos(payer)) if payer_utxos is None else list(payer_utxos)
+    built = A.finalize(context, sp.plan, utxos)
+    final = sp.redeemer(
+        A.IndexView(
+            A._sorted_refs(built.tx.transaction_body.inputs),
+            A._sorted_refs(built.tx.transaction_body.reference_inputs or []),
+        )
+    )
+    return BatchTx(built, sp.ordered, (), final)
+
+
+def plan_settle_batch(
+    context: ChainContext,
+    deployment: Deployment,
+    settlements: Sequence[Settlement],
+    merkle_root: bytes,
+    batch_id: bytes,
+    oracle_signers: Sequence[VerificationKeyHash],
+    payer: Address,
     *,
     bundle_hash: bytes = b"",
     metadata: dict[int, Any] | None = None,
     protocol: ProtocolUtxos | None = None,
     horizon_slots: int = DEFAULT_HORIZON_SLOTS,
-) -> BatchTx:
-    """The unsigned batch transaction settling exactly `settlements`. `oracle_signers`
-    (a quorum of the config's oracles) become required signers; sign with their keys
-    (`assembly.sign`) or collect their witnesses (`assembly.add_witnesses`). `payer` pays
-    the fee and provides collateral (and must sign too)."""
+    checked: bool = True,
+) -> SettlePlan:
+    """The batch's plan (see `build_settle_batch`). `checked=False` skips the off-chain
+    refusals (foreign or expired escrows, stray tokens, missing quorum) so the validators'
+    own checks can be exercised; never use it to build a transaction meant to succeed."""
     if not settlements:
         raise BuilderError("nothing to settle")
     if len(merkle_root) != 32:
@@ -175,18 +215,21 @@ def build_settle_batch(
     if len(set(refs)) != len(refs):
         raise BuilderError("an escrow appears twice in the batch")
     protocol = protocol or resolve(context, deployment)
-    protocol.check_oracle_quorum(list(oracle_signers))
     clock = ChainClock.of(context)
     now = tip_slot(context)
-    datums = {
-        s.escrow.input: _check_settlement(deployment, s, now, clock) for s in settlements
-    }
+    if checked:
+        protocol.check_oracle_quorum(list(oracle_signers))
+        datums = {s.escrow.input: _check_settlement(deployment, s, now, clock) for s in settlements}
+    else:
+        datums = {s.escrow.input: escrow_datum_of(s.escrow) for s in settlements}
     ttl = min(
         [now + horizon_slots] + [clock.slot_at_or_before(d.deadline) for d in datums.values()]
     )
     # Relative order of escrow inputs is fixed by their out-refs; fee inputs chosen later
     # only shift absolute indices, which the redeemer function fills in.
-    ordered = sorted(settlements, key=lambda s: (s.escrow.input.transaction_id.payload, s.escrow.input.index))
+    ordered = sorted(
+        settlements, key=lambda s: (s.escrow.input.transaction_id.payload, s.escrow.input.index)
+    )
     policy, name = bytes.fromhex(deployment.ntx_policy), bytes.fromhex(deployment.ntx_name)
     outputs: list[TransactionOutput] = []
     layout: list[tuple[Settlement, list[int], int]] = []
@@ -229,8 +272,10 @@ def build_settle_batch(
             view.reference_index(protocol.config.input), entries, merkle_root, batch_id
         )
 
-    meta = metadata if metadata is not None else batch_metadata(
-        batch_id, merkle_root, bundle_hash or bytes(32), len(settlements)
+    meta = (
+        metadata
+        if metadata is not None
+        else batch_metadata(batch_id, merkle_root, bundle_hash or bytes(32), len(settlements))
     )
     check_metadata(meta)
     plan = A.TxPlan(
@@ -243,15 +288,7 @@ def build_settle_batch(
         ttl=ttl,
         metadata=meta,
     )
-    utxos = list(context.utxos(payer)) if payer_utxos is None else list(payer_utxos)
-    built = A.finalize(context, plan, utxos)
-    final = redeemer(
-        A.IndexView(
-            A._sorted_refs(built.tx.transaction_body.inputs),
-            A._sorted_refs(built.tx.transaction_body.reference_inputs or []),
-        )
-    )
-    return BatchTx(built, tuple(ordered), (), final)
+    return SettlePlan(plan, tuple(ordered), redeemer, protocol)
 
 
 def fits(context: ChainContext, built: A.BuiltTx) -> bool:
@@ -301,8 +338,16 @@ def pack_settle_batch(
         if n not in cache:
             try:
                 batch = build_settle_batch(
-                    context, deployment, candidates[:n], merkle_root, batch_id,
-                    oracle_signers, payer, utxos, protocol=protocol, **kwargs,
+                    context,
+                    deployment,
+                    candidates[:n],
+                    merkle_root,
+                    batch_id,
+                    oracle_signers,
+                    payer,
+                    utxos,
+                    protocol=protocol,
+                    **kwargs,
                 )
                 cache[n] = batch if fits(context, batch.built) else None
             except ScriptEvaluationError as exc:

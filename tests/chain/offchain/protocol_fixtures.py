@@ -53,7 +53,9 @@ def deep_evaluation() -> Iterator[None]:
 
 
 def wallet(seed: int, staked: bool = False) -> KeyWallet:
-    key = PaymentSigningKey.from_primitive(hashlib.blake2b(b"pay%d" % seed, digest_size=32).digest())
+    key = PaymentSigningKey.from_primitive(
+        hashlib.blake2b(b"pay%d" % seed, digest_size=32).digest()
+    )
     stake = (
         StakeSigningKey.from_primitive(hashlib.blake2b(b"stake%d" % seed, digest_size=32).digest())
         if staked
@@ -154,16 +156,16 @@ def protocol_world(
     with deep_evaluation(), running_devnet(tmp_path, block_time=0.2) as devnet:
         context = devnet.chain_context()
         admin = wallet(1)
-        oracle_wallets = sorted((wallet(10 + i) for i in range(oracles)), key=lambda w: w.pkh.payload)
+        oracle_wallets = sorted(
+            (wallet(10 + i) for i in range(oracles)), key=lambda w: w.pkh.payload
+        )
         submitter = wallet(2, staked=True)
         provider_wallets = [wallet(100 + i, staked=bool(i % 2)) for i in range(providers)]
         for w in (admin, submitter, *oracle_wallets):
             devnet.wait_for_tx(devnet.fund(str(w.address), lovelace=2_000_000_000))
         tx_id, minted = mint_test_ntx(context, admin, submitter.address, submitter_ntx, NTX_NAME)
         await_output(context, submitter.address, tx_id)
-        setup = OracleSetup(
-            tuple(o.pkh for o in oracle_wallets), threshold, (admin.pkh,), 1
-        )
+        setup = OracleSetup(tuple(o.pkh for o in oracle_wallets), threshold, (admin.pkh,), 1)
         deployment = deploy(context, admin, setup, minted.policy_id, NTX_NAME, traces=traces)
         yield ProtocolWorld(
             devnet=devnet,

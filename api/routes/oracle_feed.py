@@ -1,0 +1,120 @@
+"""The oracle feed (signed by an oracle key listed in the API config) and the submitter's
+escrow record (`POST /api/v1/jobs/{job_id}/escrow`, owner only, checked on chain)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import Field
+
+from api.deps import ConfigDep, CurrentUser, NowDep, SessionDep, SignedWorkerKey
+from api.errors import Forbidden, NotFound
+from api.routes.worker_io import BlobStoreDep
+from api.schemas.common import PublicBody, RequestBody
+from api.services import oracle_feed as service
+from api.storage import BlobMissing
+
+router = APIRouter(tags=["oracle"])
+
+
+def get_oracle_key(worker_key: SignedWorkerKey, config: ConfigDep) -> str:
+    """The request is signed (worker request scheme) by a key the config lists as an oracle."""
+    if worker_key not in config.oracle_keys:
+        raise Forbidden("this key is not an oracle key of this API")
+    return worker_key
+
+
+OracleKey = Annotated[str, Depends(get_oracle_key)]
+
+
+@router.get("/oracle/jobs/{job_id}")
+def oracle_job(job_id: str, _oracle: OracleKey, session: SessionDep) -> dict[str, Any]:
+    return service.job_feed(session, job_id)
+
+
+@router.get("/oracle/jobs/{job_id}/results/{name:path}")
+def oracle_job_result(
+    job_id: str, name: str, _oracle: OracleKey, session: SessionDep, store: BlobStoreDep
+) -> StreamingResponse:
+    row = service.job_result_row(session, job_id, name)
+    try:
+        chunks = store.open_chunks(row.sha256)
+    except BlobMissing as e:
+        raise NotFound(f"the bytes of {name!r} are missing from the content store") from e
+    return StreamingResponse(
+        chunks,
+        media_type="application/octet-stream",
+        headers={"X-Content-SHA256": row.sha256},
+    )
+
+
+@router.get("/oracle/workers/{worker_key}")
+def oracle_worker(
+    worker_key: str, _oracle: OracleKey, session: SessionDep, config: ConfigDep
+) -> dict[str, Any]:
+    return service.worker_feed(session, worker_key, config.network)
+
+
+class EscrowRecord(RequestBody):
+    tx_id: str = Field(pattern=r"^[0-9a-f]{64}$")
+    index: int = Field(ge=0, le=2**32 - 1)
+
+
+class EscrowPublic(PublicBody):
+    job_id: str
+    tx_id: str
+    index: int
+    budget: int
+    deadline_ms: int
+
+
+def get_chain_context(request: Request) -> Any:
+    """`app.state.chain_context` when set, else the backend the settings select (cached)."""
+    context = getattr(request.app.state, "chain_context", None)
+    if context is None:
+        from chain.offchain.backends import chain_context
+        from proofnet.settings import build_settings
+
+        context = chain_context(build_settings())
+        request.app.state.chain_context = context
+    return context
+
+
+@functools.lru_cache(maxsize=1)
+def _escrow_script_hash() -> str:
+    from chain.offchain.scripts import apply_params, script_hash
+
+    return script_hash(apply_params("escrow")).payload.hex()
+
+
+@router.post("/jobs/{job_id}/escrow", response_model=EscrowPublic)
+def record_escrow(
+    job_id: str,
+    body: EscrowRecord,
+    user: CurrentUser,
+    session: SessionDep,
+    now: NowDep,
+    context: Annotated[Any, Depends(get_chain_context)],
+) -> Any:
+    service.get_job(session, user, job_id)  # owner only, before touching the chain
+    ref = f"{body.tx_id}#{body.index}"
+    try:
+        found = service.lookup_escrow_output(context, body.tx_id, body.index)
+    except service.EscrowBackendError as e:
+        return JSONResponse(status_code=503, content={"detail": str(e)})
+    checked = service.check_escrow(
+        found, job_id=job_id, escrow_script_hash=_escrow_script_hash(), ref=ref
+    )
+    row = service.record_escrow(
+        session, user, job_id, tx_id=body.tx_id, index=body.index, found=checked, now=now
+    )
+    return EscrowPublic(
+        job_id=job_id,
+        tx_id=row.tx_id,
+        index=row.output_index,
+        budget=row.budget,
+        deadline_ms=row.deadline_ms,
+    )

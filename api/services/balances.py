@@ -1,0 +1,470 @@
+"""Balances and payouts per address or stake address, split by where the money is.
+
+- available: ADA and NTX in UTxOs at the address(es), read through the chain backend;
+- in escrow: budgets of this submitter's recorded job escrows whose UTxO is still unspent;
+- earned: payouts the settlement path reported confirmed to these payout addresses;
+- pending settlement: amounts of this provider's attestations the oracle has verified (or
+  batched) but not settled, read from the oracle's public status endpoint; unknown, and said
+  so, when the oracle cannot be asked.
+
+Chain and oracle lookups go through `CachedLookups`, which keeps answers (failures too) for a
+short TTL, so a balance read costs a few indexed queries and at most one remote call per
+address per TTL, however often it is polled.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+from pycardano import Address
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from api.errors import BadRequest, Forbidden
+from api.models import Job, JobEscrow, Lease, Payout, Provider, User
+
+EXPLORERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "preprod": (
+        ("cardanoscan", "https://preprod.cardanoscan.io/transaction/{}"),
+        ("cexplorer", "https://preprod.cexplorer.io/tx/{}"),
+    ),
+    "preview": (
+        ("cardanoscan", "https://preview.cardanoscan.io/transaction/{}"),
+        ("cexplorer", "https://preview.cexplorer.io/tx/{}"),
+    ),
+    "mainnet": (
+        ("cardanoscan", "https://cardanoscan.io/transaction/{}"),
+        ("cexplorer", "https://cexplorer.io/tx/{}"),
+    ),
+}
+PENDING_STATUSES = ("verified", "batched")
+MAX_PAYOUTS = 50
+# Bounds on remote calls per balance read (each cached): escrows checked, jobs asked about.
+MAX_ESCROW_CHECKS = 100
+MAX_PENDING_JOBS = 20
+
+
+class LookupFailed(Exception):
+    """A chain or oracle lookup failed; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Holdings:
+    lovelace: int
+    # None when no NTX unit is configured.
+    ntx: int | None
+
+
+class ChainReader(Protocol):
+    def holdings(self, address: str) -> Holdings: ...
+
+    def output_unspent(self, tx_id: str, index: int) -> bool: ...
+
+
+class OracleReader(Protocol):
+    def job_attestations(self, job_id: str) -> list[dict[str, Any]]: ...
+
+
+class ContextChainReader:
+    """Reads through a pycardano ChainContext (built on first use, from settings)."""
+
+    def __init__(self, make_context: Callable[[], Any], ntx_unit: str | None) -> None:
+        self._make_context = make_context
+        self._context: Any = None
+        self._lock = threading.Lock()
+        self.ntx_unit = ntx_unit
+
+    def _ctx(self) -> Any:
+        with self._lock:
+            if self._context is None:
+                self._context = self._make_context()
+            return self._context
+
+    def holdings(self, address: str) -> Holdings:
+        try:
+            utxos = self._ctx().utxos(address)
+        except Exception as e:  # any backend failure reads as "unknown", never a 500
+            raise LookupFailed(f"chain backend: {type(e).__name__}: {e}") from e
+        lovelace = 0
+        ntx = 0
+        for utxo in utxos:
+            value = utxo.output.amount
+            lovelace += value.coin
+            if self.ntx_unit is not None:
+                policy_hex, name_hex = self.ntx_unit[:56], self.ntx_unit[56:]
+                for policy, assets in value.multi_asset.items():
+                    if policy.payload.hex() != policy_hex:
+                        continue
+                    for name, quantity in assets.items():
+                        if name.payload.hex() == name_hex:
+                            ntx += quantity
+        return Holdings(lovelace, ntx if self.ntx_unit is not None else None)
+
+    def output_unspent(self, tx_id: str, index: int) -> bool:
+        context = self._ctx()
+        api = getattr(context, "api", None)
+        if api is None:
+            raise LookupFailed("this chain backend cannot look up transaction outputs")
+        try:
+            outputs = api.transaction_utxos(tx_id, return_type="json")["outputs"]
+        except Exception as e:
+            raise LookupFailed(f"chain backend: {type(e).__name__}: {e}") from e
+        for out in outputs:
+            if out.get("output_index") == index and not out.get("collateral"):
+                return out.get("consumed_by_tx") is None
+        return False
+
+
+class HttpOracleReader:
+    def __init__(self, oracle_url: str, timeout_s: float = 3.0) -> None:
+        self.base = oracle_url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def job_attestations(self, job_id: str) -> list[dict[str, Any]]:
+        try:
+            response = httpx.get(
+                f"{self.base}/api/v1/jobs/{job_id}/attestations", timeout=self.timeout_s
+            )
+            response.raise_for_status()
+            data = response.json().get("data")
+        except (httpx.HTTPError, ValueError, AttributeError) as e:
+            raise LookupFailed(f"oracle at {self.base}: {type(e).__name__}: {e}") from e
+        if not isinstance(data, list):
+            raise LookupFailed(f"oracle at {self.base}: unexpected response shape")
+        return [a for a in data if isinstance(a, dict)]
+
+
+class CachedLookups:
+    """TTL cache in front of the chain and the oracle; failures are cached too, so a dead
+    backend costs one timeout per TTL, not one per request."""
+
+    def __init__(
+        self,
+        chain: ChainReader,
+        oracle: OracleReader | None,
+        *,
+        ttl_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        max_entries: int = 100_000,
+    ) -> None:
+        self.chain = chain
+        self.oracle = oracle
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self.max_entries = max_entries
+        self._cache: dict[tuple[str, ...], tuple[float, Any, str | None]] = {}
+        self._lock = threading.Lock()
+
+    def _get(self, key: tuple[str, ...], fetch: Callable[[], Any]) -> Any:
+        now = self.clock()
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is None or now - hit[0] > self.ttl_s:
+            try:
+                hit = (now, fetch(), None)
+            except LookupFailed as e:
+                hit = (now, None, str(e))
+            with self._lock:
+                if len(self._cache) >= self.max_entries:
+                    self._cache.clear()
+                self._cache[key] = hit
+        if hit[2] is not None:
+            raise LookupFailed(hit[2])
+        return hit[1]
+
+    def holdings(self, address: str) -> Holdings:
+        result: Holdings = self._get(("h", address), lambda: self.chain.holdings(address))
+        return result
+
+    def output_unspent(self, tx_id: str, index: int) -> bool:
+        return bool(
+            self._get(("o", tx_id, str(index)), lambda: self.chain.output_unspent(tx_id, index))
+        )
+
+    def job_attestations(self, job_id: str) -> list[dict[str, Any]]:
+        oracle = self.oracle
+        if oracle is None:
+            raise LookupFailed("no oracle status endpoint is configured")
+        result: list[dict[str, Any]] = self._get(
+            ("a", job_id), lambda: oracle.job_attestations(job_id)
+        )
+        return result
+
+
+# --- whose balance --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    text: str
+    kind: str  # "address" | "stake"
+    payment_hash: str | None
+    stake_hash: str | None
+
+
+def parse_target(text: str, network: str) -> Target:
+    try:
+        address = Address.from_primitive(text)
+    except Exception:
+        raise BadRequest("not a bech32 Cardano address or stake address") from None
+    if (str(address.network).endswith("MAINNET")) != (network == "mainnet"):
+        raise BadRequest(f"address is for another network than this API's ({network})")
+    payment = address.payment_part.payload.hex() if address.payment_part is not None else None
+    stake = address.staking_part
+    stake_hash = stake.payload.hex() if stake is not None and hasattr(stake, "payload") else None
+    if payment is None and stake_hash is None:
+        raise BadRequest("address has neither a payment nor a stake credential")
+    return Target(text, "stake" if payment is None else "address", payment, stake_hash)
+
+
+def _stake_hash(address: str) -> str | None:
+    try:
+        part = Address.from_primitive(address).staking_part
+    except Exception:
+        return None
+    return part.payload.hex() if part is not None and hasattr(part, "payload") else None
+
+
+def authorize(user: User, target: Target) -> None:
+    """Balances are private: only the wallet that owns the address (or stake key) reads them."""
+    if target.kind == "address":
+        if target.text == user.address or target.payment_hash == user.payment_key_hash:
+            return
+    elif target.stake_hash is not None and _stake_hash(user.address) == target.stake_hash:
+        return
+    raise Forbidden("balances are private: sign in with the wallet that owns this address")
+
+
+def known_addresses(session: Session, user: User, target: Target) -> list[str]:
+    """The addresses a balance covers. A stake address covers every address the API knows
+    with that stake credential (the devnet does not serve Blockfrost's account addresses)."""
+    if target.kind == "address":
+        return [target.text]
+    found = {user.address} if _stake_hash(user.address) == target.stake_hash else set()
+    for address in session.exec(select(Provider.payout_address).distinct()).all():
+        if _stake_hash(address) == target.stake_hash:
+            found.add(address)
+    return sorted(found)
+
+
+# --- the balance ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Amount:
+    lovelace: int | None
+    ntx: int | None
+    # Why a figure is missing or partial; empty when it is complete.
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PayoutView:
+    job_id: str
+    payout_address: str
+    amount: int
+    tx_hash: str
+    confirmed_at: Any
+    explorer: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Balance:
+    target: Target
+    addresses: tuple[str, ...]
+    ntx_unit: str | None
+    available: Amount
+    in_escrow: Amount
+    earned: Amount
+    pending_settlement: Amount
+    payouts: tuple[PayoutView, ...]
+
+
+def explorer_links(network: str, devnet_url: str, tx_hash: str) -> dict[str, str]:
+    if network == "devnet":
+        return {"devnet": f"{devnet_url.rstrip('/')}/txs/{tx_hash}"}
+    return {name: url.format(tx_hash) for name, url in EXPLORERS.get(network, ())}
+
+
+def _available(lookups: CachedLookups, addresses: Sequence[str]) -> Amount:
+    lovelace, ntx = 0, 0
+    ntx_known = True
+    try:
+        for address in addresses:
+            held = lookups.holdings(address)
+            lovelace += held.lovelace
+            if held.ntx is None:
+                ntx_known = False
+            else:
+                ntx += held.ntx
+    except LookupFailed as e:
+        return Amount(None, None, f"unknown: {e}")
+    if not ntx_known:
+        return Amount(lovelace, None, "NTX unknown: no NTX policy id is configured")
+    return Amount(lovelace, ntx)
+
+
+def _in_escrow(session: Session, lookups: CachedLookups, owner_ids: Sequence[int]) -> Amount:
+    if not owner_ids:
+        return Amount(None, 0)
+    rows = session.exec(
+        select(JobEscrow.tx_id, JobEscrow.output_index, JobEscrow.budget)
+        .join(Job, col(Job.id) == col(JobEscrow.job_id))
+        .where(col(Job.owner_id).in_(owner_ids))
+        .order_by(col(JobEscrow.recorded_at).desc())
+        .limit(MAX_ESCROW_CHECKS)
+    ).all()
+    total, unknown = 0, 0
+    for tx_id, index, budget in rows:
+        try:
+            if lookups.output_unspent(tx_id, index):
+                total += budget
+        except LookupFailed:
+            unknown += 1
+    note = ""
+    if unknown:
+        note = f"{unknown} escrow(s) could not be checked on chain and are not counted"
+    if len(rows) == MAX_ESCROW_CHECKS:
+        note = (note + "; " if note else "") + f"only the latest {MAX_ESCROW_CHECKS} escrows"
+    return Amount(None, total, note)
+
+
+def _pending(
+    session: Session, lookups: CachedLookups, addresses: Sequence[str], paid: set[int]
+) -> Amount:
+    jobs = session.exec(
+        select(Job.id, Job.job_id)
+        .join(Lease, col(Lease.job_id) == col(Job.id))
+        .join(Provider, col(Provider.id) == col(Lease.provider_id))
+        .where(col(Provider.payout_address).in_(addresses), Lease.outcome == "completed")
+        .order_by(col(Lease.ended_at).desc())
+        .limit(MAX_PENDING_JOBS + len(paid))
+    ).all()
+    unpaid = [job_id for jid, job_id in jobs if jid not in paid][:MAX_PENDING_JOBS]
+    total = 0
+    wanted = set(addresses)
+    try:
+        for job_id in unpaid:
+            for att in lookups.job_attestations(job_id):
+                if att.get("status") in PENDING_STATUSES and att.get("payout_address") in wanted:
+                    amount = att.get("amount")
+                    if isinstance(amount, int) and amount >= 0:
+                        total += amount
+    except LookupFailed as e:
+        return Amount(None, None, f"unknown: {e}")
+    note = (
+        f"over the latest {MAX_PENDING_JOBS} unpaid jobs" if len(unpaid) == MAX_PENDING_JOBS else ""
+    )
+    return Amount(None, total, note)
+
+
+def balance(
+    session: Session,
+    lookups: CachedLookups,
+    user: User,
+    target_text: str,
+    *,
+    network: str,
+    devnet_url: str,
+    ntx_unit: str | None,
+) -> Balance:
+    target = parse_target(target_text, network)
+    authorize(user, target)
+    addresses = known_addresses(session, user, target)
+    owner_ids = [
+        uid for uid in session.exec(select(User.id).where(col(User.address).in_(addresses))).all()
+    ]
+    payout_rows = session.exec(
+        select(Payout, Job.job_id)
+        .join(Job, col(Job.id) == col(Payout.job_id))
+        .where(col(Payout.payout_address).in_(addresses))
+        .order_by(col(Payout.confirmed_at).desc(), col(Payout.id).desc())
+        .limit(MAX_PAYOUTS)
+    ).all()
+    earned_total = session.exec(
+        select(func.coalesce(func.sum(Payout.amount), 0)).where(
+            col(Payout.payout_address).in_(addresses)
+        )
+    ).one()
+    paid = {p.job_id for p, _ in payout_rows}
+    payouts = tuple(
+        PayoutView(
+            job_id=job_id,
+            payout_address=p.payout_address,
+            amount=p.amount,
+            tx_hash=p.tx_hash,
+            confirmed_at=p.confirmed_at,
+            explorer=explorer_links(network, devnet_url, p.tx_hash),
+        )
+        for p, job_id in payout_rows
+    )
+    return Balance(
+        target=target,
+        addresses=tuple(addresses),
+        ntx_unit=ntx_unit,
+        available=_available(lookups, addresses),
+        in_escrow=_in_escrow(session, lookups, [i for i in owner_ids if i is not None]),
+        earned=Amount(None, int(earned_total)),
+        pending_settlement=_pending(session, lookups, addresses, paid),
+        payouts=payouts,
+    )
+
+
+def record_payout(
+    session: Session,
+    job: Job,
+    *,
+    payout_address: str,
+    amount: int,
+    tx_hash: str,
+    confirmed_at: Any,
+) -> Payout:
+    """Record a payout confirmed on chain (idempotent per tx and job) and queue the owner's
+    'settled' notification in the same transaction; commits."""
+    from api.services.notifications import notify_settled
+
+    if amount < 0:
+        raise BadRequest("payout amount must not be negative")
+    if len(tx_hash) != 64 or any(c not in "0123456789abcdef" for c in tx_hash):
+        raise BadRequest("tx_hash must be 64 lowercase hex digits")
+    assert job.id is not None
+    row = session.exec(
+        select(Payout).where(Payout.job_id == job.id, Payout.tx_hash == tx_hash)
+    ).first()
+    if row is None:
+        row = Payout(
+            job_id=job.id,
+            payout_address=payout_address,
+            amount=amount,
+            tx_hash=tx_hash,
+            confirmed_at=confirmed_at,
+        )
+        session.add(row)
+    notify_settled(session, job, tx_hash, confirmed_at)
+    session.commit()
+    return row
+
+
+@dataclass(frozen=True)
+class BalanceSources:
+    """Where balances read the chain and the oracle from, and how results are labelled."""
+
+    lookups: CachedLookups
+    devnet_url: str
+    ntx_unit: str | None
+
+    @classmethod
+    def from_settings(cls, settings: Any, *, ttl_s: float = 10.0) -> BalanceSources:
+        from chain.offchain.backends import chain_context
+
+        policy = str(settings.ntx_policy_id or "").lower()
+        unit = policy + str(settings.ntx_asset_name or "").lower() if policy else None
+        oracle_url = str(getattr(settings, "oracle_url", "") or "")
+        chain = ContextChainReader(lambda: chain_context(settings), unit)
+        oracle = HttpOracleReader(oracle_url) if oracle_url else None
+        return cls(CachedLookups(chain, oracle, ttl_s=ttl_s), settings.devnet_url, unit)

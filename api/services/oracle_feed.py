@@ -1,0 +1,220 @@
+"""What the oracle reads about jobs and workers, and the submitter's escrow record.
+
+The feed hands the oracle the facts it cannot see on chain: the job spec (as the canonical
+JSON its id hashes), the escrow out-ref the submitter recorded, the lease that completed the
+job (worker key, payout address from the provider's binding, the nonce revealed at claim,
+GPUs leased, start and completion times) and the SHA-256 of every uploaded result.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlmodel import Session, col, select
+
+from api.errors import BadRequest, Conflict, NotFound
+from api.models import Job, JobEscrow, JobResult, Lease, Provider, User
+from api.services.jobs import get_job
+from proofnet.messages.jobspec import JobSpec
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _iso(at: datetime) -> str:
+    # SQLite hands datetimes back naive; every time the API stores is UTC.
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).isoformat()
+
+
+def completing_lease(session: Session, job: Job) -> Lease | None:
+    return session.exec(
+        select(Lease)
+        .where(Lease.job_id == job.id, Lease.outcome == "completed")
+        .order_by(col(Lease.id).desc())
+    ).first()
+
+
+def job_feed(session: Session, job_id: str) -> dict[str, Any]:
+    job = session.exec(select(Job).where(Job.job_id == job_id)).first()
+    if job is None:
+        raise NotFound(f"no job {job_id}")
+    spec = JobSpec.from_dict(job.spec)
+    escrow = session.exec(select(JobEscrow).where(JobEscrow.job_id == job.id)).first()
+    lease = completing_lease(session, job)
+    lease_view = None
+    results: dict[str, str] = {}
+    if lease is not None:
+        provider = session.get(Provider, lease.provider_id)
+        assert provider is not None and lease.ended_at is not None
+        lease_view = {
+            "worker_key": provider.worker_key,
+            "payout_address": provider.payout_address,
+            "nonce": lease.nonce,
+            "gpus": job.gpu_count,
+            "started_at": _iso(lease.created_at),
+            "completed_at": _iso(lease.ended_at),
+            "attempt": lease.attempt,
+        }
+        rows = session.exec(select(JobResult).where(JobResult.lease_id == lease.id)).all()
+        results = {r.name: r.sha256 for r in rows}
+    return {
+        "job_id": job.job_id,
+        "spec": spec.canonical_bytes().decode("utf-8"),
+        "status": job.status,
+        "escrow": None if escrow is None else {"tx_id": escrow.tx_id, "index": escrow.output_index},
+        "lease": lease_view,
+        "results": results,
+    }
+
+
+def job_result_row(session: Session, job_id: str, name: str) -> JobResult:
+    """An upload of the lease that completed the job (what the attestation covers)."""
+    job = session.exec(select(Job).where(Job.job_id == job_id)).first()
+    if job is None:
+        raise NotFound(f"no job {job_id}")
+    lease = completing_lease(session, job)
+    row = None
+    if lease is not None:
+        row = session.exec(
+            select(JobResult).where(JobResult.lease_id == lease.id, JobResult.name == name)
+        ).first()
+    if row is None:
+        raise NotFound(f"job {job_id} has no completed upload {name!r}")
+    return row
+
+
+def worker_feed(session: Session, worker_key: str, network: str) -> dict[str, Any]:
+    provider = session.exec(select(Provider).where(Provider.worker_key == worker_key)).first()
+    if provider is None:
+        raise NotFound(f"worker {worker_key} is not registered")
+    return {
+        "worker_key": provider.worker_key,
+        "key_id": provider.key_id,
+        "payout_address": provider.payout_address,
+        "binding": provider.binding,
+        "network": network,
+        "registered_at": _iso(provider.registered_at),
+    }
+
+
+# --- the submitter records the escrow ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EscrowOnChain:
+    """What the chain says about an output claimed to be a job's escrow."""
+
+    payment_script_hash: str | None
+    datum_job_id: bytes | None  # None when the output has no EscrowDatum inline
+    budget: int
+    deadline_ms: int
+    spent: bool
+
+
+class EscrowCheckError(BadRequest):
+    """The out-ref is not an unspent escrow for this job."""
+
+
+def check_escrow(
+    found: EscrowOnChain | None, *, job_id: str, escrow_script_hash: str, ref: str
+) -> EscrowOnChain:
+    if found is None:
+        raise EscrowCheckError(f"output {ref} does not exist on chain (not yet confirmed?)")
+    if found.payment_script_hash != escrow_script_hash:
+        raise EscrowCheckError(f"output {ref} is not at the escrow script address")
+    if found.spent:
+        raise EscrowCheckError(f"escrow {ref} is already spent")
+    if found.datum_job_id is None:
+        raise EscrowCheckError(f"output {ref} has no inline escrow datum")
+    if found.datum_job_id != bytes.fromhex(job_id):
+        raise EscrowCheckError(f"escrow {ref} is for job {found.datum_job_id.hex()}, not {job_id}")
+    return found
+
+
+def record_escrow(
+    session: Session,
+    owner: User,
+    job_id: str,
+    *,
+    tx_id: str,
+    index: int,
+    found: EscrowOnChain,
+    now: datetime,
+) -> JobEscrow:
+    """Record (or replace, until the job completed) the job's escrow out-ref."""
+    job = get_job(session, owner, job_id)
+    assert job.id is not None
+    taken = session.exec(
+        select(JobEscrow).where(JobEscrow.tx_id == tx_id, JobEscrow.output_index == index)
+    ).first()
+    if taken is not None and taken.job_id != job.id:
+        raise Conflict(f"escrow {tx_id}#{index} is already recorded for another job")
+    row = session.exec(select(JobEscrow).where(JobEscrow.job_id == job.id)).first()
+    if (
+        row is not None
+        and job.status == "completed"
+        and (row.tx_id, row.output_index)
+        != (
+            tx_id,
+            index,
+        )
+    ):
+        raise Conflict("the job completed; its escrow can no longer be changed")
+    if row is None:
+        row = JobEscrow(
+            job_id=job.id,
+            tx_id=tx_id,
+            output_index=index,
+            budget=found.budget,
+            deadline_ms=found.deadline_ms,
+            recorded_at=now,
+        )
+    else:
+        row.tx_id, row.output_index = tx_id, index
+        row.budget, row.deadline_ms, row.recorded_at = found.budget, found.deadline_ms, now
+    session.add(row)
+    session.commit()
+    return row
+
+
+def lookup_escrow_output(context: Any, tx_id: str, index: int) -> EscrowOnChain | None:
+    """Read one output through a Blockfrost-shaped chain context (`/txs/{hash}/utxos`)."""
+    from pycardano import Address, ScriptHash
+
+    from chain.contracts.types import EscrowDatum
+
+    if not _HEX64.fullmatch(tx_id):
+        raise BadRequest("tx_id must be 64 lowercase hex digits")
+    api = getattr(context, "api", None)
+    if api is None or not hasattr(api, "transaction_utxos"):
+        raise BadRequest("the API's chain backend cannot look up outputs by transaction")
+    try:
+        body = api.transaction_utxos(hash=tx_id, return_type="json")
+    except Exception as exc:
+        if getattr(exc, "status_code", None) == 404:
+            return None
+        raise EscrowBackendError(f"chain backend failed: {exc}") from exc
+    for out in body.get("outputs", []):
+        if int(out["output_index"]) != index:
+            continue
+        try:
+            part = Address.from_primitive(out["address"]).payment_part
+            script = part.payload.hex() if isinstance(part, ScriptHash) else None
+        except Exception:
+            script = None
+        datum_job: bytes | None = None
+        budget = deadline = 0
+        if out.get("inline_datum"):
+            try:
+                datum = EscrowDatum.from_cbor(bytes.fromhex(out["inline_datum"]))
+                datum_job, budget, deadline = bytes(datum.job_id), datum.budget, datum.deadline
+            except Exception:
+                datum_job = None
+        return EscrowOnChain(script, datum_job, budget, deadline, bool(out.get("consumed_by_tx")))
+    return None
+
+
+class EscrowBackendError(Exception):
+    """The chain backend could not be asked (503 to the client)."""

@@ -1,0 +1,143 @@
+"""Pricing rules: how a job's metered use turns into NTX, one pluggable rule per pricing kind.
+
+A rule is looked up by the `kind` of the spec's pricing (`fixed`, `rate_card`), so adding a
+pricing scheme is: a new `JobSpec` pricing variant with its own `kind`, plus a rule object
+registered here under that name. No route or estimate code changes.
+
+The auction seam: an auction would be a rule whose `quote` reads the open bids for the job
+(a bids table the API does not have yet) instead of the published rate cards, and whose
+settlement amount is the clearing price. The `MarketRate` inputs are deliberately plain
+values so a bid book can be handed over in the same shape. There is no auction rule today:
+a spec with an unknown kind is refused by `rule_for` with a clear error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from proofnet.messages.jobspec import FixedPrice, JobSpec, RateCardPrice
+
+
+class PricingError(ValueError):
+    """No rule prices this kind of job."""
+
+
+@dataclass(frozen=True)
+class Span:
+    """A closed range of non-negative figures, low <= high."""
+
+    low: float
+    high: float
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.low <= self.high:
+            raise ValueError(f"invalid range [{self.low}, {self.high}]")
+
+    def scaled(self, factor: float) -> Span:
+        return Span(self.low * factor, self.high * factor)
+
+
+@dataclass(frozen=True)
+class MarketRate:
+    """One provider's asking price for one GPU model."""
+
+    provider: str
+    gpu_model: str
+    ntx_per_gpu_hour: int
+
+    @property
+    def ntx_per_gpu_second(self) -> float:
+        return self.ntx_per_gpu_hour / 3600.0
+
+
+@dataclass(frozen=True)
+class Quote:
+    """What a job would cost, in NTX base units, as a range; `cap` is what the escrow locks."""
+
+    rule: str
+    low: int
+    high: int
+    cap: int
+    basis: str
+
+
+class PricingRule(Protocol):
+    @property
+    def name(self) -> str:
+        """The pricing kind this rule prices (`JobSpec.pricing.kind`)."""
+        ...
+
+    def quote(self, spec: JobSpec, gpu_seconds: Span, rates: Sequence[MarketRate]) -> Quote:
+        """The cost of running `spec` for `gpu_seconds` on a market offering `rates`."""
+        ...
+
+
+@dataclass(frozen=True)
+class FixedPriceRule:
+    name: str = "fixed"
+
+    def quote(self, spec: JobSpec, gpu_seconds: Span, rates: Sequence[MarketRate]) -> Quote:
+        if not isinstance(spec.pricing, FixedPrice):
+            raise PricingError(f"the fixed-price rule cannot price {spec.pricing.kind!r}")
+        amount = spec.pricing.amount
+        return Quote(self.name, amount, amount, amount, "fixed price: the run time does not matter")
+
+
+@dataclass(frozen=True)
+class RateCardRule:
+    """GPU-seconds times the per-GPU-second rates of the providers the job fits, capped at
+    the spec's `max_amount`.
+
+    The spec names its rate card by digest; the API has no store of rate card documents, so
+    the range spans the rate cards the fitting providers publish now (their asking prices
+    per GPU-hour), which is what a submitter can actually buy at.
+    """
+
+    name: str = "rate_card"
+
+    def quote(self, spec: JobSpec, gpu_seconds: Span, rates: Sequence[MarketRate]) -> Quote:
+        if not isinstance(spec.pricing, RateCardPrice):
+            raise PricingError(f"the rate-card rule cannot price {spec.pricing.kind!r}")
+        cap = spec.pricing.max_amount
+        if spec.resources.gpus == 0:
+            return Quote(self.name, 0, cap, cap, "CPU-only job: rate cards price GPU time only")
+        if not rates:
+            return Quote(
+                self.name, 0, cap, cap, "no fitting provider publishes a rate card: up to the cap"
+            )
+        cheapest = min(r.ntx_per_gpu_second for r in rates)
+        dearest = max(r.ntx_per_gpu_second for r in rates)
+        low = min(cap, math.floor(gpu_seconds.low * cheapest))
+        high = min(cap, math.ceil(gpu_seconds.high * dearest))
+        basis = (
+            f"{len(rates)} rate card(s), {cheapest * 3600:g}-{dearest * 3600:g} NTX per GPU-hour"
+            f", capped at {cap}"
+        )
+        return Quote(self.name, low, high, cap, basis)
+
+
+_RULES: dict[str, PricingRule] = {}
+
+
+def register_rule(rule: PricingRule) -> None:
+    """Make `rule` price specs whose pricing kind is `rule.name` (replacing any earlier)."""
+    _RULES[rule.name] = rule
+
+
+def rule_for(kind: str) -> PricingRule:
+    try:
+        return _RULES[kind]
+    except KeyError:
+        known = ", ".join(sorted(_RULES))
+        raise PricingError(f"no pricing rule for {kind!r} (known: {known})") from None
+
+
+def registered_rules() -> tuple[str, ...]:
+    return tuple(sorted(_RULES))
+
+
+register_rule(FixedPriceRule())
+register_rule(RateCardRule())

@@ -1,0 +1,192 @@
+"""The oracle's HTTP service: `create_app(...)` builds it; nothing happens at import.
+
+Routes:
+- `POST /api/v1/attestations` (body: COSE_Sign1 bytes, `Content-Type: application/cose`).
+  The worker's COSE signature is the authentication: unsigned, forged or misaddressed
+  attestations are refused with 4xx and a reason code and are never stored. Accepted ones
+  answer 202 `{id, status}` (200 with the stored row for a repeat).
+- `GET /api/v1/attestations/{id}` and `GET /api/v1/jobs/{job_id}/attestations`: status and
+  reason. Public on purpose: an attestation holds nothing secret (the settlement publishes
+  every paid attestation in its bundle for auditors), ids are opaque row numbers, and a
+  submitter or provider can read where a payout stands without signing in anywhere.
+- `GET /metrics`: Prometheus text from the oracle's own registry.
+
+`lifespan_hooks` are async context-manager factories taking the app, entered after the
+intake starts and left before it stops (the settlement engine starts its scheduler there);
+`routers` are included under the app (e.g. the settlement engine's bundle and quorum routes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from sqlalchemy import Engine
+from starlette.concurrency import run_in_threadpool
+
+from oracle.db import make_engine
+from oracle.intake import Intake
+from oracle.metrics import CONTENT_TYPE, OracleMetrics
+from oracle.models import AttestationRecord
+from oracle.store import AttestationStore
+from oracle.verify import Rejection, VerificationContext
+from proofnet.messages.oracle_api import (
+    ATTESTATIONS_PATH,
+    COSE_CONTENT_TYPE,
+    MAX_ATTESTATION_BYTES,
+)
+from proofnet.settings import Settings, build_settings
+
+log = logging.getLogger("oracle.app")
+
+LifespanHook = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
+
+
+def attestation_view(row: AttestationRecord) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "status": row.status,
+        "reason": row.reason or None,
+        "message": row.message or None,
+        "job_id": row.job_id,
+        "escrow": {"tx_id": row.escrow_tx_id, "index": row.escrow_index},
+        "worker_key": row.worker_key,
+        "payout_address": row.payout_address,
+        "amount": row.amount,
+        "leaf_hash": row.leaf_hash,
+        "received_at": row.received_at.isoformat(),
+        "updated_at": row.updated_at.isoformat(),
+    }
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    context: VerificationContext | Callable[[AttestationStore], VerificationContext] | None = None,
+    engine: Engine | None = None,
+    database_url: str | None = None,
+    metrics: OracleMetrics | None = None,
+    workers: int = 2,
+    inline: bool = False,
+    sweep_interval_s: float = 5.0,
+    lifespan_hooks: Sequence[LifespanHook] = (),
+    routers: Sequence[APIRouter] = (),
+    verifier: str = "",
+) -> FastAPI:
+    """Build the oracle app.
+
+    `context` is the verification context, or a factory given the store (the context reads
+    the store); by default it is built from `settings` (`oracle.service.context_from_settings`:
+    chain backend, API feed signed with the oracle key, spot checks). The database is
+    `engine`, else `database_url`, else `settings.database_url`.
+    """
+    settings = settings or build_settings()
+    owns_engine = engine is None
+    db = engine if engine is not None else make_engine(database_url or settings.database_url)
+    store = AttestationStore(db)
+    metrics = metrics or OracleMetrics()
+    if context is None:
+        from oracle.service import context_from_settings
+
+        ctx = context_from_settings(settings, store, metrics)
+    elif isinstance(context, VerificationContext):
+        ctx = context
+    else:
+        ctx = context(store)
+    intake = Intake(store, ctx, metrics, workers=workers, inline=inline, verifier=verifier)
+
+    def pending() -> float:
+        try:
+            return float(store.count_by_status().get("received", 0))
+        except Exception:  # a scrape must not fail because the database blinked
+            return float("nan")
+
+    metrics.track_pending(pending)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await run_in_threadpool(store.create_schema)
+        task = asyncio.create_task(_sweeper(intake, sweep_interval_s))
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                for hook in lifespan_hooks:
+                    await stack.enter_async_context(hook(app))
+                yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await run_in_threadpool(intake.close)
+            if owns_engine:
+                db.dispose()
+
+    app = FastAPI(title="proofnet oracle", version="1", lifespan=lifespan, docs_url="/api/v1/docs")
+    app.state.settings = settings
+    app.state.store = store
+    app.state.engine = db
+    app.state.metrics = metrics
+    app.state.intake = intake
+    app.state.context = ctx
+
+    @app.post(ATTESTATIONS_PATH, status_code=202)
+    async def submit_attestation(request: Request) -> JSONResponse:
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type != COSE_CONTENT_TYPE:
+            raise HTTPException(415, f"send the COSE_Sign1 bytes as {COSE_CONTENT_TYPE}")
+        body = bytearray()
+        async for chunk in request.stream():
+            body.extend(chunk)
+            if len(body) > MAX_ATTESTATION_BYTES:
+                raise HTTPException(413, f"attestations are at most {MAX_ATTESTATION_BYTES} bytes")
+        try:
+            accepted = await run_in_threadpool(intake.accept, bytes(body))
+        except Rejection as exc:
+            return JSONResponse(
+                status_code=422 if exc.reason == "malformed" else 400,
+                content={"detail": exc.message, "reason": str(exc.reason)},
+            )
+        view = attestation_view(accepted.record)
+        return JSONResponse(
+            status_code=202 if accepted.created else 200,
+            content={"id": view["id"], "status": view["status"], "duplicate": not accepted.created},
+        )
+
+    @app.get(ATTESTATIONS_PATH + "/{attestation_id}")
+    async def get_attestation(attestation_id: int) -> dict[str, Any]:
+        row = await run_in_threadpool(store.get, attestation_id)
+        if row is None:
+            raise HTTPException(404, f"no attestation {attestation_id}")
+        return attestation_view(row)
+
+    @app.get("/api/v1/jobs/{job_id}/attestations")
+    async def job_attestations(job_id: str) -> dict[str, Any]:
+        rows = await run_in_threadpool(store.for_job, job_id)
+        return {"job_id": job_id, "data": [attestation_view(r) for r in rows]}
+
+    @app.get("/metrics")
+    async def metrics_route() -> Response:
+        body = await run_in_threadpool(metrics.render)
+        return Response(content=body, media_type=CONTENT_TYPE)
+
+    @app.get("/api/v1/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    for router in routers:
+        app.include_router(router)
+    return app
+
+
+async def _sweeper(intake: Intake, interval: float) -> None:
+    while True:
+        try:
+            await run_in_threadpool(intake.sweep)
+        except Exception:  # one failed pass (database restart) must not stop the sweeps
+            log.exception("verification sweep failed")
+        await asyncio.sleep(interval)

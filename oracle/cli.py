@@ -1,0 +1,62 @@
+"""`proofnet oracle ...`: serve the oracle, create its key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, help="Verify attestations and settle payouts in batches.")
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", help="interface to listen on"),
+    port: int = typer.Option(8100, help="port to listen on"),
+    key_file: Path | None = typer.Option(
+        None, "--key-file", help="oracle signing key (default: $PROOFNET_ORACLE_KEY_FILE)"
+    ),
+    workers: int = typer.Option(2, min=1, help="verification threads"),
+) -> None:
+    """Serve the oracle: attestation intake, verification, metrics."""
+    import uvicorn
+
+    from oracle import logs
+    from oracle.app import create_app
+    from oracle.keys import OracleKeyError
+    from oracle.metrics import OracleMetrics
+    from oracle.service import context_from_settings, oracle_key
+    from proofnet.settings import build_settings
+
+    settings = build_settings()
+    try:
+        key = oracle_key(settings, key_file)
+    except OracleKeyError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--key-file") from exc
+    logs.configure()
+    metrics = OracleMetrics()
+    application = create_app(
+        settings,
+        context=lambda store: context_from_settings(settings, store, metrics, key=key),
+        metrics=metrics,
+        workers=workers,
+        verifier=key.public_key_hex[:16],
+    )
+    uvicorn.run(application, host=host, port=port, log_level="warning")
+
+
+@app.command("keygen")
+def keygen(path: Path = typer.Argument(..., help="where to write the new key (0600)")) -> None:
+    """Create an oracle signing key and print its public key (list it in the API config)."""
+    from oracle.keys import write_key
+
+    if path.exists():
+        raise typer.BadParameter(f"{path} exists; refusing to overwrite a key", param_hint="PATH")
+    key = write_key(path)
+    typer.echo(key.public_key_hex)
+
+
+# The settlement engine's commands (`settle`) live beside it.
+from oracle.settlement.cli import register as _register_settlement  # noqa: E402
+
+_register_settlement(app)

@@ -1,0 +1,61 @@
+"""Wiring: a `VerificationContext` from settings (chain backend, API feed, spot checks)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from chain.offchain.backends import chain_context
+from chain.offchain.scripts import apply_params, script_hash
+from oracle.chain import chain_view_for
+from oracle.feed_client import HttpApiFeed
+from oracle.keys import OracleKey, OracleKeyError, load_key
+from oracle.metrics import OracleMetrics
+from oracle.spotcheck import LocalSpotChecker, RepoCache
+from oracle.store import AttestationStore
+from oracle.verify import VerificationContext
+from proofnet.settings import Settings
+
+
+@functools.lru_cache(maxsize=1)
+def escrow_script_hash() -> str:
+    """The escrow validator's hash (it takes no parameters, so every deployment shares it)."""
+    return script_hash(apply_params("escrow")).payload.hex()
+
+
+def oracle_key(settings: Settings, key_file: Path | None = None) -> OracleKey:
+    path = key_file or settings.oracle_key_file
+    if path is None:
+        raise OracleKeyError("no oracle key: pass --key-file or set PROOFNET_ORACLE_KEY_FILE")
+    return load_key(path)
+
+
+def context_from_settings(
+    settings: Settings,
+    store: AttestationStore,
+    metrics: OracleMetrics,
+    *,
+    key: OracleKey | None = None,
+    spot_check_timeout_s: float = 600.0,
+    spot_checks: bool = True,
+) -> VerificationContext:
+    """`spot_checks=False` leaves proof-of-training replays out (for jobs without a proof
+    directory, e.g. the devnet demo); every other check still runs."""
+    key = key or oracle_key(settings)
+    feed = HttpApiFeed(
+        settings.api_url, key.signing_key, settings.network, on_error=metrics.feed_error
+    )
+    chain = chain_view_for(chain_context(settings), on_error=metrics.chain_error)
+    repos = RepoCache(Path(settings.data_dir) / "oracle" / "repos")
+    return VerificationContext(
+        network=settings.network,
+        escrow_script_hash=escrow_script_hash(),
+        chain=chain,
+        feed=feed,
+        store=store,
+        ntx_policy=settings.ntx_policy_id or None,
+        ntx_name=settings.ntx_asset_name,
+        spot_checker=LocalSpotChecker(feed, repos, timeout_s=spot_check_timeout_s)
+        if spot_checks
+        else None,
+    )

@@ -1,0 +1,385 @@
+"""M-of-N co-signing of settlement batches.
+
+The proposer picks which oracles will sign before building (their key hashes are the
+transaction's required signers, so they are part of the signed body): itself plus the
+first healthy co-signers not in a refusal cool-down. It sends the unsigned transaction and
+the attestation bundle to each (`POST /api/v1/quorum/sign`) and assembles once it holds M
+witnesses.
+
+A co-signer trusts nothing it is sent. It re-verifies every attestation of the bundle with
+its own intake pipeline (its store, its chain view), decodes the transaction and checks that
+it pays exactly what the attestations claim: its escrow inputs are exactly the attested
+escrows, each redeemer entry pays the attested provider the attested amount in an output
+that holds exactly that, the rest of each escrow goes back to its submitter, the redeemer's
+Merkle root is the bundle's, no NTX of an escrow goes anywhere else, and nothing is minted
+or certified. Only then does it return its VKey witness over the body.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+from pycardano import (
+    Address,
+    PaymentSigningKey,
+    RedeemerMap,
+    RedeemerTag,
+    ScriptHash,
+    Transaction,
+    TransactionOutput,
+    VerificationKeyHash,
+)
+
+from chain.contracts import types as t
+from chain.offchain.builders.deployment import Deployment
+from chain.offchain.builders.onchain import address_from_data, datum_cbor
+
+from .bundle import BundleError, parse_bundle
+from .ports import (
+    ChainView,
+    OutRef,
+    QuorumNotReached,
+    SettlementError,
+    UnsignedBatch,
+)
+
+log = logging.getLogger("oracle.settlement")
+
+SIGN_PATH = "/api/v1/quorum/sign"
+
+
+class QuorumRefusal(SettlementError):
+    """This co-signer will not sign the batch; `reason` says which check failed."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class VerifiedClaim:
+    escrow: OutRef
+    payout_address: str
+    amount: int
+
+
+class AttestationVerifier(Protocol):
+    def verify(self, cose: bytes) -> VerifiedClaim:
+        """Raise `QuorumRefusal` unless the attestation passes this oracle's checks."""
+        ...
+
+
+class IntakeVerifier:
+    """The intake's pipeline (`oracle.verify.verify`) against this oracle's own store and
+    chain view; an attestation this oracle already stored counts as itself, not a replay."""
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+
+    def verify(self, cose: bytes) -> VerifiedClaim:
+        from oracle.verify import Rejection, authenticate, verify
+
+        try:
+            att = authenticate(cose, self.context)
+        except Rejection as exc:
+            raise QuorumRefusal(f"attestation refused: {exc}") from exc
+        own_id = self.context.store.holder_of_leaf(att.leaf_hash().hex())
+        result = verify(cose, self.context, own_id=own_id)
+        if not result.ok:
+            raise QuorumRefusal(
+                f"attestation for escrow {att.domain.escrow.tx_id}#{att.domain.escrow.index} "
+                f"{result.outcome}: {result.reason} {result.message}"
+            )
+        ref = att.domain.escrow
+        return VerifiedClaim(OutRef(ref.tx_id, ref.index), att.payout_address, att.amount)
+
+
+class SignatureVerifier:
+    """Signature, encoding and domain only (network, escrow script): for a co-signer that
+    has no API feed to run the full intake pipeline against. The escrow, payout and amount
+    are still checked against the chain by `CoSigner`."""
+
+    def __init__(self, network: str, escrow_script_hash: str) -> None:
+        self.network = network
+        self.escrow_script_hash = escrow_script_hash
+
+    def verify(self, cose: bytes) -> VerifiedClaim:
+        from proofnet.messages.attestation import AttestationError, verify_attestation
+
+        try:
+            att = verify_attestation(
+                cose, expected_network=self.network, expected_script_hash=self.escrow_script_hash
+            )
+        except AttestationError as exc:
+            raise QuorumRefusal(f"attestation refused: {exc}") from exc
+        ref = att.domain.escrow
+        return VerifiedClaim(OutRef(ref.tx_id, ref.index), att.payout_address, att.amount)
+
+
+@dataclass
+class CoSigner:
+    """What `POST /api/v1/quorum/sign` runs."""
+
+    deployment: Deployment
+    chain: ChainView
+    key: PaymentSigningKey
+    verifier: AttestationVerifier
+
+    @classmethod
+    def for_engine(cls, engine: Any, app: Any) -> CoSigner:
+        builder = engine.builder
+        return cls(
+            builder.deployment, engine.chain, builder.oracle_key, IntakeVerifier(app.state.context)
+        )
+
+    @property
+    def key_hash(self) -> VerificationKeyHash:
+        return self.key.to_verification_key().hash()
+
+    def review(self, tx_cbor: bytes, bundle_body: bytes) -> bytes:
+        """The VKey witness CBOR, or `QuorumRefusal`."""
+        try:
+            bundle = parse_bundle(bundle_body)
+        except BundleError as exc:
+            raise QuorumRefusal(str(exc)) from exc
+        try:
+            tx = Transaction.from_cbor(tx_cbor)
+        except Exception as exc:  # pycardano raises assorted types on bad CBOR
+            raise QuorumRefusal(f"not a transaction: {exc}") from exc
+        body = tx.transaction_body
+        if self.key_hash not in (body.required_signers or []):
+            raise QuorumRefusal("this oracle is not a required signer of the batch")
+        if body.mint or body.certificates or body.ttl is None:
+            raise QuorumRefusal("a batch mints nothing, certifies nothing and has a TTL")
+        redeemer = _batch_redeemer(tx, self.deployment)
+        if bytes(redeemer.merkle_root) != bundle.merkle_root:
+            raise QuorumRefusal("the redeemer's Merkle root is not the bundle's")
+        claims = [self.verifier.verify(cose) for cose in bundle.cose]
+        self._check_payments(tx, redeemer, claims)
+        from pycardano import VerificationKeyWitness
+
+        body_hash = body.hash()
+        witness = VerificationKeyWitness(self.key.to_verification_key(), self.key.sign(body_hash))
+        log.info(
+            "co-signed batch tx %s",
+            body_hash.hex(),
+            extra={"job": "quorum", "tx_id": body_hash.hex()},
+        )
+        return bytes(witness.to_cbor())
+
+    def _check_payments(
+        self, tx: Transaction, redeemer: t.BatchSettle, claims: Sequence[VerifiedClaim]
+    ) -> None:
+        body = tx.transaction_body
+        inputs = sorted(body.inputs, key=lambda i: (i.transaction_id.payload, i.index))
+        by_escrow = {str(c.escrow): c for c in claims}
+        if len(by_escrow) != len(claims):
+            raise QuorumRefusal("two attestations claim one escrow")
+        escrow_hash = ScriptHash(bytes.fromhex(self.deployment.escrow_hash))
+        policy, name = (
+            bytes.fromhex(self.deployment.ntx_policy),
+            bytes.fromhex(self.deployment.ntx_name),
+        )
+        network = self.deployment.pycardano_network
+        outputs = body.outputs
+        entries = {e.input_index: e for e in redeemer.entries}
+        used_outputs: set[int] = set()
+        escrow_ntx = 0
+        other_ntx_in = 0
+        seen: set[str] = set()
+        for index, tx_in in enumerate(inputs):
+            ref = OutRef(tx_in.transaction_id.payload.hex(), tx_in.index)
+            output = self._resolve(ref)
+            if output.address.payment_part != escrow_hash:
+                other_ntx_in += _ntx(output, policy, name)
+                continue
+            claim = by_escrow.get(str(ref))
+            if claim is None:
+                raise QuorumRefusal(f"input {ref} is an escrow no attestation claims")
+            entry = entries.get(index)
+            if entry is None:
+                raise QuorumRefusal(f"escrow input {ref} has no redeemer entry")
+            seen.add(str(ref))
+            try:
+                datum = t.EscrowDatum.from_cbor(datum_cbor(output.datum))
+            except Exception as exc:  # foreign data
+                raise QuorumRefusal(f"escrow {ref} has no EscrowDatum: {exc}") from exc
+            held = _ntx(output, policy, name)
+            escrow_ntx += held
+            if len(entry.payouts) != 1:
+                raise QuorumRefusal(f"escrow {ref} must have exactly its one attested payout")
+            (payout,) = entry.payouts
+            payee = address_from_data(payout.address, network)
+            if str(payee) != claim.payout_address or payout.amount != claim.amount:
+                raise QuorumRefusal(f"escrow {ref}: payout differs from its attestation")
+            paid_out = _output(outputs, payout.output_index)
+            if (
+                str(paid_out.address) != claim.payout_address
+                or _ntx(paid_out, policy, name) != claim.amount
+                or _token_count(paid_out) != 1
+            ):
+                raise QuorumRefusal(f"escrow {ref}: output {payout.output_index} does not pay it")
+            refund = _output(outputs, entry.refund_index)
+            submitter = address_from_data(datum.submitter, network)
+            if refund.address != submitter or _ntx(refund, policy, name) != held - claim.amount:
+                raise QuorumRefusal(f"escrow {ref}: the remainder does not go to its submitter")
+            if refund.amount.coin < output.amount.coin - paid_out.amount.coin:
+                raise QuorumRefusal(f"escrow {ref}: ADA of the escrow leaves elsewhere")
+            for i in (payout.output_index, entry.refund_index):
+                if i in used_outputs:
+                    raise QuorumRefusal(f"output {i} serves two obligations")
+                used_outputs.add(i)
+        missing = set(by_escrow) - seen
+        if missing:
+            raise QuorumRefusal(f"attested escrows not spent by the batch: {sorted(missing)}")
+        if len(entries) != len(seen):
+            raise QuorumRefusal("the redeemer names inputs that are not escrows")
+        # Nothing else leaves the escrows: the NTX outside the entries' outputs is exactly
+        # what the non-escrow inputs brought.
+        elsewhere = sum(
+            _ntx(o, policy, name) for i, o in enumerate(outputs) if i not in used_outputs
+        )
+        paid_in_entries = sum(_ntx(outputs[i], policy, name) for i in used_outputs)
+        if paid_in_entries != escrow_ntx or elsewhere != other_ntx_in:
+            raise QuorumRefusal("escrow NTX would leave to outputs no attestation names")
+
+    def _resolve(self, ref: OutRef) -> TransactionOutput:
+        spend = self.chain.spend_status(ref)
+        if not spend.exists or spend.spent_by is not None:
+            raise QuorumRefusal(f"input {ref} is not an unspent output on this oracle's chain")
+        raw = self.chain.output_cbor(ref)
+        if raw is None:
+            raise QuorumRefusal(f"input {ref} is unknown to this oracle's chain")
+        return TransactionOutput.from_cbor(raw)
+
+
+def _batch_redeemer(tx: Transaction, deployment: Deployment) -> t.BatchSettle:
+    redeemers = tx.transaction_witness_set.redeemer
+    if not isinstance(redeemers, RedeemerMap):
+        raise QuorumRefusal("the batch carries no redeemer map")
+    withdrawals = [v for k, v in redeemers.items() if k.tag == RedeemerTag.WITHDRAWAL]
+    if len(withdrawals) != 1:
+        raise QuorumRefusal("a batch has exactly one withdrawal redeemer")
+    stake = bytes(deployment.batch_stake_address)
+    if list((tx.transaction_body.withdraws or {}).keys()) != [stake]:
+        raise QuorumRefusal("the batch withdraws from something other than the batch script")
+    try:
+        data = withdrawals[0].data
+        raw = data.to_cbor() if hasattr(data, "to_cbor") else None
+        return t.BatchSettle.from_cbor(raw if raw is not None else datum_cbor(data))
+    except Exception as exc:  # foreign data
+        raise QuorumRefusal(f"the withdrawal redeemer is not a BatchSettle: {exc}") from exc
+
+
+def _ntx(output: TransactionOutput, policy: bytes, name: bytes) -> int:
+    for p, assets in output.amount.multi_asset.items():
+        if p.payload == policy:
+            for n, q in assets.items():
+                if n.payload == name:
+                    return int(q)
+    return 0
+
+
+def _token_count(output: TransactionOutput) -> int:
+    return sum(len(a) for a in output.amount.multi_asset.values())
+
+
+def _output(outputs: Sequence[TransactionOutput], index: int) -> TransactionOutput:
+    if not 0 <= index < len(outputs):
+        raise QuorumRefusal(f"output index {index} out of range")
+    return outputs[index]
+
+
+# --- the proposer's side ---------------------------------------------------------------------
+
+
+@dataclass
+class CoSignerClient:
+    url: str
+    key_hash: str  # hex of the co-signer's payment key hash
+    timeout_s: float = 60.0
+    refused_until: float = 0.0
+
+    def healthy(self) -> bool:
+        try:
+            return (
+                httpx.get(f"{self.url.rstrip('/')}/api/v1/health", timeout=2.0).status_code == 200
+            )
+        except httpx.HTTPError:
+            return False
+
+    def sign(self, unsigned: UnsignedBatch, bundle_body: bytes) -> bytes:
+        try:
+            response = httpx.post(
+                f"{self.url.rstrip('/')}{SIGN_PATH}",
+                json={"tx_cbor": unsigned.tx_cbor.hex(), "bundle": bundle_body.decode()},
+                timeout=self.timeout_s,
+            )
+        except httpx.HTTPError as exc:
+            raise QuorumRefusal(f"co-signer {self.url} unreachable: {exc}") from exc
+        if response.status_code != 200:
+            raise QuorumRefusal(
+                f"co-signer {self.url}: {response.status_code} {response.text[:300]}"
+            )
+        return bytes.fromhex(response.json()["witness"])
+
+
+@dataclass
+class QuorumSigner:
+    """Collects `threshold` witnesses: this oracle's own plus co-signers'."""
+
+    builder: Any  # CardanoSettlementBuilder (has `witness`, `oracle_pkh`)
+    cosigners: list[CoSignerClient]
+    threshold: int
+    cooldown_s: float = 60.0
+    clock: Callable[[], float] = field(default=time.time)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.threshold <= len(self.cosigners) + 1:
+            raise ValueError(f"threshold {self.threshold} not in 1..{len(self.cosigners) + 1}")
+
+    def choose(self) -> list[CoSignerClient]:
+        """The co-signers this batch will name as required signers."""
+        now = self.clock()
+        chosen = []
+        for c in self.cosigners:
+            if len(chosen) == self.threshold - 1:
+                break
+            if c.refused_until <= now and c.healthy():
+                chosen.append(c)
+        if len(chosen) < self.threshold - 1:
+            raise QuorumNotReached(
+                f"only {len(chosen)} of {self.threshold - 1} co-signers are available"
+            )
+        return chosen
+
+    def signers(self) -> list[bytes]:
+        self._chosen = self.choose()
+        own = self.builder.oracle_pkh.payload
+        return [own] + [bytes.fromhex(c.key_hash) for c in self._chosen]
+
+    def witnesses(self, unsigned: UnsignedBatch, bundle_body: bytes) -> list[bytes]:
+        out = [self.builder.witness(unsigned.tx_id)]
+        for c in getattr(self, "_chosen", []):
+            try:
+                out.append(c.sign(unsigned, bundle_body))
+            except QuorumRefusal as exc:
+                c.refused_until = self.clock() + self.cooldown_s
+                log.warning(
+                    "co-signer refused: %s",
+                    exc.reason,
+                    extra={"job": "quorum", "tx_id": unsigned.tx_id},
+                )
+                raise QuorumNotReached(exc.reason) from exc
+        if len(out) < self.threshold:
+            raise QuorumNotReached(f"{len(out)} of {self.threshold} witnesses")
+        return out
+
+
+def parse_address(text: str) -> Address:
+    return Address.from_primitive(text)

@@ -1,0 +1,82 @@
+"""The settlement engine's HTTP routes, included by `oracle.app.create_app(routers=...)`.
+
+- `GET /api/v1/bundles/{sha256}`: the attestation bundle of a batch, byte for byte as its
+  hash in the transaction metadata commits to (auditors fetch it here).
+- `POST /api/v1/quorum/sign` (`{"tx_cbor": hex, "bundle": json text}`): a co-signer's
+  review of a proposed batch; 200 `{"witness": hex}` or 409 `{"detail": reason}`.
+
+The routes read `app.state.settlement_db` (set by the settlement lifespan hook, falling back
+to the intake's `app.state.engine`) and `app.state.settlement_cosigner`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from .models import SettlementBundle
+
+router = APIRouter()
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+MAX_SIGN_BODY = 2_000_000
+
+
+def _db(request: Request) -> Any:
+    state = request.app.state
+    db = getattr(state, "settlement_db", None) or getattr(state, "engine", None)
+    if db is None:
+        raise HTTPException(503, "the settlement store is not configured")
+    return db
+
+
+@router.get("/api/v1/bundles/{sha256}")
+async def bundle(sha256: str, request: Request) -> Response:
+    if not _SHA256.fullmatch(sha256):
+        raise HTTPException(400, "bundle id must be 64 lowercase hex digits (its SHA-256)")
+    db = _db(request)
+
+    def load() -> bytes | None:
+        from sqlmodel import Session
+
+        with Session(db) as session:
+            row = session.get(SettlementBundle, sha256)
+            return None if row is None else row.body
+
+    body = await run_in_threadpool(load)
+    if body is None:
+        raise HTTPException(404, f"no bundle {sha256}")
+    return Response(
+        body,
+        media_type="application/json",
+        headers={"Cache-Control": "public, max-age=31536000, immutable"},
+    )
+
+
+@router.post("/api/v1/quorum/sign")
+async def quorum_sign(request: Request) -> dict[str, str]:
+    from .ports import ChainUnavailable
+    from .quorum import QuorumRefusal
+
+    cosigner = getattr(request.app.state, "settlement_cosigner", None)
+    if cosigner is None:
+        raise HTTPException(503, "this oracle does not co-sign settlements")
+    raw = await request.body()
+    if len(raw) > MAX_SIGN_BODY:
+        raise HTTPException(413, f"body larger than {MAX_SIGN_BODY} bytes")
+    try:
+        payload = await request.json()
+        tx_cbor = bytes.fromhex(payload["tx_cbor"])
+        bundle_body = str(payload["bundle"]).encode()
+    except (ValueError, KeyError, TypeError) as exc:
+        raise HTTPException(400, f"body must be {{tx_cbor: hex, bundle: json}}: {exc}") from exc
+    try:
+        witness = await run_in_threadpool(cosigner.review, tx_cbor, bundle_body)
+    except QuorumRefusal as exc:
+        raise HTTPException(409, exc.reason) from exc
+    except ChainUnavailable as exc:
+        raise HTTPException(503, f"chain backend unavailable: {exc}") from exc
+    return {"witness": witness.hex()}

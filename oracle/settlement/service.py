@@ -1,0 +1,133 @@
+"""Wiring the settlement engine into an oracle process: its settings, the engine over the
+real chain and builders, the app's lifespan hook (start/stop the scheduler) and routers.
+
+    hooks, routers = settlement_extensions(settings, key.signing_key, metrics.registry, db)
+    create_app(settings, ..., engine=db, lifespan_hooks=hooks, routers=routers)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from nacl.signing import SigningKey
+from prometheus_client import CollectorRegistry
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import Engine
+from starlette.concurrency import run_in_threadpool
+
+from proofnet.settings import Settings
+
+from .batcher import ProposerLeaseGuard, SettlementScheduler, default_holder
+from .engine import BatchPolicy, SettlementEngine
+from .intents import IntentLog
+from .metrics import SettlementMetrics
+from .queue import AttestationQueue
+from .watcher import WatchConfig
+
+
+class SettlementSettings(BaseSettings):
+    """`PROOFNET_SETTLEMENT_*` environment variables."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PROOFNET_SETTLEMENT_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+    )
+
+    enabled: bool = False
+    deployment_file: Path | None = None
+    batch_size: int = Field(default=16, ge=1)
+    max_wait_s: float = Field(default=30.0, ge=0)
+    interval_s: float = Field(default=2.0, gt=0)
+    confirmation_depth: int = Field(default=3, ge=1)
+    max_submit_attempts: int = Field(default=3, ge=1)
+    lease_ttl_s: float = Field(default=30.0, gt=0)
+    # Co-signers as JSON: [{"url": "http://...", "key_hash": "<28-byte hex>"}, ...]
+    cosigners: str = "[]"
+    threshold: int = Field(default=1, ge=1)
+    holder: str = ""
+
+
+def build_engine(
+    settings: Settings,
+    config: SettlementSettings,
+    signing_key: SigningKey,
+    db: Engine,
+    registry: CollectorRegistry | None = None,
+) -> SettlementEngine:
+    """The engine over the configured chain backend and deployment."""
+    from pycardano import PaymentSigningKey
+
+    from chain.offchain.backends import chain_context
+    from chain.offchain.builders.deployment import Deployment
+
+    from .builder_port import CardanoSettlementBuilder
+    from .chain_view import BlockfrostChainView
+    from .quorum import CoSignerClient, QuorumSigner
+
+    if config.deployment_file is None:
+        raise ValueError("settlement needs PROOFNET_SETTLEMENT_DEPLOYMENT_FILE")
+    deployment = Deployment.load(config.deployment_file)
+    key = PaymentSigningKey(bytes(signing_key))
+    builder = CardanoSettlementBuilder(chain_context(settings), deployment, key)
+    metrics = SettlementMetrics(registry)
+    cosigners = [CoSignerClient(c["url"], c["key_hash"]) for c in json.loads(config.cosigners)]
+    signer = QuorumSigner(builder, cosigners, config.threshold) if cosigners else None
+    return SettlementEngine(
+        IntentLog(db, AttestationQueue()),
+        BlockfrostChainView.from_settings(settings),
+        builder,
+        signer=signer,
+        policy=BatchPolicy(config.batch_size, config.max_wait_s),
+        watch=WatchConfig(config.confirmation_depth, config.max_submit_attempts),
+        metrics=metrics,
+        proposer=config.holder or default_holder(),
+    )
+
+
+def settlement_extensions(
+    settings: Settings,
+    signing_key: SigningKey,
+    registry: CollectorRegistry | None,
+    db: Engine,
+    config: SettlementSettings | None = None,
+) -> tuple[list[Any], list[APIRouter]]:
+    """Lifespan hooks and routers for `oracle.app.create_app`. The bundle and quorum routes
+    are always served; the scheduler runs only when settlement is enabled."""
+    from .quorum import CoSigner
+    from .routes import router
+
+    config = config or SettlementSettings()
+
+    @contextlib.asynccontextmanager
+    async def hook(app: FastAPI) -> AsyncIterator[None]:
+        import oracle.settlement.models  # noqa: F401  (registers the tables)
+        from oracle.models import metadata
+
+        await run_in_threadpool(metadata.create_all, db)
+        app.state.settlement_db = db
+        scheduler: SettlementScheduler | None = None
+        if config.enabled:
+            engine = await run_in_threadpool(
+                build_engine, settings, config, signing_key, db, registry
+            )
+            app.state.settlement_cosigner = CoSigner.for_engine(engine, app)
+            holder = config.holder or default_holder()
+            scheduler = SettlementScheduler(
+                engine, ProposerLeaseGuard(db, holder, config.lease_ttl_s), config.interval_s
+            )
+            scheduler.start()
+        try:
+            yield
+        finally:
+            if scheduler is not None:
+                await run_in_threadpool(scheduler.stop)
+
+    return [hook], [router]

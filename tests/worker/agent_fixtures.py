@@ -1,0 +1,462 @@
+"""Fixtures for the worker agent tests: a real API over HTTP, a recording oracle, a git repo.
+
+The API is `api.app.create_app` on a SQLite file, served in-thread. Until the API's claim
+answer says which escrow pays for a job, `EscrowDesk` plays that part: a thin ASGI wrapper
+adds the escrow the test recorded for the job to /claim answers (and leaves answers that
+already carry one alone). The oracle is a small FastAPI app that checks every attestation's
+COSE signature and domain with `verify_attestation` and records what it accepted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+
+from api.app import create_app
+from api.config import ApiConfig
+from api.db import make_engine, open_session
+from api.migrate import upgrade_head
+from api.services.users import add_senior
+from api.storage import LocalBlobStore
+from chain.devnet.testing import serve_app
+from proofnet.messages.attestation import (
+    Attestation,
+    AttestationError,
+    EscrowRef,
+    verify_attestation,
+)
+from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.oracle_api import ATTESTATIONS_PATH, COSE_CONTENT_TYPE
+from worker.agent import Agent, AgentConfig, JobOutcome
+from worker.api_client import ApiClient
+from worker.identity import WorkerKey, bind_payout_address, create_key
+from worker.oracle_client import OracleClient
+from worker.pot.manifest import Manifest
+from worker.runtime.base import Runtime
+from worker.telemetry import TelemetrySampler
+from worker.workspace import RepoCache
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
+from api_support import Wallet, capabilities, sign_in  # noqa: E402
+
+NETWORK = "devnet"
+SCRIPT_HASH = "5c" * 28
+REPO_URL = "https://git.example.test/numpy-mlp.git"
+REPO = Path(__file__).resolve().parents[2]
+
+# The job's training entry point, committed into the fixture repository with the
+# proof-of-training package it imports (standard library + numpy only).
+TRAIN_PY = '''"""numpy MLP training with proof of training (worker/pot/examples/numpy_mlp.py)."""
+import sys
+
+from worker.pot.examples.numpy_mlp import main
+
+sys.exit(main(sys.argv[1:]))
+'''
+WAIT_PY = '''"""Block until the file named on the command line exists (lets a test pace a job)."""
+import os
+import sys
+import time
+
+print("waiting for", sys.argv[1], flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.1)
+print("go", flush=True)
+'''
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "proofnet test",
+        "GIT_AUTHOR_EMAIL": "test@proofnet.local",
+        "GIT_COMMITTER_NAME": "proofnet test",
+        "GIT_COMMITTER_EMAIL": "test@proofnet.local",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+    }
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+@dataclass(frozen=True)
+class FixtureRepo:
+    path: Path
+    commit: str
+    rewrites: dict[str, str]
+
+
+@pytest.fixture(scope="session")
+def model_repo(tmp_path_factory: pytest.TempPathFactory) -> FixtureRepo:
+    """A local git repo holding train.py, wait.py and the PoT code they import."""
+    root = tmp_path_factory.mktemp("git")
+    repo = root / "numpy-mlp.git"
+    repo.mkdir()
+    _git(repo, "init", "--quiet")
+    for rel in ("proofnet/__init__.py", "worker/__init__.py"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("")
+    messages = repo / "proofnet" / "messages"
+    messages.mkdir()
+    for name in ("__init__.py", "canonical.py", "merkle.py"):
+        shutil.copy(REPO / "proofnet" / "messages" / name, messages / name)
+    shutil.copytree(
+        REPO / "worker" / "pot",
+        repo / "worker" / "pot",
+        ignore=shutil.ignore_patterns("__pycache__", "torch_adapter.py"),
+    )
+    (repo / "train.py").write_text(TRAIN_PY)
+    (repo / "wait.py").write_text(WAIT_PY)
+    (repo / "README").write_text("first commit: not the one jobs pin\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "--quiet", "-m", "training code")
+    commit = _git(repo, "rev-parse", "HEAD")
+    # A later commit on the branch: the worker must check out the pinned one, not the tip.
+    (repo / "README").write_text("second commit\n")
+    (repo / "train.py").write_text("raise SystemExit('wrong commit')\n")
+    _git(repo, "commit", "--quiet", "-am", "later work")
+    return FixtureRepo(
+        path=repo,
+        commit=commit,
+        rewrites={"https://git.example.test/": f"file://{root}/"},
+    )
+
+
+def job_spec(
+    repo: FixtureRepo,
+    *,
+    image: str = "proofnet/test-numpy@sha256:" + "e" * 64,
+    commands: list[list[str]] | None = None,
+    max_duration_s: int = 300,
+    steps: int = 40,
+    amount: int = 2_000_000,
+) -> dict[str, Any]:
+    return {
+        "model": {"repo_url": REPO_URL, "commit": repo.commit},
+        "framework": "numpy",
+        "image": image,
+        "commands": commands
+        or [["python3", "train.py", "train", "--steps", str(steps), "--examples", "256"]],
+        "resources": {
+            "gpus": 0,
+            "gpu_memory_mb": 0,
+            "cpus": 2,
+            "ram_mb": 4096,
+            "disk_mb": 1000,
+            "max_duration_s": max_duration_s,
+        },
+        "results": [
+            {"path": "results/metrics.json", "kind": "json"},
+            {"path": "results/model.weights", "kind": "model"},
+        ],
+        "pricing": {"kind": "fixed", "amount": amount},
+        "seed": secrets.randbelow(2**63),
+        "proof": {"steps_per_checkpoint": 10, "spot_checks": 2, "tolerance_ppm": 0},
+    }
+
+
+# --- the API ---------------------------------------------------------------------------------
+
+
+class EscrowDesk:
+    """Escrows recorded per job id, added to /claim answers that lack one."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.escrows: dict[str, dict[str, Any]] = {}
+
+    def record(self, job_id: str) -> dict[str, Any]:
+        escrow = {
+            "network": NETWORK,
+            "script_hash": SCRIPT_HASH,
+            "tx_id": hashlib.sha256(job_id.encode()).hexdigest(),
+            "index": 1,
+        }
+        self.escrows[job_id] = escrow
+        return escrow
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/api/v1/worker/claim":
+            await self.app(scope, receive, send)
+            return
+        start: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def capture(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            body = b"".join(chunks)
+            if start["status"] == 200:
+                answer = json.loads(body)
+                if answer.get("escrow") is None and answer["job_id"] in self.escrows:
+                    answer["escrow"] = self.escrows[answer["job_id"]]
+                body = json.dumps(answer).encode()
+            headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+            headers.append((b"content-length", str(len(body)).encode()))
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, capture)
+
+
+@dataclass
+class ApiServer:
+    url: str
+    desk: EscrowDesk
+    config: ApiConfig
+    engine: Any
+    submitter: dict[str, str]  # Authorization header of an approved submitter
+    http: httpx.Client
+
+    def submit(self, spec: dict[str, Any], *, escrow: bool = True) -> str:
+        posted = self.http.post("/api/v1/jobs", json={"spec": spec}, headers=self.submitter)
+        assert posted.status_code == 201, posted.text
+        job_id = str(posted.json()["job_id"])
+        if escrow:
+            self.desk.record(job_id)
+        return job_id
+
+    def get(self, path: str) -> Any:
+        response = self.http.get(path, headers=self.submitter)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return dict(self.get(f"/api/v1/jobs/{job_id}"))
+
+
+def make_api_server(tmp_path: Path, *, lease_ttl_s: int = 30) -> Iterator[ApiServer]:
+    config = ApiConfig(
+        database_url=f"sqlite:///{tmp_path / 'api.db'}",
+        network=NETWORK,
+        rate_limit_per_minute=1_000_000,
+        lease_ttl_s=lease_ttl_s,
+    )
+    engine = make_engine(config.database_url)
+    upgrade_head(engine)  # serve_app runs without the lifespan that would migrate
+    app = create_app(config=config, engine=engine, run_sweeper=False)
+    app.state.blob_store = LocalBlobStore(tmp_path / "blobs")
+    desk = EscrowDesk(app)
+    with serve_app(desk) as url, httpx.Client(base_url=url, timeout=30) as http:  # type: ignore[arg-type]
+        wallet = Wallet()
+        with open_session(engine) as session:
+            add_senior(session, config, wallet.address, app.state.clock())
+        server = ApiServer(url, desk, config, engine, sign_in(http, wallet), http)  # type: ignore[arg-type]
+        yield server
+    engine.dispose()
+
+
+@pytest.fixture
+def api_server(tmp_path: Path) -> Iterator[ApiServer]:
+    yield from make_api_server(tmp_path)
+
+
+# --- the oracle ------------------------------------------------------------------------------
+
+
+@dataclass
+class RecordingOracle:
+    url: str = ""
+    accepted: dict[str, list[Attestation]] = field(default_factory=dict)
+    cose: dict[str, bytes] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)
+    escrows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Answer this many requests with 503 before accepting (to exercise retries).
+    fail_next: int = 0
+    requests: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def all(self) -> list[Attestation]:
+        return [a for atts in self.accepted.values() for a in atts]
+
+
+def _oracle_app(oracle: RecordingOracle) -> FastAPI:
+    app = FastAPI()
+
+    @app.post(ATTESTATIONS_PATH)
+    async def attest(request: Request) -> Response:
+        body = await request.body()
+        with oracle.lock:
+            oracle.requests += 1
+            if oracle.fail_next > 0:
+                oracle.fail_next -= 1
+                return JSONResponse({"detail": "try later"}, status_code=503)
+        if request.headers.get("content-type") != COSE_CONTENT_TYPE:
+            return JSONResponse({"detail": "content type must be application/cose"}, 415)
+        try:
+            unchecked = verify_attestation(
+                body, expected_network=NETWORK, expected_script_hash=SCRIPT_HASH
+            )
+            escrow = oracle.escrows[unchecked.job_id]
+            att = verify_attestation(
+                body,
+                expected_network=NETWORK,
+                expected_script_hash=SCRIPT_HASH,
+                expected_escrow=EscrowRef(tx_id=escrow["tx_id"], index=escrow["index"]),
+                expected_job_id=unchecked.job_id,
+            )
+        except (AttestationError, KeyError) as e:
+            with oracle.lock:
+                oracle.refused.append(str(e))
+            return JSONResponse({"detail": f"refused: {e}"}, status_code=422)
+        with oracle.lock:
+            seen = oracle.cose.get(att.job_id)
+            if seen == body:  # a resend of what was accepted: idempotent
+                return JSONResponse({"job_id": att.job_id, "duplicate": True})
+            oracle.accepted.setdefault(att.job_id, []).append(att)
+            oracle.cose[att.job_id] = body
+        return JSONResponse({"job_id": att.job_id, "duplicate": False}, status_code=202)
+
+    return app
+
+
+@pytest.fixture
+def oracle(api_server: ApiServer) -> Iterator[RecordingOracle]:
+    recorder = RecordingOracle(escrows=api_server.desk.escrows)
+    with serve_app(_oracle_app(recorder)) as url:
+        recorder.url = url
+        yield recorder
+
+
+# --- workers ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RegisteredWorker:
+    key: WorkerKey
+    key_file: Path
+    payout_address: str
+
+
+def register_worker(api: ApiServer, key_file: Path) -> RegisteredWorker:
+    """Create a worker key and register it (CPU-only) the way `onboard` does."""
+    key = create_key(key_file)
+    payout = Wallet().address
+    with ApiClient(api.url, key, NETWORK) as client:
+        nonce = client.request("POST", "/api/v1/worker/challenge").json()["nonce"]
+        binding = bind_payout_address(key, payout, NETWORK, nonce)
+        body = {
+            "binding": binding.model_dump(mode="json"),
+            "gpus": [],
+            "capabilities": capabilities([]),
+        }
+        client.request("POST", "/api/v1/worker/register", body=json.dumps(body).encode())
+    return RegisteredWorker(key=key, key_file=key_file, payout_address=payout)
+
+
+@pytest.fixture
+def job_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Process-runtime jobs find `python3` with numpy: this interpreter's bin dir first."""
+    bin_dir = Path(sys.executable).parent
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+# --- an agent wired to the fixtures -----------------------------------------------------
+
+
+class AgentHarness:
+    def __init__(
+        self,
+        tmp: Path,
+        api: ApiServer,
+        oracle: RecordingOracle,
+        repo: FixtureRepo,
+        runtime: Runtime,
+        **config: object,
+    ) -> None:
+        self.worker: RegisteredWorker = register_worker(api, tmp / "worker.skey")
+        self.config = AgentConfig(
+            work_dir=tmp / "work",
+            network=NETWORK,
+            payout_address=self.worker.payout_address,
+            heartbeat_s=1.0,
+            poll_interval_s=0.2,
+            oracle_retry_base_s=0.05,
+            keep_workspaces=True,
+            **config,  # type: ignore[arg-type]
+        )
+        self.api = ApiClient(api.url, self.worker.key, NETWORK)
+        self.oracle_client = OracleClient(oracle.url)
+        self.sampler = TelemetrySampler(interval_s=1.0)
+        self.agent = Agent(
+            self.config,
+            api=self.api,
+            oracle=self.oracle_client,
+            runtime=runtime,
+            sampler=self.sampler,
+            key=self.worker.key,
+            repos=RepoCache(self.config.repo_cache_dir, rewrites=repo.rewrites),
+        )
+
+    def close(self) -> None:
+        self.api.close()
+        self.oracle_client.close()
+        self.sampler.close()
+
+
+def check_attested_job(
+    outcome: JobOutcome,
+    api: ApiServer,
+    oracle: RecordingOracle,
+    harness: AgentHarness,
+    job_id: str,
+    spec: dict[str, object],
+) -> None:
+    """The attestation matches what the job produced and what the API stored."""
+    assert outcome.status == "attested", outcome.reason
+    assert outcome.reason == "delivered"
+    atts = oracle.accepted[job_id]
+    assert len(atts) == 1 and oracle.all() == atts
+    att = atts[0]
+    parsed = JobSpec.from_dict(spec)  # type: ignore[arg-type]
+    job_dir = harness.config.jobs_dir / f"{job_id}-a{outcome.attempt}"
+    # The PoT root is the Merkle root of the manifest the job wrote.
+    assert att.pot_root == Manifest.load(job_dir / "pot").root == outcome.pot_root
+    stored = {r["name"]: r["sha256"] for r in api.get(f"/api/v1/jobs/{job_id}/results")}
+    assert dict(att.result_hashes) == stored
+    assert set(stored) == {"results/metrics.json", "results/model.weights"}
+    for name, digest in stored.items():
+        raw = api.http.get(f"/api/v1/jobs/{job_id}/results/{name}", headers=api.submitter)
+        assert hashlib.sha256(raw.content).hexdigest() == digest
+        assert hashlib.sha256((job_dir / name).read_bytes()).hexdigest() == digest
+    metrics = json.loads((job_dir / "results" / "metrics.json").read_text())
+    assert att.metrics == {k: metrics[k] for k in ("accuracy", "final_loss", "steps")}
+    assert att.metrics["steps"] == 40
+    assert att.job_id == job_id and att.domain.escrow.tx_id == api.desk.escrows[job_id]["tx_id"]
+    assert att.worker_key == harness.worker.key.public_key_hex
+    assert att.payout_address == harness.worker.payout_address
+    assert att.command_hash == parsed.command_hash and att.image_digest == parsed.image_digest
+    assert att.amount == parsed.max_amount and att.gpu_model == "CPU"
+    assert att.gpu_milliseconds == 0 and att.ended_ms >= att.started_ms
+    job = api.job(job_id)
+    assert job["status"] == "completed"
+    assert job["result"]["pot_root"] == att.pot_root
+    assert job["result"]["attestation"] == oracle.cose[job_id].hex()
+    # The claim nonce seeded the data order and is what the attestation carries.
+    assert len(att.nonce) == 64
+    logs = api.get(f"/api/v1/jobs/{job_id}/logs")["lines"]
+    texts = [line["text"] for line in logs]
+    assert any(att.pot_root in t for t in texts if t.startswith("{"))  # train's own output
+    assert any("uploaded results/metrics.json" in t for t in texts)
+    usage = api.get(f"/api/v1/jobs/{job_id}/usage")
+    assert usage["usage"]["gpu_count"] == 0 and usage["usage"]["duration_s"] > 0

@@ -1,0 +1,122 @@
+"""The agent's parts on their own: workspace, results, pricing, outbox, request signing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from agent_fixtures import REPO_URL, FixtureRepo, job_spec, model_repo  # noqa: F401
+
+from proofnet.messages.jobspec import DataShard, JobSpec, ResultSpec
+from proofnet.messages.worker_auth import request_message, request_target
+from worker.oracle_client import OracleClient, Outbox, OutboxEntry, send_with_retries
+from worker.pricing import PricingError, RateCard, amount_claimed, check_priceable
+from worker.results import ResultsError, collect_results, final_metrics
+from worker.workspace import RepoCache, WorkspaceError, fetch_data
+
+
+def test_checkout_is_the_pinned_commit_and_reuses_the_mirror(
+    tmp_path: Path,
+    model_repo: FixtureRepo,  # noqa: F811
+) -> None:
+    cache = RepoCache(tmp_path / "cache", rewrites=model_repo.rewrites)
+    first = cache.checkout(REPO_URL, model_repo.commit, tmp_path / "a")
+    assert "from worker.pot" in (first / "train.py").read_text()  # not the later tip
+    mirror = cache.mirror_path(REPO_URL)
+    assert (mirror / "refs" / "proofnet" / model_repo.commit).exists()
+    # A second checkout reuses the mirror (the commit is already there).
+    again = cache.checkout(REPO_URL, model_repo.commit, tmp_path / "b")
+    assert (again / "train.py").read_text() == (first / "train.py").read_text()
+    with pytest.raises(WorkspaceError, match="not in"):
+        cache.checkout(REPO_URL, "0" * 40, tmp_path / "c")
+    with pytest.raises(WorkspaceError, match="not empty"):
+        cache.checkout(REPO_URL, model_repo.commit, tmp_path / "a")
+
+
+def test_data_shards_are_verified(tmp_path: Path) -> None:
+    src = tmp_path / "train.csv"
+    src.write_bytes(b"a,b\n1,2\n")
+    good = DataShard(uri=f"file://{src}", sha256=hashlib.sha256(src.read_bytes()).hexdigest())
+    [path] = fetch_data([good], tmp_path / "job" / "data", cache_dir=tmp_path / "dc")
+    assert path.read_bytes() == src.read_bytes() and path.name == "train.csv"
+    bad = DataShard(uri=f"file://{src}", sha256="0" * 64)
+    with pytest.raises(WorkspaceError, match="not the pinned"):
+        fetch_data([bad], tmp_path / "job2" / "data")
+    assert not list((tmp_path / "job2" / "data").iterdir())
+
+
+def test_results_are_collected_by_glob_without_following_links(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    (job / "results" / "ckpt").mkdir(parents=True)
+    (job / "results" / "metrics.json").write_text(
+        json.dumps({"accuracy": 0.5, "steps": 7, "note": "x", "loss": "0.25", "nan": float("nan")})
+    )
+    (job / "results" / "ckpt" / "a.bin").write_bytes(b"a")
+    (job / ".git").mkdir()
+    (job / ".git" / "x.bin").write_bytes(b"ignored")
+    specs = [
+        ResultSpec(path="results/metrics.json", kind="json"),
+        ResultSpec(path="results/**/*.bin", kind="model"),
+    ]
+    found = collect_results(job, specs)
+    assert [r.name for r in found] == ["results/ckpt/a.bin", "results/metrics.json"]
+    assert found[0].sha256 == hashlib.sha256(b"a").hexdigest()
+    assert final_metrics(found) == {"accuracy": "0.5", "loss": "0.25", "steps": 7}
+
+    (job / "results" / "ckpt" / "leak.bin").symlink_to("/etc/hostname")
+    with pytest.raises(ResultsError, match="not a regular file"):
+        collect_results(job, specs)
+    with pytest.raises(ResultsError, match="not produced: out/\\*.csv"):
+        collect_results(tmp_path / "job", [ResultSpec(path="out/*.csv", kind="csv")])
+
+
+def test_rate_card_pricing(model_repo: FixtureRepo) -> None:  # noqa: F811
+    card = RateCard.from_bytes(b'{"version": 1, "ntx_per_gpu_hour": {"NVIDIA H200": 3600000}}')
+    spec = job_spec(model_repo)
+    spec["resources"] = {**spec["resources"], "gpus": 1, "gpu_memory_mb": 1000}  # type: ignore[dict-item]
+    spec["pricing"] = {"kind": "rate_card", "rate_card": card.digest, "max_amount": 5000}
+    parsed = JobSpec.from_dict(spec)
+    cards = {card.digest: card}
+    check_priceable(parsed, "NVIDIA H200", cards)
+    assert amount_claimed(parsed, 1500, "NVIDIA H200", cards) == 1500  # 1 NTX unit per ms
+    assert amount_claimed(parsed, 10**9, "NVIDIA H200", cards) == 5000  # capped
+    with pytest.raises(PricingError, match="no rate"):
+        check_priceable(parsed, "NVIDIA L4", cards)
+    with pytest.raises(PricingError, match="does not hold"):
+        check_priceable(parsed, "NVIDIA H200", {})
+    fixed = JobSpec.from_dict(job_spec(model_repo, amount=42))
+    assert amount_claimed(fixed, 0, "CPU", {}) == 42
+
+
+def test_refused_attestation_leaves_the_queue(tmp_path: Path) -> None:
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        if len(calls) == 1:
+            return httpx.Response(503)
+        return httpx.Response(422, json={"detail": "wrong escrow"})
+
+    oracle = OracleClient("http://oracle", transport=httpx.MockTransport(handler))
+    outbox = Outbox(tmp_path)
+    entry = outbox.put(
+        OutboxEntry(
+            job_id="ab" * 32, attempt=1, lease_token="t", cose_hex="a0", completion={}, created_at=1
+        )
+    )
+    assert send_with_retries(oracle, outbox, entry, attempts=3, sleep=lambda _: None) is None
+    assert len(calls) == 2 and calls[0].headers["content-type"] == "application/cose"
+    assert calls[0].content == b"\xa0"
+    assert outbox.pending() == []
+    [refused] = outbox.refused()
+    assert "wrong escrow" in refused.last_error
+
+
+def test_signed_path_is_what_the_server_sees() -> None:
+    raw = httpx.URL("http://api/api/v1/worker/leases/t/results/out/run%201/a.bin?x=%2F").raw_path
+    assert request_target(raw.decode()) == "/api/v1/worker/leases/t/results/out/run 1/a.bin?x=%2F"
+    kwargs = dict(network="devnet", method="put", path="/p", timestamp=1, nonce="00" * 16)
+    assert request_message(**kwargs, body=b"x") != request_message(**kwargs, body=b"y")  # type: ignore[arg-type]

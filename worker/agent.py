@@ -1,0 +1,688 @@
+"""The worker's run loop: claim a job, run it with proof of training, return results, attest.
+
+One job at a time:
+
+1. claim a job from the API (the API matches it to this worker's GPUs); check the spec
+   hashes to its id, that the worker can be paid for it (escrow known, pricing possible) and
+   has the GPUs; otherwise release it;
+2. keep the lease alive from a background thread; a lost lease stops the job, which is
+   then never attested;
+3. check out the model repository at the pinned commit, fetch the data, prepare the image;
+4. run the spec's commands in order in the runtime, under the spec's limits, with the
+   proof-of-training environment, streaming logs to the API and a local file, metered by
+   the telemetry sampler;
+5. a failed run (non-zero exit, OOM, timeout) is reported via /fail and never attested; a
+   successful one has its declared results hashed and uploaded, and its attestation (PoT
+   root from the job's manifest, result hashes, GPU time, nonce, amount) signed, put in the
+   on-disk outbox, sent to the oracle, and only then is the lease completed.
+
+`request_stop()` (SIGTERM/SIGINT) lets the current job finish within the grace period, else
+kills it and releases the lease. The loop backs off with jitter on errors and never dies of
+one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import random
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from proofnet.messages.attestation import (
+    Attestation,
+    AttestationDomain,
+    SignedAttestation,
+    sign_attestation,
+)
+from proofnet.messages.jobspec import JobSpec
+from worker.api_client import (
+    ApiClient,
+    ApiClientError,
+    ApiRefused,
+    ApiUnavailable,
+    ClaimedJob,
+    LeaseLost,
+)
+from worker.identity import WorkerKey
+from worker.lease_keeper import LeaseKeeper
+from worker.log_shipper import LogShipper
+from worker.oracle_client import OracleClient, Outbox, OutboxEntry, send_with_retries
+from worker.pot.env import JobEnv
+from worker.pricing import PricingError, RateCard, amount_claimed, check_priceable
+from worker.results import CollectedResult, ResultsError, collect_results, final_metrics, pot_root
+from worker.runtime.base import (
+    PullProgress,
+    Resources,
+    RunHandle,
+    RunReason,
+    RunResult,
+    RunSpec,
+    Runtime,
+    RuntimeErrorBase,
+)
+from worker.telemetry import JobUsage, TelemetrySampler
+from worker.workspace import RepoCache, WorkspaceError, fetch_data
+
+log = logging.getLogger(__name__)
+
+CPU_MODEL_NAME = "CPU"
+Status = Literal["attested", "failed", "released", "lost"]
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    work_dir: Path
+    network: str
+    payout_address: str
+    heartbeat_s: float = 5.0
+    # Wait between claims while the queue has nothing for this worker.
+    poll_interval_s: float = 5.0
+    max_backoff_s: float = 60.0
+    # After SIGTERM: how long the current job may still run before it is killed.
+    grace_s: float = 30.0
+    log_batch_lines: int = 200
+    log_flush_s: float = 1.0
+    oracle_attempts: int = 5
+    oracle_retry_base_s: float = 0.5
+    pids_limit: int | None = 4096
+    rate_cards: Mapping[str, RateCard] = field(default_factory=dict)
+    keep_workspaces: bool = False
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.work_dir / "jobs"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.work_dir / "logs"
+
+    @property
+    def outbox_dir(self) -> Path:
+        return self.work_dir / "outbox"
+
+    @property
+    def repo_cache_dir(self) -> Path:
+        return self.work_dir / "cache" / "repos"
+
+    @property
+    def data_cache_dir(self) -> Path:
+        return self.work_dir / "cache" / "data"
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    job_id: str
+    attempt: int
+    status: Status
+    reason: str = ""
+    signed: SignedAttestation | None = None
+    result_hashes: Mapping[str, str] = field(default_factory=dict)
+    pot_root: str | None = None
+    usage: JobUsage | None = None
+    run: RunResult | None = None
+
+
+@dataclass(frozen=True)
+class AgentStats:
+    jobs: int
+    outcomes: tuple[JobOutcome, ...]
+    stopped_by_signal: bool
+
+
+class _Released(Exception):
+    """Give the job back without fault (this worker cannot take it, or is shutting down)."""
+
+
+class _Failed(Exception):
+    """The job failed on this worker; report it via /fail and do not attest."""
+
+
+class Agent:
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        api: ApiClient,
+        oracle: OracleClient,
+        runtime: Runtime,
+        sampler: TelemetrySampler,
+        key: WorkerKey,
+        repos: RepoCache | None = None,
+        sleep: Callable[[float], Any] | None = None,
+    ) -> None:
+        self.config = config
+        self.api = api
+        self.oracle = oracle
+        self.runtime = runtime
+        self.sampler = sampler
+        self.key = key
+        self.repos = repos or RepoCache(config.repo_cache_dir)
+        self.outbox = Outbox(config.outbox_dir)
+        self._stop = threading.Event()
+        self._stop_deadline: float | None = None
+        self._sleep = sleep
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def request_stop(self, grace_s: float | None = None) -> None:
+        """Stop after the current job; kill it if it outlives the grace period. Safe to call
+        from a signal handler; a second call does not extend the deadline."""
+        if self._stop_deadline is None:
+            grace = self.config.grace_s if grace_s is None else grace_s
+            self._stop_deadline = time.monotonic() + grace
+        self._stop.set()
+
+    def stop_now(self) -> None:
+        """Stop at once: kill the current job and release its lease (a second signal)."""
+        self._stop_deadline = time.monotonic()
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _past_grace(self) -> bool:
+        return self._stop_deadline is not None and time.monotonic() >= self._stop_deadline
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep with ±50% jitter, waking at once on stop."""
+        delay = seconds * random.uniform(0.5, 1.5)
+        if self._sleep is not None:
+            self._sleep(delay)
+        else:
+            self._stop.wait(delay)
+
+    def run(self, *, max_jobs: int | None = None, once: bool = False) -> AgentStats:
+        """Claim and run jobs until stopped, `max_jobs` jobs ran, or (`once`) the first claim
+        attempt found no job or its job ended."""
+        outcomes: list[JobOutcome] = []
+        failures = 0
+        self.flush_outbox()
+        while not self._stop.is_set():
+            try:
+                outcome = self.run_once()
+                failures = 0
+            except ApiUnavailable as e:
+                failures += 1
+                log.warning("API unavailable: %s", e)
+                self._pause(min(self.config.max_backoff_s, 2 ** min(failures, 10)))
+                continue
+            except Exception:  # keep serving: one bad job or bug must not end the worker
+                failures += 1
+                log.exception("worker loop error")
+                self._pause(min(self.config.max_backoff_s, 2 ** min(failures, 10)))
+                continue
+            if outcome is None:
+                if once:
+                    break
+                self._pause(self.config.poll_interval_s)
+                continue
+            outcomes.append(outcome)
+            if once or (max_jobs is not None and len(outcomes) >= max_jobs):
+                break
+            self.flush_outbox()
+        self.flush_outbox(attempts=1)
+        return AgentStats(
+            jobs=len(outcomes), outcomes=tuple(outcomes), stopped_by_signal=self._stop.is_set()
+        )
+
+    def run_once(self) -> JobOutcome | None:
+        """Claim one job and see it through; None when no job is queued for this worker."""
+        claimed = self.api.claim()
+        if claimed is None:
+            return None
+        return self.process(claimed)
+
+    # --- the outbox -----------------------------------------------------------------------
+
+    def flush_outbox(self, attempts: int | None = None) -> int:
+        """Finish what earlier runs (or crashes) left: send attestations, complete leases.
+        Returns how many entries are still pending."""
+        pending = 0
+        for entry in self.outbox.pending():
+            current: OutboxEntry | None = entry
+            if not entry.delivered:
+                current = send_with_retries(
+                    self.oracle,
+                    self.outbox,
+                    entry,
+                    attempts=attempts or self.config.oracle_attempts,
+                    base_delay_s=self.config.oracle_retry_base_s,
+                )
+                if current is None:  # refused for good: moved out of the outbox
+                    continue
+            assert current is not None
+            if not current.lease_done:
+                try:
+                    self.api.complete(current.lease_token, current.completion)
+                    current = self.outbox.update(current, lease_done=True)
+                except (LeaseLost, ApiRefused) as e:
+                    log.warning("lease of job %s cannot be completed: %s", current.job_id, e)
+                    current = self.outbox.update(current, lease_done=True)
+                except ApiUnavailable as e:
+                    log.warning("completing job %s deferred: %s", current.job_id, e)
+            if current.delivered and current.lease_done:
+                self.outbox.remove(current)
+            else:
+                pending += 1
+        return pending
+
+    # --- one job --------------------------------------------------------------------------
+
+    def _assign_gpus(self, spec: JobSpec) -> tuple[tuple[str, ...], str]:
+        wanted = spec.resources.gpus
+        if wanted == 0:
+            return (), CPU_MODEL_NAME
+        uuids = self.sampler.gpu_uuids
+        if len(uuids) < wanted:
+            raise _Released(f"this worker has {len(uuids)} GPU(s); the job needs {wanted}")
+        assigned = tuple(uuids[:wanted])
+        names = self.sampler.gpu_names()
+        return assigned, names.get(assigned[0], "unknown GPU")
+
+    def _precheck(self, claimed: ClaimedJob) -> tuple[tuple[str, ...], str]:
+        if claimed.escrow is None:
+            raise _Released(
+                "the API did not say which escrow pays for this job, so it cannot be attested"
+            )
+        if claimed.escrow.network != self.config.network:
+            raise _Released(
+                f"the job's escrow is on {claimed.escrow.network}; this worker is on "
+                f"{self.config.network}"
+            )
+        assigned, model = self._assign_gpus(claimed.spec)
+        try:
+            check_priceable(claimed.spec, model, self.config.rate_cards)
+        except PricingError as e:
+            raise _Released(f"cannot price this job: {e}") from e
+        return assigned, model
+
+    def process(self, claimed: ClaimedJob) -> JobOutcome:
+        cfg = self.config
+        tag = f"{claimed.job_id}-a{claimed.attempt}"
+        job_dir = cfg.jobs_dir / tag
+        keeper = LeaseKeeper(
+            self.api,
+            claimed.lease_token,
+            interval_s=max(0.2, min(cfg.heartbeat_s, claimed.lease_ttl_s / 3)),
+            ttl_s=claimed.lease_ttl_s,
+        )
+        shipper = LogShipper(
+            self.api, claimed.lease_token, batch_lines=cfg.log_batch_lines, flush_s=cfg.log_flush_s
+        )
+        keeper.start()
+        shipper.start()
+        shipper.note(
+            f"worker {self.key.key_id} claimed job {claimed.job_id} (attempt {claimed.attempt})"
+        )
+        try:
+            return self._process(claimed, tag, job_dir, keeper, shipper)
+        except _Released as e:
+            shipper.note(f"releasing the job: {e}")
+            shipper.flush()
+            self._end_lease("release", claimed.lease_token, str(e))
+            return JobOutcome(claimed.job_id, claimed.attempt, "released", str(e))
+        except _Failed as e:
+            shipper.note(f"job failed: {e}")
+            shipper.flush()
+            self._end_lease("fail", claimed.lease_token, str(e))
+            return JobOutcome(claimed.job_id, claimed.attempt, "failed", str(e))
+        except LeaseLost as e:
+            return JobOutcome(claimed.job_id, claimed.attempt, "lost", str(e))
+        finally:
+            keeper.stop()
+            shipper.close()
+            if not cfg.keep_workspaces:
+                shutil.rmtree(job_dir, ignore_errors=True)
+
+    def _end_lease(self, how: Literal["release", "fail"], token: str, reason: str) -> None:
+        for attempt in range(5):
+            try:
+                (self.api.release if how == "release" else self.api.fail)(token, reason)
+                return
+            except LeaseLost as e:
+                log.warning("could not %s the lease: it is already gone (%s)", how, e)
+                return
+            except ApiUnavailable as e:
+                log.warning("could not %s the lease yet: %s", how, e)
+                self._pause(min(self.config.max_backoff_s, 2**attempt))
+            except ApiRefused as e:
+                log.error("the API refused to %s the lease: %s", how, e)
+                return
+        log.error("gave up trying to %s the lease; it will expire on its own", how)
+
+    def _process(
+        self,
+        claimed: ClaimedJob,
+        tag: str,
+        job_dir: Path,
+        keeper: LeaseKeeper,
+        shipper: LogShipper,
+    ) -> JobOutcome:
+        cfg, spec = self.config, claimed.spec
+        assigned, gpu_model = self._precheck(claimed)
+
+        keeper.message = "preparing workspace"
+        shipper.note(f"checking out {spec.model.repo_url} at {spec.model.commit}")
+        try:
+            cfg.jobs_dir.mkdir(parents=True, exist_ok=True)
+            if job_dir.exists():
+                shutil.rmtree(job_dir)
+            self.repos.checkout(spec.model.repo_url, spec.model.commit, job_dir)
+            if spec.data:
+                shipper.note(f"fetching {len(spec.data)} data shard(s)")
+                fetch_data(spec.data, job_dir / "data", cache_dir=cfg.data_cache_dir)
+        except WorkspaceError as e:
+            raise _Failed(f"workspace: {e}") from e
+
+        keeper.message = "preparing image"
+        try:
+            self.runtime.prepare(spec.image, progress=self._pull_logger(shipper))
+        except RuntimeErrorBase as e:
+            raise _Failed(f"image {spec.image}: {e}") from e
+        self._check_lease(keeper)
+
+        run, usage, started_ms, ended_ms = self._run_commands(
+            claimed, tag, job_dir, assigned, keeper, shipper
+        )
+        with contextlib.suppress(ApiClientError):
+            self.api.report_usage(claimed.lease_token, _usage_report(usage))
+        self._check_lease(keeper)
+        if run.reason is RunReason.KILLED_BY_REQUEST and self.stopping:
+            raise _Released(f"the worker is shutting down and stopped the job: {run.message}")
+        if not run.ok:
+            raise _Failed(f"{run.reason.value}: {run.message}")
+
+        keeper.message = "returning results"
+        try:
+            results = collect_results(job_dir, spec.results)
+            root = pot_root(job_dir)
+            metrics = final_metrics(results)
+        except ResultsError as e:
+            raise _Failed(str(e)) from e
+        self._upload(claimed, results, shipper)
+        shipper.flush()
+
+        # A last synchronous renewal: never attest a job whose lease has already gone.
+        if not keeper.beat():
+            raise LeaseLost(keeper.lost_reason)
+        gpu_ms = round(usage.gpu_seconds * 1000)
+        try:
+            amount = amount_claimed(spec, gpu_ms, gpu_model, cfg.rate_cards)
+        except PricingError as e:  # checked before the run; only a changed card gets here
+            raise _Failed(f"cannot price the job: {e}") from e
+        signed = self._attest(
+            claimed,
+            assigned,
+            gpu_model,
+            started_ms,
+            ended_ms,
+            gpu_ms,
+            results,
+            root,
+            metrics,
+            amount,
+        )
+        hashes = {r.name: r.sha256 for r in results}
+        entry = self.outbox.put(
+            OutboxEntry(
+                job_id=claimed.job_id,
+                attempt=claimed.attempt,
+                lease_token=claimed.lease_token,
+                cose_hex=signed.hex(),
+                completion={
+                    "attestation": signed.hex(),
+                    "pot_root": root,
+                    "result_hashes": hashes,
+                    "gpu_milliseconds": gpu_ms,
+                    "amount": amount,
+                    "metrics": metrics,
+                },
+                created_at=time.time(),
+            )
+        )
+        shipper.note(f"attestation signed (PoT root {root}); sending it to the oracle")
+        shipper.flush()
+        keeper.message = "delivering attestation"
+        sent = send_with_retries(
+            self.oracle,
+            self.outbox,
+            entry,
+            attempts=cfg.oracle_attempts,
+            base_delay_s=cfg.oracle_retry_base_s,
+        )
+        if sent is not None:
+            self._complete(sent)
+        return JobOutcome(
+            claimed.job_id,
+            claimed.attempt,
+            "attested",
+            "delivered" if sent is not None and sent.delivered else "queued in the outbox",
+            signed=signed,
+            result_hashes=hashes,
+            pot_root=root,
+            usage=usage,
+            run=run,
+        )
+
+    def _complete(self, entry: OutboxEntry) -> None:
+        try:
+            self.api.complete(entry.lease_token, entry.completion)
+        except (LeaseLost, ApiRefused) as e:
+            log.warning("job %s: the lease could not be completed: %s", entry.job_id, e)
+        except ApiUnavailable as e:
+            log.warning("job %s: completing the lease deferred: %s", entry.job_id, e)
+            return
+        entry = self.outbox.update(entry, lease_done=True)
+        if entry.delivered:
+            self.outbox.remove(entry)
+
+    @staticmethod
+    def _check_lease(keeper: LeaseKeeper) -> None:
+        if keeper.lost.is_set():
+            raise LeaseLost(keeper.lost_reason)
+
+    @staticmethod
+    def _pull_logger(shipper: LogShipper) -> Callable[[PullProgress], None]:
+        last: dict[str | None, float] = {}
+
+        def report(p: PullProgress) -> None:
+            # Layer downloads report many times a second; one line per layer per second.
+            now = time.monotonic()
+            if p.current is not None and now - last.get(p.layer, 0.0) < 1.0:
+                return
+            last[p.layer] = now
+            size = f" {p.current}/{p.total} bytes" if p.current is not None else ""
+            layer = f" {p.layer}" if p.layer else ""
+            shipper.note(f"image {p.image}:{layer} {p.status}{size}")
+
+        return report
+
+    def _run_commands(
+        self,
+        claimed: ClaimedJob,
+        tag: str,
+        job_dir: Path,
+        assigned: tuple[str, ...],
+        keeper: LeaseKeeper,
+        shipper: LogShipper,
+    ) -> tuple[RunResult, JobUsage, int, int]:
+        cfg, spec = self.config, claimed.spec
+        mount_point = "/work"
+        job_env = JobEnv(
+            job_dir=Path(mount_point if self.runtime.isolated else str(job_dir.resolve())),
+            job_seed=spec.seed,
+            nonce=bytes.fromhex(claimed.nonce),
+            steps_per_checkpoint=spec.proof.steps_per_checkpoint,
+        )
+        resources = Resources(
+            cpus=float(spec.resources.cpus),
+            memory_bytes=spec.resources.ram_mb * 2**20,
+            pids_limit=cfg.pids_limit,
+            # An empty device list would still ask the engine for the GPU driver.
+            gpus=assigned or 0,
+        )
+        log_file = cfg.logs_dir / f"{tag}.log"
+        deadline = time.monotonic() + spec.resources.max_duration_s
+        started_ms = int(time.time() * 1000)
+        self.sampler.start_job(tag, assigned)
+        run: RunResult | None = None
+        try:
+            for i, argv in enumerate(spec.commands, 1):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    run = RunResult(
+                        None,
+                        RunReason.KILLED_TIMEOUT,
+                        f"the job's {spec.resources.max_duration_s}s limit ran out before "
+                        f"command {i}",
+                        0.0,
+                    )
+                    break
+                if self._past_grace():
+                    run = RunResult(None, RunReason.KILLED_BY_REQUEST, "worker shutting down", 0.0)
+                    break
+                keeper.message = f"running command {i}/{len(spec.commands)}"
+                shipper.note(f"command {i}/{len(spec.commands)}: {' '.join(argv)[:300]}")
+                run_spec = RunSpec(
+                    image=spec.image,
+                    argv=tuple(argv),
+                    work_dir=job_dir,
+                    env=job_env.to_environ(),
+                    resources=resources,
+                    network_egress=spec.egress,
+                    wall_clock_limit_s=remaining,
+                    mount_point=mount_point,
+                    job_id=f"{claimed.job_id[:32]}-a{claimed.attempt}-c{i}",
+                )
+                try:
+                    handle = self.runtime.run(run_spec, on_log=shipper.add, log_file=log_file)
+                except RuntimeErrorBase as e:
+                    run = RunResult(None, RunReason.RUNTIME_ERROR, f"{type(e).__name__}: {e}", 0.0)
+                    break
+                try:
+                    run = self._supervise(handle, keeper)
+                finally:
+                    self.runtime.cleanup(handle)
+                if run.reason is RunReason.KILLED_TIMEOUT:
+                    run = RunResult(
+                        run.exit_code,
+                        run.reason,
+                        f"command {i} exceeded the job's {spec.resources.max_duration_s}s "
+                        f"limit: {run.message}",
+                        run.duration_s,
+                        run.peak_memory_bytes,
+                    )
+                shipper.note(f"command {i} ended: {run.reason.value} ({run.message})")
+                if not run.ok:
+                    break
+        finally:
+            usage = self.sampler.stop_job(tag)
+        ended_ms = max(started_ms, int(time.time() * 1000))
+        assert run is not None  # commands has at least one entry
+        return run, usage, started_ms, ended_ms
+
+    def _supervise(self, handle: RunHandle, keeper: LeaseKeeper) -> RunResult:
+        while True:
+            result = self.runtime.poll(handle)
+            if result is not None:
+                return result
+            if keeper.lost.is_set():
+                log.warning("stopping the job: the lease is lost (%s)", keeper.lost_reason)
+                self.runtime.kill(handle)
+                return self.runtime.wait(handle)
+            if self._past_grace():
+                log.warning("stopping the job: the shutdown grace period is over")
+                self.runtime.kill(handle)
+                return self.runtime.wait(handle)
+            keeper.lost.wait(0.2)
+
+    def _upload(
+        self, claimed: ClaimedJob, results: list[CollectedResult], shipper: LogShipper
+    ) -> None:
+        for r in results:
+            try:
+                data = r.path.read_bytes()
+            except OSError as e:
+                raise _Failed(f"cannot read result {r.name}: {e}") from e
+            if hashlib.sha256(data).hexdigest() != r.sha256:
+                raise _Failed(f"result {r.name} changed after it was hashed")
+            for attempt in range(5):
+                try:
+                    self.api.upload_result(claimed.lease_token, r.name, data, r.sha256)
+                    break
+                except ApiUnavailable as e:
+                    if attempt == 4:
+                        raise
+                    log.warning("upload of %s failed (will retry): %s", r.name, e)
+                    self._pause(min(self.config.max_backoff_s, 2**attempt))
+                except LeaseLost:
+                    raise
+                except ApiRefused as e:
+                    raise _Failed(f"the API refused result {r.name}: {e}") from e
+            shipper.note(f"uploaded {r.name} ({r.size} bytes, sha256 {r.sha256})")
+
+    def _attest(
+        self,
+        claimed: ClaimedJob,
+        assigned: tuple[str, ...],
+        gpu_model: str,
+        started_ms: int,
+        ended_ms: int,
+        gpu_ms: int,
+        results: list[CollectedResult],
+        root: str,
+        metrics: Mapping[str, int | str],
+        amount: int,
+    ) -> SignedAttestation:
+        escrow = claimed.escrow
+        assert escrow is not None  # _precheck
+        spec = claimed.spec
+        if assigned:
+            uuid_hash = hashlib.sha256(",".join(sorted(assigned)).encode()).hexdigest()
+        else:
+            # No GPU: the hash still links this machine's CPU jobs, via the worker key.
+            uuid_hash = hashlib.sha256(b"proofnet/cpu/" + self.key.public_key).hexdigest()
+        attestation = Attestation(
+            domain=AttestationDomain(
+                network=escrow.network,  # type: ignore[arg-type]
+                escrow_script_hash=escrow.script_hash,
+                escrow=escrow.ref,
+                job_id=claimed.job_id,
+            ),
+            worker_key=self.key.public_key_hex,
+            payout_address=self.config.payout_address,
+            started_ms=started_ms,
+            ended_ms=ended_ms,
+            gpu_milliseconds=gpu_ms,
+            gpu_model=gpu_model[:128],
+            gpu_uuid_sha256=uuid_hash,
+            image_digest=spec.image_digest,
+            command_hash=spec.command_hash,
+            result_hashes={r.name: r.sha256 for r in results},
+            pot_root=root,
+            metrics=dict(metrics),
+            nonce=claimed.nonce,
+            amount=amount,
+        )
+        return sign_attestation(attestation, self.key.signing_key)
+
+
+def _usage_report(usage: JobUsage) -> dict[str, Any]:
+    return {
+        "duration_s": usage.duration_s,
+        "gpu_seconds": usage.gpu_seconds,
+        "gpu_busy_seconds": usage.gpu_busy_seconds,
+        "gpu_count": len(usage.gpu_uuids),
+        "energy_j": usage.energy_j,
+        "energy_source": usage.energy_source,
+        "samples": usage.samples,
+        "running": usage.running,
+    }
