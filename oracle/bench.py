@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from nacl.signing import SigningKey
 
@@ -40,7 +40,7 @@ from proofnet.messages.attestation import (
 from proofnet.messages.binding import PayoutBinding, binding_message
 from proofnet.messages.jobspec import JobSpec
 
-NETWORK = "devnet"
+NETWORK: Final = "devnet"
 NTX_POLICY = "ab" * 28
 NTX_NAME = "4e5458"
 PRICE = 1_000_000
@@ -174,6 +174,7 @@ def _run_share(args: tuple[int, str, int]) -> dict[str, Any]:
         ntx_name=NTX_NAME,
     )
     verified = 0
+    c0 = time.process_time()
     t0 = time.perf_counter()
     for start in range(0, n, batch):
         chunk = cose[start : start + batch]
@@ -184,8 +185,9 @@ def _run_share(args: tuple[int, str, int]) -> dict[str, Any]:
         applied = store.apply_many(verdicts)
         verified += sum(1 for a in applied if a.status == "verified")
     elapsed = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     engine.dispose()
-    return {"n": n, "verified": verified, "seconds": elapsed}
+    return {"n": n, "verified": verified, "seconds": elapsed, "cpu_seconds": cpu}
 
 
 def run_oracle_verify_bench(
@@ -212,6 +214,11 @@ def run_oracle_verify_bench(
         "seconds": round(wall, 3),
         "attestations_per_s": round(n / wall, 1),
         "per_process_per_s": [round(r["n"] / r["seconds"], 1) for r in results],
+        # CPU time, not wall time: what the pipeline costs when other work shares the cores.
+        "attestations_per_cpu_s": round(n / sum(r["cpu_seconds"] for r in results), 1),
+        "projected_per_s_on_processes_cores": round(
+            processes * n / sum(r["cpu_seconds"] for r in results), 1
+        ),
         "target_per_s": 2000,
         "spot_checks": "excluded",
         "lookups": "prefetched per batch (feed and chain caches)",

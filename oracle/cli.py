@@ -33,14 +33,21 @@ def serve(
         key = oracle_key(settings, key_file)
     except OracleKeyError as exc:
         raise typer.BadParameter(str(exc), param_hint="--key-file") from exc
+    from oracle.settlement.service import settlement_extensions
+
     logs.configure()
     metrics = OracleMetrics()
+    # Settlement (scheduler, bundle and quorum routes) runs in the same process: it is the
+    # only holder of this oracle's key.
+    hooks, routers = settlement_extensions(settings, key.signing_key, metrics.registry)
     application = create_app(
         settings,
         context=lambda store: context_from_settings(settings, store, metrics, key=key),
         metrics=metrics,
         workers=workers,
         verifier=key.public_key_hex[:16],
+        lifespan_hooks=hooks,
+        routers=routers,
     )
     uvicorn.run(application, host=host, port=port, log_level="warning")
 

@@ -151,30 +151,40 @@ class AttestationStore:
                     )
                 ).all()
             )
-            fresh: dict[str, AttestationRecord] = {}
+            fresh: dict[str, dict[str, object]] = {}
             for (att, cose), leaf in zip(items, leaves, strict=True):
                 if leaf in existing or leaf in fresh:
                     continue
                 ref = att.domain.escrow
-                fresh[leaf] = AttestationRecord(
-                    job_id=att.job_id,
-                    escrow_tx_id=ref.tx_id,
-                    escrow_index=ref.index,
-                    escrow_ref=escrow_ref(ref.tx_id, ref.index),
-                    worker_key=att.worker_key,
-                    payout_address=att.payout_address,
-                    amount=att.amount,
-                    cose=bytes(cose),
-                    leaf_hash=leaf,
-                    status=RECEIVED,
-                    received_at=now,
-                    updated_at=now,
+                fresh[leaf] = {
+                    "job_id": att.job_id,
+                    "escrow_tx_id": ref.tx_id,
+                    "escrow_index": ref.index,
+                    "escrow_ref": escrow_ref(ref.tx_id, ref.index),
+                    "payable_escrow": None,
+                    "worker_key": att.worker_key,
+                    "payout_address": att.payout_address,
+                    "amount": att.amount,
+                    "cose": bytes(cose),
+                    "leaf_hash": leaf,
+                    "status": RECEIVED,
+                    "reason": "",
+                    "message": "",
+                    "attempts": 0,
+                    "received_at": now,
+                    "updated_at": now,
+                    "retry_at": None,
+                }
+            if fresh:
+                table = AttestationRecord.__table__  # type: ignore[attr-defined]
+                # One multi-row INSERT ... RETURNING (SQLite and PostgreSQL both have it).
+                inserted = s.connection().execute(
+                    insert(table).returning(
+                        table.c.leaf_hash, table.c.id, sort_by_parameter_order=True
+                    ),
+                    list(fresh.values()),
                 )
-            s.add_all(fresh.values())
-            s.flush()
-            for leaf, row in fresh.items():
-                assert row.id is not None
-                existing[leaf] = row.id
+                existing.update({str(leaf): int(i) for leaf, i in inserted})
             ids = [int(existing[leaf] or 0) for leaf in leaves]
             s.commit()
         return ids

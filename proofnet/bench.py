@@ -20,6 +20,16 @@ def bench_devnet(
     run_devnet_bench(payments=payments, plutus=plutus, utxos=utxos, json_out=json_out)
 
 
+@app.command("settle")
+def bench_settle(
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """Largest batch settlement per transaction (distinct / aggregated) and fee per escrow."""
+    from chain.offchain.bench_settle import run_settle_bench
+
+    run_settle_bench(json_out=json_out)
+
+
 @app.command("worker")
 def bench_worker(
     k: int = typer.Option(100, help="proof-of-training checkpoint interval (steps)"),

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from typing import Annotated
+
+from fastapi import APIRouter, Path, status
 
 from api.config import ApiConfig
 from api.deps import ConfigDep, CurrentUser, NowDep, SeniorUser, SessionDep
@@ -8,6 +10,9 @@ from api.schemas.approval import ApplicationCreate, ApplicationPublic, Applicati
 from api.schemas.auth import SignedData
 from api.services import approvals as service
 from api.services.approvals import ApplicationState
+
+# Row ids are 64-bit: a larger number cannot name a row (and would overflow the driver).
+ApplicationId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
 router = APIRouter(prefix="/approvals", tags=["approvals"])
 
@@ -43,14 +48,14 @@ def pending(_senior: SeniorUser, session: SessionDep, config: ConfigDep) -> Appl
 
 @router.get("/{application_id}")
 def get_application(
-    application_id: int, _senior: SeniorUser, session: SessionDep, config: ConfigDep
+    application_id: ApplicationId, _senior: SeniorUser, session: SessionDep, config: ConfigDep
 ) -> ApplicationPublic:
     return _public(config, service.get_application(session, config, application_id))
 
 
 @router.post("/{application_id}/endorsements", status_code=status.HTTP_201_CREATED)
 def endorse(
-    application_id: int,
+    application_id: ApplicationId,
     body: SignedData,
     user: CurrentUser,
     session: SessionDep,

@@ -25,7 +25,7 @@ def list_jobs(
     user: CurrentUser,
     session: SessionDep,
     status_filter: Annotated[StatusFilter | None, Query(alias="status")] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> JobsPublic:
     rows, total = service.list_jobs(session, user, status=status_filter, offset=offset, limit=limit)

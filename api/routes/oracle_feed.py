@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field
 
@@ -78,7 +78,10 @@ def get_chain_context(request: Request) -> Any:
         from chain.offchain.backends import chain_context
         from proofnet.settings import build_settings
 
-        context = chain_context(build_settings())
+        try:
+            context = chain_context(build_settings())
+        except Exception as e:  # an unreachable backend is a 503, not a crash
+            raise HTTPException(503, f"chain backend unavailable: {type(e).__name__}") from e
         request.app.state.chain_context = context
     return context
 

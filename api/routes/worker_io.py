@@ -159,7 +159,7 @@ def job_logs(
     job_id: str,
     user: CurrentUser,
     session: SessionDep,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,
     limit: Annotated[int, Query(ge=1, le=5000)] = 1000,
 ) -> JobLogsPublic:
     rows = service.job_logs(session, user, job_id, after=after, limit=limit)

@@ -82,7 +82,10 @@ class ContextChainReader:
     def _ctx(self) -> Any:
         with self._lock:
             if self._context is None:
-                self._context = self._make_context()
+                try:
+                    self._context = self._make_context()
+                except Exception as e:  # e.g. the backend is down when first asked
+                    raise LookupFailed(f"chain backend: {type(e).__name__}: {e}") from e
             return self._context
 
     def holdings(self, address: str) -> Holdings:
@@ -106,8 +109,7 @@ class ContextChainReader:
         return Holdings(lovelace, ntx if self.ntx_unit is not None else None)
 
     def output_unspent(self, tx_id: str, index: int) -> bool:
-        context = self._ctx()
-        api = getattr(context, "api", None)
+        api = getattr(self._ctx(), "api", None)
         if api is None:
             raise LookupFailed("this chain backend cannot look up transaction outputs")
         try:

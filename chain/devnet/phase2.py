@@ -18,6 +18,7 @@ from uplc.cost_model import Budget
 from uplc.machine import Machine
 from uplc.tools import apply, unflatten
 
+from chain.deep_stack import run_deep
 from chain.devnet.cost_models import CostModelError, evaluator_cost_models
 from chain.devnet.plutus_tx import Script, Tx, decode_tx, iter_scripts, resolve_utxos
 from chain.devnet.purposes import TAGS, NeededScript, needed_scripts_of
@@ -43,6 +44,16 @@ def evaluate_redeemers(
     `budget=(mem, steps)`: each runs under that budget (`/utils/txs/evaluate`).
     `resolved` maps every spent and reference input to its output.
     """
+    return run_deep(_evaluate_redeemers, tx_cbor, resolved, slot_config, cost_models, budget)
+
+
+def _evaluate_redeemers(
+    tx_cbor: bytes,
+    resolved: Mapping[Any, Any],
+    slot_config: SlotConfig,
+    cost_models: Mapping[str, Sequence[int]],
+    budget: tuple[int, int] | None,
+) -> list[RedeemerEvaluation]:
     tx = decode_tx(tx_cbor)
     utxos = resolve_utxos(resolved)
     builder = ContextBuilder(tx, utxos, slot_config)

@@ -7,7 +7,9 @@ devnet, hosted Blockfrost and a self-hosted node (Ogmios + Kupo) is one setting.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from blockfrost import BlockFrostApi
 from pycardano import BlockFrostChainContext, ChainContext, Network
 
 from chain.offchain.errors import BackendConfigError
@@ -21,6 +23,34 @@ BLOCKFROST_URLS = {
 
 # The devnet accepts any project id; Blockfrost's client insists on sending one.
 DEVNET_PROJECT_ID = "devnet"
+
+
+class LazyBlockFrostChainContext(BlockFrostChainContext):
+    """pycardano's Blockfrost context, minus the request its constructor makes.
+
+    Services (oracle, API) must start while the chain backend is unreachable and retry
+    later, so the first epoch lookup waits until something needs it.
+    """
+
+    def __init__(self, project_id: str, base_url: str) -> None:
+        self._network = Network.MAINNET if "mainnet" in base_url else Network.TESTNET
+        self._project_id = project_id
+        self._base_url = base_url
+        self.api = BlockFrostApi(project_id=project_id, base_url=base_url)
+        self._lazy_epoch_info: Any = None
+        self._epoch = None
+        self._genesis_param = None
+        self._protocol_param = None
+
+    @property  # type: ignore[override]
+    def _epoch_info(self) -> Any:
+        if self._lazy_epoch_info is None:
+            self._lazy_epoch_info = self.api.epoch_latest()
+        return self._lazy_epoch_info
+
+    @_epoch_info.setter
+    def _epoch_info(self, value: Any) -> None:
+        self._lazy_epoch_info = value
 
 
 @dataclass(frozen=True)
@@ -53,14 +83,14 @@ def chain_context(settings: Settings) -> ChainContext:
         base = settings.devnet_url.rstrip("/")
         # pycardano appends the API version itself when given the server root.
         root = base[: -len("/v0")] if base.endswith("/v0") else base
-        return BlockFrostChainContext(project_id=DEVNET_PROJECT_ID, base_url=root)
+        return LazyBlockFrostChainContext(project_id=DEVNET_PROJECT_ID, base_url=root)
     if backend == "blockfrost":
         if settings.network == "devnet":
             raise BackendConfigError("blockfrost needs network preprod, preview or mainnet")
         if not settings.blockfrost_project_id:
             raise BackendConfigError("blockfrost needs PROOFNET_BLOCKFROST_PROJECT_ID")
         # pycardano infers mainnet from the URL; testnets are its default.
-        return BlockFrostChainContext(
+        return LazyBlockFrostChainContext(
             project_id=settings.blockfrost_project_id, base_url=BLOCKFROST_URLS[settings.network]
         )
     if backend == "ogmios":

@@ -124,6 +124,9 @@ class SettlementScheduler:
     def start(self) -> None:
         if self._scheduler is not None:
             return
+        # A run longer than the interval makes APScheduler warn that it skipped the next
+        # one; with coalescing and one instance that is the intended behaviour, not news.
+        logging.getLogger("apscheduler.scheduler").setLevel(logging.ERROR)
         scheduler = BackgroundScheduler(daemon=True)
         scheduler.add_job(
             self.run_once,

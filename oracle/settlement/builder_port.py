@@ -29,7 +29,7 @@ from chain.offchain.builders import assembly as A
 from chain.offchain.builders import settle as S
 from chain.offchain.builders.chain_time import ChainClock, tip_slot
 from chain.offchain.builders.deployment import Deployment
-from chain.offchain.builders.errors import BuilderError
+from chain.offchain.builders.errors import BuilderError, ScriptEvaluationError
 from chain.offchain.builders.onchain import out_ref_text
 from chain.offchain.builders.protocol_utxos import resolve
 from chain.offchain.errors import BackendUnavailableError
@@ -49,6 +49,8 @@ class CardanoSettlementBuilder:
     oracle_key: PaymentSigningKey
     signers: tuple[VerificationKeyHash, ...] = ()
     payer_key: PaymentSigningKey | None = None
+    # Largest batch measured to fit one transaction (grows the packing fast path).
+    _known_fit: int = 0
 
     @property
     def oracle_pkh(self) -> VerificationKeyHash:
@@ -101,6 +103,14 @@ class CardanoSettlementBuilder:
         settlements, by_ref = self._settlements(claims, escrows)
         protocol = resolve(self.context, self.deployment)
         payer_utxos = list(self.context.utxos(self.payer_address))
+        # A batch no larger than one already measured to fit is built once, directly with
+        # its real root; otherwise (or if it does not fit after all) it is packed first.
+        if len(settlements) <= self._known_fit:
+            final = self._final(
+                settlements, by_ref, batch_id, annotate, signers, protocol, payer_utxos
+            )
+            if final is not None:
+                return final
         # Same shape as the real metadata, so the measured size holds for the final build.
         placeholder = make_bundle(claims[:1])
         packed = S.pack_settle_batch(
@@ -115,20 +125,50 @@ class CardanoSettlementBuilder:
             protocol=protocol,
             metadata=audit_metadata(batch_id, placeholder, len(settlements)),
         )
-        ordered = [by_ref[out_ref_text(s.escrow.input)] for s in packed.settled]
-        note = annotate(ordered)
-        final = S.build_settle_batch(
-            self.context,
-            self.deployment,
-            packed.settled,
-            note.merkle_root,
-            batch_id,
-            signers,
-            self.payer_address,
-            payer_utxos,
-            metadata=dict(note.metadata),
-            protocol=protocol,
+        fitted = len(packed.settled)
+        self._known_fit = fitted if packed.left_out else max(self._known_fit, fitted)
+        final = self._final(
+            list(packed.settled), by_ref, batch_id, annotate, signers, protocol, payer_utxos
         )
+        if final is None:
+            raise BuildError("the packed batch no longer fits with its real root and metadata")
+        return final
+
+    def _final(
+        self,
+        settlements: Sequence[S.Settlement],
+        by_ref: dict[str, Claim],
+        batch_id: bytes,
+        annotate: Annotate,
+        signers: Sequence[VerificationKeyHash],
+        protocol: object,
+        payer_utxos: Sequence[UTxO],
+    ) -> UnsignedBatch | None:
+        ordered_settlements = sorted(
+            settlements,
+            key=lambda s: (s.escrow.input.transaction_id.payload, s.escrow.input.index),
+        )
+        ordered = [by_ref[out_ref_text(s.escrow.input)] for s in ordered_settlements]
+        note = annotate(ordered)
+        try:
+            final = S.build_settle_batch(
+                self.context,
+                self.deployment,
+                ordered_settlements,
+                note.merkle_root,
+                batch_id,
+                signers,
+                self.payer_address,
+                payer_utxos,
+                metadata=dict(note.metadata),
+                protocol=protocol,  # type: ignore[arg-type]
+            )
+        except ScriptEvaluationError as exc:
+            if "budget" not in exc.failures:
+                raise
+            return None
+        if not S.fits(self.context, final.built):
+            return None
         if [out_ref_text(s.escrow.input) for s in final.settled] != [
             str(c.escrow) for c in ordered
         ]:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import random
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -27,12 +25,6 @@ from .audit import AuditResult, Expected, audit_payouts, settlement_tx_of
 
 app = typer.Typer(no_args_is_help=True, help="Fault-injection runs against local roles.")
 
-# The devnet evaluates the real scripts: its process needs a deep stack (see scenario.py).
-_DEVNET_BOOT = (
-    "import sys, threading; sys.setrecursionlimit(200000); "
-    "threading.stack_size(512 * 1024 * 1024); "
-    "from proofnet.cli import main; sys.argv = ['proofnet', *sys.argv[1:]]; main()"
-)
 SUBMITTING = b"submitting settlement tx"
 STARTED = b"settlement scheduler started"
 
@@ -47,19 +39,6 @@ class ChaosReport:
 
     def line(self) -> str:
         return self.audit.line()
-
-
-class _Devnet(RoleProcess):
-    def start(self) -> _Devnet:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", _DEVNET_BOOT, *self.argv],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        return self
 
 
 def _kill(role: RoleProcess) -> None:
@@ -94,7 +73,7 @@ def run_chaos(
     work = workdir or Path(tempfile.mkdtemp(prefix="proofnet-chaos-"))
     port = free_port()
     url = f"http://127.0.0.1:{port}/api/v0"
-    devnet = _Devnet(
+    devnet = RoleProcess(
         "devnet",
         [
             "devnet",
@@ -175,10 +154,10 @@ def run_chaos(
             if roll < 0.1:
                 time.sleep(rng.uniform(0.0, 1.0))  # during start-up
             else:
-                _wait_for(lambda s=started_before: _count(log_path, STARTED) > s, oracle, 30)
+                _wait_for(lambda s=started_before, p=log_path: _count(p, STARTED) > s, oracle, 30)
                 if roll < 0.45:
                     # Right after it says it is submitting: the riskiest moment.
-                    _wait_for(lambda b=before: _count(log_path) > b, oracle, timeout=15)
+                    _wait_for(lambda b=before, p=log_path: _count(p) > b, oracle, timeout=15)
                     after_submit += 1
                 else:
                     time.sleep(rng.uniform(0.0, max_delay_s))

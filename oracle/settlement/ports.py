@@ -131,10 +131,16 @@ class SettlementBuilder(Protocol):
     """Builds the unsigned batch transaction (the builders' job) and assembles witnesses."""
 
     def build(
-        self, claims: Sequence[Claim], *, batch_id: bytes, annotate: Annotate
+        self,
+        claims: Sequence[Claim],
+        *,
+        batch_id: bytes,
+        annotate: Annotate,
+        signers: Sequence[bytes] = (),
     ) -> UnsignedBatch:
         """Pack as many of `claims` (a prefix, in order) as fit in one transaction;
-        `annotate(packed)` gives the redeemer's Merkle root and the metadata to attach."""
+        `annotate(packed)` gives the redeemer's Merkle root and the metadata to attach.
+        `signers` are the oracle key hashes that will sign (default: this oracle)."""
         ...
 
     def witness(self, tx_id: str) -> bytes:

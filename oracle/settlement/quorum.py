@@ -346,7 +346,7 @@ class QuorumSigner:
     def choose(self) -> list[CoSignerClient]:
         """The co-signers this batch will name as required signers."""
         now = self.clock()
-        chosen = []
+        chosen: list[CoSignerClient] = []
         for c in self.cosigners:
             if len(chosen) == self.threshold - 1:
                 break

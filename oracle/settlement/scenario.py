@@ -8,12 +8,9 @@ process or as a child process.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import sys
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -40,21 +37,6 @@ from .ports import OutRef
 NTX_NAME = b"NTX"
 # The devnet evaluates the real scripts with uplc, which recurses once per term: threads
 # that evaluate need a deep Python stack and a large C stack.
-RECURSION_LIMIT = 200_000
-THREAD_STACK_BYTES = 512 * 1024 * 1024
-
-
-@contextlib.contextmanager
-def deep_recursion_threads() -> Iterator[None]:
-    """Threads started inside (the devnet's server and workers) can evaluate scripts."""
-    old_limit, old_stack = sys.getrecursionlimit(), threading.stack_size()
-    sys.setrecursionlimit(max(old_limit, RECURSION_LIMIT))
-    threading.stack_size(THREAD_STACK_BYTES)
-    try:
-        yield
-    finally:
-        threading.stack_size(old_stack)
-        sys.setrecursionlimit(old_limit)
 
 
 def seeded_key(tag: str) -> PaymentSigningKey:

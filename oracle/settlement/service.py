@@ -96,11 +96,12 @@ def settlement_extensions(
     settings: Settings,
     signing_key: SigningKey,
     registry: CollectorRegistry | None,
-    db: Engine,
+    db: Engine | None = None,
     config: SettlementSettings | None = None,
 ) -> tuple[list[Any], list[APIRouter]]:
     """Lifespan hooks and routers for `oracle.app.create_app`. The bundle and quorum routes
-    are always served; the scheduler runs only when settlement is enabled."""
+    are always served; the scheduler runs only when settlement is enabled. The database is
+    `db`, else the app's own (`app.state.engine`)."""
     from .quorum import CoSigner
     from .routes import router
 
@@ -111,17 +112,18 @@ def settlement_extensions(
         import oracle.settlement.models  # noqa: F401  (registers the tables)
         from oracle.models import metadata
 
-        await run_in_threadpool(metadata.create_all, db)
-        app.state.settlement_db = db
+        store: Engine = db if db is not None else app.state.engine
+        await run_in_threadpool(metadata.create_all, store)
+        app.state.settlement_db = store
         scheduler: SettlementScheduler | None = None
         if config.enabled:
             engine = await run_in_threadpool(
-                build_engine, settings, config, signing_key, db, registry
+                build_engine, settings, config, signing_key, store, registry
             )
             app.state.settlement_cosigner = CoSigner.for_engine(engine, app)
             holder = config.holder or default_holder()
             scheduler = SettlementScheduler(
-                engine, ProposerLeaseGuard(db, holder, config.lease_ttl_s), config.interval_s
+                engine, ProposerLeaseGuard(store, holder, config.lease_ttl_s), config.interval_s
             )
             scheduler.start()
         try:

@@ -7,7 +7,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from email import message_from_bytes
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -268,60 +268,81 @@ def test_completion_and_settlement_reach_webhook_and_email(
 
 def _outbox(session: Session) -> list[NotificationDelivery]:
     session.expire_all()
-    return list(session.exec(select(NotificationDelivery).order_by(NotificationDelivery.id)))
+    rows = list(session.exec(select(NotificationDelivery).order_by(NotificationDelivery.id)))
+    session.commit()  # end the read: on SQLite it holds the write lock (BEGIN IMMEDIATE)
+    return rows
+
+
+@pytest.fixture
+def quiet_client(config: ApiConfig, engine: Engine, clock: FakeClock) -> Iterator[TestClient]:
+    """An app whose own dispatcher is off: the test drives delivery step by step."""
+    app = create_app(config=config, engine=engine, clock=clock, run_sweeper=False)
+    app.state.run_notifier = False
+    with TestClient(app) as c:
+        yield c
+
+
+@pytest.fixture
+def quiet_auth(
+    quiet_client: TestClient, engine: Engine, config: ApiConfig, clock: FakeClock
+) -> dict[str, str]:
+    from api.services.users import add_senior
+
+    wallet = Wallet()
+    with open_session(engine) as s:
+        add_senior(s, config, wallet.address, clock())
+    return sign_in(quiet_client, wallet)
 
 
 def test_failures_retry_with_backoff_then_give_up(
-    client: TestClient,
+    quiet_client: TestClient,
+    quiet_auth: dict[str, str],
     engine: Engine,
-    session: Session,
     clock: FakeClock,
-    approved: tuple[Wallet, dict[str, str]],
-    worker_factory: Callable[[], Worker],
     receiver: Receiver,
 ) -> None:
-    # The client's app runs its own dispatcher; drive this one by hand with another config.
-    client.app.state.notifier_config = None  # type: ignore[attr-defined]
-    _, auth = approved
+    client, auth = quiet_client, quiet_auth
     hook = client.put("/api/v1/notifications/webhook", json={"url": receiver.url}, headers=auth)
     receiver.secret = hook.json()["secret"]
     # Email with no SMTP server configured: fails every time.
     client.put("/api/v1/notifications/email", json={"address": "me@example.org"}, headers=auth)
-    client.app.state.run_notifier = False  # type: ignore[attr-defined]
-    worker = worker_factory()
+    worker = Worker(client, clock=clock)
     worker.register([("NVIDIA A100 80GB", 81920)])
     receiver.failures_left = 1
     config = NotifierConfig(backoff_base_s=10, max_attempts=3, allow_private_targets=True)
     _run_job(client, auth, worker)
-    # The app's dispatcher may already have tried; drive the rest deterministically.
-    service.dispatch_once(engine, config, clock)
-    rows = {r.event + r.idempotency_key: r for r in _outbox(session)}
-    assert len(rows) == 2
+    assert service.dispatch_once(engine, config, clock) == 2
+    with open_session(engine) as session:
+        webhook, email = sorted(_outbox(session), key=lambda r: r.subscription_id)
+    assert (webhook.status, webhook.attempts, email.attempts) == ("pending", 1, 1)
+    assert "HTTP 503" in webhook.last_error
+    # Not due before the backoff has passed.
+    assert service.dispatch_once(engine, config, clock) == 0
+    clock.advance(10)
+    assert service.dispatch_once(engine, config, clock) == 2
+    clock.advance(20)  # the email's second backoff (2 x 10 s)
+    assert service.dispatch_once(engine, config, clock) == 1
     clock.advance(3600)
-    for _ in range(4):
-        service.dispatch_once(engine, config, clock)
-        clock.advance(3600)
-    webhook, email = sorted(_outbox(session), key=lambda r: r.subscription_id)
-    assert webhook.status == "delivered" and webhook.attempts >= 2
+    assert service.dispatch_once(engine, config, clock) == 0  # nothing left to try
+    with open_session(engine) as session:
+        webhook, email = sorted(_outbox(session), key=lambda r: r.subscription_id)
+    assert webhook.status == "delivered" and webhook.attempts == 2
     assert email.status == "failed" and email.attempts == 3
     assert "PROOFNET_SMTP_HOST" in email.last_error
     assert len(receiver.received) == 1
 
 
 def test_a_crashed_dispatcher_is_taken_over_and_the_key_repeats(
-    client: TestClient,
+    quiet_client: TestClient,
+    quiet_auth: dict[str, str],
     engine: Engine,
-    session: Session,
     clock: FakeClock,
-    approved: tuple[Wallet, dict[str, str]],
-    worker_factory: Callable[[], Worker],
     receiver: Receiver,
 ) -> None:
-    client.app.state.run_notifier = False  # type: ignore[attr-defined]
-    _, auth = approved
+    client, auth = quiet_client, quiet_auth
     hook = client.put("/api/v1/notifications/webhook", json={"url": receiver.url}, headers=auth)
     receiver.secret = hook.json()["secret"]
-    worker = worker_factory()
+    worker = Worker(client, clock=clock)
     worker.register([("NVIDIA A100 80GB", 81920)])
     config = NotifierConfig(lock_s=60, allow_private_targets=True, poll_interval_s=3600)
     _run_job(client, auth, worker)
@@ -333,7 +354,8 @@ def test_a_crashed_dispatcher_is_taken_over_and_the_key_repeats(
         assert service.claim_due(s, config, clock()) == []
     clock.advance(61)
     assert service.dispatch_once(engine, config, clock) == 1
-    (row,) = _outbox(session)
+    with open_session(engine) as session:
+        (row,) = _outbox(session)
     assert row.status == "delivered"
     keys = [r["key"] for r in receiver.received]
     assert keys == [item.key, item.key]  # at-least-once: the receiver dedupes on the key

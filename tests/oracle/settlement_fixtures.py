@@ -214,9 +214,7 @@ def oracle_engine(tmp_path: Path, name: str = "oracle.db") -> Engine:
     return engine
 
 
-def add_verified(
-    engine: Engine, escrow: OutRef, amount: int = 100, age_s: float = 0.0
-) -> int:
+def add_verified(engine: Engine, escrow: OutRef, amount: int = 100, age_s: float = 0.0) -> int:
     """A verified attestation row (the intake's job in production) paying to an address
     tagged with the escrow, so `FakeChain.paid` can attribute payouts."""
     n = next(_counter)

@@ -24,6 +24,7 @@ from oracle.settlement.engine import BatchPolicy, SettlementEngine
 from oracle.settlement.intents import IntentLog
 from oracle.settlement.models import IntentState
 from oracle.settlement.ports import Claim
+from oracle.settlement.queue import AttestationQueue, claim_of
 from oracle.settlement.quorum import (
     CoSigner,
     CoSignerClient,
@@ -32,7 +33,6 @@ from oracle.settlement.quorum import (
     SignatureVerifier,
     VerifiedClaim,
 )
-from oracle.settlement.queue import AttestationQueue, claim_of
 from oracle.settlement.routes import router
 from oracle.settlement.watcher import WatchConfig
 from oracle.verify import VerificationContext
@@ -57,9 +57,9 @@ class _Refuses:
 
 @pytest.fixture(scope="module")
 def quorum(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    with sc.deep_recursion_threads(), running_devnet(
-        tmp_path_factory.mktemp("devnet"), block_time=0.2
-    ) as devnet:
+    with (
+        running_devnet(tmp_path_factory.mktemp("devnet"), block_time=0.2) as devnet,
+    ):
         api = sc.Devnet(devnet.url)
         yield api, sc.setup(api, oracles=3, threshold=2, tag="quorum-test")
 
@@ -77,7 +77,9 @@ def oracle_app(tmp_path: Path, scenario: sc.Scenario, index: int, refuse: bool) 
         store=None,  # type: ignore[arg-type]
     )
     app = create_app(build_settings(), context=ctx, engine=db, routers=[router])
-    verifier = _Refuses() if refuse else SignatureVerifier("devnet", scenario.deployment.escrow_hash)
+    verifier = (
+        _Refuses() if refuse else SignatureVerifier("devnet", scenario.deployment.escrow_hash)
+    )
     app.state.settlement_db = db
     app.state.settlement_cosigner = CoSigner(
         scenario.deployment, chain, scenario.oracle_keys[index], verifier
@@ -120,7 +122,9 @@ def test_two_of_three_with_one_oracle_down(quorum, tmp_path: Path) -> None:  # t
     devnet, scenario = quorum
     with oracle_app(tmp_path, scenario, 2, refuse=False) as healthy:
         down = CoSignerClient("http://127.0.0.1:9", _pkh(scenario, 1))  # nothing listens
-        db, engine = _proposer(tmp_path, scenario, [down, CoSignerClient(healthy, _pkh(scenario, 2))])
+        db, engine = _proposer(
+            tmp_path, scenario, [down, CoSignerClient(healthy, _pkh(scenario, 2))]
+        )
         escrows = sc.lock(scenario, 2, nonce_base=500)
         rows = sc.attested_escrows(scenario, db, escrows, amount=70)
         _settle(engine, db)
@@ -194,8 +198,10 @@ def test_cosigner_refuses_a_batch_that_pays_otherwise(quorum, tmp_path: Path) ->
     with pytest.raises(QuorumRefusal):
         cosigner.review(honest[0].tx_cbor, make_bundle(honest[0].claims[:1]).body)
     # A tx paying 1 NTX more than attested to the first provider: refused.
-    inflated = [Claim(c.attestation_id, c.escrow, c.leaf_hash, c.cose, c.amount + 1,
-                      c.payout_address) for c in claims]
+    inflated = [
+        Claim(c.attestation_id, c.escrow, c.leaf_hash, c.cose, c.amount + 1, c.payout_address)
+        for c in claims
+    ]
     tampered = _unsigned(builder, inflated, signers)
     with pytest.raises(QuorumRefusal, match="payout differs"):
         cosigner.review(tampered[0].tx_cbor, tampered[1])

@@ -29,9 +29,9 @@ BUDGET = 1_000
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    with sc.deep_recursion_threads(), running_devnet(
-        tmp_path_factory.mktemp("devnet"), block_time=0.2
-    ) as devnet:
+    with (
+        running_devnet(tmp_path_factory.mktemp("devnet"), block_time=0.2) as devnet,
+    ):
         devnet_api = sc.Devnet(devnet.url)
         yield devnet_api, sc.setup(devnet_api, oracles=1, threshold=1, tag="settle-test")
 
@@ -40,9 +40,9 @@ def chain(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-
 def manual_chain(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """A devnet whose blocks the test produces by hand (after a pumped setup), so a
     rollback of depth d undoes exactly the d blocks the test made."""
-    with sc.deep_recursion_threads(), running_devnet(
-        tmp_path_factory.mktemp("devnet-manual"), block_time=3600
-    ) as devnet:
+    with (
+        running_devnet(tmp_path_factory.mktemp("devnet-manual"), block_time=3600) as devnet,
+    ):
         devnet_api = sc.Devnet(devnet.url)
         stop = threading.Event()
 
@@ -101,9 +101,7 @@ def test_batch_pays_attested_amounts_and_refunds_remainders(chain, tmp_path: Pat
     (tx_id,) = {settlement_tx_of(devnet.url, e) for e in rows}
     assert tx_id is not None
     utxos = httpx.get(f"{devnet.url}/txs/{tx_id}/utxos").json()
-    to_submitter = [
-        o for o in utxos["outputs"] if o["address"] == str(scenario.submitter.address)
-    ]
+    to_submitter = [o for o in utxos["outputs"] if o["address"] == str(scenario.submitter.address)]
     refunds = sorted(
         int(a["quantity"]) for o in to_submitter for a in o["amount"] if a["unit"] == unit
     )

@@ -59,7 +59,9 @@ def test_batch_settles_and_confirms_at_depth(db) -> None:  # type: ignore[no-unt
     assert intent is not None and intent.state == IntentState.CONFIRMED
     assert statuses(db) == {i: "settled" for i in ids}
     paid = chain.paid()
-    assert [paid[str(r)] for r in refs] == [[(f"provider-{str(r)[-8:]}", 10 + i)] for i, r in enumerate(refs)]
+    assert [paid[str(r)] for r in refs] == [
+        [(f"provider-{str(r)[-8:]}", 10 + i)] for i, r in enumerate(refs)
+    ]
 
     # The published bundle is what the tx's root commits to.
     bundle = engine.intents.bundle(intent.bundle_sha256)
@@ -210,8 +212,6 @@ def test_live_escrow_cannot_be_in_two_intents(db) -> None:  # type: ignore[no-un
     ref = chain.add_escrow()
     add_verified(db, ref)
     engine = make_engine_for(db, chain, batch_size=1)
-    claims = engine.intents.queue.payable.__self__  # type: ignore[attr-defined]
-    assert claims is not None
     claim = Claim(1, ref, b"\x01" * 32, b"c", 1, "x")
     bundle = make_bundle([claim])
     builder = FakeBuilder()

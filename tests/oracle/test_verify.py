@@ -120,9 +120,7 @@ def test_cross_job(world: World) -> None:
             job_id=job_b.job_id,
         )
     )
-    job_b.feed.jobs[job_b.job_id] = world.feed.jobs[world.job_id].__class__(
-        **{**job_b.feed.jobs[job_b.job_id].__dict__, "escrow": world.escrow}
-    )
+    job_b.set_job(escrow=world.escrow)
     job_b.chain = world.chain
     result = verify(job_b.sign(b_on_a), job_b.context())
     assert result.reason == Reason.ESCROW_JOB_MISMATCH

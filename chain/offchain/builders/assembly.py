@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from pycardano import (
     Address,
@@ -89,7 +89,7 @@ class IndexView:
 
 # A redeemer, or a function of the final input order (for redeemers that carry indices:
 # fee inputs are chosen late and shift every index).
-RedeemerSpec = PlutusData | Callable[[IndexView], PlutusData]
+RedeemerSpec: TypeAlias = PlutusData | Callable[[IndexView], PlutusData]
 
 
 def _sorted_refs(refs: Iterable[TransactionInput]) -> tuple[TransactionInput, ...]:
@@ -175,7 +175,7 @@ class BuiltTx:
 # What to declare for a redeemer the evaluator refuses: None raises ScriptEvaluationError;
 # a callable gets (tag_index, redeemer count) and returns the units to declare anyway (used
 # to submit deliberately failing transactions and see the ledger's phase-2 verdict).
-FailurePolicy = Callable[[str, int], ExecutionUnits] | None
+FailurePolicy: TypeAlias = Callable[[str, int], ExecutionUnits] | None
 
 
 def declare_share_of_max(context: ChainContext) -> Callable[[str, int], ExecutionUnits]:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import sys
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,22 +32,6 @@ NTX_NAME = b"NTX"
 # Chain time on the devnet runs ahead of the wall clock (a slot per 0.2 s block); an hour
 # of chain time is about twelve minutes of wall time, more than any test needs.
 FAR_DEADLINE_MS = 3_600_000
-
-
-@contextlib.contextmanager
-def deep_evaluation() -> Iterator[None]:
-    """The devnet evaluates scripts in server threads with uplc, whose machine recurses
-    deeper than Python's default limit on the protocol's scripts; raise the (process-wide)
-    limit and give new threads room for it while a devnet runs."""
-    old_limit = sys.getrecursionlimit()
-    old_stack = threading.stack_size()
-    sys.setrecursionlimit(max(old_limit, 100_000))
-    threading.stack_size(256 * 1024 * 1024)
-    try:
-        yield
-    finally:
-        threading.stack_size(old_stack)
-        sys.setrecursionlimit(old_limit)
 
 
 def wallet(seed: int, staked: bool = False) -> KeyWallet:
@@ -153,7 +135,7 @@ def protocol_world(
 ) -> Iterator[ProtocolWorld]:
     """A devnet with the protocol deployed: admin (NTX minter and config admin), oracles,
     a submitter funded with ADA and test NTX, and provider wallets."""
-    with deep_evaluation(), running_devnet(tmp_path, block_time=0.2) as devnet:
+    with running_devnet(tmp_path, block_time=0.2) as devnet:
         context = devnet.chain_context()
         admin = wallet(1)
         oracle_wallets = sorted(

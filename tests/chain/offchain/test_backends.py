@@ -66,3 +66,11 @@ def test_environment_selects_the_backend(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("PROOFNET_NETWORK", "mainnet")
     settings = build_settings()
     assert (settings.chain_backend, settings.network) == ("ogmios", "mainnet")
+
+
+def test_building_a_context_needs_no_reachable_chain() -> None:
+    # Services start while the chain is down and retry later; the first query reports it.
+    settings = build_settings(chain_backend="devnet", devnet_url="http://127.0.0.1:9/api/v0")
+    context = chain_context(settings)
+    with pytest.raises(Exception, match="Connection refused|Max retries"):
+        _ = context.epoch
