@@ -30,6 +30,11 @@ class ApiConfig:
     auto_migrate: bool = True
     # Ed25519 public keys (hex) of the oracles allowed to read the oracle feed.
     oracle_keys: tuple[str, ...] = ()
+    # Hand out only jobs whose escrow the submitter recorded: a worker can attest (and be
+    # paid for) nothing else, and a job it must give back would head the queue forever.
+    # `proofnet api serve` always sets it; bare ApiConfig(...) leaves it off so queue tests
+    # need no chain.
+    claim_requires_escrow: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: object) -> ApiConfig:
@@ -43,6 +48,7 @@ class ApiConfig:
             "token_ttl_s": settings.api_token_ttl_s,
             "lease_ttl_s": settings.api_lease_ttl_s,
             "max_attempts": settings.api_job_max_attempts,
+            "claim_requires_escrow": True,
             "oracle_keys": tuple(
                 k.strip().lower()
                 for k in getattr(settings, "api_oracle_keys", "").split(",")

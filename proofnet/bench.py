@@ -76,3 +76,60 @@ def bench_worker(
     for key, value in dict(report.get("container_start") or {}).items():  # type: ignore[call-overload]
         table.add_row(f"container start: {key}", str(value))
     Console().print(table)
+
+
+@app.command("api")
+def bench_api(
+    postgres_url: str = typer.Option(
+        "",
+        help="PostgreSQL server URL (default: PROOFNET_TEST_POSTGRES_URL); a fresh database "
+        "is created on it and dropped afterwards",
+    ),
+    users: int = typer.Option(5000, help="users to create"),
+    providers: int = typer.Option(1000, help="providers to create"),
+    jobs: int = typer.Option(20000, help="jobs to create"),
+    workers: int = typer.Option(2, help="uvicorn worker processes"),
+    concurrency: int = typer.Option(32, help="keep-alive connections of the load generator"),
+    requests: int = typer.Option(30000, help="most requests to send"),
+    duration: float = typer.Option(20.0, help="most seconds to send them for"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """Job status and balance reads/s and p50/p95/p99 latency, API on PostgreSQL."""
+    import json
+
+    from api.bench import run_api_bench
+
+    report = run_api_bench(
+        postgres_url=postgres_url or None,
+        users=users,
+        providers=providers,
+        jobs=jobs,
+        workers=workers,
+        concurrency=concurrency,
+        requests=requests,
+        duration_s=duration,
+    )
+    if json_out:
+        typer.echo(json.dumps(report))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"proofnet bench api ({workers} workers, {report['cpu_count']} CPUs)")
+    for column in ("endpoint", "requests", "req/s", "p50 ms", "p95 ms", "p99 ms"):
+        table.add_column(column, justify="right" if column != "endpoint" else "left")
+    rows = {**report["endpoints"], "overall": report["overall"]}
+    for name, s in rows.items():
+        table.add_row(
+            name,
+            str(s["requests"]),
+            str(s["requests_per_s"]),
+            str(s["p50_ms"]),
+            str(s["p95_ms"]),
+            str(s["p99_ms"]),
+        )
+    Console().print(table)
+    met = "met" if report["target_met"] else "NOT met"
+    typer.echo(
+        f"target >= 1500 req/s with p99 < 50 ms: {met}; errors: {report['errors'] or 'none'}"
+    )

@@ -12,7 +12,8 @@ One job at a time:
    proof-of-training environment, streaming logs to the API and a local file, metered by
    the telemetry sampler;
 5. a failed run (non-zero exit, OOM, timeout) is reported via /fail and never attested; a
-   successful one has its declared results hashed and uploaded, and its attestation (PoT
+   successful one has its declared results hashed and uploaded (with its `pot/` proof files
+   when the spec declares `pot/**`, for the oracles' spot checks), and its attestation (PoT
    root from the job's manifest, result hashes, GPU time, nonce, amount) signed, put in the
    on-disk outbox, sent to the oracle, and only then is the lease completed.
 
@@ -56,7 +57,15 @@ from worker.log_shipper import LogShipper
 from worker.oracle_client import OracleClient, Outbox, OutboxEntry, send_with_retries
 from worker.pot.env import JobEnv
 from worker.pricing import PricingError, RateCard, amount_claimed, check_priceable
-from worker.results import CollectedResult, ResultsError, collect_results, final_metrics, pot_root
+from worker.results import (
+    CollectedResult,
+    ResultsError,
+    collect_results,
+    declares_proof,
+    final_metrics,
+    pot_root,
+    split_proof_files,
+)
 from worker.runtime.base import (
     PullProgress,
     Resources,
@@ -402,12 +411,21 @@ class Agent:
 
         keeper.message = "returning results"
         try:
-            results = collect_results(job_dir, spec.results)
+            results, proof = split_proof_files(collect_results(job_dir, spec.results))
             root = pot_root(job_dir)
             metrics = final_metrics(results)
         except ResultsError as e:
             raise _Failed(str(e)) from e
         self._upload(claimed, results, shipper)
+        if proof:
+            keeper.message = "returning the proof of training"
+            self._upload(claimed, proof, shipper, quiet=True)
+            shipper.note(f"uploaded {len(proof)} proof-of-training files (PoT root {root})")
+        elif not declares_proof(spec.results):
+            shipper.note(
+                "the spec declares no pot/** result: the proof-of-training files stay here, "
+                "and oracles that spot-check will not verify this job"
+            )
         shipper.flush()
 
         # A last synchronous renewal: never attest a job whose lease has already gone.
@@ -605,7 +623,12 @@ class Agent:
             keeper.lost.wait(0.2)
 
     def _upload(
-        self, claimed: ClaimedJob, results: list[CollectedResult], shipper: LogShipper
+        self,
+        claimed: ClaimedJob,
+        results: list[CollectedResult],
+        shipper: LogShipper,
+        *,
+        quiet: bool = False,
     ) -> None:
         for r in results:
             try:
@@ -627,7 +650,8 @@ class Agent:
                     raise
                 except ApiRefused as e:
                     raise _Failed(f"the API refused result {r.name}: {e}") from e
-            shipper.note(f"uploaded {r.name} ({r.size} bytes, sha256 {r.sha256})")
+            if not quiet:
+                shipper.note(f"uploaded {r.name} ({r.size} bytes, sha256 {r.sha256})")
 
     def _attest(
         self,

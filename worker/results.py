@@ -4,6 +4,10 @@ Result files are the regular files under the job dir that a result glob of the s
 (`proofnet.messages.result_paths`, the same rule the API checks uploads against). Symbolic
 links are never followed: under the process runtime a job could otherwise point a result at
 any file of the host.
+
+Proof-of-training files (`pot/<file>`, declared by a `pot/**` result glob) are uploaded like
+results, for the oracles' spot checks, but are not named in the attestation: the PoT root
+already commits to every one of them.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from typing import Any
 
 from proofnet.messages.jobspec import ResultSpec
 from proofnet.messages.result_paths import ResultNameError, check_result_name, declared_by
-from worker.pot.manifest import Manifest, ProofError
+from worker.pot.manifest import MANIFEST_NAME, Manifest, ProofError
 from worker.pot.recorder import POT_SUBDIR
 
 MAX_RESULTS = 256  # what an attestation can name
+PROOF_PREFIX = POT_SUBDIR + "/"
 METRICS_FILE = "metrics.json"
 _METRIC = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
 _DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
@@ -94,6 +99,20 @@ def collect_results(job_dir: Path, specs: Sequence[ResultSpec]) -> list[Collecte
     if missing:
         raise ResultsError(f"declared results were not produced: {', '.join(missing)}")
     return sorted(found, key=lambda r: r.name)
+
+
+def split_proof_files(
+    collected: Sequence[CollectedResult],
+) -> tuple[list[CollectedResult], list[CollectedResult]]:
+    """(results the attestation names, proof-of-training files under `pot/`)."""
+    results = [r for r in collected if not r.name.startswith(PROOF_PREFIX)]
+    proof = [r for r in collected if r.name.startswith(PROOF_PREFIX)]
+    return results, proof
+
+
+def declares_proof(specs: Sequence[ResultSpec]) -> bool:
+    """Whether the spec's globs declare the job's proof files (its manifest stands for all)."""
+    return declared_by([s.path for s in specs], PROOF_PREFIX + MANIFEST_NAME) is not None
 
 
 def pot_root(job_dir: Path) -> str:

@@ -87,7 +87,8 @@ def get_chain_context(request: Request) -> Any:
 
 
 @functools.lru_cache(maxsize=1)
-def _escrow_script_hash() -> str:
+def escrow_script_hash() -> str:
+    """The escrow validator's hash (no parameters: every deployment shares it)."""
     from chain.offchain.scripts import apply_params, script_hash
 
     return script_hash(apply_params("escrow")).payload.hex()
@@ -109,7 +110,7 @@ def record_escrow(
     except service.EscrowBackendError as e:
         return JSONResponse(status_code=503, content={"detail": str(e)})
     checked = service.check_escrow(
-        found, job_id=job_id, escrow_script_hash=_escrow_script_hash(), ref=ref
+        found, job_id=job_id, escrow_script_hash=escrow_script_hash(), ref=ref
     )
     row = service.record_escrow(
         session, user, job_id, tx_id=body.tx_id, index=body.index, found=checked, now=now

@@ -8,6 +8,7 @@ from api.deps import ConfigDep, CurrentProvider, NowDep, SessionDep, SignedWorke
 from api.errors import BadRequest
 from api.models import Lease
 from api.schemas.lease import (
+    ClaimEscrow,
     ClaimPublic,
     LeaseComplete,
     LeaseEnd,
@@ -108,6 +109,17 @@ def claim(
     claimed = leases.claim(session, config, provider, now)
     if claimed is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
+    recorded = leases.escrow_of(session, claimed.job)
+    escrow = None
+    if recorded is not None:
+        from api.routes.oracle_feed import escrow_script_hash
+
+        escrow = ClaimEscrow(
+            network=config.network,
+            script_hash=escrow_script_hash(),
+            tx_id=recorded.tx_id,
+            index=recorded.output_index,
+        )
     return ClaimPublic(
         job_id=claimed.job.job_id,
         spec=claimed.job.spec,
@@ -116,6 +128,7 @@ def claim(
         attempt=claimed.lease.attempt,
         expires_at=claimed.lease.expires_at,
         lease_ttl_s=config.lease_ttl_s,
+        escrow=escrow,
     )
 
 

@@ -8,6 +8,15 @@ from pydantic import Field
 from api.schemas.common import PublicBody, RequestBody
 
 
+class ClaimEscrow(PublicBody):
+    """Where the job's attestation is settled: the escrow UTxO the submitter recorded."""
+
+    network: str
+    script_hash: str  # the escrow validator's hash, 56 hex digits
+    tx_id: str
+    index: int
+
+
 class ClaimPublic(PublicBody):
     job_id: str
     spec: dict[str, Any]
@@ -17,6 +26,9 @@ class ClaimPublic(PublicBody):
     attempt: int
     expires_at: datetime
     lease_ttl_s: int
+    # None only for a job without a recorded escrow (claimable when the API does not
+    # require one); a worker releases such a job, as it could not be paid for it.
+    escrow: ClaimEscrow | None = None
 
 
 class LeaseHeartbeat(RequestBody):

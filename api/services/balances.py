@@ -378,9 +378,10 @@ def balance(
     target = parse_target(target_text, network)
     authorize(user, target)
     addresses = known_addresses(session, user, target)
-    owner_ids = [
-        uid for uid in session.exec(select(User.id).where(col(User.address).in_(addresses))).all()
-    ]
+    if addresses == [user.address]:  # the common case: your own address, no query needed
+        owner_ids: list[int | None] = [user.id]
+    else:
+        owner_ids = list(session.exec(select(User.id).where(col(User.address).in_(addresses))))
     payout_rows = session.exec(
         select(Payout, Job.job_id)
         .join(Job, col(Job.id) == col(Payout.job_id))

@@ -10,7 +10,7 @@ from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
 from api.errors import Conflict, Forbidden, NotFound
-from api.models import Job, Lease, Provider, ProviderGpu, User
+from api.models import Job, JobEscrow, Lease, Provider, ProviderGpu, User
 from proofnet.messages.jobspec import JobSpec
 
 
@@ -153,6 +153,12 @@ def job_status(
                 f"waiting in queue (position {ahead + 1}): {matching} matching "
                 f"provider{'s' if matching != 1 else ''} online, all busy"
             )
+        if config.claim_requires_escrow and _escrow_missing(session, job):
+            # No worker is handed the job before its escrow is recorded.
+            reason = (
+                "waiting for its escrow: lock the job's NTX and record the escrow "
+                f"(POST /api/v1/jobs/{job.job_id}/escrow); {reason}"
+            )
         if job.last_error:
             reason += f"; previous attempt: {job.last_error}"
         return JobStatus(job, reason, ahead + 1, matching, None)
@@ -171,3 +177,7 @@ def job_status(
         "failed": f"failed: {job.last_error}" if job.last_error else "failed",
     }
     return JobStatus(job, reasons.get(job.status, job.status), None, None, None)
+
+
+def _escrow_missing(session: Session, job: Job) -> bool:
+    return session.exec(select(JobEscrow.id).where(JobEscrow.job_id == job.id)).first() is None

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, update
+from sqlalchemy import exists, func, update
 from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
 from api.errors import Conflict, NotFound
-from api.models import Job, Lease, Provider, ProviderGpu
+from api.models import Job, JobEscrow, Lease, Provider, ProviderGpu
 from api.services.estimates import record_run
 from api.services.notifications import notify_job_completed
 from api.services.tokens import new_nonce, new_secret, secret_hash
@@ -55,7 +55,8 @@ def fitting_gpus(provider_id: int) -> Any:
 def claim(
     session: Session, config: ApiConfig, provider: Provider, now: datetime
 ) -> ClaimedLease | None:
-    """Lease the oldest queued job this provider's GPUs fit, or None when there is none."""
+    """Lease the oldest queued job this provider's GPUs fit, or None when there is none.
+    With `config.claim_requires_escrow`, only jobs whose escrow is recorded are handed out."""
     assert provider.id is not None
     stmt = (
         select(Job)
@@ -63,6 +64,8 @@ def claim(
         .order_by(col(Job.created_at), col(Job.id))
         .limit(1)
     )
+    if config.claim_requires_escrow:
+        stmt = stmt.where(exists().where(col(JobEscrow.job_id) == col(Job.id)))
     if _is_postgres(session):
         # Workers claiming at once each skip rows another has locked instead of queueing
         # behind them; the lock holds until commit.
@@ -104,6 +107,11 @@ def claim(
     session.refresh(job)
     session.commit()
     return ClaimedLease(job=job, lease=lease, token=token)
+
+
+def escrow_of(session: Session, job: Job) -> JobEscrow | None:
+    """The escrow the submitter recorded for `job` (what pays for it), if any."""
+    return session.exec(select(JobEscrow).where(JobEscrow.job_id == job.id)).first()
 
 
 def _lock_job(session: Session, job_id: int) -> Job:

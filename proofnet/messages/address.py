@@ -7,9 +7,20 @@ verifying an attestation does not import the whole of pycardano, and stays fast.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 _CHARSET = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
+_CHARSET_VALUES = {c: i for i, c in enumerate(_CHARSET)}
 _GEN = (0x3B6A57B2, 0x26508E6D, 0x1EA119FA, 0x3D4233DD, 0x2A1462B3)
+# _GEN_XOR[top]: the XOR of the generator terms selected by the 5 bits of `top`.
+_GEN_XOR = tuple(
+    _GEN[0] * (t & 1)
+    ^ _GEN[1] * (t >> 1 & 1)
+    ^ _GEN[2] * (t >> 2 & 1)
+    ^ _GEN[3] * (t >> 3 & 1)
+    ^ _GEN[4] * (t >> 4 & 1)
+    for t in range(32)
+)
 # CIP-19: Cardano addresses exceed BIP-173's 90 characters; 108 covers every payment address.
 _MAX_LEN = 130
 
@@ -24,10 +35,7 @@ class AddressError(ValueError):
 def _polymod(values: list[int]) -> int:
     chk = 1
     for v in values:
-        top = chk >> 25
-        chk = (chk & 0x1FFFFFF) << 5 ^ v
-        for i in range(5):
-            chk ^= _GEN[i] if (top >> i) & 1 else 0
+        chk = (chk & 0x1FFFFFF) << 5 ^ v ^ _GEN_XOR[chk >> 25]
     return chk
 
 
@@ -65,12 +73,24 @@ def bech32_decode(text: str) -> tuple[str, bytes]:
     if any(not 33 <= ord(c) <= 126 for c in hrp):
         raise AddressError("bech32 prefix has invalid characters")
     try:
-        data = [_CHARSET.index(c) for c in data_part]
-    except ValueError as exc:
+        data = [_CHARSET_VALUES[c] for c in data_part]
+    except KeyError as exc:
         raise AddressError("bech32 data has a character outside the alphabet") from exc
     if _polymod(_hrp_expand(hrp) + data) != 1:
         raise AddressError("bech32 checksum mismatch")
-    return hrp, bytes(_convert_bits(data[:-6], 5, 8, pad=False))
+    return hrp, _five_to_bytes(data[:-6])
+
+
+def _five_to_bytes(data: list[int]) -> bytes:
+    """`bytes(_convert_bits(data, 5, 8, pad=False))` through one big integer."""
+    acc = 0
+    for value in data:
+        acc = acc << 5 | value
+    bits = 5 * len(data)
+    spare = bits % 8
+    if spare >= 5 or acc & ((1 << spare) - 1):
+        raise AddressError("bech32 data has invalid padding")
+    return (acc >> spare).to_bytes(bits // 8, "big")
 
 
 def bech32_encode(hrp: str, payload: bytes) -> str:
@@ -89,7 +109,23 @@ def payment_address_bytes(address: str, network: str) -> bytes:
 
     Accepts base, pointer and enterprise addresses (CIP-19 types 0-7); reward (stake)
     addresses and Byron addresses cannot receive a payout from the escrow.
+
+    Results for addresses that passed are cached per (address, network): payout addresses
+    repeat, one per worker. A refused address is never cached, so it is checked (and
+    refused) again on every call.
     """
+    if type(address) is str and type(network) is str:
+        return _payment_address_bytes_cached(address, network)
+    return _payment_address_bytes(address, network)
+
+
+@lru_cache(maxsize=16384)
+def _payment_address_bytes_cached(address: str, network: str) -> bytes:
+    # lru_cache stores return values only: an AddressError propagates and leaves no entry.
+    return _payment_address_bytes(address, network)
+
+
+def _payment_address_bytes(address: str, network: str) -> bytes:
     hrp, raw = bech32_decode(address)
     expected_hrp = "addr" if network == "mainnet" else "addr_test"
     if hrp != expected_hrp:

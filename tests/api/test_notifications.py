@@ -7,7 +7,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from email import message_from_bytes
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -21,7 +21,7 @@ from sqlmodel import Session, select
 
 from api.app import create_app
 from api.config import ApiConfig
-from api.db import open_session
+from api.db import make_engine, open_session
 from api.models import Job, NotificationDelivery
 from api.services import notifications as service
 from api.services.balances import record_payout
@@ -274,22 +274,32 @@ def _outbox(session: Session) -> list[NotificationDelivery]:
 
 
 @pytest.fixture
-def quiet_client(config: ApiConfig, engine: Engine, clock: FakeClock) -> Iterator[TestClient]:
+def quiet_engine(database_url: str) -> Iterator[Engine]:
+    """On SQLite and on PostgreSQL (where claims use FOR UPDATE SKIP LOCKED)."""
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def quiet_client(
+    make_config: Callable[..., ApiConfig], database_url: str, quiet_engine: Engine, clock: FakeClock
+) -> Iterator[TestClient]:
     """An app whose own dispatcher is off: the test drives delivery step by step."""
-    app = create_app(config=config, engine=engine, clock=clock, run_sweeper=False)
+    config = make_config(database_url=database_url)
+    app = create_app(config=config, engine=quiet_engine, clock=clock, run_sweeper=False)
     app.state.run_notifier = False
     with TestClient(app) as c:
         yield c
 
 
 @pytest.fixture
-def quiet_auth(
-    quiet_client: TestClient, engine: Engine, config: ApiConfig, clock: FakeClock
-) -> dict[str, str]:
+def quiet_auth(quiet_client: TestClient, quiet_engine: Engine, clock: FakeClock) -> dict[str, str]:
     from api.services.users import add_senior
 
     wallet = Wallet()
-    with open_session(engine) as s:
+    config = quiet_client.app.state.config  # type: ignore[attr-defined]
+    with open_session(quiet_engine) as s:
         add_senior(s, config, wallet.address, clock())
     return sign_in(quiet_client, wallet)
 
@@ -297,7 +307,7 @@ def quiet_auth(
 def test_failures_retry_with_backoff_then_give_up(
     quiet_client: TestClient,
     quiet_auth: dict[str, str],
-    engine: Engine,
+    quiet_engine: Engine,
     clock: FakeClock,
     receiver: Receiver,
 ) -> None:
@@ -311,20 +321,20 @@ def test_failures_retry_with_backoff_then_give_up(
     receiver.failures_left = 1
     config = NotifierConfig(backoff_base_s=10, max_attempts=3, allow_private_targets=True)
     _run_job(client, auth, worker)
-    assert service.dispatch_once(engine, config, clock) == 2
-    with open_session(engine) as session:
+    assert service.dispatch_once(quiet_engine, config, clock) == 2
+    with open_session(quiet_engine) as session:
         webhook, email = sorted(_outbox(session), key=lambda r: r.subscription_id)
     assert (webhook.status, webhook.attempts, email.attempts) == ("pending", 1, 1)
     assert "HTTP 503" in webhook.last_error
     # Not due before the backoff has passed.
-    assert service.dispatch_once(engine, config, clock) == 0
+    assert service.dispatch_once(quiet_engine, config, clock) == 0
     clock.advance(10)
-    assert service.dispatch_once(engine, config, clock) == 2
+    assert service.dispatch_once(quiet_engine, config, clock) == 2
     clock.advance(20)  # the email's second backoff (2 x 10 s)
-    assert service.dispatch_once(engine, config, clock) == 1
+    assert service.dispatch_once(quiet_engine, config, clock) == 1
     clock.advance(3600)
-    assert service.dispatch_once(engine, config, clock) == 0  # nothing left to try
-    with open_session(engine) as session:
+    assert service.dispatch_once(quiet_engine, config, clock) == 0  # nothing left to try
+    with open_session(quiet_engine) as session:
         webhook, email = sorted(_outbox(session), key=lambda r: r.subscription_id)
     assert webhook.status == "delivered" and webhook.attempts == 2
     assert email.status == "failed" and email.attempts == 3
@@ -335,7 +345,7 @@ def test_failures_retry_with_backoff_then_give_up(
 def test_a_crashed_dispatcher_is_taken_over_and_the_key_repeats(
     quiet_client: TestClient,
     quiet_auth: dict[str, str],
-    engine: Engine,
+    quiet_engine: Engine,
     clock: FakeClock,
     receiver: Receiver,
 ) -> None:
@@ -347,14 +357,14 @@ def test_a_crashed_dispatcher_is_taken_over_and_the_key_repeats(
     config = NotifierConfig(lock_s=60, allow_private_targets=True, poll_interval_s=3600)
     _run_job(client, auth, worker)
     # A dispatcher claims the row, sends it, and dies before recording the outcome.
-    with open_session(engine) as s:
+    with open_session(quiet_engine) as s:
         (item,) = service.claim_due(s, config, clock())
     service.send_webhook(config, item, clock())
-    with open_session(engine) as s:  # while its lock holds, nobody else takes the row
+    with open_session(quiet_engine) as s:  # while its lock holds, nobody else takes the row
         assert service.claim_due(s, config, clock()) == []
     clock.advance(61)
-    assert service.dispatch_once(engine, config, clock) == 1
-    with open_session(engine) as session:
+    assert service.dispatch_once(quiet_engine, config, clock) == 1
+    with open_session(quiet_engine) as session:
         (row,) = _outbox(session)
     assert row.status == "delivered"
     keys = [r["key"] for r in receiver.received]

@@ -8,7 +8,8 @@ PROOFNET_JOB_NONCE and PROOFNET_POT_K (see `worker.pot.env`); flags override the
 
 `train` writes `<job dir>/pot/` (checkpoints, data indices, manifest) and
 `<job dir>/results/metrics.json`; `replay` re-executes one segment as the verifier does and
-exits 1 when it does not match. The data set is synthetic (a random teacher network drawn
+exits 1 when it does not match. `make_trainer` is the oracle's replay entry point (a
+repository's `proofnet_replay.py` re-exports it, see `oracle.spotcheck`). The data set is synthetic (a random teacher network drawn
 from the job seed), so the job needs no download; hyperparameters are flags, which makes
 them part of the signed commands.
 """
@@ -19,7 +20,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,6 +209,31 @@ def replay(job: env.JobEnv, cfg: MLPConfig, segment: int, root: str | None) -> R
         expected_indices=sampler.indices,
     )
     return result
+
+
+def train_arguments(commands: Sequence[Sequence[str]]) -> argparse.Namespace:
+    """The flags of the job's `train` command (the first argv with a `train` sub-command)."""
+    for argv in commands:
+        if "train" in argv:
+            rest = list(argv[list(argv).index("train") :])
+            try:
+                return _parser().parse_args(rest)
+            except SystemExit as exc:  # argparse exits on bad flags; a replay must not
+                raise ValueError(f"cannot parse the train command {rest!r}") from exc
+    raise ValueError("the job's commands have no `train` sub-command")
+
+
+def make_trainer(
+    job: env.JobEnv, commands: Sequence[Sequence[str]]
+) -> tuple[MLPTrainer, Callable[[int], np.ndarray]]:
+    """The trainer of the job's `train` command, at the hyperparameters its flags set, and
+    the data order (batch indices per step) derived from the job seed and claim nonce."""
+    args = train_arguments(commands)
+    cfg = MLPConfig(
+        examples=args.examples, hidden=args.hidden, batch_size=args.batch_size, lr=args.lr
+    )
+    sampler = BatchSampler(derive_data_seed(job.job_seed, job.nonce), cfg.examples, cfg.batch_size)
+    return _trainer(job, cfg), sampler.indices
 
 
 def main(argv: Sequence[str] | None = None) -> int:

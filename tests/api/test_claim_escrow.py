@@ -1,0 +1,103 @@
+"""The claim answer names the escrow that pays for the job, and a served API hands out only
+jobs whose escrow the submitter recorded (status says why a job without one waits)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from api_support import NETWORK, FakeClock, Wallet, Worker, job_spec
+from fastapi.testclient import TestClient
+from sqlmodel import Session, select
+
+from api.config import ApiConfig
+from api.models import Job, JobEscrow
+from api.routes.oracle_feed import escrow_script_hash
+from proofnet.settings import build_settings
+
+
+@pytest.fixture
+def config(make_config: Callable[..., ApiConfig], request: pytest.FixtureRequest) -> ApiConfig:
+    return make_config(claim_requires_escrow=getattr(request, "param", True))
+
+
+def _post(client: TestClient, headers: dict[str, str]) -> str:
+    response = client.post("/api/v1/jobs", json={"spec": job_spec(gpus=0)}, headers=headers)
+    assert response.status_code == 201, response.text
+    return str(response.json()["job_id"])
+
+
+def _record(session: Session, job_id: str, clock: FakeClock) -> tuple[str, int]:
+    """What POST /jobs/{id}/escrow stores once the chain confirms the escrow."""
+    job = session.exec(select(Job).where(Job.job_id == job_id)).one()
+    assert job.id is not None
+    tx_id = hashlib.sha256(job_id.encode()).hexdigest()
+    session.add(
+        JobEscrow(
+            job_id=job.id,
+            tx_id=tx_id,
+            output_index=2,
+            budget=1_000_000,
+            deadline_ms=2**40,
+            recorded_at=clock(),
+        )
+    )
+    session.commit()
+    return tx_id, 2
+
+
+def test_a_job_waits_for_its_escrow_then_the_claim_names_it(
+    client: TestClient,
+    session: Session,
+    approved: tuple[Wallet, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+) -> None:
+    _, headers = approved
+    worker = worker_factory()
+    worker.register([])
+    first, second = _post(client, headers), _post(client, headers)
+    assert worker.claim().status_code == 204  # neither has an escrow yet
+    status = client.get(f"/api/v1/jobs/{first}/status", headers=headers).json()
+    assert status["status"] == "queued"
+    assert status["reason"].startswith("waiting for its escrow")
+    assert f"/api/v1/jobs/{first}/escrow" in status["reason"]
+
+    # The younger job's escrow is recorded first: it is handed out, the older one still waits.
+    tx_id, index = _record(session, second, clock)
+    claimed = worker.claim()
+    assert claimed.status_code == 200, claimed.text
+    body: dict[str, Any] = claimed.json()
+    assert body["job_id"] == second
+    assert body["escrow"] == {
+        "network": NETWORK,
+        "script_hash": escrow_script_hash(),
+        "tx_id": tx_id,
+        "index": index,
+    }
+    assert len(body["escrow"]["script_hash"]) == 56
+    assert worker.claim().status_code == 204
+    _record(session, first, clock)
+    assert worker.claim().json()["job_id"] == first
+    status = client.get(f"/api/v1/jobs/{first}/status", headers=headers).json()
+    assert status["status"] == "leased"
+
+
+@pytest.mark.parametrize("config", [False], indirect=True)
+def test_without_the_requirement_a_job_without_escrow_is_claimed_with_none(
+    approved: tuple[Wallet, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    client: TestClient,
+) -> None:
+    _, headers = approved
+    worker = worker_factory()
+    worker.register([])
+    job_id = _post(client, headers)
+    body = worker.claim().json()
+    assert body["job_id"] == job_id and body["escrow"] is None
+
+
+def test_the_served_api_requires_escrows() -> None:
+    assert ApiConfig.from_settings(build_settings()).claim_requires_escrow is True
