@@ -19,6 +19,7 @@ from api.errors import ApiError
 from api.middleware import BodySizeLimit, RateLimit
 from api.migrate import upgrade_head
 from api.routes import api_router
+from api.routes.web import router as web_router
 from api.services.maintenance import sweep
 from proofnet.settings import Settings, build_settings
 
@@ -38,8 +39,9 @@ def create_app(
     On startup the app migrates the database to head (unless `config.auto_migrate` is off)
     and starts the lease sweeper; both stop with the app.
     """
+    settings = settings or build_settings()
     if config is None:
-        config = ApiConfig.from_settings(settings or build_settings())
+        config = ApiConfig.from_settings(settings)
     owns_engine = engine is None
     db = engine if engine is not None else make_engine(config.database_url)
 
@@ -66,10 +68,12 @@ def create_app(
         docs_url="/api/v1/docs",
         redoc_url=None,
     )
+    app.state.settings = settings
     app.state.config = config
     app.state.engine = db
     app.state.clock = clock
     app.include_router(api_router)
+    app.include_router(web_router)
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
     # Outermost first: the rate limit refuses floods before any body is read.
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)

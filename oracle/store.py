@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine, bindparam, func, insert, update
+from sqlalchemy import Engine, Table, bindparam, func, insert, update
+from sqlalchemy import select as core_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -32,6 +33,18 @@ from oracle.verify import Reason, VerificationResult, leaf_of
 from proofnet.messages.attestation import Attestation
 
 MAX_RETRY_DELAY_S = 300.0
+
+
+def _attestations() -> Table:
+    return AttestationRecord.__table__  # type: ignore[attr-defined, no-any-return]
+
+
+_HOLDER_OF_LEAF = core_select(_attestations().c.id).where(
+    _attestations().c.leaf_hash == bindparam("leaf")
+)
+_PAYABLE_FOR_ESCROW = core_select(_attestations().c.id, _attestations().c.status).where(
+    _attestations().c.payable_escrow == bindparam("escrow")
+)
 
 
 def _utcnow() -> datetime:
@@ -177,11 +190,11 @@ class AttestationStore:
                 }
             if fresh:
                 table = AttestationRecord.__table__  # type: ignore[attr-defined]
-                # One multi-row INSERT ... RETURNING (SQLite and PostgreSQL both have it).
+                # Multi-row INSERT ... RETURNING (SQLite and PostgreSQL both have it).
+                # Rows come back keyed by leaf hash, so their order does not matter; asking
+                # for parameter order would make SQLite insert one row per statement.
                 inserted = s.connection().execute(
-                    insert(table).returning(
-                        table.c.leaf_hash, table.c.id, sort_by_parameter_order=True
-                    ),
+                    insert(table).returning(table.c.leaf_hash, table.c.id),
                     list(fresh.values()),
                 )
                 existing.update({str(leaf): int(i) for leaf, i in inserted})
@@ -233,40 +246,37 @@ class AttestationStore:
         if leaves is None:
             leaves = [a.leaf_hash().hex() for a in atts]
         refs = [escrow_ref(a.domain.escrow.tx_id, a.domain.escrow.index) for a in atts]
-        with self.session() as s:
-            held = s.exec(
-                select(AttestationRecord.leaf_hash, AttestationRecord.id).where(
-                    col(AttestationRecord.leaf_hash).in_(leaves)
+        table = _attestations()
+        with self.engine.connect() as conn:
+            held = conn.execute(
+                core_select(table.c.leaf_hash, table.c.id).where(
+                    table.c.leaf_hash.in_(list(leaves))
                 )
             ).all()
-            payable = s.exec(
-                select(
-                    AttestationRecord.payable_escrow,
-                    AttestationRecord.id,
-                    AttestationRecord.status,
-                ).where(col(AttestationRecord.payable_escrow).in_(refs))
+            payable = conn.execute(
+                core_select(table.c.payable_escrow, table.c.id, table.c.status).where(
+                    table.c.payable_escrow.in_(refs)
+                )
             ).all()
         return StoreSnapshot(
             leaves={str(leaf): int(i) for leaf, i in held if i is not None},
             payable={str(r): (int(i), str(st)) for r, i, st in payable if i is not None},
         )
 
+    # The two replay lookups run once per verification: Core statements, built once, on a
+    # plain connection (an ORM session costs several times the query itself).
+
     def holder_of_leaf(self, leaf_hash: str) -> int | None:
-        with self.session() as s:
-            return s.exec(
-                select(AttestationRecord.id).where(AttestationRecord.leaf_hash == leaf_hash)
-            ).first()
+        with self.engine.connect() as conn:
+            row = conn.execute(_HOLDER_OF_LEAF, {"leaf": leaf_hash}).first()
+        return None if row is None or row[0] is None else int(row[0])
 
     def payable_for_escrow(self, escrow: str) -> tuple[int, str] | None:
-        with self.session() as s:
-            row = s.exec(
-                select(AttestationRecord.id, AttestationRecord.status).where(
-                    AttestationRecord.payable_escrow == escrow
-                )
-            ).first()
-            if row is None or row[0] is None:
-                return None
-            return int(row[0]), str(row[1])
+        with self.engine.connect() as conn:
+            row = conn.execute(_PAYABLE_FOR_ESCROW, {"escrow": escrow}).first()
+        if row is None or row[0] is None:
+            return None
+        return int(row[0]), str(row[1])
 
     def due(self, *, now: datetime | None = None, limit: int = 100) -> list[AttestationRecord]:
         """Received attestations whose verification is due (new, or a retry whose time came)."""

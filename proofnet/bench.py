@@ -133,3 +133,66 @@ def bench_api(
     typer.echo(
         f"target >= 1500 req/s with p99 < 50 ms: {met}; errors: {report['errors'] or 'none'}"
     )
+
+
+@app.command("oracle")
+def bench_oracle(
+    n: int = typer.Option(4000, help="attestations to verify per run"),
+    processes: list[int] = typer.Option(
+        [1, 2], "--processes", "-p", help="verifier processes (repeat for several runs)"
+    ),
+    batch: int = typer.Option(250, help="attestations per store transaction"),
+    latency: bool = typer.Option(
+        True, "--latency/--no-latency", help="also time attestation -> confirmed payout"
+    ),
+    settle_count: int = typer.Option(32, help="attestations to settle for the latency figure"),
+    block_time: float = typer.Option(0.5, help="devnet block time (s) for the latency run"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """Attestations/s verified (spot checks excluded) and attestation-to-payout latency."""
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from oracle.bench import run_oracle_verify_bench
+
+    runs = [run_oracle_verify_bench(n, processes=p, batch=batch) for p in processes]
+    report: dict[str, object] = {"verify": runs}
+    if latency:
+        from oracle.settlement.bench import run_settlement_bench
+
+        report["settlement_latency"] = run_settlement_bench(
+            count=settle_count, block_time_s=block_time
+        ).as_dict()
+    if json_out:
+        typer.echo(json.dumps(report))
+        return
+    table = Table(title="proofnet bench oracle")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for run in runs:
+        label = f"verify, {run['processes']} process(es)"
+        table.add_row(f"{label}: attestations/s (wall)", str(run["attestations_per_s"]))
+        table.add_row(f"{label}: attestations per CPU-second", str(run["attestations_per_cpu_s"]))
+        table.add_row(
+            f"{label}: projected on {run['processes']} free core(s)",
+            f"{run['projected_per_s_on_processes_cores']} (target {run['target_per_s']})",
+        )
+        table.add_row(f"{label}: CPU us per attestation", str(run["cpu_us_per_attestation"]))
+        shares = run["stage_cpu_share"]
+        assert isinstance(shares, dict)
+        table.add_row(
+            f"{label}: CPU share by stage",
+            ", ".join(f"{stage} {share:.0%}" for stage, share in shares.items()),
+        )
+    settle = report.get("settlement_latency")
+    if isinstance(settle, dict):
+        for key in ("p50_s", "p95_s", "max_s", "attestations", "batches", "mean_batch_size"):
+            table.add_row(f"attestation -> confirmed payout: {key}", str(settle[key]))
+        table.add_row(
+            "settlement settings",
+            f"block {settle['block_time_s']}s, depth {settle['confirmation_depth']}, "
+            f"batch {settle['batch_size']}, max wait {settle['max_wait_s']}s",
+        )
+    Console().print(table)

@@ -82,9 +82,12 @@ def demo(
     """Run the loop on this machine against a fresh local devnet."""
     from pathlib import Path
 
-    from proofnet.demo import run_demo
+    from proofnet.demo import DemoError, run_demo
 
-    run_demo(Path(data_dir) if data_dir else None)
+    try:
+        run_demo(Path(data_dir) if data_dir else None)
+    except DemoError:
+        raise typer.Exit(1) from None  # the demo printed which role failed and its log
 
 
 def main() -> None:

@@ -1,127 +1,835 @@
-"""`proofnet demo`: the whole loop on embedded defaults, on this machine.
+"""`proofnet demo`: the whole loop on embedded defaults, on this machine, with real processes.
 
-Today it covers the chain half: start the devnet, fund a submitter wallet, mint test NTX
-and pay part of it to a provider in a real transaction built with pycardano through the
-same Blockfrost-compatible backend the other roles use.
+    devnet -> deploy (2-of-3 oracles) + test NTX -> API (+ seniors) -> 3 oracles -> 2 workers
+    -> approved submitter (5 endorsements) -> job(s) -> escrow locked and recorded
+    -> a worker trains with proof of training, uploads, attests -> oracles verify (spot check)
+    -> one batched settlement co-signed 2-of-3 -> confirmed -> audited from the chain
+
+Every role is its own `proofnet <role>` process with its log under `<data dir>/logs/`; the
+demo itself only plays the submitter (wallet signatures, the escrow lock) and the auditor.
+Workers use the process runtime (jobs run on the host, NOT isolated): a Docker engine with
+the right image is not something a demo machine can be assumed to have.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import httpx
 from rich.console import Console
 from rich.table import Table
 
-from proofnet.processes import RoleProcess, free_port
+from proofnet import demo_job
+from proofnet.processes import (
+    ProcessStartError,
+    RoleGroup,
+    RoleProcess,
+    free_port,
+    run_role_command,
+)
 
-NTX_NAME_HEX = b"NTX".hex()
-
-
-def _wait_for_tx(client: httpx.Client, url: str, tx_hash: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if client.get(f"{url}/txs/{tx_hash}").status_code == 200:
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"transaction {tx_hash} not confirmed within {timeout}s")
-
-
-def _balances(client: httpx.Client, url: str, address: str, unit: str) -> tuple[int, int]:
-    response = client.get(f"{url}/addresses/{address}")
-    if response.status_code == 404:
-        return 0, 0
-    response.raise_for_status()
-    amounts = {a["unit"]: int(a["quantity"]) for a in response.json()["amount"]}
-    return amounts.get("lovelace", 0), amounts.get(unit, 0)
+NTX_NAME = b"NTX"
+ORACLES = 3
+THRESHOLD = 2
+WORKERS = 2
+SENIORS = 5
+SUBMITTER_NTX = 10_000_000
 
 
-def run_demo(data_dir: Path | None = None, console: Console | None = None) -> dict[str, str]:
-    from pycardano import (
-        Address,
-        Asset,
-        AssetName,
-        BlockFrostChainContext,
-        MultiAsset,
-        Network,
-        PaymentSigningKey,
-        ScriptHash,
-        TransactionBuilder,
-        TransactionOutput,
-        Value,
-    )
+class DemoError(RuntimeError):
+    """A step of the demo failed; `role` names the process to blame, when there is one."""
 
-    console = console or Console()
-    workdir = data_dir or Path(tempfile.mkdtemp(prefix="proofnet-demo-"))
-    port = free_port()
-    root = f"http://127.0.0.1:{port}/api"
-    url = f"{root}/v0"
-    devnet = RoleProcess(
-        "devnet",
-        [
+    def __init__(self, message: str, role: str = "", log_tail: str = "") -> None:
+        super().__init__(message)
+        self.role = role
+        self.log_tail = log_tail
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    block_time: float = 0.5
+    jobs: int = 1
+    # Seconds for the loop (claim -> settled) before the demo gives up.
+    loop_timeout_s: float = 240.0
+    confirmation_depth: int = 2
+
+
+@dataclass
+class _Wallet:
+    """A key-held wallet that signs like a CIP-30 wallet (`signData`, CIP-8)."""
+
+    signing_key: Any  # pycardano.PaymentSigningKey
+
+    @classmethod
+    def generate(cls) -> _Wallet:
+        from pycardano import PaymentSigningKey
+
+        return cls(PaymentSigningKey.generate())
+
+    @property
+    def address(self) -> str:
+        from pycardano import Address, Network
+
+        return str(Address(self.signing_key.to_verification_key().hash(), network=Network.TESTNET))
+
+    def sign_data(self, message: str) -> dict[str, str]:
+        from pycardano import Network
+        from pycardano.cip import cip8
+
+        signed = cip8.sign(message, self.signing_key, attach_cose_key=True, network=Network.TESTNET)
+        assert isinstance(signed, dict)
+        return {"signature": signed["signature"], "key": signed["key"]}
+
+
+@dataclass
+class _Oracle:
+    name: str
+    key_file: Path
+    public_key: str
+    key_hash: str  # the payment key hash (28 bytes hex): what the oracle config lists
+    url: str = ""
+    process: RoleProcess | None = None
+
+
+@dataclass
+class _Worker:
+    name: str
+    dir: Path
+    payout: _Wallet
+    process: RoleProcess | None = None
+
+
+@dataclass
+class _Job:
+    job_id: str
+    spec: dict[str, Any]
+    escrow: str = ""  # "txid#index"
+    settled_by: str = ""
+
+
+@dataclass
+class Balances:
+    lovelace: int
+    ntx: int
+
+
+@dataclass
+class _State:
+    """What the steps hand each other."""
+
+    devnet_url: str = ""
+    api_url: str = ""
+    oracles: list[_Oracle] = field(default_factory=list)
+    workers: list[_Worker] = field(default_factory=list)
+    seniors: list[_Wallet] = field(default_factory=list)
+    submitter: _Wallet | None = None
+    admin: Any = None  # KeyWallet
+    deployment: Any = None  # Deployment
+    deployment_file: Path | None = None
+    repo: demo_job.FixtureRepo | None = None
+    jobs: list[_Job] = field(default_factory=list)
+    before: dict[str, Balances] = field(default_factory=dict)
+
+
+def _fmt_ada(lovelace: int) -> str:
+    return f"{lovelace / 1_000_000:,.6f}"
+
+
+class _Demo:
+    def __init__(self, workdir: Path, console: Console, options: DemoOptions) -> None:
+        self.workdir = workdir
+        self.console = console
+        self.options = options
+        self.roles = RoleGroup()
+        self.state = _State()
+        self.http = httpx.Client(timeout=30)
+        self.started = time.monotonic()
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    @property
+    def logs(self) -> Path:
+        return self.workdir / "logs"
+
+    def _base_env(self) -> dict[str, str]:
+        bin_dir = str(Path(sys.executable).parent)
+        return {
+            "PROOFNET_NETWORK": "devnet",
+            "PROOFNET_CHAIN_BACKEND": "devnet",
+            "PROOFNET_DEVNET_URL": self.state.devnet_url,
+            "PROOFNET_API_URL": self.state.api_url,
+            # Jobs run `python3` with numpy: this installation's interpreter first.
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    @contextmanager
+    def step(self, title: str) -> Iterator[None]:
+        begun = time.monotonic()
+        with self.console.status(f"[bold]{title}[/]..."):
+            yield
+        self.console.print(
+            f"[green]✓[/] {title} [dim]({time.monotonic() - begun:.1f}s, "
+            f"{time.monotonic() - self.started:.0f}s total)[/]"
+        )
+
+    def _wait(
+        self, what: str, probe: Callable[[], bool], timeout: float, interval: float = 0.2
+    ) -> None:
+        """Poll `probe` until true; a role that died meanwhile fails the step at once."""
+        deadline = time.monotonic() + timeout
+        while not probe():
+            try:
+                self.roles.check_running()
+            except ProcessStartError as exc:
+                raise DemoError(str(exc), exc.role) from exc
+            if time.monotonic() > deadline:
+                raise DemoError(f"timed out after {timeout:.0f}s waiting for {what}")
+            time.sleep(interval)
+
+    def _devnet_get(self, path: str) -> httpx.Response:
+        return self.http.get(f"{self.state.devnet_url}{path}")
+
+    def _tx_confirmed(self, tx_id: str) -> bool:
+        return self._devnet_get(f"/txs/{tx_id}").status_code == 200
+
+    def balances(self, address: str) -> Balances:
+        response = self._devnet_get(f"/addresses/{address}")
+        if response.status_code == 404:
+            return Balances(0, 0)
+        response.raise_for_status()
+        amounts = {a["unit"]: int(a["quantity"]) for a in response.json()["amount"]}
+        unit = self.state.deployment.ntx_unit if self.state.deployment else ""
+        return Balances(amounts.get("lovelace", 0), amounts.get(unit, 0))
+
+    # --- the steps ------------------------------------------------------------------------
+
+    def start_devnet(self) -> None:
+        port = free_port()
+        self.state.devnet_url = f"http://127.0.0.1:{port}/api/v0"
+        devnet = RoleProcess(
             "devnet",
-            "up",
-            "--data-dir",
-            str(workdir / "devnet"),
-            "--port",
-            str(port),
-            "--block-time",
-            "0.5",
-        ],
-        workdir / "logs" / "devnet.log",
-    )
-    with console.status("starting the devnet"):
-        devnet.start()
-    try:
-        devnet.wait_healthy(f"{url}/health")
-        console.print(f"[green]devnet[/] up at {url} (data in {workdir / 'devnet'})")
-        client = httpx.Client(timeout=30)
-        status = client.get(f"{url}/admin/status").json()
-        policy = status["faucet_policy_id"]
-        unit = policy + NTX_NAME_HEX
+            [
+                "devnet",
+                "up",
+                "--data-dir",
+                str(self.workdir / "devnet"),
+                "--port",
+                str(port),
+                "--block-time",
+                str(self.options.block_time),
+            ],
+            self.logs / "devnet.log",
+            cwd=self.workdir,
+        )
+        self.roles.start(devnet)
+        devnet.wait_healthy(f"{self.state.devnet_url}/health", timeout=60)
 
-        submitter_key = PaymentSigningKey.generate()
-        provider_key = PaymentSigningKey.generate()
-        submitter = Address(submitter_key.to_verification_key().hash(), network=Network.TESTNET)
-        provider = Address(provider_key.to_verification_key().hash(), network=Network.TESTNET)
+    def oracle_keys(self) -> None:
+        """`proofnet oracle keygen` for each oracle (in parallel: each is a cold start)."""
+        from concurrent.futures import ThreadPoolExecutor
 
-        with console.status("funding the submitter and minting test NTX"):
-            funded = client.post(
-                f"{url}/admin/fund",
-                json={
-                    "address": str(submitter),
-                    "lovelace": 100_000_000,
-                    "assets": {NTX_NAME_HEX: 1_000_000},
-                },
+        from pycardano import PaymentSigningKey
+
+        from oracle.keys import load_key
+
+        paths = [self.workdir / f"oracle-{i}" / "oracle.skey" for i in range(ORACLES)]
+        for path in paths:
+            if path.exists():  # a rerun on the same data dir: keygen refuses to overwrite
+                path.unlink()
+
+        def keygen(i: int) -> str:
+            return run_role_command(
+                f"oracle-{i} keygen",
+                ["oracle", "keygen", str(paths[i])],
+                self.logs / f"oracle-{i}.log",
+                cwd=paths[i].parent,
             )
-            funded.raise_for_status()
-            fund_tx = funded.json()["tx_hash"]
-            _wait_for_tx(client, url, fund_tx)
-        console.print(f"funded [cyan]{submitter}[/] (tx {fund_tx})")
 
-        context = BlockFrostChainContext(project_id="devnet", base_url=root)
-        builder = TransactionBuilder(context)
-        builder.add_input_address(submitter)
-        ntx = MultiAsset({ScriptHash(bytes.fromhex(policy)): Asset({AssetName(b"NTX"): 250_000})})
-        builder.add_output(TransactionOutput(provider, Value(2_000_000, ntx)))
-        with console.status("paying 250,000 test NTX to the provider"):
-            signed = builder.build_and_sign([submitter_key], change_address=submitter)
-            context.submit_tx(signed)
-            tx_hash = str(signed.id)
-            _wait_for_tx(client, url, tx_hash)
+        with ThreadPoolExecutor(ORACLES) as pool:
+            printed = list(pool.map(keygen, range(ORACLES)))
+        for i, (path, out) in enumerate(zip(paths, printed, strict=True)):
+            key = load_key(path)
+            if out.strip() != key.public_key_hex:
+                raise DemoError(f"oracle-{i} keygen printed {out.strip()!r}, not its key")
+            pkh = PaymentSigningKey(bytes(key.signing_key)).to_verification_key().hash()
+            self.state.oracles.append(
+                _Oracle(f"oracle-{i}", path, key.public_key_hex, pkh.payload.hex())
+            )
+        for oracle in self.state.oracles:
+            oracle.url = f"http://127.0.0.1:{free_port()}"
 
-        table = Table(title="balances")
+    def seed_seniors(self) -> None:
+        """`proofnet api add-senior` for each senior (the first run migrates the database)."""
+        self.state.seniors = [_Wallet.generate() for _ in range(SENIORS)]
+        for wallet in self.state.seniors:
+            run_role_command(
+                "api add-senior",
+                ["api", "add-senior", wallet.address],
+                self.logs / "api.log",
+                env=self._api_env(),
+                cwd=self.workdir / "api",
+            )
+
+    def _api_env(self) -> dict[str, str]:
+        api_dir = self.workdir / "api"
+        return {
+            **self._base_env(),
+            "PROOFNET_DATABASE_URL": f"sqlite:///{api_dir / 'api.db'}",
+            "PROOFNET_DATA_DIR": str(api_dir),
+            "PROOFNET_API_ORACLE_KEYS": ",".join(o.public_key for o in self.state.oracles),
+            # Workers poll; a demo must not rate-limit itself.
+            "PROOFNET_API_RATE_LIMIT_PER_MINUTE": "100000",
+            "PROOFNET_API_LEASE_TTL_S": "60",
+        }
+
+    def deploy_chain(self) -> None:
+        """Fund the admin, submitter and oracles; deploy the protocol with the 2-of-3 oracle
+        config; mint test NTX to the submitter."""
+        from pycardano import PaymentSigningKey, VerificationKeyHash
+
+        from chain.offchain.builders import KeyWallet, OracleSetup, deploy, mint_test_ntx
+        from chain.offchain.builders.mint import test_ntx_policy_id
+        from chain.offchain.builders.wallet import await_output
+        from oracle.settlement.scenario import Devnet
+
+        devnet = Devnet(self.state.devnet_url)
+        admin = KeyWallet(PaymentSigningKey.generate())
+        submitter = _Wallet.generate()
+        self.state.admin, self.state.submitter = admin, submitter
+        funding = [
+            self._fund(devnet, str(admin.address), 300_000_000),
+            self._fund(devnet, submitter.address, 200_000_000),
+        ]
+        for oracle in self.state.oracles:
+            # Two UTxOs each: collateral and fees never wait on a change output.
+            funding += [self._fund(devnet, _enterprise(oracle.key_hash), 50_000_000)]
+            funding += [self._fund(devnet, _enterprise(oracle.key_hash), 50_000_000)]
+        for tx in funding:
+            devnet.wait_for_tx(tx)
+        self.note(f"faucet funded the admin, the submitter and {ORACLES} oracles")
+        context = devnet.context()
+        setup = OracleSetup(
+            oracles=tuple(
+                VerificationKeyHash(bytes.fromhex(o.key_hash)) for o in self.state.oracles
+            ),
+            threshold=THRESHOLD,
+            admins=(admin.pkh,),
+            admin_threshold=1,
+        )
+        policy = test_ntx_policy_id(admin)
+        deployment = deploy(context, admin, setup, policy, NTX_NAME)
+        self.state.deployment = deployment
+        path = self.workdir / "deployment.json"
+        deployment.save(path)
+        self.state.deployment_file = path
+        self.note(f"deployed in txs {', '.join(t[:12] + '...' for t in deployment.tx_ids)}")
+        from pycardano import Address
+
+        tx_id, _ = mint_test_ntx(
+            context, admin, Address.from_primitive(submitter.address), SUBMITTER_NTX, NTX_NAME
+        )
+        await_output(context, Address.from_primitive(submitter.address), tx_id)
+        self.note(f"minted {SUBMITTER_NTX:,} test NTX to the submitter (tx {tx_id[:12]}...)")
+
+    def _fund(self, devnet: Any, address: str, lovelace: int) -> str:
+        body = devnet.admin("fund", {"address": address, "lovelace": lovelace, "assets": {}})
+        return str(body["tx_hash"])
+
+    def start_api(self) -> None:
+        port = self.state.api_url.rsplit(":", 1)[1]
+        api = RoleProcess(
+            "api",
+            ["api", "serve", "--host", "127.0.0.1", "--port", port],
+            self.logs / "api.log",
+            env=self._api_env(),
+            cwd=self.workdir / "api",
+        )
+        self.roles.start(api)
+        api.wait_healthy(f"{self.state.api_url}/api/v1/health", timeout=60)
+
+    def start_oracles(self) -> None:
+        assert self.state.deployment is not None and self.state.repo is not None
+        proposer, *cosigners = self.state.oracles
+        for oracle in self.state.oracles:
+            home = self.workdir / oracle.name
+            env = {
+                **self._base_env(),
+                **self.state.repo.git_env(),
+                "PROOFNET_DATABASE_URL": f"sqlite:///{home / 'oracle.db'}",
+                "PROOFNET_DATA_DIR": str(home),
+                "PROOFNET_ORACLE_KEY_FILE": str(oracle.key_file),
+                "PROOFNET_NTX_POLICY_ID": self.state.deployment.ntx_policy,
+                "PROOFNET_NTX_ASSET_NAME": self.state.deployment.ntx_name,
+                # Every oracle runs the settlement engine: the proposer batches and asks
+                # the co-signers, who re-verify and sign (their /quorum/sign needs it).
+                "PROOFNET_SETTLEMENT_ENABLED": "true",
+                "PROOFNET_SETTLEMENT_DEPLOYMENT_FILE": str(self.state.deployment_file),
+                "PROOFNET_SETTLEMENT_BATCH_SIZE": str(self.options.jobs),
+                "PROOFNET_SETTLEMENT_MAX_WAIT_S": "15",
+                "PROOFNET_SETTLEMENT_INTERVAL_S": "0.5",
+                "PROOFNET_SETTLEMENT_CONFIRMATION_DEPTH": str(self.options.confirmation_depth),
+                "PROOFNET_SETTLEMENT_HOLDER": oracle.name,
+            }
+            if oracle is proposer:
+                env["PROOFNET_SETTLEMENT_COSIGNERS"] = json.dumps(
+                    [{"url": c.url, "key_hash": c.key_hash} for c in cosigners]
+                )
+                env["PROOFNET_SETTLEMENT_THRESHOLD"] = str(THRESHOLD)
+            else:
+                env["PROOFNET_SETTLEMENT_COSIGNERS"] = "[]"
+                env["PROOFNET_SETTLEMENT_THRESHOLD"] = "1"
+            port = oracle.url.rsplit(":", 1)[1]
+            oracle.process = self.roles.start(
+                RoleProcess(
+                    oracle.name,
+                    ["oracle", "serve", "--host", "127.0.0.1", "--port", port],
+                    self.logs / f"{oracle.name}.log",
+                    env=env,
+                    cwd=home,
+                )
+            )
+        for oracle in self.state.oracles:
+            assert oracle.process is not None
+            oracle.process.wait_healthy(f"{oracle.url}/api/v1/health", timeout=90)
+
+    def start_workers(self) -> None:
+        assert self.state.repo is not None
+        proposer = self.state.oracles[0]
+        for i in range(WORKERS):
+            name = f"worker-{i + 1}"
+            home = self.workdir / name
+            worker = _Worker(name, home, _Wallet.generate())
+            self.state.workers.append(worker)
+            common = ["--key-file", str(home / "worker.skey"), "--work-dir", str(home / "work")]
+            env = {**self._base_env(), "PROOFNET_WORKER_RUNTIME": "process"}
+            onboarded = run_role_command(
+                f"{name} onboard",
+                [
+                    "worker",
+                    "onboard",
+                    "--api-url",
+                    self.state.api_url,
+                    "--payout-address",
+                    worker.payout.address,
+                    "--network",
+                    "devnet",
+                    "--json",
+                    *common,
+                ],
+                self.logs / f"{name}.log",
+                env=env,
+                cwd=home,
+            )
+            report = json.loads(onboarded)
+            if not report.get("registered"):
+                raise DemoError(f"{name} did not register: {report.get('problems')}", name)
+            worker.process = self.roles.start(
+                RoleProcess(
+                    name,
+                    [
+                        "worker",
+                        "run",
+                        "--api-url",
+                        self.state.api_url,
+                        "--oracle-url",
+                        proposer.url,
+                        "--runtime",
+                        "process",
+                        "--network",
+                        "devnet",
+                        "--repo-rewrite",
+                        self.state.repo.rewrite,
+                        "--poll-interval",
+                        "0.5",
+                        "--grace",
+                        "5",
+                        *common,
+                    ],
+                    self.logs / f"{name}.log",
+                    env=env,
+                    cwd=home,
+                )
+            )
+
+    def _sign_in(self, wallet: _Wallet) -> dict[str, str]:
+        api = self.state.api_url
+        challenge = self.http.post(f"{api}/api/v1/auth/challenge", json={"address": wallet.address})
+        _expect(challenge, 200, "sign-in challenge")
+        body = challenge.json()
+        verified = self.http.post(
+            f"{api}/api/v1/auth/verify",
+            json={
+                "address": wallet.address,
+                "nonce": body["nonce"],
+                **wallet.sign_data(body["message"]),
+            },
+        )
+        _expect(verified, 200, "sign-in")
+        return {"Authorization": f"Bearer {verified.json()['access_token']}"}
+
+    def approve_submitter(self) -> dict[str, str]:
+        """The submitter applies; five seniors endorse with wallet signatures."""
+        api = self.state.api_url
+        submitter = self.state.submitter
+        assert submitter is not None
+        headers = self._sign_in(submitter)
+        applied = self.http.post(
+            f"{api}/api/v1/approvals",
+            json={"statement": "proofnet demo: a numpy MLP"},
+            headers=headers,
+        )
+        _expect(applied, 201, "application")
+        application = applied.json()
+        for senior in self.state.seniors:
+            endorsed = self.http.post(
+                f"{api}/api/v1/approvals/{application['id']}/endorsements",
+                json=senior.sign_data(application["endorsement_message"]),
+                headers=self._sign_in(senior),
+            )
+            _expect(endorsed, 201, "endorsement")
+        me = self.http.get(f"{api}/api/v1/users/me", headers=headers).json()
+        if not me.get("is_approved"):
+            raise DemoError(f"the submitter is not approved after {SENIORS} endorsements: {me}")
+        return headers
+
+    def post_jobs(self, headers: dict[str, str]) -> None:
+        assert self.state.repo is not None
+        for i in range(self.options.jobs):
+            spec = demo_job.job_spec(self.state.repo.commit, seed=demo_job.SEED + i)
+            posted = self.http.post(
+                f"{self.state.api_url}/api/v1/jobs", json={"spec": spec}, headers=headers
+            )
+            _expect(posted, 201, "job submission")
+            self.state.jobs.append(_Job(posted.json()["job_id"], spec))
+
+    def lock_escrows(self, headers: dict[str, str]) -> str:
+        """Lock every job's budget in one transaction (submitter key), then record each
+        escrow with the API, which checks it on chain."""
+        from pycardano import Address
+
+        from chain.offchain.builders import EscrowJob, KeyWallet, lock_escrows
+        from chain.offchain.builders.wallet import await_output
+        from oracle.settlement.scenario import Devnet
+
+        submitter = self.state.submitter
+        deployment = self.state.deployment
+        assert submitter is not None and deployment is not None
+        context = Devnet(self.state.devnet_url).context()
+        deadline = int(time.time() * 1000) + 3_600_000
+        escrow_jobs = [
+            EscrowJob(
+                job_id=bytes.fromhex(job.job_id),  # the 32 bytes of the spec's SHA-256 id
+                budget=demo_job.BUDGET,
+                deadline=deadline,
+                submitter=Address.from_primitive(submitter.address),
+                nonce=i,
+            )
+            for i, job in enumerate(self.state.jobs)
+        ]
+        wallet = KeyWallet(submitter.signing_key)
+        result = lock_escrows(context, deployment, escrow_jobs, wallet)
+        await_output(context, deployment.escrow_address, result.tx_id)
+        for job, ref in zip(self.state.jobs, result.escrow_refs, strict=True):
+            tx_id, _, index = ref.partition("#")
+            recorded = self.http.post(
+                f"{self.state.api_url}/api/v1/jobs/{job.job_id}/escrow",
+                json={"tx_id": tx_id, "index": int(index)},
+                headers=headers,
+            )
+            _expect(recorded, 200, "escrow record")
+            job.escrow = ref
+        return result.tx_id
+
+    def _attestations(self, job: _Job) -> list[dict[str, Any]]:
+        proposer = self.state.oracles[0]
+        try:
+            response = self.http.get(f"{proposer.url}/api/v1/jobs/{job.job_id}/attestations")
+        except httpx.HTTPError:
+            return []
+        return list(response.json().get("data", [])) if response.status_code == 200 else []
+
+    def wait_for_loop(self, headers: dict[str, str]) -> str:
+        """Follow the jobs from the queue to a confirmed settlement; the settlement tx."""
+        from oracle.settlement.audit import settlement_tx_of
+
+        shown: dict[str, str] = {}
+
+        def note(job: _Job, text: str) -> None:
+            if shown.get(job.job_id) != text:
+                shown[job.job_id] = text
+                self.console.print(f"  [cyan]job {job.job_id[:12]}[/] {text}")
+
+        def progressed() -> bool:
+            done = True
+            for job in self.state.jobs:
+                atts = self._attestations(job)
+                if atts:
+                    att = atts[-1]
+                    status = att["status"]
+                    if status == "rejected":
+                        raise DemoError(
+                            f"the oracle rejected the attestation of job {job.job_id}: "
+                            f"{att.get('reason')}: {att.get('message')}",
+                            self.state.oracles[0].name,
+                        )
+                    if status in ("batched", "settled") and not job.settled_by:
+                        job.settled_by = settlement_tx_of(self.state.devnet_url, job.escrow) or ""
+                    text = f"oracle: attestation {status}"
+                    if job.settled_by:
+                        text += f" (settlement tx {job.settled_by[:16]}...)"
+                    note(job, text)
+                    done = done and status == "settled"
+                    continue
+                st = self.http.get(
+                    f"{self.state.api_url}/api/v1/jobs/{job.job_id}/status", headers=headers
+                ).json()
+                if st["status"] == "failed":
+                    raise DemoError(f"job {job.job_id} failed: {st['reason']}")
+                note(job, f"api: {st['status']}: {st['reason']}")
+                done = False
+            return done
+
+        self._wait("the settlement", progressed, self.options.loop_timeout_s, interval=0.3)
+        txs = {job.settled_by for job in self.state.jobs}
+        if len(txs) != 1 or "" in txs:
+            raise DemoError(f"expected one settlement transaction, found {sorted(txs)}")
+        return txs.pop()
+
+    # --- the summary ----------------------------------------------------------------------
+
+    def audit(self, tx_id: str) -> Any:
+        from oracle.service import escrow_script_hash
+        from proofnet.audit import audit_settlement
+
+        deployment = self.state.deployment
+        return audit_settlement(
+            self.state.devnet_url,
+            tx_id,
+            [o.url for o in self.state.oracles],
+            network="devnet",
+            escrow_script_hash=escrow_script_hash(),
+            ntx_policy=deployment.ntx_policy,
+            ntx_name=deployment.ntx_name,
+            client=self.http,
+        )
+
+    def signers_of(self, tx_id: str) -> list[str]:
+        from pycardano import Transaction
+
+        raw = self._devnet_get(f"/txs/{tx_id}/cbor").json()["cbor"]
+        body = Transaction.from_cbor(bytes.fromhex(raw)).transaction_body
+        signers = {k.payload.hex() for k in body.required_signers or []}
+        return [o.name for o in self.state.oracles if o.key_hash in signers]
+
+    def wallets(self) -> dict[str, str]:
+        assert self.state.submitter is not None
+        named = {"submitter": self.state.submitter.address}
+        named.update({f"provider ({w.name})": w.payout.address for w in self.state.workers})
+        return named
+
+    def summary(self, tx_id: str, lock_tx: str, report: Any) -> dict[str, str]:
+        table = Table(title="balances (ADA, test NTX) before -> after")
         table.add_column("wallet")
-        table.add_column("ADA", justify="right")
-        table.add_column("test NTX", justify="right")
-        for name, address in (("submitter", submitter), ("provider", provider)):
-            lovelace, qty = _balances(client, url, str(address), unit)
-            table.add_row(name, f"{lovelace / 1_000_000:,.6f}", f"{qty:,}")
-        console.print(table)
-        console.print(f"transfer tx: {tx_hash}")
-        console.print(f"explorer: {url}/txs/{tx_hash}")
-        return {"transfer_tx": tx_hash, "fund_tx": fund_tx, "ntx_unit": unit}
+        table.add_column("ADA before", justify="right")
+        table.add_column("ADA after", justify="right")
+        table.add_column("NTX before", justify="right")
+        table.add_column("NTX after", justify="right")
+        for name, address in self.wallets().items():
+            before = self.state.before[name]
+            after = self.balances(address)
+            table.add_row(
+                name,
+                _fmt_ada(before.lovelace),
+                _fmt_ada(after.lovelace),
+                f"{before.ntx:,}",
+                f"{after.ntx:,}",
+            )
+        self.console.print(table)
+        for escrow in report.escrows:
+            self.console.print(
+                f"escrow {escrow.escrow}: held {escrow.held:,} NTX, paid {escrow.attested:,} "
+                f"to {escrow.provider[:24]}..., refunded {escrow.refund_expected:,}"
+            )
+        signers = self.signers_of(tx_id)
+        self.console.print(f"co-signed by {', '.join(signers)} ({THRESHOLD} of {ORACLES})")
+        elapsed = time.monotonic() - self.started
+        self.console.print(f"settlement tx: {tx_id}", soft_wrap=True)
+        self.console.print(f"explorer: {self.state.devnet_url}/txs/{tx_id}", soft_wrap=True)
+        self.console.print(report.line(), soft_wrap=True)
+        self.console.print(f"demo finished in {elapsed:.1f}s; data and logs in {self.workdir}")
+        return {
+            "settlement_tx": tx_id,
+            "lock_tx": lock_tx,
+            "ntx_unit": self.state.deployment.ntx_unit,
+            "audit": "OK" if report.ok else "FAILED",
+            "signers": ",".join(signers),
+            "jobs": ",".join(j.job_id for j in self.state.jobs),
+            "elapsed_s": f"{elapsed:.1f}",
+        }
+
+    # --- the run --------------------------------------------------------------------------
+
+    def note(self, text: str) -> None:
+        self.console.print(f"  [dim]{text}[/]", soft_wrap=True)
+
+    def run(self) -> dict[str, str]:
+        self.console.rule("proofnet demo")
+        self.console.print(f"data and logs: {self.workdir}", soft_wrap=True)
+        with self.step("model repository committed (numpy MLP with proof of training)"):
+            self.state.repo = demo_job.create_repo(self.workdir / "git")
+        self.note(f"{self.state.repo.path} at {self.state.repo.commit}")
+        with self.step(f"devnet up ({self.options.block_time}s blocks) and {ORACLES} oracle keys"):
+            self.start_devnet()
+            self.oracle_keys()
+        self.state.api_url = f"http://127.0.0.1:{free_port()}"
+        # The API side (seniors, API, workers: processes) comes up while this process
+        # deploys the protocol; the oracles need the deployment, so they follow it.
+        background = _Background(self.api_side)
+        with self.step(
+            f"protocol deployed (oracles {THRESHOLD}-of-{ORACLES}, reference scripts, stake "
+            "registration), test NTX minted"
+        ):
+            background.start()
+            self.deploy_chain()
+        assert self.state.deployment is not None
+        self.note(
+            f"escrow script {self.state.deployment.escrow_hash}, "
+            f"NTX unit {self.state.deployment.ntx_unit}"
+        )
+        with self.step(f"{ORACLES} oracles serving, settlement on (1 proposer, 2 co-signers)"):
+            self.start_oracles()
+        with self.step(
+            f"API serving (SQLite, {SENIORS} seniors); {WORKERS} workers onboarded and running"
+        ):
+            background.join()
+        self.console.print(
+            "  [yellow]workers use the process runtime: jobs run on this host, NOT isolated[/]"
+        )
+        with self.step(f"submitter approved by {SENIORS} senior endorsements (CIP-8 signatures)"):
+            headers = self.approve_submitter()
+        for name, address in self.wallets().items():
+            self.state.before[name] = self.balances(address)
+        with self.step(f"{self.options.jobs} job(s) posted, escrow locked and recorded"):
+            self.post_jobs(headers)
+            lock_tx = self.lock_escrows(headers)
+        self.note(f"escrow lock tx {lock_tx}")
+        with self.step(f"trained, attested, verified (spot check) and settled {THRESHOLD}-of-3"):
+            tx_id = self.wait_for_loop(headers)
+        with self.step("audited from the chain and the published bundle"):
+            report = self.audit(tx_id)
+        return self.summary(tx_id, lock_tx, report)
+
+    def api_side(self) -> None:
+        self.seed_seniors()
+        self.start_api()
+        self.start_workers()
+
+
+class _Background:
+    """One step run on a thread; its exception is re-raised by `join`."""
+
+    def __init__(self, target: Callable[[], None]) -> None:
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                target()
+            except BaseException as exc:  # handed to the main thread
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, name="demo-api-side", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def join(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
+def _enterprise(key_hash: str) -> str:
+    from pycardano import Address, Network, VerificationKeyHash
+
+    return str(Address(VerificationKeyHash(bytes.fromhex(key_hash)), network=Network.TESTNET))
+
+
+def _expect(response: httpx.Response, status: int, what: str) -> None:
+    if response.status_code != status:
+        raise DemoError(f"{what}: the API answered {response.status_code}: {response.text[:500]}")
+
+
+class _Terminated(Exception):
+    """SIGTERM: leave through the same cleanup as Ctrl-C."""
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise _Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
     finally:
-        devnet.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _blame(demo: _Demo, exc: BaseException) -> str:
+    """The role to blame: the one named by the error, else the first that exited."""
+    role = getattr(exc, "role", "") or ""
+    if not role:
+        for r in demo.roles.roles:
+            if r.exited:
+                return r.name
+    return role
+
+
+def run_demo(
+    data_dir: Path | None = None,
+    console: Console | None = None,
+    options: DemoOptions | None = None,
+) -> dict[str, str]:
+    """Run the loop; the summary as a dict (settlement_tx, audit, ...). Every process it
+    started is stopped when it returns, fails or is interrupted."""
+    console = console or Console()
+    workdir = (data_dir or Path(tempfile.mkdtemp(prefix="proofnet-demo-"))).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    demo = _Demo(workdir, console, options or DemoOptions())
+    try:
+        with _sigterm_raises(), demo.roles:
+            return demo.run()
+    except (KeyboardInterrupt, _Terminated):
+        console.print("[yellow]interrupted: every role stopped[/]")
+        raise
+    except Exception as exc:
+        role = _blame(demo, exc)
+        console.print(f"[red]demo failed[/]: {exc}")
+        named = next((r for r in demo.roles.roles if r.name == role), None)
+        if named is not None:
+            console.print(f"[red]failed role: {role}[/] (log {named.log_path}); its last lines:")
+            console.print(named.tail(30), markup=False, highlight=False)
+        elif role:
+            console.print(f"[red]failed role: {role}[/]")
+        if isinstance(exc, DemoError):
+            raise
+        raise DemoError(str(exc), role) from exc
+    finally:
+        demo.http.close()

@@ -1,15 +1,23 @@
-"""Start proofnet roles as child processes and wait for them to answer (demo, chaos tests)."""
+"""Start proofnet roles as child processes and wait for them to answer (demo, chaos tests).
+
+`RoleProcess` is one long-running `proofnet <role> ...` child with its output in a log file;
+`RoleGroup` stops every child it started, last started first, however the caller leaves;
+`run_role_command` runs a short `proofnet ...` command (key generation, seeding) to its end.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 
 import httpx
 
@@ -17,11 +25,28 @@ import httpx
 class ProcessStartError(RuntimeError):
     """A child role exited or did not become healthy in time."""
 
+    def __init__(self, message: str, role: str = "", log_path: Path | None = None) -> None:
+        super().__init__(message)
+        self.role = role
+        self.log_path = log_path
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return ""
+
+
+def _command(argv: Sequence[str]) -> list[str]:
+    # The interpreter running us: the children import the same installation.
+    return [sys.executable, "-m", "proofnet.cli", *argv]
 
 
 @dataclass
@@ -32,30 +57,45 @@ class RoleProcess:
     argv: list[str]
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> RoleProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.cwd is not None:
+            self.cwd.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         # Own session: a Ctrl-C in the demo's terminal reaches the demo, which stops us cleanly.
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "proofnet.cli", *self.argv],
+            _command(self.argv),
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **self.env},
+            cwd=self.cwd,
             start_new_session=True,
         )
         log.close()
         return self
 
+    @property
+    def exited(self) -> bool:
+        return self.process is not None and self.process.poll() is not None
+
+    def check_running(self) -> None:
+        """Raise ProcessStartError (with the log's tail) when the child has exited."""
+        if self.exited:
+            assert self.process is not None
+            raise ProcessStartError(
+                f"{self.name} exited with {self.process.returncode}; see {self.log_path}:\n"
+                + self.tail(),
+                self.name,
+                self.log_path,
+            )
+
     def wait_healthy(self, url: str, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise ProcessStartError(
-                    f"{self.name} exited with {self.process.returncode}; see {self.log_path}:\n"
-                    + self.tail()
-                )
+            self.check_running()
             try:
                 if httpx.get(url, timeout=1.0).status_code == 200:
                     return
@@ -63,14 +103,13 @@ class RoleProcess:
                 pass
             time.sleep(0.1)
         raise ProcessStartError(
-            f"{self.name} not healthy at {url} after {timeout}s:\n{self.tail()}"
+            f"{self.name} not healthy at {url} after {timeout}s:\n{self.tail()}",
+            self.name,
+            self.log_path,
         )
 
     def tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return ""
+        return _tail(self.log_path, lines)
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -81,3 +120,73 @@ class RoleProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+@dataclass
+class RoleGroup:
+    """The children of one run; leaving the `with` block stops them all (last first)."""
+
+    roles: list[RoleProcess] = field(default_factory=list)
+
+    def start(self, role: RoleProcess) -> RoleProcess:
+        self.roles.append(role)
+        return role.start()
+
+    def check_running(self) -> None:
+        for role in self.roles:
+            role.check_running()
+
+    def stop_all(self, timeout: float = 10.0) -> None:
+        for role in reversed(self.roles):
+            # OSError: already reaped by someone else, nothing left to stop.
+            with contextlib.suppress(OSError):
+                role.stop(timeout)
+
+    def __enter__(self) -> RoleGroup:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop_all()
+
+
+def run_role_command(
+    name: str,
+    argv: Sequence[str],
+    log_path: Path,
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 120.0,
+) -> str:
+    """Run `proofnet <argv>` to its end; its stdout (stderr goes to `log_path`). A failure
+    raises ProcessStartError with the output's tail."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    if cwd is not None:
+        cwd.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(
+            _command(argv),
+            capture_output=True,
+            text=True,
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+            timeout=timeout,
+            check=False,
+            start_new_session=True,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ProcessStartError(f"{name} did not finish in {timeout}s", name, log_path) from exc
+    with log_path.open("a") as log:
+        log.write(f"$ proofnet {' '.join(argv)}\n{done.stdout}{done.stderr}")
+    if done.returncode != 0:
+        raise ProcessStartError(
+            f"{name} exited with {done.returncode}; see {log_path}:\n{_tail(log_path, 20)}",
+            name,
+            log_path,
+        )
+    return done.stdout

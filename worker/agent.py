@@ -14,8 +14,9 @@ One job at a time:
 5. a failed run (non-zero exit, OOM, timeout) is reported via /fail and never attested; a
    successful one has its declared results hashed and uploaded (with its `pot/` proof files
    when the spec declares `pot/**`, for the oracles' spot checks), and its attestation (PoT
-   root from the job's manifest, result hashes, GPU time, nonce, amount) signed, put in the
-   on-disk outbox, sent to the oracle, and only then is the lease completed.
+   root from the job's manifest, result hashes, GPU time, nonce, amount) signed and put in
+   the on-disk outbox; the lease is completed with it (the oracle checks the attestation
+   against the API's completed job), and then it is sent to the oracle.
 
 `request_stop()` (SIGTERM/SIGINT) lets the current job finish within the grace period, else
 kills it and releases the lease. The loop backs off with jitter on errors and never dies of
@@ -252,31 +253,22 @@ class Agent:
     # --- the outbox -----------------------------------------------------------------------
 
     def flush_outbox(self, attempts: int | None = None) -> int:
-        """Finish what earlier runs (or crashes) left: send attestations, complete leases.
+        """Finish what earlier runs (or crashes) left: complete leases, send attestations.
         Returns how many entries are still pending."""
         pending = 0
         for entry in self.outbox.pending():
-            current: OutboxEntry | None = entry
-            if not entry.delivered:
+            current: OutboxEntry | None = self._complete(entry)
+            assert current is not None
+            if not current.delivered:
                 current = send_with_retries(
                     self.oracle,
                     self.outbox,
-                    entry,
+                    current,
                     attempts=attempts or self.config.oracle_attempts,
                     base_delay_s=self.config.oracle_retry_base_s,
                 )
                 if current is None:  # refused for good: moved out of the outbox
                     continue
-            assert current is not None
-            if not current.lease_done:
-                try:
-                    self.api.complete(current.lease_token, current.completion)
-                    current = self.outbox.update(current, lease_done=True)
-                except (LeaseLost, ApiRefused) as e:
-                    log.warning("lease of job %s cannot be completed: %s", current.job_id, e)
-                    current = self.outbox.update(current, lease_done=True)
-                except ApiUnavailable as e:
-                    log.warning("completing job %s deferred: %s", current.job_id, e)
             if current.delivered and current.lease_done:
                 self.outbox.remove(current)
             else:
@@ -466,9 +458,11 @@ class Agent:
                 created_at=time.time(),
             )
         )
-        shipper.note(f"attestation signed (PoT root {root}); sending it to the oracle")
+        shipper.note(f"attestation signed (PoT root {root}); completing the job")
         shipper.flush()
-        keeper.message = "delivering attestation"
+        # The lease is completed before the attestation goes out: the oracle verifies it
+        # against the API's record of the completed job, and would refuse it before.
+        entry = self._complete(entry)
         sent = send_with_retries(
             self.oracle,
             self.outbox,
@@ -476,8 +470,8 @@ class Agent:
             attempts=cfg.oracle_attempts,
             base_delay_s=cfg.oracle_retry_base_s,
         )
-        if sent is not None:
-            self._complete(sent)
+        if sent is not None and sent.delivered and sent.lease_done:
+            self.outbox.remove(sent)
         return JobOutcome(
             claimed.job_id,
             claimed.attempt,
@@ -490,17 +484,18 @@ class Agent:
             run=run,
         )
 
-    def _complete(self, entry: OutboxEntry) -> None:
+    def _complete(self, entry: OutboxEntry) -> OutboxEntry:
+        """Complete the entry's lease unless done; the entry as it stands afterwards."""
+        if entry.lease_done:
+            return entry
         try:
             self.api.complete(entry.lease_token, entry.completion)
         except (LeaseLost, ApiRefused) as e:
             log.warning("job %s: the lease could not be completed: %s", entry.job_id, e)
         except ApiUnavailable as e:
             log.warning("job %s: completing the lease deferred: %s", entry.job_id, e)
-            return
-        entry = self.outbox.update(entry, lease_done=True)
-        if entry.delivered:
-            self.outbox.remove(entry)
+            return entry
+        return self.outbox.update(entry, lease_done=True)
 
     @staticmethod
     def _check_lease(keeper: LeaseKeeper) -> None:

@@ -86,7 +86,7 @@ class OutboxEntry:
     attempt: int
     lease_token: str
     cose_hex: str
-    # What the lease is completed with once the attestation is out.
+    # What the lease is completed with (before the attestation is sent to the oracle).
     completion: dict[str, Any]
     created_at: float
     delivered: bool = False

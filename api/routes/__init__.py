@@ -6,6 +6,7 @@ from api.routes import (
     approvals,
     auth,
     balances,
+    escrow_tx,
     estimates,
     health,
     jobs,
@@ -30,3 +31,4 @@ api_router.include_router(providers.router)
 api_router.include_router(worker.router)
 api_router.include_router(worker_io.router)
 api_router.include_router(oracle_feed.router)
+api_router.include_router(escrow_tx.router)

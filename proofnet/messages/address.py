@@ -125,6 +125,11 @@ def _payment_address_bytes_cached(address: str, network: str) -> bytes:
     return _payment_address_bytes(address, network)
 
 
+def clear_address_cache() -> None:
+    """Forget the addresses `payment_address_bytes` has accepted (benchmarks, tests)."""
+    _payment_address_bytes_cached.cache_clear()
+
+
 def _payment_address_bytes(address: str, network: str) -> bytes:
     hrp, raw = bech32_decode(address)
     expected_hrp = "addr" if network == "mainnet" else "addr_test"

@@ -21,7 +21,7 @@ from typing import Any
 try:  # optional: a faster encoder for the canonicality check of received bytes
     import orjson as _orjson
 except ImportError:  # pragma: no cover - the job containers' recorder has no orjson
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]
 
 # Cardano quantities are at most unsigned 64-bit; negative metrics stay within int64.
 MIN_INT = -(2**63)

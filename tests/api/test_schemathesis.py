@@ -3,6 +3,7 @@ whatever schemathesis sends (valid or not, signed in or not), the API never answ
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,15 @@ from api_support import FakeClock, Wallet, Worker, job_spec, sign_in
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chain" / "offchain"))
+
+from protocol_fixtures import protocol_world  # noqa: E402
+
 from api.app import create_app
 from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.migrate import upgrade_head
 from api.services.users import add_senior
-from chain.devnet.testing import running_devnet
 from proofnet.settings import build_settings
 
 EXAMPLES = 50
@@ -36,14 +40,17 @@ def fuzz_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, di
     clock = FakeClock()
     app = create_app(config=config, engine=engine, clock=clock, run_sweeper=False)
     app.state.run_notifier = False
-    # A real devnet behind the chain-backed operations (escrow records, balances); no oracle,
-    # so pending settlement must degrade to "unknown", never fail.
+    # A devnet with the protocol deployed behind the chain-backed operations (escrow records
+    # and escrow transactions, balances); no oracle, so pending settlement must degrade to
+    # "unknown", never fail.
+    world_dir = Path(tmp_path_factory.mktemp("world"))
     with (
-        running_devnet(Path(tmp_path_factory.mktemp("devnet"))) as devnet,
+        protocol_world(world_dir, oracles=2, threshold=1, providers=0) as world,
         TestClient(app) as client,
     ):
-        app.state.settings = build_settings(devnet_url=devnet.url, oracle_url="")
-        app.state.chain_context = devnet.chain_context()
+        app.state.settings = build_settings(devnet_url=world.devnet.url, oracle_url="")
+        app.state.chain_context = world.context
+        app.state.deployment = world.deployment
         wallet = Wallet()
         with open_session(engine) as s:
             add_senior(s, config, wallet.address, clock())

@@ -1,10 +1,11 @@
 """Fixtures for the worker agent tests: a real API over HTTP, a recording oracle, a git repo.
 
-The API is `api.app.create_app` on a SQLite file, served in-thread. Until the API's claim
-answer says which escrow pays for a job, `EscrowDesk` plays that part: a thin ASGI wrapper
-adds the escrow the test recorded for the job to /claim answers (and leaves answers that
-already carry one alone). The oracle is a small FastAPI app that checks every attestation's
-COSE signature and domain with `verify_attestation` and records what it accepted.
+The API is `api.app.create_app` on a SQLite file, served in-thread. A test "locks" a job's
+escrow by writing the row `POST /jobs/{id}/escrow` would record after its chain check (no
+chain here); the API's claim answer then names that escrow. The API does not require an
+escrow to hand out a job, so a test can also show the worker refusing one without. The
+oracle is a small FastAPI app that checks every attestation's COSE signature and domain with
+`verify_attestation` and records what it accepted.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +28,14 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from sqlmodel import select
 
 from api.app import create_app
 from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.migrate import upgrade_head
+from api.models import Job, JobEscrow
+from api.routes.oracle_feed import escrow_script_hash
 from api.services.users import add_senior
 from api.storage import LocalBlobStore
 from chain.devnet.testing import serve_app
@@ -55,7 +60,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 from api_support import Wallet, capabilities, sign_in  # noqa: E402
 
 NETWORK = "devnet"
-SCRIPT_HASH = "5c" * 28
 REPO_URL = "https://git.example.test/numpy-mlp.git"
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,6 +82,11 @@ while not os.path.exists(sys.argv[1]):
     time.sleep(0.1)
 print("go", flush=True)
 '''
+
+
+def script_hash() -> str:
+    """The escrow validator's hash: what the API's claim answer names (compiled once)."""
+    return escrow_script_hash()
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -164,6 +173,8 @@ def job_spec(
         "results": [
             {"path": "results/metrics.json", "kind": "json"},
             {"path": "results/model.weights", "kind": "model"},
+            # The proof-of-training files: uploaded for the oracles' spot checks.
+            {"path": "pot/**", "kind": "model"},
         ],
         "pricing": {"kind": "fixed", "amount": amount},
         "seed": secrets.randbelow(2**63),
@@ -174,67 +185,48 @@ def job_spec(
 # --- the API ---------------------------------------------------------------------------------
 
 
-class EscrowDesk:
-    """Escrows recorded per job id, added to /claim answers that lack one."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.escrows: dict[str, dict[str, Any]] = {}
-
-    def record(self, job_id: str) -> dict[str, Any]:
-        escrow = {
-            "network": NETWORK,
-            "script_hash": SCRIPT_HASH,
-            "tx_id": hashlib.sha256(job_id.encode()).hexdigest(),
-            "index": 1,
-        }
-        self.escrows[job_id] = escrow
-        return escrow
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] != "/api/v1/worker/claim":
-            await self.app(scope, receive, send)
-            return
-        start: dict[str, Any] = {}
-        chunks: list[bytes] = []
-
-        async def capture(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                start.update(message)
-                return
-            chunks.append(message.get("body", b""))
-            if message.get("more_body"):
-                return
-            body = b"".join(chunks)
-            if start["status"] == 200:
-                answer = json.loads(body)
-                if answer.get("escrow") is None and answer["job_id"] in self.escrows:
-                    answer["escrow"] = self.escrows[answer["job_id"]]
-                body = json.dumps(answer).encode()
-            headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
-            headers.append((b"content-length", str(len(body)).encode()))
-            await send({**start, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-
-        await self.app(scope, receive, capture)
-
-
 @dataclass
 class ApiServer:
     url: str
-    desk: EscrowDesk
     config: ApiConfig
     engine: Any
     submitter: dict[str, str]  # Authorization header of an approved submitter
     http: httpx.Client
+    escrows: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def submit(self, spec: dict[str, Any], *, escrow: bool = True) -> str:
         posted = self.http.post("/api/v1/jobs", json={"spec": spec}, headers=self.submitter)
         assert posted.status_code == 201, posted.text
         job_id = str(posted.json()["job_id"])
         if escrow:
-            self.desk.record(job_id)
+            self.record_escrow(job_id)
         return job_id
+
+    def record_escrow(self, job_id: str) -> dict[str, Any]:
+        """Store the escrow row the API's escrow endpoint writes once the chain shows it."""
+        tx_id, index = hashlib.sha256(job_id.encode()).hexdigest(), 1
+        with open_session(self.engine) as session:
+            job = session.exec(select(Job).where(Job.job_id == job_id)).one()
+            assert job.id is not None
+            session.add(
+                JobEscrow(
+                    job_id=job.id,
+                    tx_id=tx_id,
+                    output_index=index,
+                    budget=2_000_000,
+                    deadline_ms=2**42,
+                    recorded_at=datetime.now(UTC),
+                )
+            )
+            session.commit()
+        escrow = {
+            "network": NETWORK,
+            "script_hash": script_hash(),
+            "tx_id": tx_id,
+            "index": index,
+        }
+        self.escrows[job_id] = escrow
+        return escrow
 
     def get(self, path: str) -> Any:
         response = self.http.get(path, headers=self.submitter)
@@ -256,12 +248,11 @@ def make_api_server(tmp_path: Path, *, lease_ttl_s: int = 30) -> Iterator[ApiSer
     upgrade_head(engine)  # serve_app runs without the lifespan that would migrate
     app = create_app(config=config, engine=engine, run_sweeper=False)
     app.state.blob_store = LocalBlobStore(tmp_path / "blobs")
-    desk = EscrowDesk(app)
-    with serve_app(desk) as url, httpx.Client(base_url=url, timeout=30) as http:  # type: ignore[arg-type]
+    with serve_app(app) as url, httpx.Client(base_url=url, timeout=30) as http:
         wallet = Wallet()
         with open_session(engine) as session:
             add_senior(session, config, wallet.address, app.state.clock())
-        server = ApiServer(url, desk, config, engine, sign_in(http, wallet), http)  # type: ignore[arg-type]
+        server = ApiServer(url, config, engine, sign_in(http, wallet), http)  # type: ignore[arg-type]
         yield server
     engine.dispose()
 
@@ -285,6 +276,10 @@ class RecordingOracle:
     fail_next: int = 0
     requests: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # The API's status of each accepted attestation's job when it arrived (a real oracle
+    # verifies against the completed job, so the worker must complete before attesting).
+    job_status: Any = None  # Callable[[str], str]
+    status_on_receipt: dict[str, str] = field(default_factory=dict)
 
     def all(self) -> list[Attestation]:
         return [a for atts in self.accepted.values() for a in atts]
@@ -305,13 +300,13 @@ def _oracle_app(oracle: RecordingOracle) -> FastAPI:
             return JSONResponse({"detail": "content type must be application/cose"}, 415)
         try:
             unchecked = verify_attestation(
-                body, expected_network=NETWORK, expected_script_hash=SCRIPT_HASH
+                body, expected_network=NETWORK, expected_script_hash=script_hash()
             )
             escrow = oracle.escrows[unchecked.job_id]
             att = verify_attestation(
                 body,
                 expected_network=NETWORK,
-                expected_script_hash=SCRIPT_HASH,
+                expected_script_hash=script_hash(),
                 expected_escrow=EscrowRef(tx_id=escrow["tx_id"], index=escrow["index"]),
                 expected_job_id=unchecked.job_id,
             )
@@ -325,6 +320,8 @@ def _oracle_app(oracle: RecordingOracle) -> FastAPI:
                 return JSONResponse({"job_id": att.job_id, "duplicate": True})
             oracle.accepted.setdefault(att.job_id, []).append(att)
             oracle.cose[att.job_id] = body
+            if oracle.job_status is not None:
+                oracle.status_on_receipt[att.job_id] = oracle.job_status(att.job_id)
         return JSONResponse({"job_id": att.job_id, "duplicate": False}, status_code=202)
 
     return app
@@ -332,7 +329,9 @@ def _oracle_app(oracle: RecordingOracle) -> FastAPI:
 
 @pytest.fixture
 def oracle(api_server: ApiServer) -> Iterator[RecordingOracle]:
-    recorder = RecordingOracle(escrows=api_server.desk.escrows)
+    recorder = RecordingOracle(
+        escrows=api_server.escrows, job_status=lambda job_id: api_server.job(job_id)["status"]
+    )
     with serve_app(_oracle_app(recorder)) as url:
         recorder.url = url
         yield recorder
@@ -432,9 +431,16 @@ def check_attested_job(
     job_dir = harness.config.jobs_dir / f"{job_id}-a{outcome.attempt}"
     # The PoT root is the Merkle root of the manifest the job wrote.
     assert att.pot_root == Manifest.load(job_dir / "pot").root == outcome.pot_root
-    stored = {r["name"]: r["sha256"] for r in api.get(f"/api/v1/jobs/{job_id}/results")}
+    uploads = {r["name"]: r["sha256"] for r in api.get(f"/api/v1/jobs/{job_id}/results")}
+    stored = {n: d for n, d in uploads.items() if not n.startswith("pot/")}
     assert dict(att.result_hashes) == stored
     assert set(stored) == {"results/metrics.json", "results/model.weights"}
+    # Every proof file is uploaded as it is on disk, and none is named in the attestation.
+    proof = {n: d for n, d in uploads.items() if n.startswith("pot/")}
+    on_disk = {f"pot/{p.name}" for p in (job_dir / "pot").iterdir()}
+    assert set(proof) == on_disk and "pot/manifest.json" in proof
+    for name, digest in proof.items():
+        assert hashlib.sha256((job_dir / name).read_bytes()).hexdigest() == digest
     for name, digest in stored.items():
         raw = api.http.get(f"/api/v1/jobs/{job_id}/results/{name}", headers=api.submitter)
         assert hashlib.sha256(raw.content).hexdigest() == digest
@@ -442,7 +448,7 @@ def check_attested_job(
     metrics = json.loads((job_dir / "results" / "metrics.json").read_text())
     assert att.metrics == {k: metrics[k] for k in ("accuracy", "final_loss", "steps")}
     assert att.metrics["steps"] == 40
-    assert att.job_id == job_id and att.domain.escrow.tx_id == api.desk.escrows[job_id]["tx_id"]
+    assert att.job_id == job_id and att.domain.escrow.tx_id == api.escrows[job_id]["tx_id"]
     assert att.worker_key == harness.worker.key.public_key_hex
     assert att.payout_address == harness.worker.payout_address
     assert att.command_hash == parsed.command_hash and att.image_digest == parsed.image_digest
@@ -450,6 +456,7 @@ def check_attested_job(
     assert att.gpu_milliseconds == 0 and att.ended_ms >= att.started_ms
     job = api.job(job_id)
     assert job["status"] == "completed"
+    assert oracle.status_on_receipt[job_id] == "completed"
     assert job["result"]["pot_root"] == att.pot_root
     assert job["result"]["attestation"] == oracle.cose[job_id].hex()
     # The claim nonce seeded the data order and is what the attestation carries.

@@ -1,0 +1,209 @@
+"""`proofnet demo` end to end: real processes from the escrow lock to an audited settlement.
+
+The summary lines are checked, and then the chain itself, independently of the demo's own
+audit: the devnet's ledger directory (opened after the devnet stopped) must hold the
+settlement transaction, which spends the job's escrow (datum: the job id of the spec pinned
+to the fixture repository's commit), pays the registered provider exactly what the oracle
+recorded as attested, and refunds the rest of the escrow to the submitter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI, Response
+from pycardano import Address, Network, ScriptHash, Transaction, TransactionOutput
+
+from chain.contracts.types import EscrowDatum
+from chain.devnet.ledger import Ledger
+from chain.devnet.testing import running_devnet, serve_app
+from chain.offchain.builders.deployment import Deployment
+from chain.offchain.builders.onchain import address_from_data, datum_cbor
+from proofnet import demo_job
+from proofnet.audit import AuditError, AuditReport, audit_settlement
+from proofnet.messages.jobspec import JobSpec
+
+
+def _ntx(output: TransactionOutput, deployment: Deployment) -> int:
+    policy, name = bytes.fromhex(deployment.ntx_policy), bytes.fromhex(deployment.ntx_name)
+    return sum(
+        int(q)
+        for p, assets in output.amount.multi_asset.items()
+        if p.payload == policy
+        for n, q in assets.items()
+        if n.payload == name
+    )
+
+
+def _children_in(data_dir: Path) -> list[str]:
+    """Command lines of live processes still pointing into the demo's data dir."""
+    alive = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if str(data_dir) in cmdline and "pytest" not in cmdline:
+            alive.append(cmdline)
+    return alive
+
+
+@pytest.fixture(scope="module")
+def demo_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    data = tmp_path_factory.mktemp("loop") / "demo"
+    completed = subprocess.run(
+        [sys.executable, "-m", "proofnet.cli", "demo", "--data-dir", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=420,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    return data, completed
+
+
+@pytest.mark.slow
+def test_demo_settles_the_job_as_attested(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    data, completed = demo_run
+    out = completed.stdout
+    assert completed.returncode == 0, out + completed.stderr
+
+    # --- the summary ----------------------------------------------------------------------
+    found = re.search(r"^settlement tx: ([0-9a-f]{64})$", out, re.M)
+    assert found, out
+    tx_hash = found.group(1)
+    assert re.search(rf"^explorer: http://127\.0\.0\.1:\d+/api/v0/txs/{tx_hash}$", out, re.M)
+    assert re.search(r"^audit: OK \(1 escrow\(s\) settled as attested", out, re.M), out
+    assert "co-signed by oracle-0, oracle-1 (2 of 3)" in out
+    assert "NOT isolated" in out
+    assert "submitter" in out and "provider (worker-1)" in out
+    assert _children_in(data) == []  # every role was stopped
+
+    # --- what the roles recorded: the attestation, the workers' payout bindings -----------
+    with sqlite3.connect(data / "oracle-0" / "oracle.db") as db:
+        rows = db.execute(
+            "SELECT job_id, payout_address, amount, status FROM oracle_attestations"
+        ).fetchall()
+    assert len(rows) == 1
+    job_id, provider, attested, status = rows[0]
+    assert status == "settled" and attested == demo_job.PRICE
+    payouts = {
+        json.loads((data / f"worker-{i}" / "work" / "registration.json").read_text())["binding"][
+            "payout_address"
+        ]
+        for i in (1, 2)
+    }
+    assert provider in payouts
+    commit = subprocess.run(
+        ["git", "-C", str(data / "git" / "numpy-mlp.git"), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    spec = JobSpec.from_dict(demo_job.job_spec(commit))
+    assert job_id == spec.job_id
+
+    # --- the chain, read from the ledger directory ----------------------------------------
+    deployment = Deployment.load(data / "deployment.json")
+    ledger = Ledger.open(data / "devnet")
+    try:
+        record = ledger.transaction(tx_hash)
+        assert record is not None and record.valid_contract
+        tx = Transaction.from_cbor(record.cbor)
+        escrows = []
+        for tx_in in tx.transaction_body.inputs:
+            source = ledger.transaction(tx_in.transaction_id.payload.hex())
+            assert source is not None
+            spent = Transaction.from_cbor(source.cbor).transaction_body.outputs[tx_in.index]
+            if spent.address.payment_part == ScriptHash(bytes.fromhex(deployment.escrow_hash)):
+                escrows.append(spent)
+    finally:
+        ledger.close()
+    assert len(escrows) == 1
+    (escrow,) = escrows
+    datum = EscrowDatum.from_cbor(datum_cbor(escrow.datum))
+    # The escrow datum's job id is the 32 raw bytes of the spec's id.
+    assert bytes(datum.job_id) == bytes.fromhex(spec.job_id)
+    assert datum.budget == demo_job.BUDGET == _ntx(escrow, deployment)
+    submitter = str(address_from_data(datum.submitter, Network.TESTNET))
+    received: dict[str, int] = {}
+    for output in tx.transaction_body.outputs:
+        received[str(output.address)] = received.get(str(output.address), 0) + _ntx(
+            output, deployment
+        )
+    assert received[provider] == attested
+    assert received[submitter] == demo_job.BUDGET - attested
+    assert sum(received.values()) == demo_job.BUDGET  # no NTX of the escrow went elsewhere
+    assert Address.from_primitive(provider).network == Network.TESTNET
+
+
+def _bundle_app(bodies: dict[str, bytes]) -> FastAPI:
+    """An oracle's bundle route, serving what the proposer stored."""
+    app = FastAPI()
+
+    @app.get("/api/v1/bundles/{sha256}")
+    def bundle(sha256: str) -> Response:
+        if sha256 not in bodies:
+            return Response(status_code=404)
+        return Response(bodies[sha256], media_type="application/json")
+
+    return app
+
+
+@pytest.mark.slow
+def test_the_audit_accepts_the_settlement_and_catches_tampering(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    data, completed = demo_run
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    found = re.search(r"^settlement tx: ([0-9a-f]{64})$", completed.stdout, re.M)
+    assert found is not None
+    tx_hash = found.group(1)
+    deployment = Deployment.load(data / "deployment.json")
+    with sqlite3.connect(data / "oracle-0" / "oracle.db") as db:
+        ((sha, body),) = db.execute("SELECT sha256, body FROM settlement_bundles").fetchall()
+
+    def audit(url: str, tx: str, oracle: str, script: str = deployment.escrow_hash) -> AuditReport:
+        return audit_settlement(
+            url,
+            tx,
+            [oracle],
+            network="devnet",
+            escrow_script_hash=script,
+            ntx_policy=deployment.ntx_policy,
+            ntx_name=deployment.ntx_name,
+        )
+
+    # The ledger directory again, served by a fresh devnet (the demo's has stopped).
+    with (
+        running_devnet(data, data_dir=data / "devnet") as devnet,
+        serve_app(_bundle_app({sha: bytes(body)})) as honest,
+        serve_app(_bundle_app({sha: bytes(body).replace(b"1", b"2", 1)})) as liar,
+    ):
+        report = audit(devnet.url, tx_hash, honest)
+        assert report.ok and report.line().startswith("audit: OK"), report.problems
+        assert report.bundle_sha256 == sha and report.signatures_checked == 1
+        (escrow,) = report.escrows
+        assert escrow.paid == escrow.attested == demo_job.PRICE
+        assert escrow.refunded == escrow.refund_expected == demo_job.BUDGET - demo_job.PRICE
+
+        # Another escrow script: the attestations do not verify for it.
+        wrong = audit(devnet.url, tx_hash, honest, script="00" * 28)
+        assert not wrong.ok and "signature or domain invalid" in wrong.line()
+        # An oracle serving other bytes under the bundle's hash is not believed.
+        with pytest.raises(AuditError, match="do not hash to"):
+            audit(devnet.url, tx_hash, liar)
+        with pytest.raises(AuditError, match="not on chain"):
+            audit(devnet.url, "ab" * 32, honest)

@@ -1,0 +1,99 @@
+"""Role processes: a role that dies is named with its log; every started role is stopped; a
+failing demo says which role failed and leaves nothing running."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from proofnet import demo
+from proofnet.processes import (
+    ProcessStartError,
+    RoleGroup,
+    RoleProcess,
+    free_port,
+    run_role_command,
+)
+
+
+def _dying_devnet(tmp_path: Path) -> RoleProcess:
+    # `--block-time 0` is refused at start-up: the child exits with an error in its log.
+    return RoleProcess(
+        "devnet",
+        ["devnet", "up", "--data-dir", str(tmp_path / "chain"), "--block-time", "0"],
+        tmp_path / "logs" / "devnet.log",
+        cwd=tmp_path,
+    )
+
+
+def test_a_role_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:
+    role = _dying_devnet(tmp_path).start()
+    with pytest.raises(ProcessStartError) as caught:
+        role.wait_healthy(f"http://127.0.0.1:{free_port()}/health", timeout=60)
+    assert caught.value.role == "devnet"
+    assert caught.value.log_path == tmp_path / "logs" / "devnet.log"
+    assert "block-time must be positive" in str(caught.value)
+
+
+def test_the_group_stops_every_role_it_started(tmp_path: Path) -> None:
+    port = free_port()
+    with RoleGroup() as group:
+        role = group.start(
+            RoleProcess(
+                "devnet",
+                ["devnet", "up", "--data-dir", str(tmp_path / "chain"), "--port", str(port)],
+                tmp_path / "devnet.log",
+            )
+        )
+        role.wait_healthy(f"http://127.0.0.1:{port}/api/v0/health", timeout=60)
+        group.check_running()
+    assert role.process is not None and role.process.returncode is not None
+    with pytest.raises(ProcessStartError):
+        group.check_running()  # it has exited now
+
+
+def test_a_short_command_returns_its_output_or_fails_with_its_log(tmp_path: Path) -> None:
+    out = run_role_command("version", ["version"], tmp_path / "v.log")
+    assert out.strip()
+    with pytest.raises(ProcessStartError, match="refusing to overwrite"):
+        (tmp_path / "key").write_text("x")
+        run_role_command("keygen", ["oracle", "keygen", str(tmp_path / "key")], tmp_path / "k.log")
+    assert "refusing to overwrite" in (tmp_path / "k.log").read_text()
+
+
+def test_a_failing_demo_names_the_role_and_stops_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[RoleProcess] = []
+
+    def start_devnet(self: demo._Demo) -> None:
+        # A healthy role first, then the devnet that dies on start-up.
+        port = free_port()
+        healthy = self.roles.start(
+            RoleProcess(
+                "healthy",
+                ["devnet", "up", "--data-dir", str(tmp_path / "ok"), "--port", str(port)],
+                self.logs / "healthy.log",
+            )
+        )
+        started.append(healthy)
+        healthy.wait_healthy(f"http://127.0.0.1:{port}/api/v0/health", timeout=60)
+        dying = self.roles.start(_dying_devnet(tmp_path))
+        started.append(dying)
+        self._wait("the devnet", lambda: False, timeout=60)
+
+    monkeypatch.setattr(demo._Demo, "start_devnet", start_devnet)
+    buffer = io.StringIO()
+    begun = time.monotonic()
+    with pytest.raises(demo.DemoError) as caught:
+        demo.run_demo(tmp_path / "data", Console(file=buffer, width=200))
+    assert time.monotonic() - begun < 60  # failed as soon as the role died, not at a timeout
+    assert caught.value.role == "devnet"
+    printed = buffer.getvalue()
+    assert "failed role: devnet" in printed
+    assert "block-time must be positive" in printed  # the tail of its log
+    assert all(r.process is not None and r.process.poll() is not None for r in started)
