@@ -18,12 +18,16 @@ its SHA-256 is the one in the transaction's metadata. The audit then checks:
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import cbor2
 import httpx
+import typer
 
 MEMO_LABEL = 674
 
@@ -173,6 +177,8 @@ def audit_settlement(
     from proofnet.messages.attestation import AttestationError, verify_attestation
     from proofnet.messages.merkle import MerkleTree, leaf_hash
 
+    if len(tx_id) != 64 or not all(c in "0123456789abcdef" for c in tx_id):
+        raise AuditError(f"a transaction hash is 64 lowercase hex digits, not {tx_id[:80]!r}")
     note = on_step or (lambda _text: None)
     own = client is None
     http = client or httpx.Client(timeout=30)
@@ -189,22 +195,20 @@ def audit_settlement(
         note(f"metadata: Merkle root {root.hex()}, bundle {bundle_hash.hex()}")
         raw, where = fetch_bundle(http, oracle_urls, bundle_hash.hex())
         note(f"bundle fetched from {where}")
-
-        import json
-
         try:
             obj = json.loads(raw)
             coses = [bytes.fromhex(h) for h in obj["attestations"]]
             bundle_root = bytes.fromhex(obj["merkle_root"])
         except (ValueError, KeyError, TypeError) as exc:
             raise AuditError(f"bundle {bundle_hash.hex()} is malformed: {exc}") from exc
-        import cbor2
-
         leaves = []
         for cose in coses:
-            payload = cbor2.loads(cose)
-            payload = payload.value if isinstance(payload, cbor2.CBORTag) else payload
-            leaves.append(leaf_hash(payload[2]))
+            try:
+                payload = cbor2.loads(cose)
+                payload = payload.value if isinstance(payload, cbor2.CBORTag) else payload
+                leaves.append(leaf_hash(payload[2]))
+            except Exception as exc:  # cbor2 raises unrelated types on garbage
+                raise AuditError(f"bundle holds an attestation that is not COSE: {exc}") from exc
         if MerkleTree.from_leaf_hashes(leaves).root != root:
             problems.append("the metadata's Merkle root is not the root of the bundle's leaves")
         if bundle_root != root:
@@ -288,3 +292,60 @@ def audit_settlement(
     finally:
         if own:
             http.close()
+
+
+# --- `proofnet audit --tx HASH` ------------------------------------------------------------
+
+
+app = typer.Typer(
+    help="Audit a settlement transaction from the chain and its published bundle.",
+    pretty_exceptions_show_locals=False,
+)
+
+
+@app.command()
+def audit(
+    tx: str = typer.Option(..., "--tx", help="the settlement transaction's hash"),
+    deployment: Path = typer.Option(
+        ..., "--deployment", help="deployment.json (escrow script, NTX unit)"
+    ),
+    oracle_url: list[str] = typer.Option(
+        [], "--oracle-url", help="an oracle serving bundles (repeat; default: settings)"
+    ),
+    chain_url: str = typer.Option(
+        "", "--chain-url", help="Blockfrost-shaped REST root (default: PROOFNET_DEVNET_URL)"
+    ),
+) -> None:
+    """Check payouts, refunds, the Merkle root and every attestation signature."""
+    from chain.offchain.builders.deployment import Deployment
+    from chain.offchain.builders.errors import BuilderError
+    from proofnet.settings import build_settings
+
+    settings = build_settings()
+    try:
+        deployed = Deployment.load(deployment)
+    except (BuilderError, ValueError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--deployment") from exc
+    try:
+        report = audit_settlement(
+            chain_url or settings.devnet_url,
+            tx,
+            oracle_url or [settings.oracle_url],
+            network=settings.network,
+            escrow_script_hash=deployed.escrow_hash,
+            ntx_policy=deployed.ntx_policy,
+            ntx_name=deployed.ntx_name,
+            on_step=typer.echo,
+        )
+    except AuditError as exc:
+        typer.echo(f"audit: cannot audit {tx}: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    for e in report.escrows:
+        typer.echo(
+            f"escrow {e.escrow}: held {e.held}, attested {e.attested} to {e.provider} "
+            f"(received {e.paid}), refund {e.refund_expected} to {e.submitter} "
+            f"(received {e.refunded})"
+        )
+    typer.echo(report.line())
+    if not report.ok:
+        raise typer.Exit(1)

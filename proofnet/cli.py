@@ -20,6 +20,7 @@ ROLES: list[tuple[str, str, str, str]] = [
     ("oracle", "oracle.cli", "app", "Verify attestations and settle payouts in batches."),
     ("chaos", "oracle.settlement.chaos", "app", "Fault-injection runs against local roles."),
     ("bench", "proofnet.bench", "app", "Benchmarks whose figures go in docs/benchmarks.md."),
+    ("audit", "proofnet.audit", "app", "Audit a settlement transaction from the chain."),
 ]
 
 

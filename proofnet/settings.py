@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     devnet_enable_faults: bool = False
     devnet_admin_token: str = ""
 
+    # --- protocol deployment (script hashes, reference scripts, config; see builders) ---
+    deployment_file: Path | None = None
+
     # --- NTX ---------------------------------------------------------------------------
     # Which unit counts as NTX is configuration: policy id hex + asset name hex.
     ntx_policy_id: str = ""

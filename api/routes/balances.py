@@ -15,19 +15,14 @@ _init_lock = threading.Lock()
 
 
 def get_sources(request: Request) -> service.BalanceSources:
-    """`app.state.balance_sources`, made once from `app.state.settings` (or the environment)."""
+    """`app.state.balance_sources`, made once from `app.state.settings`."""
     state = request.app.state
     sources = getattr(state, "balance_sources", None)
     if sources is None:
         with _init_lock:
             sources = getattr(state, "balance_sources", None)
             if sources is None:
-                settings = getattr(state, "settings", None)
-                if settings is None:
-                    from proofnet.settings import build_settings
-
-                    settings = build_settings()
-                sources = service.BalanceSources.from_settings(settings)
+                sources = service.BalanceSources.from_settings(state.settings)
                 state.balance_sources = sources
     assert isinstance(sources, service.BalanceSources)
     return sources

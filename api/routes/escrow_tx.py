@@ -34,12 +34,7 @@ def get_deployment(request: Request) -> Any:
         if deployment is None:
             from chain.offchain.builders import BuilderError, Deployment
 
-            settings = getattr(state, "settings", None)
-            if settings is None:
-                from proofnet.settings import build_settings
-
-                settings = build_settings()
-            path = getattr(settings, "deployment_file", None)
+            path = state.settings.deployment_file
             if not path:
                 raise service.EscrowUnavailable(
                     "this API has no protocol deployment configured "

@@ -10,7 +10,7 @@ from proofnet import cli
 def test_help_lists_every_role() -> None:
     result = CliRunner().invoke(cli.app, ["--help"])
     assert result.exit_code == 0
-    for role in ("devnet", "worker", "api", "oracle", "bench", "demo"):
+    for role in ("devnet", "worker", "api", "oracle", "bench", "demo", "audit"):
         assert role in result.output
 
 

@@ -207,3 +207,17 @@ def test_the_audit_accepts_the_settlement_and_catches_tampering(
             audit(devnet.url, tx_hash, liar)
         with pytest.raises(AuditError, match="not on chain"):
             audit(devnet.url, "ab" * 32, honest)
+
+        # The same audit as a command.
+        command = [sys.executable, "-m", "proofnet.cli", "audit", "--tx", tx_hash]
+        command += ["--deployment", str(data / "deployment.json"), "--chain-url", devnet.url]
+        ran = subprocess.run(
+            [*command, "--oracle-url", honest], capture_output=True, text=True, timeout=120
+        )
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert ran.stdout.splitlines()[-1].startswith("audit: OK")
+        assert f"attested {demo_job.PRICE}" in ran.stdout
+        ran = subprocess.run(
+            [*command, "--oracle-url", liar], capture_output=True, text=True, timeout=120
+        )
+        assert ran.returncode == 2 and "do not hash to" in ran.stderr
