@@ -15,6 +15,7 @@ import typer
 # (command name, module, attribute holding its Typer app, help)
 ROLES: list[tuple[str, str, str, str]] = [
     ("devnet", "chain.devnet.cli", "app", "Run and administer the local Cardano devnet."),
+    ("chain", "chain.offchain.cli", "app", "Deploy and operate the on-chain protocol."),
     ("worker", "worker.cli", "app", "Onboard this machine's GPUs and run jobs as a provider."),
     ("api", "api.cli", "app", "Serve the API and administer its database."),
     ("oracle", "oracle.cli", "app", "Verify attestations and settle payouts in batches."),

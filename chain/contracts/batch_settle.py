@@ -14,128 +14,229 @@ settles all of them, O(number of escrows):
 - the transaction is valid only before every settled escrow's deadline.
 As a certifying script it lets anyone register the credential and asks the admin quorum
 for anything else (deregistration, delegation).
+
+Cost (this runs once per batch but its per-escrow part bounds the batch size):
+- one forward pass: the entries' input and output indices strictly increase, so inputs and
+  outputs are walked once with the list builtins (`chain.contracts.listwalk`), dropping the
+  traversed prefix, instead of positional indexing (O(index) per access, O(N^2) a batch);
+  every input stepped over must not be an escrow, every input named must be one;
+- the context and the redeemer are read through views (below) whose unread fields are
+  `Anything`: OpShin copies a `List[...]` field on every read, not an `Anything` one;
+- values are read by position (the ledger puts ADA first) rather than by key lookups;
+- loops are recursive functions: OpShin's integrity analysis does not terminate on `while`
+  loops that walk these lists.
 """
 
-from chain.contracts.rules import *
+from chain.contracts.listwalk import *
 
 
 @dataclass(unsafe_hash=True)
-class Cursor(PlutusData):
-    """Loop state. OpShin threads every variable a loop body writes through each
-    iteration, so loop bodies are functions and the loops carry this one value."""
+class EntryView(PlutusData):
+    """`SettleEntry` as read here: the payouts list stays a datum (walked, not copied)."""
 
     CONSTR_ID = 0
-    # Last escrow input index settled, last output index used by the batch.
-    prev_in: int
-    prev_out: int
-    # NTX and lovelace paid out by the current escrow so far.
-    paid: int
-    paid_ada: int
+    input_index: int
+    payouts: Anything
+    refund_index: int
 
 
-def pay(p: Payout, cur: Cursor, outputs: List[TxOut], policy: bytes, name: bytes) -> Cursor:
-    o_idx = p.output_index
-    assert o_idx > cur.prev_out, "output indices must strictly increase"
-    out = outputs[o_idx]
-    amount = p.amount
-    assert amount > 0, "payout must be positive"
-    assert out.address == p.address, "payout to the wrong address"
-    value = out.value
-    assert value[policy][name] == amount, "payout amount mismatch"
-    return Cursor(cur.prev_in, o_idx, cur.paid + amount, cur.paid_ada + value[b""][b""])
+@dataclass(unsafe_hash=True)
+class BatchSettleView(PlutusData):
+    """`BatchSettle` (constructor 0) with its entries left a datum."""
+
+    CONSTR_ID = 0
+    config_ref_index: int
+    entries: Anything
+    merkle_root: bytes
+    batch_id: bytes
 
 
-def settle_one(
-    e: SettleEntry,
-    cur: Cursor,
-    inputs: List[TxInInfo],
-    outputs: List[TxOut],
+@dataclass(unsafe_hash=True)
+class TxView(PlutusData):
+    """`TxInfo` up to the signatories; inputs and outputs stay datums (walked once)."""
+
+    CONSTR_ID = 0
+    inputs: Anything
+    reference_inputs: List[TxInInfo]
+    outputs: Anything
+    fee: Anything
+    mint: Anything
+    certificates: Anything
+    withdrawals: Anything
+    validity_range: TimeRange
+    signatories: List[bytes]
+
+
+@dataclass(unsafe_hash=True)
+class BatchContext(PlutusData):
+    """`ScriptContext` seen through `TxView`."""
+
+    CONSTR_ID = 0
+    transaction: TxView
+    redeemer: Anything
+    purpose: ScriptInfo
+
+
+def drop_inputs(ins: List[Elem], n: int, escrow_cred: Credential) -> List[Elem]:
+    """Skip `n` inputs, none of which may be an escrow (each escrow must be settled)."""
+    if n > 0:
+        skipped: TxInInfo = head_list(ins)
+        assert skipped.resolved.address.payment_credential != escrow_cred, "escrow not settled"
+        return drop_inputs(tail_list(ins), n - 1, escrow_cred)
+    return ins
+
+
+def pay_all(
+    payouts: List[Elem],
+    outs: List[Elem],
+    out_pos: int,
+    policy: bytes,
+    name: bytes,
+    budget_left: int,
+    ntx_left: int,
+    ada_left: int,
+    refund_index: int,
+    submitter: Address,
+) -> List[Elem]:
+    """Check the payouts in order, then the refund; the outputs after the refund remain."""
+    if null_list(payouts):
+        assert budget_left >= 0, "payouts exceed the budget"
+        assert refund_index >= out_pos, "output indices must strictly increase"
+        rest_outs = drop_outputs(outs, refund_index - out_pos)
+        rest: TxOut = head_list(rest_outs)
+        assert rest.address == submitter, "remainder must go to the submitter's full address"
+        rest_value = rest.value
+        if ntx_left > 0:
+            assert rest_value[policy][name] >= ntx_left, "NTX remainder"
+        assert rest_value.items()[0][1].items()[0][1] >= ada_left, "ADA remainder"
+        return tail_list(rest_outs)
+    else:
+        p: Payout = head_list(payouts)
+        o_idx = p.output_index
+        assert o_idx >= out_pos, "output indices must strictly increase"
+        here = drop_outputs(outs, o_idx - out_pos)
+        o: TxOut = head_list(here)
+        amount = p.amount
+        assert amount > 0, "payout must be positive"
+        assert o.address == p.address, "payout to the wrong address"
+        v = o.value
+        assert v[policy][name] == amount, "payout amount mismatch"
+        return pay_all(
+            tail_list(payouts),
+            tail_list(here),
+            o_idx + 1,
+            policy,
+            name,
+            budget_left - amount,
+            ntx_left - amount,
+            ada_left - v.items()[0][1].items()[0][1],
+            refund_index,
+            submitter,
+        )
+
+
+def no_escrow_left(ins: List[Elem], escrow_cred: Credential) -> None:
+    if not null_list(ins):
+        left: TxInInfo = head_list(ins)
+        assert left.resolved.address.payment_credential != escrow_cred, "escrow not settled"
+        no_escrow_left(tail_list(ins), escrow_cred)
+
+
+def settle_entries(
+    entries: List[Elem],
+    ins: List[Elem],
+    in_pos: int,
+    outs: List[Elem],
+    out_pos: int,
     escrow_cred: Credential,
     own_hash: bytes,
-    config_policy: bytes,
     upper: int,
-) -> Cursor:
-    idx = e.input_index
-    assert idx > cur.prev_in, "escrow input indices must strictly increase"
-    escrow = inputs[idx].resolved
-    assert escrow.address.payment_credential == escrow_cred, "entry is not an escrow input"
-    od: SomeOutputDatum = escrow.datum
-    d: EscrowDatum = od.datum
-    # This batch script's hash commits to its parameters (escrow script, config NFT), so an
-    # escrow naming it trusts exactly this oracle configuration.
-    assert d.batch_credential == own_hash, "escrow does not trust this batch script"
-    assert upper <= d.deadline, "escrow deadline passed"
-    value = escrow.value
-    policy = d.ntx_policy
-    name = d.ntx_name
-    ntx_tokens = value[policy]
-    # Only ADA and the NTX unit: anything else could not be accounted for here; such an
-    # escrow is refused and stays refundable in full.
-    assert len(value) == 2 and len(ntx_tokens) == 1, "escrow holds other tokens"
-    acc = Cursor(idx, cur.prev_out, 0, 0)
-    for p in e.payouts:
-        acc = pay(p, acc, outputs, policy, name)
-    assert acc.paid <= d.budget, "payouts exceed the budget"
-    r_idx = e.refund_index
-    assert r_idx > acc.prev_out, "output indices must strictly increase"
-    rest = outputs[r_idx]
-    assert rest.address == d.submitter, "remainder must go to the submitter's full address"
-    rest_value = rest.value
-    remaining = ntx_tokens[name] - acc.paid
-    if remaining > 0:
-        assert rest_value[policy][name] >= remaining, "NTX remainder"
-    assert rest_value[b""][b""] >= value[b""][b""] - acc.paid_ada, "ADA remainder"
-    return Cursor(idx, r_idx, 0, 0)
-
-
-def count_escrows(inputs: List[TxInInfo], escrow_cred: Credential) -> int:
-    n = 0
-    for i in inputs:
-        if i.resolved.address.payment_credential == escrow_cred:
-            n += 1
-    return n
-
-
-def settle(
-    escrow_hash: bytes,
-    own_hash: bytes,
-    config_policy: bytes,
-    redeemer: BatchSettle,
-    tx: TxInfo,
 ) -> None:
+    if null_list(entries):
+        no_escrow_left(ins, escrow_cred)
+    else:
+        e: EntryView = head_list(entries)
+        idx = e.input_index
+        assert idx >= in_pos, "escrow input indices must strictly increase"
+        here = drop_inputs(ins, idx - in_pos, escrow_cred)
+        i: TxInInfo = head_list(here)
+        escrow = i.resolved
+        assert escrow.address.payment_credential == escrow_cred, "entry is not an escrow input"
+        od: SomeOutputDatum = escrow.datum
+        d: EscrowDatum = od.datum
+        assert d.batch_credential == own_hash, "escrow does not trust this batch script"
+        assert upper <= d.deadline, "escrow deadline passed"
+        value = escrow.value
+        policy = d.ntx_policy
+        name = d.ntx_name
+        # Only ADA (always the first entry of a ledger value) and the NTX unit: anything else
+        # could not be accounted for here; such an escrow is refused and stays refundable.
+        assets = value.items()
+        ntx_entry = assets[1]
+        tokens = ntx_entry[1].items()
+        token = tokens[0]
+        assert (
+            ntx_entry[0] == policy and token[0] == name and len(assets) == 2 and len(tokens) == 1
+        ), "escrow holds other tokens"
+        r_idx = e.refund_index
+        rest_outs = pay_all(
+            un_list_data(e.payouts),
+            outs,
+            out_pos,
+            policy,
+            name,
+            d.budget,
+            token[1],
+            assets[0][1].items()[0][1],
+            r_idx,
+            d.submitter,
+        )
+        settle_entries(
+            tail_list(entries),
+            tail_list(here),
+            idx + 1,
+            rest_outs,
+            r_idx + 1,
+            escrow_cred,
+            own_hash,
+            upper,
+        )
+
+
+def settle(escrow_hash: bytes, own_hash: bytes, redeemer: BatchSettleView, tx: TxView) -> None:
     assert len(redeemer.merkle_root) == 32, "merkle root must be 32 bytes"
-    upper = upper_limit(tx.validity_range)
-    inputs = tx.inputs
-    outputs = tx.outputs
     escrow_cred: Credential = ScriptCredential(escrow_hash)
-    entries = redeemer.entries
-    # Every escrow input is named (the indices are distinct escrow inputs, so equal counts
-    # mean all of them are covered exactly once).
-    assert len(entries) == count_escrows(inputs, escrow_cred), "every escrow must be settled"
-    cur = Cursor(-1, -1, 0, 0)
-    for e in entries:
-        cur = settle_one(e, cur, inputs, outputs, escrow_cred, own_hash, config_policy, upper)
+    settle_entries(
+        un_list_data(redeemer.entries),
+        un_list_data(tx.inputs),
+        0,
+        un_list_data(tx.outputs),
+        0,
+        escrow_cred,
+        own_hash,
+        upper_limit(tx.validity_range),
+    )
 
 
 def validator(
     escrow_hash: bytes,
     config_policy: bytes,
     config_script_hash: bytes,
-    context: ScriptContext,
+    context: BatchContext,
 ) -> None:
     purpose = context.purpose
     tx = context.transaction
-    redeemer: BatchRedeemer = context.redeemer
+    redeemer: Union[BatchSettleView, BatchAdmin] = context.redeemer
     if isinstance(purpose, RewardingScript):
         cred = purpose.credential
         assert isinstance(cred, ScriptCredential), "not a script credential"
-        assert isinstance(redeemer, BatchSettle), "withdrawal needs a BatchSettle redeemer"
+        assert isinstance(redeemer, BatchSettleView), "withdrawal needs a BatchSettle redeemer"
         ref = tx.reference_inputs[redeemer.config_ref_index]
         config_cred: Credential = ScriptCredential(config_script_hash)
         assert ref.resolved.address.payment_credential == config_cred, "config not at script"
         cfg = config_from(ref, config_policy, CONFIG_NFT_NAME)
         assert count_signers(cfg.oracles, tx.signatories) >= cfg.threshold, "no oracle quorum"
-        settle(escrow_hash, cred.credential_hash, config_policy, redeemer, tx)
+        settle(escrow_hash, cred.credential_hash, redeemer, tx)
     elif isinstance(purpose, CertifyingScript):
         cert = purpose.certificate
         if not isinstance(cert, TxCertRegStaking):

@@ -8,6 +8,11 @@ NFT is minted from, and the network. Everything else follows:
     oracle_config = oracle_config(config_policy)
     escrow        = escrow                                 (unparameterised)
     batch_settle  = batch_settle(escrow_hash, config_policy, oracle_config_hash)
+
+`traces=True` (tests only) gives the same scripts from the trace-keeping build, whose
+failures report the message of the assertion that rejected; it is compiled on first use
+and cached under `.proofnet/` (`chain.offchain.compile.trace_blueprint`). Its hashes differ
+from the production build's, so it is never deployed.
 """
 
 from __future__ import annotations
@@ -82,12 +87,31 @@ def deep_recursion(limit: int = 100_000) -> Iterator[None]:
         sys.setrecursionlimit(old)
 
 
-def apply_params(name: str, *params: bytes | PlutusData) -> PlutusV3Script:
+def blueprint_path(traces: bool = False) -> Path:
+    """The committed production blueprint, or (traces) the cached trace-keeping build."""
+    if not traces:
+        return BLUEPRINT_PATH
+    from chain.offchain import compile as compiler  # the compiler is needed only here
+
+    try:
+        return compiler.trace_blueprint()
+    except compiler.CompileError as exc:
+        raise ScriptLoadError(f"cannot build the trace-keeping scripts: {exc}") from exc
+
+
+def load_scripts(traces: bool = False) -> dict[str, PlutusV3Script]:
+    """Every unapplied script by name, from the production or the trace-keeping build."""
+    path = blueprint_path(traces)
+    return {name: unapplied(name, path) for name in SCRIPT_NAMES}
+
+
+def apply_params(name: str, *params: bytes | PlutusData, traces: bool = False) -> PlutusV3Script:
     """Apply exactly the parameters the blueprint declares, in order."""
-    titles = parameter_titles(name)
+    path = blueprint_path(traces)
+    titles = parameter_titles(name, path)
     if len(params) != len(titles):
         raise ScriptLoadError(f"{name} takes {len(titles)} parameters {titles}, got {len(params)}")
-    script = unapplied(name)
+    script = unapplied(name, path)
     if not params:
         return script
     with deep_recursion():
@@ -152,20 +176,23 @@ class ProtocolScripts:
         return Address(staking_part=self.batch_hash, network=self.network)
 
 
-def protocol_scripts(seed: TransactionInput, network: Network) -> ProtocolScripts:
-    config_nft = apply_params("config_nft", out_ref(seed))
+def protocol_scripts(
+    seed: TransactionInput, network: Network, *, traces: bool = False
+) -> ProtocolScripts:
+    config_nft = apply_params("config_nft", out_ref(seed), traces=traces)
     config_policy = script_hash(config_nft).payload
-    oracle_config = apply_params("oracle_config", config_policy)
-    escrow = apply_params("escrow")
+    oracle_config = apply_params("oracle_config", config_policy, traces=traces)
+    escrow = apply_params("escrow", traces=traces)
     batch = apply_params(
         "batch_settle",
         script_hash(escrow).payload,
         config_policy,
         script_hash(oracle_config).payload,
+        traces=traces,
     )
     return ProtocolScripts(seed, network, config_nft, oracle_config, escrow, batch)
 
 
-def ntx_test_policy(admin_pkh: VerificationKeyHash) -> PlutusV3Script:
+def ntx_test_policy(admin_pkh: VerificationKeyHash, *, traces: bool = False) -> PlutusV3Script:
     """The devnet/preprod test-NTX minting policy of one admin key."""
-    return apply_params("test_ntx", admin_pkh.payload)
+    return apply_params("test_ntx", admin_pkh.payload, traces=traces)
