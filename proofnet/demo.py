@@ -51,10 +51,9 @@ SUBMITTER_NTX = 10_000_000
 class DemoError(RuntimeError):
     """A step of the demo failed; `role` names the process to blame, when there is one."""
 
-    def __init__(self, message: str, role: str = "", log_tail: str = "") -> None:
+    def __init__(self, message: str, role: str = "") -> None:
         super().__init__(message)
         self.role = role
-        self.log_tail = log_tail
 
 
 @dataclass(frozen=True)
@@ -119,7 +118,7 @@ class _Job:
     settled_by: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Balances:
     lovelace: int
     ntx: int
@@ -201,9 +200,6 @@ class _Demo:
 
     def _devnet_get(self, path: str) -> httpx.Response:
         return self.http.get(f"{self.state.devnet_url}{path}")
-
-    def _tx_confirmed(self, tx_id: str) -> bool:
-        return self._devnet_get(f"/txs/{tx_id}").status_code == 200
 
     def balances(self, address: str) -> Balances:
         response = self._devnet_get(f"/addresses/{address}")

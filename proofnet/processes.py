@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -124,19 +125,27 @@ class RoleProcess:
 
 @dataclass
 class RoleGroup:
-    """The children of one run; leaving the `with` block stops them all (last first)."""
+    """The children of one run; leaving the `with` block stops them all (last first).
+    Threads may start roles; once stopping has begun, no new role starts."""
 
     roles: list[RoleProcess] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _closed: bool = False
 
     def start(self, role: RoleProcess) -> RoleProcess:
-        self.roles.append(role)
-        return role.start()
+        with self._lock:
+            if self._closed:
+                raise ProcessStartError(f"not starting {role.name}: the run is stopping", role.name)
+            self.roles.append(role)
+            return role.start()
 
     def check_running(self) -> None:
         for role in self.roles:
             role.check_running()
 
     def stop_all(self, timeout: float = 10.0) -> None:
+        with self._lock:
+            self._closed = True
         for role in reversed(self.roles):
             # OSError: already reaped by someone else, nothing left to stop.
             with contextlib.suppress(OSError):

@@ -77,13 +77,15 @@ class BatchContext(PlutusData):
     purpose: ScriptInfo
 
 
-def drop_inputs(ins: List[Elem], n: int, escrow_cred: Credential) -> List[Elem]:
-    """Skip `n` inputs, none of which may be an escrow (each escrow must be settled)."""
+def no_escrow_among(ins: List[Elem], n: int, escrow_cred: Credential) -> None:
+    """None of the first `n` inputs is an escrow: stepping over one would leave it unsettled
+    (an entry left out, or entries out of input order)."""
     if n > 0:
         skipped: TxInInfo = head_list(ins)
-        assert skipped.resolved.address.payment_credential != escrow_cred, "escrow not settled"
-        return drop_inputs(tail_list(ins), n - 1, escrow_cred)
-    return ins
+        assert skipped.resolved.address.payment_credential != escrow_cred, (
+            "escrow input skipped: every escrow must be settled, escrow input indices must strictly increase"
+        )
+        no_escrow_among(tail_list(ins), n - 1, escrow_cred)
 
 
 def pay_all(
@@ -102,7 +104,7 @@ def pay_all(
     if null_list(payouts):
         assert budget_left >= 0, "payouts exceed the budget"
         assert refund_index >= out_pos, "output indices must strictly increase"
-        rest_outs = drop_outputs(outs, refund_index - out_pos)
+        rest_outs = drop_list(outs, refund_index - out_pos)
         rest: TxOut = head_list(rest_outs)
         assert rest.address == submitter, "remainder must go to the submitter's full address"
         rest_value = rest.value
@@ -114,7 +116,7 @@ def pay_all(
         p: Payout = head_list(payouts)
         o_idx = p.output_index
         assert o_idx >= out_pos, "output indices must strictly increase"
-        here = drop_outputs(outs, o_idx - out_pos)
+        here = drop_list(outs, o_idx - out_pos)
         o: TxOut = head_list(here)
         amount = p.amount
         assert amount > 0, "payout must be positive"
@@ -138,7 +140,9 @@ def pay_all(
 def no_escrow_left(ins: List[Elem], escrow_cred: Credential) -> None:
     if not null_list(ins):
         left: TxInInfo = head_list(ins)
-        assert left.resolved.address.payment_credential != escrow_cred, "escrow not settled"
+        assert left.resolved.address.payment_credential != escrow_cred, (
+            "every escrow must be settled"
+        )
         no_escrow_left(tail_list(ins), escrow_cred)
 
 
@@ -158,10 +162,12 @@ def settle_entries(
         e: EntryView = head_list(entries)
         idx = e.input_index
         assert idx >= in_pos, "escrow input indices must strictly increase"
-        here = drop_inputs(ins, idx - in_pos, escrow_cred)
+        skip = idx - in_pos
+        here = drop_list(ins, skip)
         i: TxInInfo = head_list(here)
         escrow = i.resolved
         assert escrow.address.payment_credential == escrow_cred, "entry is not an escrow input"
+        no_escrow_among(ins, skip, escrow_cred)
         od: SomeOutputDatum = escrow.datum
         d: EscrowDatum = od.datum
         assert d.batch_credential == own_hash, "escrow does not trust this batch script"

@@ -43,8 +43,8 @@ def null_list(xs: List[Elem]) -> bool:
     pass
 
 
-def drop_outputs(outs: List[Elem], n: int) -> List[Elem]:
-    """`outs` without its first `n` elements (n >= 0; outputs may be stepped over freely)."""
+def drop_list(xs: List[Elem], n: int) -> List[Elem]:
+    """`xs` without its first `n` elements (n >= 0)."""
     if n > 0:
-        return drop_outputs(tail_list(outs), n - 1)
-    return outs
+        return drop_list(tail_list(xs), n - 1)
+    return xs

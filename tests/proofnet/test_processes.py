@@ -54,6 +54,11 @@ def test_the_group_stops_every_role_it_started(tmp_path: Path) -> None:
     assert role.process is not None and role.process.returncode is not None
     with pytest.raises(ProcessStartError):
         group.check_running()  # it has exited now
+    # A thread still starting roles after the run stopped starts nothing.
+    late = RoleProcess("late", ["version"], tmp_path / "late.log")
+    with pytest.raises(ProcessStartError, match="stopping"):
+        group.start(late)
+    assert late.process is None
 
 
 def test_a_short_command_returns_its_output_or_fails_with_its_log(tmp_path: Path) -> None:
