@@ -6,16 +6,21 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Annotated
 
+import threading
+
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
+from starlette.concurrency import run_in_threadpool
 
 from api.config import ApiConfig
 from api.db import open_session
 from api.errors import Forbidden, Unauthorized
 from api.models import Provider, User, WorkerRequestNonce
-from api.services.auth import user_for_token
+from api.services.auth import TokenCache, user_for_token
+from api.services.tokens import secret_hash
 from proofnet.messages.worker_auth import (
     WorkerAuthError,
     parse_headers,
@@ -29,12 +34,14 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-def get_config(request: Request) -> ApiConfig:
+# The trivial dependencies are `async`: FastAPI runs a sync dependency in the thread pool,
+# and a thread hop costs more than these do.
+async def get_config(request: Request) -> ApiConfig:
     config: ApiConfig = request.app.state.config
     return config
 
 
-def get_now(request: Request) -> datetime:
+async def get_now(request: Request) -> datetime:
     now: datetime = request.app.state.clock()
     return now
 
@@ -57,6 +64,52 @@ def get_current_user(
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]
+
+_token_cache_lock = threading.Lock()
+
+
+def token_cache(request: Request) -> TokenCache:
+    """This app's bearer token cache (`app.state.token_cache`), made on first use."""
+    state = request.app.state
+    cache = getattr(state, "token_cache", None)
+    if cache is None:
+        with _token_cache_lock:
+            cache = getattr(state, "token_cache", None)
+            if cache is None:
+                cache = state.token_cache = TokenCache()
+    assert isinstance(cache, TokenCache)
+    return cache
+
+
+def _user_from_database(engine: Engine, token: str, now: datetime, cache: TokenCache) -> User:
+    with open_session(engine) as session:
+        return user_for_token(session, token, now, cache)
+
+
+async def get_cached_user(
+    request: Request,
+    now: NowDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> User:
+    """The signed-in user, for hot read-only routes: a token validated in the last
+    `TOKEN_CACHE_TTL_S` seconds (5 s) by this process is trusted without a query or a thread
+    hop. A token revoked by another process therefore still reads here for up to 5 s; a
+    logout in this process takes effect at once; expiry is checked on every request.
+
+    The user is a detached snapshot up to 5 s old: use it for who the caller is (id,
+    address, payment key hash), never for flags that decide a write (those routes take
+    `CurrentUser`, which always asks the database)."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise Unauthorized("sign in first: send 'Authorization: Bearer <token>'")
+    cache = token_cache(request)
+    token = credentials.credentials
+    user = cache.get(secret_hash(token), now)
+    if user is not None:
+        return user
+    return await run_in_threadpool(_user_from_database, request.app.state.engine, token, now, cache)
+
+
+CachedUser = Annotated[User, Depends(get_cached_user)]
 
 
 def get_senior_user(user: CurrentUser) -> User:

@@ -53,6 +53,9 @@ class Intake:
         # skips the repeated signature check (bounded: entries leave when verified).
         self._authenticated: dict[int, Attestation] = {}
         self._lock = threading.Lock()
+        # Signalled whenever a verification finishes, so an inline accept can wait for a
+        # verification the sweeper started first.
+        self._finished = threading.Condition(self._lock)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -83,6 +86,8 @@ class Intake:
         else:
             log.info("attestation received again; keeping the stored one", extra=extra)
         if self.inline and created:
+            with self._finished:
+                self._finished.wait_for(lambda: record.id not in self._in_flight, timeout=60)
             record = self.store.get(record.id) or record
         return Accepted(record, created)
 
@@ -111,9 +116,10 @@ class Intake:
             log.exception("verification crashed", extra={"attestation_id": attestation_id})
             return None
         finally:
-            with self._lock:
+            with self._finished:
                 self._in_flight.discard(attestation_id)
                 self._authenticated.pop(attestation_id, None)
+                self._finished.notify_all()
 
     def verify_one(self, attestation_id: int) -> Applied | None:
         row = self.store.get(attestation_id)

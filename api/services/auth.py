@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import hmac
+import threading
+import time
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import update
+from sqlalchemy.orm import make_transient_to_detached
 from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
@@ -141,22 +147,114 @@ def verify_sign_in(
     return IssuedToken(token=token, expires_at=expires_at, user=user)
 
 
-def user_for_token(session: Session, token: str, now: datetime) -> User:
-    row = session.exec(select(ApiToken).where(ApiToken.token_hash == secret_hash(token))).first()
-    if row is None or row.revoked_at is not None:
+# How long a validated bearer token may be trusted without asking the database again,
+# where a route opts into the cache (`api.deps.CachedUser`). This is the staleness bound:
+# a token revoked by another process (another uvicorn worker) or a user deleted elsewhere
+# keeps working on cached routes of this process for at most this long. A logout in this
+# process evicts the token at once; expiry is checked on every request.
+TOKEN_CACHE_TTL_S = 5.0
+
+
+class TokenCache:
+    """Bearer token hash -> the user it signs in, for `ttl_s` seconds (thread-safe, bounded).
+
+    Only the user's column values are kept; every hit gets its own detached `User`, so no
+    two requests share an instance. Revocation leaves a tombstone for `ttl_s`, so a lookup
+    that read the database just before the revocation committed cannot re-add the token.
+    """
+
+    def __init__(
+        self,
+        ttl_s: float = TOKEN_CACHE_TTL_S,
+        *,
+        max_entries: int = 50_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self.clock = clock
+        self._entries: dict[str, tuple[float, datetime, dict[str, Any]]] = {}
+        self._revoked: dict[str, float] = {}
+        self._lock = threading.Lock()
+        _token_caches.add(self)
+
+    def get(self, token_hash: str, now: datetime) -> User | None:
+        """The cached user, None on a miss; raises Unauthorized when the token has expired."""
+        with self._lock:
+            entry = self._entries.get(token_hash)
+        if entry is None:
+            return None
+        checked_at, expires_at, values = entry
+        if not 0 <= self.clock() - checked_at < self.ttl_s:
+            with self._lock:
+                if self._entries.get(token_hash) is entry:
+                    del self._entries[token_hash]
+            return None
+        if expires_at <= now:
+            raise Unauthorized("bearer token expired; sign in again")
+        user = User(**values)
+        make_transient_to_detached(user)
+        return user
+
+    def put(self, token_hash: str, user: User, expires_at: datetime) -> None:
+        now = self.clock()
+        values = {name: getattr(user, name) for name in User.model_fields}
+        with self._lock:
+            revoked = self._revoked.get(token_hash)
+            if revoked is not None and now - revoked < self.ttl_s:
+                return
+            if len(self._entries) >= self.max_entries:
+                self._entries.clear()
+                self._revoked = {h: t for h, t in self._revoked.items() if now - t < self.ttl_s}
+            self._entries[token_hash] = (now, expires_at, values)
+
+    def evict(self, token_hash: str) -> None:
+        now = self.clock()
+        with self._lock:
+            self._entries.pop(token_hash, None)
+            if len(self._revoked) >= self.max_entries:
+                self._revoked = {h: t for h, t in self._revoked.items() if now - t < self.ttl_s}
+            self._revoked[token_hash] = now
+
+
+# Every live cache in this process, so a logout evicts the token wherever it is cached.
+_token_caches: weakref.WeakSet[TokenCache] = weakref.WeakSet()
+
+
+def user_for_token(
+    session: Session, token: str, now: datetime, cache: TokenCache | None = None
+) -> User:
+    """The user a bearer token signs in: one indexed query (token joined to its user), or
+    none on a `cache` hit."""
+    token_hash = secret_hash(token)
+    if cache is not None:
+        cached = cache.get(token_hash, now)
+        if cached is not None:
+            return cached
+    row = session.exec(
+        select(User, ApiToken.expires_at, ApiToken.revoked_at)
+        .join(ApiToken, col(ApiToken.user_id) == col(User.id))
+        .where(ApiToken.token_hash == token_hash)
+    ).first()
+    if row is None:
         raise Unauthorized("invalid bearer token")
-    if row.expires_at <= now:
+    user, expires_at, revoked_at = row
+    if revoked_at is not None:
+        raise Unauthorized("invalid bearer token")
+    if expires_at <= now:
         raise Unauthorized("bearer token expired; sign in again")
-    user = session.get(User, row.user_id)
-    if user is None:
-        raise Unauthorized("invalid bearer token")
+    if cache is not None:
+        cache.put(token_hash, user, expires_at)
     return user
 
 
 def revoke_token(session: Session, token: str, now: datetime) -> None:
+    token_hash = secret_hash(token)
     session.execute(
         update(ApiToken)
-        .where(col(ApiToken.token_hash) == secret_hash(token), col(ApiToken.revoked_at).is_(None))
+        .where(col(ApiToken.token_hash) == token_hash, col(ApiToken.revoked_at).is_(None))
         .values(revoked_at=now)
     )
     session.commit()
+    for cache in list(_token_caches):
+        cache.evict(token_hash)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func
+from sqlalchemy import case, exists, false, func
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
@@ -131,19 +135,109 @@ def matching_providers_online(session: Session, config: ApiConfig, job: Job, now
     ).one()
 
 
+# How long the matching-provider count of a queued job's resource shape may be reused.
+MATCHING_CACHE_TTL_S = 1.0
+
+
+class MatchingCache:
+    """Online providers per resource shape (GPUs, GPU memory), for `ttl_s` seconds.
+
+    Counting them scans every online provider's GPUs, and every poller of a queued job
+    with the same shape asks the same question; so the answer is kept a second (per app
+    clock *and* per process monotonic clock, so a test clock that stands still does not
+    keep it forever and a clock moved forward drops it). A provider that comes online or
+    goes silent shows in queued jobs' reasons at most `ttl_s` late."""
+
+    def __init__(
+        self,
+        ttl_s: float = MATCHING_CACHE_TTL_S,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_entries: int = 10_000,
+    ) -> None:
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self.max_entries = max_entries
+        self._entries: dict[tuple[int, int, int], tuple[datetime, float, int]] = {}
+        self._lock = threading.Lock()
+
+    def matching(self, session: Session, config: ApiConfig, job: Job, now: datetime) -> int:
+        key = (job.gpu_count, job.gpu_memory_mb, config.provider_online_s)
+        with self._lock:
+            hit = self._entries.get(key)
+        tick = self.clock()
+        if hit is not None:
+            at, tick_at, count = hit
+            if (
+                0 <= (now - at).total_seconds() < self.ttl_s
+                and 0 <= tick - tick_at < self.ttl_s
+            ):
+                return count
+        count = matching_providers_online(session, config, job, now)
+        with self._lock:
+            if len(self._entries) >= self.max_entries:
+                self._entries.clear()
+            self._entries[key] = (now, tick, count)
+        return count
+
+
+def _queued_ahead() -> object:
+    """For the selected job (when queued): how many queued jobs go before it (FIFO by
+    created_at, then id). Written so that the bulk of it is an index-only range count on
+    (status, created_at)."""
+    other = aliased(Job)
+    earlier = (
+        select(func.count())
+        .select_from(other)
+        .where(col(other.status) == "queued", col(other.created_at) < col(Job.created_at))
+        .correlate(Job)
+        .scalar_subquery()
+    )
+    same_time = (
+        select(func.count())
+        .select_from(other)
+        .where(
+            col(other.status) == "queued",
+            col(other.created_at) == col(Job.created_at),
+            col(other.id) < col(Job.id),
+        )
+        .correlate(Job)
+        .scalar_subquery()
+    )
+    return case((col(Job.status) == "queued", earlier + same_time), else_=None)
+
+
 def job_status(
-    session: Session, config: ApiConfig, owner: User, job_id: str, now: datetime
+    session: Session,
+    config: ApiConfig,
+    owner: User,
+    job_id: str,
+    now: datetime,
+    matching_cache: MatchingCache | None = None,
 ) -> JobStatus:
-    job = get_job(session, owner, job_id)
+    """Where the owner's job stands and why. One query reads the job with its queue
+    position (and whether its escrow is recorded, when claims need one); a leased job
+    costs one more (its lease and provider); a queued job's matching-provider count comes
+    from `matching_cache` when given. Someone else's job reads as missing."""
+    escrowed = (
+        exists().where(col(JobEscrow.job_id) == col(Job.id))
+        if config.claim_requires_escrow
+        else false()
+    )
+    row = session.exec(
+        select(Job, _queued_ahead(), escrowed).where(  # type: ignore[call-overload]
+            Job.job_id == job_id, Job.owner_id == owner.id
+        )
+    ).first()
+    if row is None:
+        raise NotFound(f"no job {job_id}")
+    job, ahead, has_escrow = row
     if job.status == "queued":
-        ahead = session.exec(
-            select(func.count(col(Job.id))).where(
-                Job.status == "queued",
-                (col(Job.created_at) < job.created_at)
-                | ((col(Job.created_at) == job.created_at) & (col(Job.id) < job.id)),
-            )
-        ).one()
-        matching = matching_providers_online(session, config, job, now)
+        ahead = int(ahead or 0)
+        if matching_cache is not None:
+            matching = matching_cache.matching(session, config, job, now)
+        else:
+            matching = matching_providers_online(session, config, job, now)
         if matching == 0:
             reason = f"waiting: no {_requirement(job).removeprefix('a ')} online"
             if job.gpu_count == 0:
@@ -153,7 +247,7 @@ def job_status(
                 f"waiting in queue (position {ahead + 1}): {matching} matching "
                 f"provider{'s' if matching != 1 else ''} online, all busy"
             )
-        if config.claim_requires_escrow and _escrow_missing(session, job):
+        if config.claim_requires_escrow and not has_escrow:
             # No worker is handed the job before its escrow is recorded.
             reason = (
                 "waiting for its escrow: lock the job's NTX and record the escrow "
@@ -163,10 +257,14 @@ def job_status(
             reason += f"; previous attempt: {job.last_error}"
         return JobStatus(job, reason, ahead + 1, matching, None)
     if job.status == "leased" and job.current_lease_id is not None:
-        lease = session.get(Lease, job.current_lease_id)
-        provider = session.get(Provider, lease.provider_id) if lease else None
-        seen = (lease.heartbeat_at or lease.created_at) if lease else None
-        who = provider.key_id[:16] if provider else "unknown provider"
+        lease_row = session.exec(
+            select(Lease.heartbeat_at, Lease.created_at, Provider.key_id)
+            .outerjoin(Provider, col(Provider.id) == col(Lease.provider_id))
+            .where(Lease.id == job.current_lease_id)
+        ).first()
+        seen = (lease_row[0] or lease_row[1]) if lease_row else None
+        key_id = lease_row[2] if lease_row else None
+        who = key_id[:16] if key_id is not None else "unknown provider"
         reason = f"running on provider {who} (attempt {job.attempts})"
         if job.progress_message:
             reason += f": {job.progress_message}"
@@ -177,7 +275,3 @@ def job_status(
         "failed": f"failed: {job.last_error}" if job.last_error else "failed",
     }
     return JobStatus(job, reasons.get(job.status, job.status), None, None, None)
-
-
-def _escrow_missing(session: Session, job: Job) -> bool:
-    return session.exec(select(JobEscrow.id).where(JobEscrow.job_id == job.id)).first() is None
