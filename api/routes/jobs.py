@@ -1,10 +1,17 @@
 from __future__ import annotations
 
+import threading
+from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Request, status
+from sqlalchemy import Engine
+from starlette.concurrency import run_in_threadpool
 
-from api.deps import ConfigDep, CurrentUser, NowDep, SessionDep
+from api.config import ApiConfig
+from api.db import open_session
+from api.deps import CachedUser, ConfigDep, CurrentUser, NowDep, SessionDep
+from api.models import User
 from api.schemas.job import JobCreate, JobPublic, JobsPublic, JobStatusPublic, job_public
 from api.services import jobs as service
 
@@ -37,11 +44,32 @@ def get_job(job_id: str, user: CurrentUser, session: SessionDep) -> JobPublic:
     return job_public(service.get_job(session, user, job_id))
 
 
-@router.get("/{job_id}/status")
-def job_status(
-    job_id: str, user: CurrentUser, session: SessionDep, config: ConfigDep, now: NowDep
+_cache_lock = threading.Lock()
+
+
+def _matching_cache(request: Request) -> service.MatchingCache:
+    """`app.state.matching_cache`, made on first use."""
+    state = request.app.state
+    cache = getattr(state, "matching_cache", None)
+    if cache is None:
+        with _cache_lock:
+            cache = getattr(state, "matching_cache", None)
+            if cache is None:
+                cache = state.matching_cache = service.MatchingCache()
+    assert isinstance(cache, service.MatchingCache)
+    return cache
+
+
+def _status(
+    engine: Engine,
+    config: ApiConfig,
+    user: User,
+    job_id: str,
+    now: datetime,
+    cache: service.MatchingCache,
 ) -> JobStatusPublic:
-    st = service.job_status(session, config, user, job_id, now)
+    with open_session(engine) as session:
+        st = service.job_status(session, config, user, job_id, now, cache)
     return JobStatusPublic(
         job_id=st.job.job_id,
         status=st.job.status,
@@ -54,6 +82,19 @@ def job_status(
         matching_providers_online=st.matching_providers_online,
         last_heartbeat_at=st.last_heartbeat_at,
         updated_at=st.job.updated_at,
+    )
+
+
+@router.get("/{job_id}/status")
+async def job_status(
+    job_id: str, request: Request, user: CachedUser, config: ConfigDep, now: NowDep
+) -> JobStatusPublic:
+    """Where the job stands and why: what a queued job waits for (the count of matching
+    providers online may be up to a second old)."""
+    # Polled often: one thread hop and, for most jobs, one query; the sign-in is cached for
+    # up to 5 s (`CachedUser`), the matching-provider count per resource shape for 1 s.
+    return await run_in_threadpool(
+        _status, request.app.state.engine, config, user, job_id, now, _matching_cache(request)
     )
 
 

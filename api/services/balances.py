@@ -8,16 +8,21 @@
   so, when the oracle cannot be asked.
 
 Chain and oracle lookups go through `CachedLookups`, which keeps answers (failures too) for a
-short TTL, so a balance read costs a few indexed queries and at most one remote call per
-address per TTL, however often it is polled.
+short TTL (10 s), so a balance costs a few indexed queries and at most one remote call per
+address per TTL, however often it is polled. The assembled balance is itself kept per (user,
+address) in `BalanceCache` for `BALANCE_CACHE_TTL_S` (5 s, never longer than the lookups'
+TTL), so a polled balance costs no query at all most of the time: figures read from the
+database (earned, payouts, recorded escrows, completed jobs) show up to 5 s late, except
+that a payout recorded in this process clears the cache at once.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
@@ -198,6 +203,56 @@ class CachedLookups:
         return result
 
 
+# How long an assembled balance is served again to the same user for the same address.
+BALANCE_CACHE_TTL_S = 5.0
+
+
+class BalanceCache:
+    """Assembled balances per (user id, address as asked), for `ttl_s` seconds; thread-safe
+    and bounded. Authorization is checked before every read of it (`cached_balance`)."""
+
+    def __init__(
+        self,
+        ttl_s: float = BALANCE_CACHE_TTL_S,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_entries: int = 50_000,
+    ) -> None:
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self.max_entries = max_entries
+        self._entries: dict[tuple[int, str], tuple[float, Balance]] = {}
+        self._cleared_at = float("-inf")
+        self._lock = threading.Lock()
+        _balance_caches.add(self)
+
+    def get(self, user_id: int, address: str) -> Balance | None:
+        with self._lock:
+            hit = self._entries.get((user_id, address))
+        if hit is None or not 0 <= self.clock() - hit[0] < self.ttl_s:
+            return None
+        return hit[1]
+
+    def put(self, user_id: int, address: str, value: Balance, started: float) -> None:
+        """Keep `value`, computed from reads that began at `started` (this cache's clock);
+        a `clear` after that start wins, so a balance read before a payout is not kept."""
+        with self._lock:
+            if started < self._cleared_at:
+                return
+            if len(self._entries) >= self.max_entries:
+                self._entries.clear()
+            self._entries[(user_id, address)] = (started, value)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._cleared_at = self.clock()
+
+
+# Every live balance cache in this process: a recorded payout clears them all.
+_balance_caches: weakref.WeakSet[BalanceCache] = weakref.WeakSet()
+
+
 # --- whose balance --------------------------------------------------------------------------
 
 
@@ -365,6 +420,16 @@ def _pending(
     return Amount(None, total, note)
 
 
+def cached_balance(
+    cache: BalanceCache, user: User, target_text: str, *, network: str
+) -> Balance | None:
+    """The balance `balance` assembled for this user and address less than the cache's TTL
+    ago, None if there is none. Validates and authorizes the address first, like `balance`."""
+    authorize(user, parse_target(target_text, network))
+    assert user.id is not None
+    return cache.get(user.id, target_text)
+
+
 def balance(
     session: Session,
     lookups: CachedLookups,
@@ -374,7 +439,9 @@ def balance(
     network: str,
     devnet_url: str,
     ntx_unit: str | None,
+    cache: BalanceCache | None = None,
 ) -> Balance:
+    started = cache.clock() if cache is not None else 0.0
     target = parse_target(target_text, network)
     authorize(user, target)
     addresses = known_addresses(session, user, target)
@@ -382,19 +449,17 @@ def balance(
         owner_ids: list[int | None] = [user.id]
     else:
         owner_ids = list(session.exec(select(User.id).where(col(User.address).in_(addresses))))
+    # The latest payouts and the sum of all of them in one query (the window sum is taken
+    # over every matching row, before the limit).
     payout_rows = session.exec(
-        select(Payout, Job.job_id)
+        select(Payout, Job.job_id, func.sum(Payout.amount).over())
         .join(Job, col(Job.id) == col(Payout.job_id))
         .where(col(Payout.payout_address).in_(addresses))
         .order_by(col(Payout.confirmed_at).desc(), col(Payout.id).desc())
         .limit(MAX_PAYOUTS)
     ).all()
-    earned_total = session.exec(
-        select(func.coalesce(func.sum(Payout.amount), 0)).where(
-            col(Payout.payout_address).in_(addresses)
-        )
-    ).one()
-    paid = {p.job_id for p, _ in payout_rows}
+    earned_total = payout_rows[0][2] if payout_rows else 0
+    paid = {p.job_id for p, _, _ in payout_rows}
     payouts = tuple(
         PayoutView(
             job_id=job_id,
@@ -404,9 +469,9 @@ def balance(
             confirmed_at=p.confirmed_at,
             explorer=explorer_links(network, devnet_url, p.tx_hash),
         )
-        for p, job_id in payout_rows
+        for p, job_id, _ in payout_rows
     )
-    return Balance(
+    result = Balance(
         target=target,
         addresses=tuple(addresses),
         ntx_unit=ntx_unit,
@@ -416,6 +481,10 @@ def balance(
         pending_settlement=_pending(session, lookups, addresses, paid),
         payouts=payouts,
     )
+    if cache is not None:
+        assert user.id is not None
+        cache.put(user.id, target_text, result, started)
+    return result
 
 
 def record_payout(
@@ -450,6 +519,8 @@ def record_payout(
         session.add(row)
     notify_settled(session, job, tx_hash, confirmed_at)
     session.commit()
+    for cache in list(_balance_caches):
+        cache.clear()
     return row
 
 
@@ -460,6 +531,13 @@ class BalanceSources:
     lookups: CachedLookups
     devnet_url: str
     ntx_unit: str | None
+    # Assembled balances; by default kept no longer than the lookups' answers.
+    balances: BalanceCache = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.balances is None:
+            ttl = min(BALANCE_CACHE_TTL_S, self.lookups.ttl_s)
+            object.__setattr__(self, "balances", BalanceCache(ttl))
 
     @classmethod
     def from_settings(cls, settings: Any, *, ttl_s: float = 10.0) -> BalanceSources:

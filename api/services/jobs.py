@@ -168,10 +168,7 @@ class MatchingCache:
         tick = self.clock()
         if hit is not None:
             at, tick_at, count = hit
-            if (
-                0 <= (now - at).total_seconds() < self.ttl_s
-                and 0 <= tick - tick_at < self.ttl_s
-            ):
+            if 0 <= (now - at).total_seconds() < self.ttl_s and 0 <= tick - tick_at < self.ttl_s:
                 return count
         count = matching_providers_online(session, config, job, now)
         with self._lock:
