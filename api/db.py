@@ -10,6 +10,10 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
+# Connections per process on PostgreSQL: kept open, and the most opened for a burst beyond.
+POOL_SIZE = 20
+POOL_MAX_OVERFLOW = 20
+
 
 def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
@@ -27,9 +31,16 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         engine = create_engine(url, connect_args=connect_args, **kwargs)
         _configure_sqlite(engine)
         return engine
-    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in ("", "psycopg2"):
-        # psycopg 3 is what the project installs; a bare postgresql:// URL means it.
-        url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    if parsed.get_backend_name() == "postgresql":
+        if parsed.get_driver_name() in ("", "psycopg2"):
+            # psycopg 3 is what the project installs; a bare postgresql:// URL means it.
+            url = parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+        # Sized for the request thread pool (AnyIO's default limit is 40 threads): up to
+        # POOL_SIZE connections stay open between bursts, so a busy process does not open
+        # and close an overflow connection per request; connections open only on demand.
+        if "poolclass" not in kwargs:
+            kwargs.setdefault("pool_size", POOL_SIZE)
+            kwargs.setdefault("max_overflow", POOL_MAX_OVERFLOW)
     return create_engine(url, pool_pre_ping=True, **kwargs)
 
 

@@ -768,8 +768,8 @@ def _expect(response: httpx.Response, status: int, what: str) -> None:
         raise DemoError(f"{what}: the API answered {response.status_code}: {response.text[:500]}")
 
 
-class _Terminated(Exception):
-    """SIGTERM: leave through the same cleanup as Ctrl-C."""
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM: leave through the same cleanup (and exit) as Ctrl-C."""
 
 
 @contextmanager
@@ -812,7 +812,7 @@ def run_demo(
     try:
         with _sigterm_raises(), demo.roles:
             return demo.run()
-    except (KeyboardInterrupt, _Terminated):
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (_Terminated)
         console.print("[yellow]interrupted: every role stopped[/]")
         raise
     except Exception as exc:

@@ -113,11 +113,20 @@ class RoleProcess:
         return _tail(self.log_path, lines)
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.process is None or self.process.poll() is not None:
+        self.terminate()
+        self.reap(time.monotonic() + timeout)
+
+    def terminate(self) -> None:
+        """Ask the child to stop (SIGTERM: every role shuts down cleanly on it)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+
+    def reap(self, deadline: float) -> None:
+        """Wait for the child until `deadline` (monotonic), then kill it."""
+        if self.process is None:
             return
-        self.process.send_signal(signal.SIGTERM)
         try:
-            self.process.wait(timeout=timeout)
+            self.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
@@ -144,12 +153,25 @@ class RoleGroup:
             role.check_running()
 
     def stop_all(self, timeout: float = 10.0) -> None:
+        """SIGTERM to all at once, then wait up to `timeout` for all together; whatever is
+        left then, or when the wait itself is interrupted (a second Ctrl-C), is killed."""
         with self._lock:
             self._closed = True
-        for role in reversed(self.roles):
-            # OSError: already reaped by someone else, nothing left to stop.
-            with contextlib.suppress(OSError):
-                role.stop(timeout)
+        roles = list(reversed(self.roles))
+        try:
+            for role in roles:
+                # OSError: already reaped by someone else, nothing left to stop.
+                with contextlib.suppress(OSError):
+                    role.terminate()
+            deadline = time.monotonic() + timeout
+            for role in roles:
+                role.reap(deadline)
+        finally:
+            for role in roles:
+                if role.process is not None and role.process.poll() is None:
+                    with contextlib.suppress(OSError):
+                        role.process.kill()
+                    role.process.wait()
 
     def __enter__(self) -> RoleGroup:
         return self

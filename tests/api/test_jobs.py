@@ -98,6 +98,7 @@ def test_status_says_why_a_job_is_stuck(
 
     big = worker_factory()
     big.register([("A100-40GB", 40960), ("A100-40GB", 40960)])
+    clock.advance(1)  # the count per resource shape is cached for up to a second
     status = client.get(f"/api/v1/jobs/{job['job_id']}/status", headers=headers).json()
     assert status["matching_providers_online"] == 1
     assert "1 matching provider online" in status["reason"]

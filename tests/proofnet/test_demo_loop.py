@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -221,3 +222,28 @@ def test_the_audit_accepts_the_settlement_and_catches_tampering(
             [*command, "--oracle-url", liar], capture_output=True, text=True, timeout=120
         )
         assert ran.returncode == 2 and "do not hash to" in ran.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_demo_and_every_role(tmp_path: Path) -> None:
+    data = tmp_path / "interrupted"
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "proofnet.cli", "demo", "--data-dir", str(data)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert demo.stdout is not None
+    lines = []
+    for line in demo.stdout:  # until the devnet and the oracle keys are there
+        lines.append(line)
+        if "oracle keys" in line:
+            break
+    assert any("devnet up" in line for line in lines), lines
+    demo.send_signal(signal.SIGTERM)
+    rest, _ = demo.communicate(timeout=60)
+    assert demo.returncode != 0
+    assert "interrupted: every role stopped" in rest
+    assert "Traceback" not in rest
+    assert _children_in(data) == []

@@ -1,9 +1,10 @@
 """Execution-unit and size budgets of the validators (regression guards, measured numbers).
 
 Measured with uplc 1.3.3 (Plutus V3 cost model) on the ledger-shaped contexts of
-contracts_harness, one payout per escrow: forwarding spend 92,900 mem / 20.7M steps;
-batch script about 0.47M mem / 0.14G steps per escrow; 24 settlements fit the devnet's
-14M-memory transaction budget.
+contracts_harness, one payout per escrow: escrow Settle 67,280 mem / 15.8M steps; batch
+script about 0.27M mem / 74M steps per escrow (0.48M before the single forward pass). The
+whole-transaction numbers (real pycardano transactions through the devnet's phase-2
+evaluator) are in tests/chain/offchain/test_measure.py and docs/protocol.md.
 """
 
 from __future__ import annotations
@@ -21,19 +22,25 @@ def test_forwarding_spend_is_cheap(deployment, oracles, admins) -> None:  # type
     b = make_batch(deployment, oracles, admins, 1)
     r = evaluate(deployment.escrow, b.tx.spend(b.escrows[0][0], T.Settle()))
     assert r.ok
-    assert r.mem <= 100_000 and r.cpu <= 25_000_000, (r.mem, r.cpu)
+    assert r.mem <= 70_000 and r.cpu <= 17_000_000, (r.mem, r.cpu)
 
 
 def test_batch_cost_is_linear_in_escrows(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
-    small = evaluate(deployment.batch_settle, make_batch(deployment, oracles, admins, 4).context())
-    large = evaluate(deployment.batch_settle, make_batch(deployment, oracles, admins, 12).context())
-    assert small.ok and large.ok
-    per_escrow = (large.mem - small.mem) / 8
-    assert per_escrow <= 500_000, per_escrow
+    # Positional indexing made each escrow cost more the later it came (O(N^2) overall);
+    # the forward pass keeps the marginal cost flat.
+    runs = {
+        n: evaluate(deployment.batch_settle, make_batch(deployment, oracles, admins, n).context())
+        for n in (4, 12, 20)
+    }
+    assert all(r.ok for r in runs.values())
+    first = (runs[12].mem - runs[4].mem) / 8
+    second = (runs[20].mem - runs[12].mem) / 8
+    assert first <= 280_000 and second <= 280_000, (first, second)
+    assert abs(second - first) <= 1_000, (first, second)
 
 
-def test_twenty_four_settlements_fit_one_transaction(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
-    n = 24
+def test_forty_settlements_fit_the_execution_budget(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
+    n = 40
     b = make_batch(deployment, oracles, admins, n)
     batch = evaluate(deployment.batch_settle, b.context())
     spend = evaluate(deployment.escrow, b.tx.spend(b.escrows[0][0], T.Settle()))
@@ -43,5 +50,7 @@ def test_twenty_four_settlements_fit_one_transaction(deployment, oracles, admins
 
 
 def test_script_sizes() -> None:
+    # Pattern compression is off (cheaper to run, about twice the size); the scripts are
+    # used as reference scripts, so size only enters the per-transaction reference fee.
     sizes = {name: len(bytes(S.unapplied(name))) for name in S.SCRIPT_NAMES}
-    assert sizes["escrow"] <= 3_000 and sizes["batch_settle"] <= 4_500, sizes
+    assert sizes["escrow"] <= 5_500 and sizes["batch_settle"] <= 5_500, sizes
