@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import case, exists, false, func
-from sqlalchemy.orm import aliased
+from sqlalchemy import bindparam, case, exists, false, func
+from sqlalchemy.orm import aliased, defer
 from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
@@ -178,10 +180,12 @@ class MatchingCache:
         return count
 
 
-def _queued_ahead() -> object:
-    """For the selected job (when queued): how many queued jobs go before it (FIFO by
-    created_at, then id). Written so that the bulk of it is an index-only range count on
-    (status, created_at)."""
+@functools.cache
+def _status_statement(with_escrow: bool) -> Any:
+    """The owner's job (its large JSON columns deferred), how many queued jobs go before it
+    when it is queued (FIFO by created_at, then id; the bulk of it an index-only range
+    count on (status, created_at)), and whether its escrow is recorded. Built once: the
+    statement is the same for every request, only its parameters change."""
     other = aliased(Job)
     earlier = (
         select(func.count())
@@ -201,7 +205,22 @@ def _queued_ahead() -> object:
         .correlate(Job)
         .scalar_subquery()
     )
-    return case((col(Job.status) == "queued", earlier + same_time), else_=None)
+    ahead = case((col(Job.status) == "queued", earlier + same_time), else_=None)
+    escrowed = exists().where(col(JobEscrow.job_id) == col(Job.id)) if with_escrow else false()
+    return (
+        select(Job, ahead, escrowed)
+        .options(defer(col(Job.spec)), defer(col(Job.result)))
+        .where(col(Job.job_id) == bindparam("job_id"), col(Job.owner_id) == bindparam("owner"))
+    )
+
+
+@functools.cache
+def _lease_statement() -> Any:
+    return (
+        select(Lease.heartbeat_at, Lease.created_at, Provider.key_id)
+        .outerjoin(Provider, col(Provider.id) == col(Lease.provider_id))
+        .where(col(Lease.id) == bindparam("lease_id"))
+    )
 
 
 def job_status(
@@ -216,15 +235,9 @@ def job_status(
     position (and whether its escrow is recorded, when claims need one); a leased job
     costs one more (its lease and provider); a queued job's matching-provider count comes
     from `matching_cache` when given. Someone else's job reads as missing."""
-    escrowed = (
-        exists().where(col(JobEscrow.job_id) == col(Job.id))
-        if config.claim_requires_escrow
-        else false()
-    )
     row = session.exec(
-        select(Job, _queued_ahead(), escrowed).where(  # type: ignore[call-overload]
-            Job.job_id == job_id, Job.owner_id == owner.id
-        )
+        _status_statement(config.claim_requires_escrow),
+        params={"job_id": job_id, "owner": owner.id},
     ).first()
     if row is None:
         raise NotFound(f"no job {job_id}")
@@ -255,9 +268,7 @@ def job_status(
         return JobStatus(job, reason, ahead + 1, matching, None)
     if job.status == "leased" and job.current_lease_id is not None:
         lease_row = session.exec(
-            select(Lease.heartbeat_at, Lease.created_at, Provider.key_id)
-            .outerjoin(Provider, col(Provider.id) == col(Lease.provider_id))
-            .where(Lease.id == job.current_lease_id)
+            _lease_statement(), params={"lease_id": job.current_lease_id}
         ).first()
         seen = (lease_row[0] or lease_row[1]) if lease_row else None
         key_id = lease_row[2] if lease_row else None
