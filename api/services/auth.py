@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hmac
 import threading
 import time
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, update
 from sqlalchemy.orm import make_transient_to_detached
 from sqlmodel import Session, col, select
 
@@ -221,6 +222,17 @@ class TokenCache:
 _token_caches: weakref.WeakSet[TokenCache] = weakref.WeakSet()
 
 
+@functools.cache
+def _token_statement() -> Any:
+    """Token hash -> (user, expiry, revocation): one query on the unique token_hash index.
+    Built once; each request only binds the hash."""
+    return (
+        select(User, ApiToken.expires_at, ApiToken.revoked_at)
+        .join(ApiToken, col(ApiToken.user_id) == col(User.id))
+        .where(col(ApiToken.token_hash) == bindparam("token_hash"))
+    )
+
+
 def user_for_token(
     session: Session, token: str, now: datetime, cache: TokenCache | None = None
 ) -> User:
@@ -231,11 +243,7 @@ def user_for_token(
         cached = cache.get(token_hash, now)
         if cached is not None:
             return cached
-    row = session.exec(
-        select(User, ApiToken.expires_at, ApiToken.revoked_at)
-        .join(ApiToken, col(ApiToken.user_id) == col(User.id))
-        .where(ApiToken.token_hash == token_hash)
-    ).first()
+    row = session.exec(_token_statement(), params={"token_hash": token_hash}).first()
     if row is None:
         raise Unauthorized("invalid bearer token")
     user, expires_at, revoked_at = row

@@ -18,6 +18,7 @@ that a payout recorded in this process clears the cache at once.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import weakref
@@ -27,7 +28,7 @@ from typing import Any, Protocol
 
 import httpx
 from pycardano import Address
-from sqlalchemy import func
+from sqlalchemy import Integer, bindparam, func
 from sqlmodel import Session, col, select
 
 from api.errors import BadRequest, Forbidden
@@ -348,6 +349,39 @@ def explorer_links(network: str, devnet_url: str, tx_hash: str) -> dict[str, str
     return {name: url.format(tx_hash) for name, url in EXPLORERS.get(network, ())}
 
 
+@dataclass(frozen=True)
+class _Statements:
+    payouts: Any
+    escrows: Any
+    completed_jobs: Any
+
+
+@functools.cache
+def _statements() -> _Statements:
+    """The balance queries, built once (each request only binds its parameters)."""
+    addresses: Any = bindparam("addresses", expanding=True)
+    return _Statements(
+        # The latest payouts and the sum of all of them in one query (the window sum is
+        # taken over every matching row, before the limit).
+        payouts=select(Payout, Job.job_id, func.sum(Payout.amount).over())
+        .join(Job, col(Job.id) == col(Payout.job_id))
+        .where(col(Payout.payout_address).in_(addresses))
+        .order_by(col(Payout.confirmed_at).desc(), col(Payout.id).desc())
+        .limit(MAX_PAYOUTS),
+        escrows=select(JobEscrow.tx_id, JobEscrow.output_index, JobEscrow.budget)
+        .join(Job, col(Job.id) == col(JobEscrow.job_id))
+        .where(col(Job.owner_id).in_(bindparam("owners", expanding=True)))
+        .order_by(col(JobEscrow.recorded_at).desc())
+        .limit(MAX_ESCROW_CHECKS),
+        completed_jobs=select(Job.id, Job.job_id)
+        .join(Lease, col(Lease.job_id) == col(Job.id))
+        .join(Provider, col(Provider.id) == col(Lease.provider_id))
+        .where(col(Provider.payout_address).in_(addresses), Lease.outcome == "completed")
+        .order_by(col(Lease.ended_at).desc())
+        .limit(bindparam("limit", type_=Integer)),
+    )
+
+
 def _available(lookups: CachedLookups, addresses: Sequence[str]) -> Amount:
     lovelace, ntx = 0, 0
     ntx_known = True
@@ -369,13 +403,7 @@ def _available(lookups: CachedLookups, addresses: Sequence[str]) -> Amount:
 def _in_escrow(session: Session, lookups: CachedLookups, owner_ids: Sequence[int]) -> Amount:
     if not owner_ids:
         return Amount(None, 0)
-    rows = session.exec(
-        select(JobEscrow.tx_id, JobEscrow.output_index, JobEscrow.budget)
-        .join(Job, col(Job.id) == col(JobEscrow.job_id))
-        .where(col(Job.owner_id).in_(owner_ids))
-        .order_by(col(JobEscrow.recorded_at).desc())
-        .limit(MAX_ESCROW_CHECKS)
-    ).all()
+    rows = session.exec(_statements().escrows, params={"owners": list(owner_ids)}).all()
     total, unknown = 0, 0
     for tx_id, index, budget in rows:
         try:
@@ -395,12 +423,8 @@ def _pending(
     session: Session, lookups: CachedLookups, addresses: Sequence[str], paid: set[int]
 ) -> Amount:
     jobs = session.exec(
-        select(Job.id, Job.job_id)
-        .join(Lease, col(Lease.job_id) == col(Job.id))
-        .join(Provider, col(Provider.id) == col(Lease.provider_id))
-        .where(col(Provider.payout_address).in_(addresses), Lease.outcome == "completed")
-        .order_by(col(Lease.ended_at).desc())
-        .limit(MAX_PENDING_JOBS + len(paid))
+        _statements().completed_jobs,
+        params={"addresses": list(addresses), "limit": MAX_PENDING_JOBS + len(paid)},
     ).all()
     unpaid = [job_id for jid, job_id in jobs if jid not in paid][:MAX_PENDING_JOBS]
     total = 0
@@ -449,15 +473,7 @@ def balance(
         owner_ids: list[int | None] = [user.id]
     else:
         owner_ids = list(session.exec(select(User.id).where(col(User.address).in_(addresses))))
-    # The latest payouts and the sum of all of them in one query (the window sum is taken
-    # over every matching row, before the limit).
-    payout_rows = session.exec(
-        select(Payout, Job.job_id, func.sum(Payout.amount).over())
-        .join(Job, col(Job.id) == col(Payout.job_id))
-        .where(col(Payout.payout_address).in_(addresses))
-        .order_by(col(Payout.confirmed_at).desc(), col(Payout.id).desc())
-        .limit(MAX_PAYOUTS)
-    ).all()
+    payout_rows = session.exec(_statements().payouts, params={"addresses": list(addresses)}).all()
     earned_total = payout_rows[0][2] if payout_rows else 0
     paid = {p.job_id for p, _, _ in payout_rows}
     payouts = tuple(

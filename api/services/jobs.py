@@ -209,7 +209,7 @@ def _status_statement(with_escrow: bool) -> Any:
     escrowed = exists().where(col(JobEscrow.job_id) == col(Job.id)) if with_escrow else false()
     return (
         select(Job, ahead, escrowed)
-        .options(defer(col(Job.spec)), defer(col(Job.result)))
+        .options(defer(Job.spec), defer(Job.result))  # type: ignore[arg-type]
         .where(col(Job.job_id) == bindparam("job_id"), col(Job.owner_id) == bindparam("owner"))
     )
 
