@@ -92,13 +92,9 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def create_repo(root: Path) -> FixtureRepo:
-    """Write and commit the training code under `root/numpy-mlp.git`."""
-    repo = root / "numpy-mlp.git"
-    if repo.exists():
-        shutil.rmtree(repo)
-    repo.mkdir(parents=True)
-    _git(repo, "init", "--quiet")
+def vendor_pot_library(repo: Path) -> None:
+    """Copy the proof-of-training library (numpy only) into a model repository, as a
+    training repository vendors it, so its jobs run in images without proofnet installed."""
     for rel in ("proofnet/__init__.py", "worker/__init__.py"):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text("")
@@ -111,6 +107,16 @@ def create_repo(root: Path) -> FixtureRepo:
         repo / "worker" / "pot",
         ignore=shutil.ignore_patterns("__pycache__", "torch_adapter.py"),
     )
+
+
+def create_repo(root: Path) -> FixtureRepo:
+    """Write and commit the training code under `root/numpy-mlp.git`."""
+    repo = root / "numpy-mlp.git"
+    if repo.exists():
+        shutil.rmtree(repo)
+    repo.mkdir(parents=True)
+    _git(repo, "init", "--quiet")
+    vendor_pot_library(repo)
     (repo / "train.py").write_text(TRAIN_PY)
     (repo / "proofnet_replay.py").write_text(REPLAY_PY)
     _git(repo, "add", "-A")

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import threading
@@ -39,6 +38,7 @@ from api.routes.oracle_feed import escrow_script_hash
 from api.services.users import add_senior
 from api.storage import LocalBlobStore
 from chain.devnet.testing import serve_app
+from proofnet.demo_job import vendor_pot_library
 from proofnet.messages.attestation import (
     Attestation,
     AttestationError,
@@ -118,18 +118,7 @@ def model_repo(tmp_path_factory: pytest.TempPathFactory) -> FixtureRepo:
     repo = root / "numpy-mlp.git"
     repo.mkdir()
     _git(repo, "init", "--quiet")
-    for rel in ("proofnet/__init__.py", "worker/__init__.py"):
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text("")
-    messages = repo / "proofnet" / "messages"
-    messages.mkdir()
-    for name in ("__init__.py", "canonical.py", "merkle.py"):
-        shutil.copy(REPO / "proofnet" / "messages" / name, messages / name)
-    shutil.copytree(
-        REPO / "worker" / "pot",
-        repo / "worker" / "pot",
-        ignore=shutil.ignore_patterns("__pycache__", "torch_adapter.py"),
-    )
+    vendor_pot_library(repo)
     (repo / "train.py").write_text(TRAIN_PY)
     (repo / "wait.py").write_text(WAIT_PY)
     (repo / "README").write_text("first commit: not the one jobs pin\n")
