@@ -1,15 +1,21 @@
-"""Audit one settlement transaction from the chain and its published bundle alone.
+"""Audit settlements from the chain and their published bundles alone.
 
-Nothing the oracles store is trusted: the transaction comes from the chain backend (its
-Blockfrost REST API), the bundle from any oracle that serves it and is accepted only when
-its SHA-256 is the one in the transaction's metadata. The audit then checks:
+Nothing the oracles store is trusted: transactions come from a Blockfrost REST API (the
+devnet's, or Blockfrost's own for preprod/mainnet with a project id), bundles from any oracle
+that serves them and are accepted only when their SHA-256 is the one in the transaction's
+metadata. Auditing one settlement checks:
 
 - the transaction is confirmed and its scripts validated;
-- the bundle's Merkle root (recomputed from its attestations) is the metadata's root;
+- the bundle's Merkle root (recomputed from its attestations) is the metadata's root, and
+  the batch redeemer carries that same root;
 - every attestation's COSE signature is valid for the expected network and escrow script;
-- the escrows the transaction spends are exactly the attested ones, each paid once;
-- each provider receives exactly the NTX attested to it, and each escrow's submitter gets
-  the rest of the escrow (escrow - payout) back.
+- the escrows the transaction spends are exactly the attested ones, each attested once;
+- each provider receives exactly the NTX attested to it, each escrow's submitter gets the
+  rest of the escrow (escrow - payout) back, and no other address receives NTX.
+
+Three ways to pick what to audit: one transaction (`audit_settlement`), the settlement(s)
+that paid a job (`settlements_for_job`, a scan of label-674 transactions and their bundles)
+and every settlement paying a provider (`settlements_paying`).
 
     report = audit_settlement(devnet_url, tx_id, oracle_urls, network=..., ...)
     print(report.line())   # "audit: OK (...)" or "audit: FAILED: ..."
@@ -19,9 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +36,56 @@ import cbor2
 import httpx
 import typer
 
+from chain.devnet.links import explorer_tx_url
+
 MEMO_LABEL = 674
+PAGE_SIZE = 100  # Blockfrost's largest page
+REWARD_TAG = 3  # the ledger's redeemer tag for withdrawals (the batch validator's purpose)
+BLOCKFROST_URLS = {
+    "mainnet": "https://cardano-mainnet.blockfrost.io/api/v0",
+    "preprod": "https://cardano-preprod.blockfrost.io/api/v0",
+    "preview": "https://cardano-preview.blockfrost.io/api/v0",
+}
 
 
 class AuditError(Exception):
-    """The audit could not be made (transaction or bundle unavailable)."""
+    """The audit could not be made (transaction or bundle unavailable, bad input)."""
+
+
+# Discrepancy kinds, each naming one way a settlement can disagree with its attestations.
+BAD_SIGNATURE = "bad-signature"
+LEAF_NOT_IN_ROOT = "leaf-not-in-root"
+BUNDLE_ROOT_MISMATCH = "bundle-root-mismatch"
+REDEEMER_ROOT_MISMATCH = "redeemer-root-mismatch"
+BUNDLE_HASH_MISMATCH = "bundle-hash-mismatch"
+PAYOUT_MISMATCH = "payout-mismatch"
+REFUND_MISMATCH = "refund-mismatch"
+NTX_ELSEWHERE = "ntx-to-other-address"
+UNATTESTED_ESCROW = "escrow-paid-without-attestation"
+ATTESTED_NOT_SPENT = "attested-escrow-not-spent"
+DUPLICATE_ATTESTATION = "duplicate-attestation"
+OVER_ATTESTED = "attested-exceeds-escrow"
+NOT_AN_ESCROW = "escrow-without-datum"
+UNBALANCED = "escrow-ntx-unaccounted"
+
+
+@dataclass(frozen=True)
+class Discrepancy:
+    """One named disagreement; `output` is the transaction output index when one is at fault."""
+
+    kind: str
+    tx_id: str
+    detail: str
+    output: int | None = None
+    expected: int | str | None = None
+    actual: int | str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.tx_id}#{self.output}" if self.output is not None else self.tx_id
+        text = f"{self.kind} in {where}: {self.detail}"
+        if self.expected is not None or self.actual is not None:
+            text += f" (expected {self.expected}, actual {self.actual})"
+        return text
 
 
 @dataclass(frozen=True)
@@ -45,6 +97,7 @@ class EscrowSettled:
     held: int  # NTX the escrow locked
     paid: int  # NTX the transaction gives the provider (summed over its outputs)
     refunded: int  # NTX the transaction gives the submitter
+    job_id: str = ""
 
     @property
     def refund_expected(self) -> int:
@@ -58,20 +111,38 @@ class AuditReport:
     bundle_sha256: str
     escrows: tuple[EscrowSettled, ...]
     signatures_checked: int
-    problems: tuple[str, ...]
+    discrepancies: tuple[Discrepancy, ...]
+    redeemer_root: str = ""
+    block_height: int | None = None
+    outputs: tuple[tuple[int, str, int], ...] = ()  # (index, address, NTX) of NTX outputs
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return tuple(str(d) for d in self.discrepancies)
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.discrepancies
+
+    def paid_to(self, address: str) -> int:
+        return sum(q for _, a, q in self.outputs if a == address)
 
     def line(self) -> str:
-        if self.problems:
+        if self.discrepancies:
             return "audit: FAILED: " + "; ".join(self.problems)
         return (
             f"audit: OK ({len(self.escrows)} escrow(s) settled as attested, "
             f"{self.signatures_checked} attestation signature(s) valid, "
             f"Merkle root {self.merkle_root[:16]}... matches the bundle)"
         )
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ok"] = self.ok
+        return out
+
+
+# --- reading the chain ------------------------------------------------------------------------
 
 
 def _ntx(output: Any, policy: bytes, name: bytes) -> int:
@@ -96,43 +167,135 @@ def _metadata(tx: Any) -> dict[Any, Any]:
     return dict(entry) if isinstance(entry, dict) else {}
 
 
-class ChainReader:
-    """The few Blockfrost REST calls the audit needs (`url` ends in /api/v0)."""
+@dataclass(frozen=True)
+class ChainTx:
+    tx_id: str
+    cbor: bytes
+    block_height: int | None
+    tx: Any  # pycardano Transaction
 
-    def __init__(self, url: str, client: httpx.Client) -> None:
+
+class ChainReader:
+    """The Blockfrost REST calls the audit needs (`url` ends in /api/v0). With a
+    `project_id` every request carries Blockfrost's `project_id` header."""
+
+    def __init__(self, url: str, client: httpx.Client, project_id: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.client = client
+        self.headers = {"project_id": project_id} if project_id else {}
+        self._txs: dict[str, ChainTx] = {}
 
-    def _get(self, path: str) -> Any:
+    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """The JSON at `path`, or None on 404."""
         try:
-            response = self.client.get(f"{self.url}{path}")
+            response = self.client.get(f"{self.url}{path}", params=params, headers=self.headers)
         except httpx.HTTPError as exc:
             raise AuditError(f"chain backend unreachable: {exc}") from exc
         if response.status_code == 404:
             return None
         if response.status_code != 200:
             raise AuditError(f"GET {path}: {response.status_code} {response.text[:200]}")
-        return response.json()
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise AuditError(f"GET {path}: the answer is not JSON") from exc
 
-    def transaction(self, tx_id: str) -> Any:
+    def pages(
+        self, path: str, *, limit: int, params: dict[str, Any] | None = None
+    ) -> Iterator[Any]:
+        """Up to `limit` items of a paginated list, following `count`/`page` (404: none)."""
+        page = 1
+        given = 0
+        while given < limit:
+            items = self.get(path, {**(params or {}), "count": PAGE_SIZE, "page": page})
+            if items is None:
+                return
+            if not isinstance(items, list):
+                raise AuditError(f"GET {path}: expected a list, got {type(items).__name__}")
+            for item in items[: limit - given]:
+                given += 1
+                yield item
+            if len(items) < PAGE_SIZE:
+                return
+            page += 1
+
+    def chain_tx(self, tx_id: str) -> ChainTx:
         from pycardano import Transaction
 
-        info = self._get(f"/txs/{tx_id}")
+        if tx_id in self._txs:
+            return self._txs[tx_id]
+        info = self.get(f"/txs/{tx_id}")
         if info is None:
             raise AuditError(f"transaction {tx_id} is not on chain")
         if info.get("valid_contract") is False:
             raise AuditError(f"transaction {tx_id} failed phase-2 validation")
-        raw = self._get(f"/txs/{tx_id}/cbor")
+        raw = self.get(f"/txs/{tx_id}/cbor")
         if raw is None:
             raise AuditError(f"the chain backend has no CBOR of {tx_id}")
-        return Transaction.from_cbor(bytes.fromhex(raw["cbor"]))
+        cbor = bytes.fromhex(raw["cbor"])
+        height = info.get("block_height")
+        try:
+            decoded = Transaction.from_cbor(cbor)
+        except Exception as exc:  # pycardano raises assorted types on bad CBOR
+            raise AuditError(f"the CBOR of {tx_id} does not decode: {exc}") from exc
+        found = ChainTx(tx_id, cbor, height if isinstance(height, int) else None, decoded)
+        self._txs[tx_id] = found
+        return found
+
+    def transaction(self, tx_id: str) -> Any:
+        return self.chain_tx(tx_id).tx
 
     def output(self, tx_id: str, index: int) -> Any:
-        tx = self.transaction(tx_id)
-        outputs = tx.transaction_body.outputs
+        outputs = self.transaction(tx_id).transaction_body.outputs
         if not 0 <= index < len(outputs):
             raise AuditError(f"{tx_id} has no output {index}")
         return outputs[index]
+
+    def settlement_memo(self, tx_id: str) -> dict[str, Any] | None:
+        """The label-674 JSON of `tx_id` when it names a root and a bundle."""
+        for entry in self.get(f"/txs/{tx_id}/metadata") or []:
+            if str(entry.get("label")) == str(MEMO_LABEL) and _is_settlement(
+                entry.get("json_metadata")
+            ):
+                return dict(entry["json_metadata"])
+        return None
+
+
+def _is_settlement(memo: Any) -> bool:
+    return isinstance(memo, dict) and _hex32(memo.get("root")) and _hex32(memo.get("bundle"))
+
+
+def _hex32(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    text = value.removeprefix("0x")
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def redeemer_root(tx_cbor: bytes, reward_indices: Sequence[int]) -> bytes | None:
+    """The Merkle root the batch redeemer carries: the third field of the reward (withdrawal)
+    redeemer's `BatchSettle` data, read from the transaction's witness set."""
+    try:
+        tx = cbor2.loads(tx_cbor)
+        witnesses = tx[1]
+        redeemers = witnesses.get(5)
+    except Exception as exc:  # cbor2 raises unrelated types on garbage
+        raise AuditError(f"the transaction CBOR does not decode: {exc}") from exc
+    entries: list[tuple[int, int, Any]] = []
+    if isinstance(redeemers, list | tuple):  # pre-Conway: [tag, index, data, ex_units]
+        entries = [(int(r[0]), int(r[1]), r[2]) for r in redeemers]
+    elif isinstance(redeemers, dict):  # Conway: {[tag, index]: [data, ex_units]}
+        entries = [(int(k[0]), int(k[1]), v[0]) for k, v in redeemers.items()]
+    for tag, index, data in entries:
+        if tag != REWARD_TAG or (reward_indices and index not in reward_indices):
+            continue
+        fields = data.value if isinstance(data, cbor2.CBORTag) else None
+        if isinstance(fields, list) and len(fields) == 4 and isinstance(fields[2], bytes):
+            return bytes(fields[2])
+    return None
+
+
+# --- bundles ------------------------------------------------------------------------------------
 
 
 def fetch_bundle(
@@ -151,10 +314,45 @@ def fetch_bundle(
             errors.append(f"{base}: {response.status_code}")
             continue
         if hashlib.sha256(response.content).hexdigest() != sha256:
-            errors.append(f"{base}: served bytes that do not hash to {sha256}")
+            errors.append(
+                f"{base}: {BUNDLE_HASH_MISMATCH}: served bytes that do not hash to {sha256}"
+            )
             continue
         return response.content, url
     raise AuditError(f"no oracle serves bundle {sha256}: {'; '.join(errors) or 'none asked'}")
+
+
+def bundle_attestations(raw: bytes) -> tuple[bytes, list[bytes], list[bytes]]:
+    """(stated root, COSE attestations, their signed payloads) of a bundle's bytes."""
+    try:
+        obj = json.loads(raw)
+        coses = [bytes.fromhex(h) for h in obj["attestations"]]
+        stated = bytes.fromhex(obj["merkle_root"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AuditError(f"the bundle is malformed: {exc}") from exc
+    payloads = []
+    for cose in coses:
+        try:
+            message = cbor2.loads(cose)
+            message = message.value if isinstance(message, cbor2.CBORTag) else message
+            payload = message[2]
+        except Exception as exc:  # cbor2 raises unrelated types on garbage
+            raise AuditError(f"bundle holds an attestation that is not COSE: {exc}") from exc
+        if not isinstance(payload, bytes):
+            raise AuditError("bundle holds an attestation without an attached payload")
+        payloads.append(payload)
+    return stated, coses, payloads
+
+
+def _payload_job(payload: bytes) -> str | None:
+    try:
+        job = json.loads(payload)["domain"]["job_id"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return job if isinstance(job, str) else None
+
+
+# --- one settlement -----------------------------------------------------------------------------
 
 
 def audit_settlement(
@@ -168,8 +366,42 @@ def audit_settlement(
     ntx_name: str = "4e5458",
     client: httpx.Client | None = None,
     on_step: Callable[[str], None] | None = None,
+    project_id: str | None = None,
+    chain: ChainReader | None = None,
 ) -> AuditReport:
     """Audit `tx_id` (see the module doc). Raises AuditError when it cannot be made."""
+    if len(tx_id) != 64 or not all(c in "0123456789abcdef" for c in tx_id):
+        raise AuditError(f"a transaction hash is 64 lowercase hex digits, not {tx_id[:80]!r}")
+    own = client is None and chain is None
+    http = chain.client if chain is not None else (client or httpx.Client(timeout=30))
+    try:
+        reader = chain or ChainReader(chain_url, http, project_id)
+        return _audit(
+            reader,
+            tx_id,
+            oracle_urls,
+            network=network,
+            escrow_script_hash=escrow_script_hash,
+            policy=bytes.fromhex(ntx_policy),
+            name=bytes.fromhex(ntx_name),
+            note=on_step or (lambda _text: None),
+        )
+    finally:
+        if own:
+            http.close()
+
+
+def _audit(
+    chain: ChainReader,
+    tx_id: str,
+    oracle_urls: Sequence[str],
+    *,
+    network: str,
+    escrow_script_hash: str,
+    policy: bytes,
+    name: bytes,
+    note: Callable[[str], None],
+) -> AuditReport:
     from pycardano import Address, ScriptHash
 
     from chain.contracts.types import EscrowDatum
@@ -177,135 +409,272 @@ def audit_settlement(
     from proofnet.messages.attestation import AttestationError, verify_attestation
     from proofnet.messages.merkle import MerkleTree, leaf_hash
 
-    if len(tx_id) != 64 or not all(c in "0123456789abcdef" for c in tx_id):
-        raise AuditError(f"a transaction hash is 64 lowercase hex digits, not {tx_id[:80]!r}")
-    note = on_step or (lambda _text: None)
-    own = client is None
-    http = client or httpx.Client(timeout=30)
-    problems: list[str] = []
-    try:
-        chain = ChainReader(chain_url, http)
-        tx = chain.transaction(tx_id)
-        body = tx.transaction_body
-        pycardano_network = Address.from_primitive(str(body.outputs[0].address)).network
-        meta = _metadata(tx)
-        root, bundle_hash = meta.get("root"), meta.get("bundle")
-        if not isinstance(root, bytes) or not isinstance(bundle_hash, bytes):
-            raise AuditError(f"{tx_id} carries no settlement metadata (label {MEMO_LABEL})")
-        note(f"metadata: Merkle root {root.hex()}, bundle {bundle_hash.hex()}")
-        raw, where = fetch_bundle(http, oracle_urls, bundle_hash.hex())
-        note(f"bundle fetched from {where}")
-        try:
-            obj = json.loads(raw)
-            coses = [bytes.fromhex(h) for h in obj["attestations"]]
-            bundle_root = bytes.fromhex(obj["merkle_root"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise AuditError(f"bundle {bundle_hash.hex()} is malformed: {exc}") from exc
-        leaves = []
-        for cose in coses:
-            try:
-                payload = cbor2.loads(cose)
-                payload = payload.value if isinstance(payload, cbor2.CBORTag) else payload
-                leaves.append(leaf_hash(payload[2]))
-            except Exception as exc:  # cbor2 raises unrelated types on garbage
-                raise AuditError(f"bundle holds an attestation that is not COSE: {exc}") from exc
-        if MerkleTree.from_leaf_hashes(leaves).root != root:
-            problems.append("the metadata's Merkle root is not the root of the bundle's leaves")
-        if bundle_root != root:
-            problems.append("the bundle states another Merkle root than the metadata")
+    found: list[Discrepancy] = []
 
-        claims: dict[str, tuple[str, int]] = {}
-        signatures = 0
-        for cose in coses:
-            try:
-                att = verify_attestation(
-                    cose, expected_network=network, expected_script_hash=escrow_script_hash
-                )
-            except AttestationError as exc:
-                problems.append(f"attestation signature or domain invalid: {exc}")
-                continue
-            signatures += 1
-            ref = f"{att.domain.escrow.tx_id}#{att.domain.escrow.index}"
-            if ref in claims:
-                problems.append(f"escrow {ref} is attested twice")
-            claims[ref] = (att.payout_address, att.amount)
+    def flag(kind: str, detail: str, **where: Any) -> None:
+        found.append(Discrepancy(kind, tx_id, detail, **where))
 
-        policy, name = bytes.fromhex(ntx_policy), bytes.fromhex(ntx_name)
-        script = ScriptHash(bytes.fromhex(escrow_script_hash))
-        spent: dict[str, tuple[str, int]] = {}  # escrow -> (submitter, held)
-        for tx_in in body.inputs:
-            ref = f"{tx_in.transaction_id.payload.hex()}#{tx_in.index}"
-            out = chain.output(tx_in.transaction_id.payload.hex(), tx_in.index)
-            if out.address.payment_part != script:
-                continue
-            try:
-                datum = EscrowDatum.from_cbor(datum_cbor(out.datum))
-            except Exception as exc:  # foreign data at the script address
-                problems.append(f"escrow input {ref} has no escrow datum: {exc}")
-                continue
-            submitter = str(address_from_data(datum.submitter, pycardano_network))
-            spent[ref] = (submitter, _ntx(out, policy, name))
-        if set(spent) != set(claims):
-            problems.append(
-                f"escrows spent {sorted(spent)} are not the attested ones {sorted(claims)}"
-            )
+    settled_tx = chain.chain_tx(tx_id)
+    body = settled_tx.tx.transaction_body
+    pycardano_network = Address.from_primitive(str(body.outputs[0].address)).network
+    meta = _metadata(settled_tx.tx)
+    root, bundle_hash = meta.get("root"), meta.get("bundle")
+    if not isinstance(root, bytes) or not isinstance(bundle_hash, bytes):
+        raise AuditError(f"{tx_id} carries no settlement metadata (label {MEMO_LABEL})")
+    note(f"metadata: Merkle root {root.hex()}, bundle {bundle_hash.hex()}")
 
-        received: dict[str, int] = defaultdict(int)
-        for out in body.outputs:
-            received[str(out.address)] += _ntx(out, policy, name)
-        owed: dict[str, int] = defaultdict(int)
-        settled = []
-        for ref, (provider, amount) in sorted(claims.items()):
-            submitter, held = spent.get(ref, ("", 0))
-            owed[provider] += amount
-            if submitter:
-                owed[submitter] += held - amount
-            if amount > held:
-                problems.append(f"escrow {ref}: attested {amount} exceeds the {held} it holds")
-            settled.append(
-                EscrowSettled(
-                    escrow=ref,
-                    provider=provider,
-                    attested=amount,
-                    submitter=submitter,
-                    held=held,
-                    paid=received.get(provider, 0),
-                    refunded=received.get(submitter, 0),
-                )
-            )
-        for address, due in sorted(owed.items()):
-            got = received.get(address, 0)
-            if got != due:
-                problems.append(f"{address} receives {got} NTX, owed {due}")
-        escrowed = sum(held for _, held in spent.values())
-        paid_out = sum(owed.values())
-        if paid_out != escrowed:
-            problems.append(f"{escrowed} NTX left the escrows but {paid_out} were accounted for")
-        return AuditReport(
-            tx_id=tx_id,
-            merkle_root=root.hex(),
-            bundle_sha256=bundle_hash.hex(),
-            escrows=tuple(settled),
-            signatures_checked=signatures,
-            problems=tuple(problems),
+    # The batch redeemer's root must be the metadata's: the validator saw that one.
+    redeemers = chain.get(f"/txs/{tx_id}/redeemers") or []
+    rewards = [int(r["tx_index"]) for r in redeemers if r.get("purpose") == "reward"]
+    on_chain_root = redeemer_root(settled_tx.cbor, rewards) if rewards else None
+    if on_chain_root is None:
+        flag(REDEEMER_ROOT_MISMATCH, "no batch (reward) redeemer carries a Merkle root")
+    elif on_chain_root != root:
+        flag(
+            REDEEMER_ROOT_MISMATCH,
+            "the metadata's Merkle root is not the batch redeemer's",
+            expected=on_chain_root.hex(),
+            actual=root.hex(),
         )
-    finally:
-        if own:
-            http.close()
+
+    raw, where = fetch_bundle(chain.client, oracle_urls, bundle_hash.hex())
+    note(f"bundle fetched from {where}")
+    stated, coses, payloads = bundle_attestations(raw)
+    recomputed = MerkleTree.from_leaf_hashes([leaf_hash(p) for p in payloads]).root
+    if recomputed != root:
+        flag(
+            LEAF_NOT_IN_ROOT,
+            "the bundle's attestation leaves do not make the metadata's Merkle root",
+            expected=root.hex(),
+            actual=recomputed.hex(),
+        )
+    if stated != root:
+        flag(
+            BUNDLE_ROOT_MISMATCH,
+            "the bundle states another Merkle root than the metadata",
+            expected=root.hex(),
+            actual=stated.hex(),
+        )
+
+    claims: dict[str, tuple[str, int, str]] = {}  # escrow -> (provider, amount, job id)
+    signatures = 0
+    for position, cose in enumerate(coses):
+        try:
+            att = verify_attestation(
+                cose, expected_network=network, expected_script_hash=escrow_script_hash
+            )
+        except AttestationError as exc:
+            flag(
+                BAD_SIGNATURE,
+                f"attestation {position} of the bundle: signature or domain invalid: {exc}",
+            )
+            continue
+        signatures += 1
+        ref = f"{att.domain.escrow.tx_id}#{att.domain.escrow.index}"
+        if ref in claims:
+            flag(DUPLICATE_ATTESTATION, f"escrow {ref} is attested twice")
+        claims[ref] = (att.payout_address, att.amount, att.job_id)
+
+    script = ScriptHash(bytes.fromhex(escrow_script_hash))
+    spent: dict[str, tuple[str, int]] = {}  # escrow -> (submitter, held)
+    for tx_in in body.inputs:
+        source = tx_in.transaction_id.payload.hex()
+        ref = f"{source}#{tx_in.index}"
+        out = chain.output(source, tx_in.index)
+        if out.address.payment_part != script:
+            continue
+        try:
+            datum = EscrowDatum.from_cbor(datum_cbor(out.datum))
+        except Exception as exc:  # foreign data at the script address
+            flag(NOT_AN_ESCROW, f"escrow input {ref} has no escrow datum: {exc}")
+            continue
+        submitter = str(address_from_data(datum.submitter, pycardano_network))
+        spent[ref] = (submitter, _ntx(out, policy, name))
+    for ref in sorted(set(spent) - set(claims)):
+        flag(
+            UNATTESTED_ESCROW, f"escrow {ref} ({spent[ref][1]} NTX) is spent without an attestation"
+        )
+    for ref in sorted(set(claims) - set(spent)):
+        flag(ATTESTED_NOT_SPENT, f"escrow {ref} is attested but not spent by this transaction")
+
+    ntx_outputs: list[tuple[int, str, int]] = []
+    received: dict[str, int] = defaultdict(int)
+    for index, out in enumerate(body.outputs):
+        quantity = _ntx(out, policy, name)
+        if quantity:
+            ntx_outputs.append((index, str(out.address), quantity))
+            received[str(out.address)] += quantity
+    owed: dict[str, int] = defaultdict(int)
+    providers: set[str] = set()
+    settled = []
+    for ref, (provider, amount, job) in sorted(claims.items()):
+        submitter, held = spent.get(ref, ("", 0))
+        owed[provider] += amount
+        providers.add(provider)
+        if submitter:
+            owed[submitter] += held - amount
+            if amount > held:
+                flag(OVER_ATTESTED, f"escrow {ref}: attested {amount} exceeds the {held} it holds")
+        settled.append(
+            EscrowSettled(
+                escrow=ref,
+                provider=provider,
+                attested=amount,
+                submitter=submitter,
+                held=held,
+                paid=received.get(provider, 0),
+                refunded=received.get(submitter, 0),
+                job_id=job,
+            )
+        )
+    for address, due in sorted(owed.items()):
+        got = received.get(address, 0)
+        if got != due:
+            kind = PAYOUT_MISMATCH if address in providers else REFUND_MISMATCH
+            indices = [i for i, a, _ in ntx_outputs if a == address]
+            flag(
+                kind,
+                f"{address} receives {got} NTX in output(s) {indices or 'none'}, owed {due}",
+                output=indices[0] if len(indices) == 1 else None,
+                expected=due,
+                actual=got,
+            )
+    for index, address, quantity in ntx_outputs:
+        if address not in owed:
+            flag(
+                NTX_ELSEWHERE,
+                f"{quantity} NTX go to {address}, which no attestation or escrow names",
+                output=index,
+                expected=0,
+                actual=quantity,
+            )
+    escrowed = sum(held for _, held in spent.values())
+    accounted = sum(owed.values())
+    if escrowed != accounted and not any(d.kind == UNATTESTED_ESCROW for d in found):
+        flag(
+            UNBALANCED,
+            "the escrows' NTX are not all paid out or refunded",
+            expected=escrowed,
+            actual=accounted,
+        )
+    return AuditReport(
+        tx_id=tx_id,
+        merkle_root=root.hex(),
+        bundle_sha256=bundle_hash.hex(),
+        escrows=tuple(settled),
+        signatures_checked=signatures,
+        discrepancies=tuple(found),
+        redeemer_root=on_chain_root.hex() if on_chain_root else "",
+        block_height=settled_tx.block_height,
+        outputs=tuple(ntx_outputs),
+    )
 
 
-# --- `proofnet audit --tx HASH` ------------------------------------------------------------
+# --- finding settlements ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What a search looked at: settlements found, candidates scanned, bundles unreadable."""
+
+    tx_ids: tuple[str, ...]
+    scanned: int
+    unreadable: tuple[str, ...] = field(default=())
+
+
+def settlements_for_job(
+    chain: ChainReader,
+    oracle_urls: Sequence[str],
+    job_id: str,
+    *,
+    since: int | None = None,
+    limit: int = 1000,
+) -> Scan:
+    """Settlements whose bundle holds an attestation for `job_id`, newest first: label-674
+    transactions (at most `limit`, none below block height `since`) and their bundles."""
+    job = job_id.lower().removeprefix("0x")
+    if len(job) != 64 or not all(c in "0123456789abcdef" for c in job):
+        raise AuditError(f"a job id is 64 hex digits, not {job_id[:80]!r}")
+    found: list[str] = []
+    unreadable: list[str] = []
+    bundles: dict[str, bool] = {}
+    scanned = 0
+    for entry in chain.pages(
+        f"/metadata/txs/labels/{MEMO_LABEL}", limit=limit, params={"order": "desc"}
+    ):
+        memo = entry.get("json_metadata")
+        if not _is_settlement(memo):
+            continue
+        tx_id = str(entry["tx_hash"])
+        if since is not None and _height(chain, tx_id) < since:
+            break  # newest first: everything further is older
+        scanned += 1
+        sha = memo["bundle"].removeprefix("0x")
+        if sha not in bundles:
+            try:
+                raw, _ = fetch_bundle(chain.client, oracle_urls, sha)
+                _, _, payloads = bundle_attestations(raw)
+            except AuditError as exc:
+                unreadable.append(f"{tx_id}: {exc}")
+                continue
+            bundles[sha] = any(_payload_job(p) == job for p in payloads)
+        if bundles[sha] and tx_id not in found:
+            found.append(tx_id)
+    return Scan(tuple(found), scanned, tuple(unreadable))
+
+
+def settlements_paying(
+    chain: ChainReader, address: str, *, since: int | None = None, limit: int = 1000
+) -> Scan:
+    """Settlement transactions (label 674 with a root and a bundle) that touch `address`,
+    newest first: at most `limit` of its transactions, none below block height `since`."""
+    params: dict[str, Any] = {"order": "desc"}
+    if since is not None:
+        params["from"] = str(since)
+    found: list[str] = []
+    scanned = 0
+    for entry in chain.pages(f"/addresses/{address}/transactions", limit=limit, params=params):
+        scanned += 1
+        tx_id = str(entry["tx_hash"])
+        if since is not None and int(entry.get("block_height", since)) < since:
+            break
+        if chain.settlement_memo(tx_id) is not None and tx_id not in found:
+            found.append(tx_id)
+    return Scan(tuple(found), scanned)
+
+
+def _height(chain: ChainReader, tx_id: str) -> int:
+    info = chain.get(f"/txs/{tx_id}") or {}
+    height = info.get("block_height")
+    return int(height) if isinstance(height, int) else 0
+
+
+# --- `proofnet audit` ---------------------------------------------------------------------------
+
+
+def blockfrost_url(project_id: str) -> str:
+    """Blockfrost's API root for a project id (they start with the network's name)."""
+    for network, url in BLOCKFROST_URLS.items():
+        if project_id.startswith(network):
+            return url
+    raise AuditError(
+        f"cannot tell the network of project id {project_id[:12]!r}...; pass --chain-url"
+    )
 
 
 app = typer.Typer(
-    help="Audit a settlement transaction from the chain and its published bundle.",
+    help="Audit settlement transactions from the chain and their published bundles.",
     pretty_exceptions_show_locals=False,
 )
 
 
 @app.command()
 def audit(
-    tx: str = typer.Option(..., "--tx", help="the settlement transaction's hash"),
+    tx: str = typer.Option("", "--tx", help="a settlement transaction's hash"),
+    job: str = typer.Option("", "--job", help="a job id: audit the settlement(s) that paid it"),
+    provider: str = typer.Option(
+        "", "--provider", help="a payout address: audit every settlement paying it"
+    ),
     deployment: Path = typer.Option(
         ..., "--deployment", help="deployment.json (escrow script, NTX unit)"
     ),
@@ -315,37 +684,125 @@ def audit(
     chain_url: str = typer.Option(
         "", "--chain-url", help="Blockfrost-shaped REST root (default: PROOFNET_DEVNET_URL)"
     ),
+    project_id: str = typer.Option(
+        "",
+        "--blockfrost-project-id",
+        envvar="PROOFNET_BLOCKFROST_PROJECT_ID",
+        help="Blockfrost project id (sent as the project_id header)",
+    ),
+    since: int | None = typer.Option(
+        None, "--since", min=0, help="scan only blocks at or above this height"
+    ),
+    limit: int = typer.Option(
+        1000, "--limit", min=1, help="scan at most this many candidate transactions"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="print the reports as JSON"),
 ) -> None:
-    """Check payouts, refunds, the Merkle root and every attestation signature."""
+    """Check payouts, refunds, Merkle roots and every attestation signature."""
     from chain.offchain.builders.deployment import Deployment
     from chain.offchain.builders.errors import BuilderError
     from proofnet.settings import build_settings
 
+    modes = [m for m in (tx, job, provider) if m]
+    if len(modes) != 1:
+        raise typer.BadParameter("give exactly one of --tx, --job, --provider")
     settings = build_settings()
     try:
         deployed = Deployment.load(deployment)
     except (BuilderError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--deployment") from exc
-    try:
-        report = audit_settlement(
-            chain_url or settings.devnet_url,
-            tx,
-            oracle_url or [settings.oracle_url],
-            network=settings.network,
-            escrow_script_hash=deployed.escrow_hash,
-            ntx_policy=deployed.ntx_policy,
-            ntx_name=deployed.ntx_name,
-            on_step=typer.echo,
-        )
-    except AuditError as exc:
-        typer.echo(f"audit: cannot audit {tx}: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    for e in report.escrows:
+    project = project_id or os.environ.get("PROOFNET_BLOCKFROST_PROJECT_ID", "")
+    oracles = oracle_url or [settings.oracle_url]
+    quiet = as_json
+
+    def step(text: str) -> None:
+        if not quiet:
+            typer.echo(text)
+
+    with httpx.Client(timeout=30) as http:
+        try:
+            url = chain_url or (blockfrost_url(project) if project else settings.devnet_url)
+            chain = ChainReader(url, http, project or None)
+            scan = None
+            if tx:
+                tx_ids: tuple[str, ...] = (tx,)
+            elif job:
+                scan = settlements_for_job(chain, oracles, job, since=since, limit=limit)
+                tx_ids = scan.tx_ids
+            else:
+                scan = settlements_paying(chain, provider, since=since, limit=limit)
+                tx_ids = scan.tx_ids
+            reports = [
+                audit_settlement(
+                    url,
+                    t,
+                    oracles,
+                    network=settings.network,
+                    escrow_script_hash=deployed.escrow_hash,
+                    ntx_policy=deployed.ntx_policy,
+                    ntx_name=deployed.ntx_name,
+                    chain=chain,
+                    on_step=step,
+                )
+                for t in tx_ids
+            ]
+        except AuditError as exc:
+            typer.echo(f"audit: cannot audit {tx or job or provider}: {exc}", err=True)
+            raise typer.Exit(2) from exc
+    is_devnet = not project
+    if as_json:
         typer.echo(
-            f"escrow {e.escrow}: held {e.held}, attested {e.attested} to {e.provider} "
-            f"(received {e.paid}), refund {e.refund_expected} to {e.submitter} "
-            f"(received {e.refunded})"
+            json.dumps(
+                {
+                    "ok": bool(reports) and all(r.ok for r in reports),
+                    "scanned": scan.scanned if scan else 1,
+                    "unreadable": list(scan.unreadable) if scan else [],
+                    "settlements": [
+                        {
+                            **r.to_json(),
+                            "paid_to_provider": r.paid_to(provider) if provider else None,
+                            "explorer": explorer_tx_url(url, r.tx_id) if is_devnet else None,
+                        }
+                        for r in reports
+                    ],
+                },
+                indent=2,
+            )
         )
-    typer.echo(report.line())
-    if not report.ok:
+    else:
+        _print_reports(reports, provider, url if is_devnet else "", scan)
+    if not reports:
+        what = f"job {job}" if job else f"address {provider}"
+        typer.echo(f"audit: no settlement found for {what}", err=True)
         raise typer.Exit(1)
+    if not all(r.ok for r in reports):
+        raise typer.Exit(1)
+
+
+def _print_reports(
+    reports: Sequence[AuditReport], provider: str, devnet_url: str, scan: Scan | None
+) -> None:
+    from rich.console import Console
+
+    console = Console(highlight=False, soft_wrap=True)
+    if scan is not None:
+        console.print(f"scanned {scan.scanned} settlement candidate(s), {len(reports)} matched")
+        for text in scan.unreadable:
+            console.print(f"[yellow]skipped (bundle unavailable): {text}[/yellow]")
+    for report in reports:
+        console.print(f"\n[bold]settlement {report.tx_id}[/bold] (block {report.block_height})")
+        if devnet_url:
+            console.print(f"explorer: {explorer_tx_url(devnet_url, report.tx_id)}")
+        for e in report.escrows:
+            console.print(
+                f"escrow {e.escrow} (job {e.job_id[:16]}...): held {e.held}, "
+                f"attested {e.attested} to {e.provider} (received {e.paid}), "
+                f"refund {e.refund_expected} to {e.submitter} (received {e.refunded})",
+                markup=False,
+            )
+        if provider:
+            console.print(f"paid to {provider}: {report.paid_to(provider)} NTX")
+        for d in report.discrepancies:
+            console.print(f"[red]{d}[/red]")
+        # Plain line last (no markup): scripts and tests read it.
+        console.print(report.line(), markup=False)

@@ -663,7 +663,8 @@ class _Demo:
         self.console.print(f"co-signed by {', '.join(signers)} ({THRESHOLD} of {ORACLES})")
         elapsed = time.monotonic() - self.started
         self.console.print(f"settlement tx: {tx_id}", soft_wrap=True)
-        self.console.print(f"explorer: {self.state.devnet_url}/txs/{tx_id}", soft_wrap=True)
+        root = self.state.devnet_url.removesuffix("/api/v0")
+        self.console.print(f"explorer: {root}/explorer/tx/{tx_id}", soft_wrap=True)
         self.console.print(report.line(), soft_wrap=True)
         self.console.print(f"demo finished in {elapsed:.1f}s; data and logs in {self.workdir}")
         return {

@@ -33,6 +33,7 @@ from sqlmodel import Session, col, select
 
 from api.errors import BadRequest, Forbidden
 from api.models import Job, JobEscrow, Lease, Payout, Provider, User
+from chain.devnet.links import explorer_tx_url
 
 EXPLORERS: dict[str, tuple[tuple[str, str], ...]] = {
     "preprod": (
@@ -345,7 +346,7 @@ class Balance:
 
 def explorer_links(network: str, devnet_url: str, tx_hash: str) -> dict[str, str]:
     if network == "devnet":
-        return {"devnet": f"{devnet_url.rstrip('/')}/txs/{tx_hash}"}
+        return {"devnet": explorer_tx_url(devnet_url, tx_hash)}
     return {name: url.format(tx_hash) for name, url in EXPLORERS.get(network, ())}
 
 

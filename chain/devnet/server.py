@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chain.devnet import blockfrost_shapes as shapes
 from chain.devnet.errors import LedgerError, MalformedTransaction, UnknownEntity
+from chain.devnet.explorer import explorer_router
 from chain.devnet.interface import DevnetLedger
 from chain.devnet.ogmios_utxos import OgmiosUtxoError, additional_utxo_cbor
 from chain.devnet.records import BlockRecord
@@ -864,6 +865,7 @@ def create_app(
         return {"paused": ledger.paused()}
 
     app.include_router(router)
+    app.include_router(explorer_router(ledger))
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     return app
 

@@ -174,7 +174,8 @@ def test_balance_parts_on_a_devnet(
         assert b["pending_settlement"] == {"lovelace": None, "ntx": 50, "note": ""}
         (payout,) = b["payouts"]
         assert payout["job_id"] == jobs[0] and payout["tx_hash"] == "cd" * 32
-        assert payout["explorer"] == {"devnet": f"{chain.url}/txs/{'cd' * 32}"}
+        root = chain.url.removesuffix("/").removesuffix("/api/v0")
+        assert payout["explorer"] == {"devnet": f"{root}/explorer/tx/{'cd' * 32}"}
 
         # The stake address covers the addresses the API knows with that stake key.
         by_stake = client.get(f"/api/v1/balances/{wallet.stake_address}", headers=auth).json()
@@ -244,5 +245,5 @@ def test_explorer_links_per_network() -> None:
         explorer_links("mainnet", "", h)["cardanoscan"] == f"https://cardanoscan.io/transaction/{h}"
     )
     assert explorer_links("devnet", "http://127.0.0.1:3030/api/v0/", h) == {
-        "devnet": f"http://127.0.0.1:3030/api/v0/txs/{h}"
+        "devnet": f"http://127.0.0.1:3030/explorer/tx/{h}"
     }

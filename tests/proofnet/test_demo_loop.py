@@ -85,7 +85,7 @@ def test_demo_settles_the_job_as_attested(
     found = re.search(r"^settlement tx: ([0-9a-f]{64})$", out, re.M)
     assert found, out
     tx_hash = found.group(1)
-    assert re.search(rf"^explorer: http://127\.0\.0\.1:\d+/api/v0/txs/{tx_hash}$", out, re.M)
+    assert re.search(rf"^explorer: http://127\.0\.0\.1:\d+/explorer/tx/{tx_hash}$", out, re.M)
     assert re.search(r"^audit: OK \(1 escrow\(s\) settled as attested", out, re.M), out
     assert "co-signed by oracle-0, oracle-1 (2 of 3)" in out
     assert "NOT isolated" in out
