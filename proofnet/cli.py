@@ -18,6 +18,7 @@ ROLES: list[tuple[str, str, str, str]] = [
     ("chain", "chain.offchain.cli", "app", "Deploy and operate the on-chain protocol."),
     ("worker", "worker.cli", "app", "Onboard this machine's GPUs and run jobs as a provider."),
     ("api", "api.cli", "app", "Serve the API and administer its database."),
+    ("job", "api.client_cli", "app", "Submit and follow jobs with a key file (submitters)."),
     ("oracle", "oracle.cli", "app", "Verify attestations and settle payouts in batches."),
     ("chaos", "oracle.settlement.chaos", "app", "Fault-injection runs against local roles."),
     ("bench", "proofnet.bench", "app", "Benchmarks whose figures go in docs/benchmarks.md."),

@@ -66,6 +66,15 @@ class Settings(BaseSettings):
     smtp_username: str = ""
     smtp_password: str = ""
 
+    # --- result store (content-addressed; S3-compatible needs the `s3` extra) ---------
+    result_store: Literal["local", "s3"] = "local"
+    result_store_s3_bucket: str = ""
+    result_store_s3_endpoint_url: str = ""
+    result_store_s3_region: str = ""
+    result_store_s3_access_key: str = ""
+    result_store_s3_secret_key: str = ""
+    result_store_s3_prefix: str = ""
+
     # --- services --------------------------------------------------------------------
     api_url: str = "http://127.0.0.1:8000"
     oracle_url: str = "http://127.0.0.1:8100"

@@ -65,6 +65,7 @@ from worker.results import (
     declares_proof,
     final_metrics,
     pot_root,
+    seal_results,
     split_proof_files,
 )
 from worker.runtime.base import (
@@ -342,6 +343,7 @@ class Agent:
             shipper.close()
             if not cfg.keep_workspaces:
                 shutil.rmtree(job_dir, ignore_errors=True)
+                shutil.rmtree(_sealed_dir(job_dir), ignore_errors=True)
 
     def _end_lease(self, how: Literal["release", "fail"], token: str, reason: str) -> None:
         for attempt in range(5):
@@ -406,6 +408,12 @@ class Agent:
             results, proof = split_proof_files(collect_results(job_dir, spec.results))
             root = pot_root(job_dir)
             metrics = final_metrics(results)
+            if claimed.sealing is not None:
+                # Sealed: upload and attest the ciphertexts; metrics would reveal the
+                # plaintext in the attestation, so a sealed job attests none.
+                results = seal_results(results, _sealed_dir(job_dir), claimed.sealing.public_key)
+                metrics = {}
+                shipper.note(f"sealed {len(results)} results to the submitter's key")
         except ResultsError as e:
             raise _Failed(str(e)) from e
         self._upload(claimed, results, shipper)
@@ -692,6 +700,11 @@ class Agent:
             amount=amount,
         )
         return sign_attestation(attestation, self.key.signing_key)
+
+
+def _sealed_dir(job_dir: Path) -> Path:
+    # Beside the job dir, not in it: a job's own files can never be mistaken for sealed ones.
+    return job_dir.parent / f"{job_dir.name}.sealed"
 
 
 def _usage_report(usage: JobUsage) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import httpx
 
 from proofnet.messages.attestation import NETWORKS, EscrowRef
 from proofnet.messages.jobspec import JobSpec, JobSpecError
+from proofnet.messages.sealing import SealingError, SealingTarget
 from proofnet.messages.worker_auth import request_target, sign_request_headers
 from worker.identity import WorkerKey
 
@@ -85,6 +86,8 @@ class ClaimedJob:
     lease_ttl_s: int
     # None while the API does not say which escrow pays for the job.
     escrow: EscrowTarget | None
+    # Set when the submitter asks for sealed results: upload them sealed to this key.
+    sealing: SealingTarget | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,17 @@ def _detail(response: httpx.Response) -> str:
     return str(body)[:500]
 
 
+def _sealing(raw: object) -> SealingTarget:
+    # A worker never uploads in the clear what the submitter asked to seal, nor seals to a
+    # key the submitter's wallet did not sign.
+    try:
+        target = SealingTarget.from_json(raw)
+        target.verify()
+    except SealingError as e:
+        raise BadClaim(f"the job's sealing key is unusable: {e}") from e
+    return target
+
+
 def parse_claim(body: Mapping[str, Any]) -> ClaimedJob:
     """Check a claim answer; the spec must hash to the job id the API gave."""
     try:
@@ -121,6 +135,7 @@ def parse_claim(body: Mapping[str, Any]) -> ClaimedJob:
             expires_at=datetime.fromisoformat(str(body["expires_at"])),
             lease_ttl_s=int(body["lease_ttl_s"]),
             escrow=escrow,
+            sealing=None if body.get("sealing") is None else _sealing(body["sealing"]),
         )
     except (KeyError, TypeError, ValueError, JobSpecError) as e:
         raise BadClaim(f"the API's claim answer is malformed: {e}") from e

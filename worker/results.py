@@ -26,6 +26,7 @@ from typing import Any
 
 from proofnet.messages.jobspec import ResultSpec
 from proofnet.messages.result_paths import ResultNameError, check_result_name, declared_by
+from proofnet.messages.sealing import seal
 from worker.pot.manifest import MANIFEST_NAME, Manifest, ProofError
 from worker.pot.recorder import POT_SUBDIR
 
@@ -160,3 +161,35 @@ def final_metrics(results: Sequence[CollectedResult], limit: int = 64) -> dict[s
         if value is not None and _METRIC.fullmatch(key) and len(metrics) < limit:
             metrics[key] = value
     return metrics
+
+
+def seal_results(
+    results: Sequence[CollectedResult], out_dir: Path, recipient_public_key: str
+) -> list[CollectedResult]:
+    """Each result sealed to the submitter's key (`proofnet.messages.sealing`), written under
+    `out_dir`; the returned entries name the sealed files and their hashes, which are what
+    gets uploaded and attested."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sealed: list[CollectedResult] = []
+    for i, r in enumerate(results):
+        try:
+            data = r.path.read_bytes()
+        except OSError as e:
+            raise ResultsError(f"cannot read result {r.name}: {e}") from e
+        if hashlib.sha256(data).hexdigest() != r.sha256:
+            raise ResultsError(f"result {r.name} changed after it was hashed")
+        blob = seal(data, name=r.name, recipient_public_key=recipient_public_key)
+        path = out_dir / f"{i:04d}.sealed"
+        path.write_bytes(blob)
+        sealed.append(
+            CollectedResult(
+                name=r.name,
+                path=path,
+                sha256=hashlib.sha256(blob).hexdigest(),
+                size=len(blob),
+                kind=r.kind,
+                glob=r.glob,
+            )
+        )
+    return sealed

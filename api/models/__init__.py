@@ -10,6 +10,7 @@ from api.models.measurement import MeasuredRun
 from api.models.notification import NotificationDelivery, NotificationSubscription
 from api.models.payout import Payout
 from api.models.provider import Provider, ProviderGpu, RateCard
+from api.models.sealing_key import SealingKey
 from api.models.user import User
 
 metadata = api_registry.metadata
@@ -32,6 +33,7 @@ __all__ = [
     "Provider",
     "ProviderGpu",
     "RateCard",
+    "SealingKey",
     "TableBase",
     "User",
     "WorkerRequestNonce",

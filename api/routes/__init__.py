@@ -6,6 +6,7 @@ from api.routes import (
     approvals,
     auth,
     balances,
+    escrow_refund,
     escrow_tx,
     estimates,
     health,
@@ -13,6 +14,7 @@ from api.routes import (
     notifications,
     oracle_feed,
     providers,
+    sealing_keys,
     users,
     worker,
     worker_io,
@@ -32,3 +34,5 @@ api_router.include_router(worker.router)
 api_router.include_router(worker_io.router)
 api_router.include_router(oracle_feed.router)
 api_router.include_router(escrow_tx.router)
+api_router.include_router(sealing_keys.router)
+api_router.include_router(escrow_refund.router)

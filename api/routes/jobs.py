@@ -9,7 +9,6 @@ from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
 from api.config import ApiConfig
-from api.db import open_session
 from api.deps import CachedUser, ConfigDep, CurrentUser, NowDep, SessionDep
 from api.models import User
 from api.schemas.job import JobCreate, JobPublic, JobsPublic, JobStatusPublic, job_public
@@ -68,8 +67,8 @@ def _status(
     now: datetime,
     cache: service.MatchingCache,
 ) -> JobStatusPublic:
-    with open_session(engine) as session:
-        st = service.job_status(session, config, user, job_id, now, cache)
+    with engine.connect() as conn:
+        st = service.job_status(conn, config, user, job_id, now, cache)
     return JobStatusPublic(
         job_id=st.job.job_id,
         status=st.job.status,

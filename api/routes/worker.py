@@ -6,10 +6,11 @@ from fastapi import APIRouter, Response, status
 
 from api.deps import ConfigDep, CurrentProvider, NowDep, SessionDep, SignedWorkerKey
 from api.errors import BadRequest
-from api.models import Lease
+from api.models import Job, Lease
 from api.schemas.lease import (
     ClaimEscrow,
     ClaimPublic,
+    ClaimSealing,
     LeaseComplete,
     LeaseEnd,
     LeaseHeartbeat,
@@ -129,7 +130,17 @@ def claim(
         expires_at=claimed.lease.expires_at,
         lease_ttl_s=config.lease_ttl_s,
         escrow=escrow,
+        sealing=_claim_sealing(session, claimed.job),
     )
+
+
+def _claim_sealing(session: SessionDep, job: Job) -> ClaimSealing | None:
+    from api.services.sealing_keys import sealing_key_for_job
+
+    row = sealing_key_for_job(session, job)
+    if row is None:
+        return None
+    return ClaimSealing(public_key=row.public_key, signature=row.signature, cose_key=row.cose_key)
 
 
 def _lease_public(active: ActiveLease) -> LeasePublic:

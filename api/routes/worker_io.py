@@ -37,7 +37,7 @@ def get_blob_store(request: Request) -> BlobStore:
             from proofnet.settings import build_settings
 
             data_dir = build_settings().data_dir
-        store = blob_store_for(Path(data_dir))
+        store = blob_store_for(Path(data_dir), getattr(request.app.state, "settings", None))
         request.app.state.blob_store = store
     return store
 

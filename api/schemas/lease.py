@@ -17,6 +17,12 @@ class ClaimEscrow(PublicBody):
     index: int
 
 
+class ClaimSealing(PublicBody):
+    public_key: str
+    signature: str
+    cose_key: str
+
+
 class ClaimPublic(PublicBody):
     job_id: str
     spec: dict[str, Any]
@@ -29,6 +35,8 @@ class ClaimPublic(PublicBody):
     # None only for a job without a recorded escrow (claimable when the API does not
     # require one); a worker releases such a job, as it could not be paid for it.
     escrow: ClaimEscrow | None = None
+    # The submitter's sealing key (with its wallet signature): seal every result to it.
+    sealing: ClaimSealing | None = None
 
 
 class LeaseHeartbeat(RequestBody):

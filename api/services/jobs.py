@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, case, exists, false, func
-from sqlalchemy.orm import aliased, defer
+from sqlalchemy import Connection, Row, bindparam, case, exists, false, func
+from sqlalchemy import select as sa_select
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
@@ -19,10 +20,13 @@ from api.errors import Conflict, Forbidden, NotFound
 from api.models import Job, JobEscrow, Lease, Provider, ProviderGpu, User
 from proofnet.messages.jobspec import JobSpec
 
+# A job as the status path reads it: the ORM object, or a row of the columns it needs.
+JobLike = Job | Row[Any]
+
 
 @dataclass(frozen=True)
 class JobStatus:
-    job: Job
+    job: JobLike
     reason: str
     queue_position: int | None
     matching_providers_online: int | None
@@ -112,14 +116,16 @@ def _gb(mb: int) -> str:
     return f"{mb / 1024:g} GB"
 
 
-def _requirement(job: Job) -> str:
+def _requirement(job: JobLike) -> str:
     if job.gpu_count == 0:
         return "any provider"
     plural = "GPU" if job.gpu_count == 1 else "GPUs"
     return f"a provider with >= {job.gpu_count} {plural} of {_gb(job.gpu_memory_mb)}"
 
 
-def matching_providers_online(session: Session, config: ApiConfig, job: Job, now: datetime) -> int:
+def matching_providers_online(
+    session: Session | Connection, config: ApiConfig, job: JobLike, now: datetime
+) -> int:
     online_since = now - timedelta(seconds=config.provider_online_s)
     fitting = (
         select(func.count(col(ProviderGpu.id)))
@@ -130,11 +136,12 @@ def matching_providers_online(session: Session, config: ApiConfig, job: Job, now
         .correlate(Provider)
         .scalar_subquery()
     )
-    return session.exec(
+    count = session.execute(
         select(func.count(col(Provider.id))).where(
             col(Provider.last_heartbeat_at) >= online_since, fitting >= job.gpu_count
         )
-    ).one()
+    ).scalar_one()
+    return int(count)
 
 
 # How long the matching-provider count of a queued job's resource shape may be reused.
@@ -163,7 +170,9 @@ class MatchingCache:
         self._entries: dict[tuple[int, int, int], tuple[datetime, float, int]] = {}
         self._lock = threading.Lock()
 
-    def matching(self, session: Session, config: ApiConfig, job: Job, now: datetime) -> int:
+    def matching(
+        self, session: Session | Connection, config: ApiConfig, job: JobLike, now: datetime
+    ) -> int:
         key = (job.gpu_count, job.gpu_memory_mb, config.provider_online_s)
         with self._lock:
             hit = self._entries.get(key)
@@ -180,9 +189,26 @@ class MatchingCache:
         return count
 
 
+_STATUS_COLUMNS = (
+    "id",
+    "job_id",
+    "status",
+    "progress",
+    "progress_message",
+    "attempts",
+    "failures",
+    "last_error",
+    "gpu_count",
+    "gpu_memory_mb",
+    "current_lease_id",
+    "created_at",
+    "updated_at",
+)
+
+
 @functools.cache
 def _status_statement(with_escrow: bool) -> Any:
-    """The owner's job (its large JSON columns deferred), how many queued jobs go before it
+    """The owner's job (the columns a status needs), how many queued jobs go before it
     when it is queued (FIFO by created_at, then id; the bulk of it an index-only range
     count on (status, created_at)), and whether its escrow is recorded. Built once: the
     statement is the same for every request, only its parameters change."""
@@ -207,11 +233,11 @@ def _status_statement(with_escrow: bool) -> Any:
     )
     ahead = case((col(Job.status) == "queued", earlier + same_time), else_=None)
     escrowed = exists().where(col(JobEscrow.job_id) == col(Job.id)) if with_escrow else false()
-    return (
-        select(Job, ahead, escrowed)
-        .options(defer(Job.spec), defer(Job.result))  # type: ignore[arg-type]
-        .where(col(Job.job_id) == bindparam("job_id"), col(Job.owner_id) == bindparam("owner"))
-    )
+    return sa_select(
+        *(getattr(Job, name) for name in _STATUS_COLUMNS),
+        ahead.label("ahead"),
+        escrowed.label("has_escrow"),
+    ).where(col(Job.job_id) == bindparam("job_id"), col(Job.owner_id) == bindparam("owner"))
 
 
 @functools.cache
@@ -224,7 +250,7 @@ def _lease_statement() -> Any:
 
 
 def job_status(
-    session: Session,
+    session: Session | Connection,
     config: ApiConfig,
     owner: User,
     job_id: str,
@@ -234,16 +260,16 @@ def job_status(
     """Where the owner's job stands and why. One query reads the job with its queue
     position (and whether its escrow is recorded, when claims need one); a leased job
     costs one more (its lease and provider); a queued job's matching-provider count comes
-    from `matching_cache` when given. Someone else's job reads as missing."""
-    row = session.exec(
+    from `matching_cache` when given. Someone else's job reads as missing. `session` may
+    be a plain connection: the reads need no ORM."""
+    job = session.execute(
         _status_statement(config.claim_requires_escrow),
-        params={"job_id": job_id, "owner": owner.id},
+        {"job_id": job_id, "owner": owner.id},
     ).first()
-    if row is None:
+    if job is None:
         raise NotFound(f"no job {job_id}")
-    job, ahead, has_escrow = row
     if job.status == "queued":
-        ahead = int(ahead or 0)
+        ahead = int(job.ahead or 0)
         if matching_cache is not None:
             matching = matching_cache.matching(session, config, job, now)
         else:
@@ -257,7 +283,7 @@ def job_status(
                 f"waiting in queue (position {ahead + 1}): {matching} matching "
                 f"provider{'s' if matching != 1 else ''} online, all busy"
             )
-        if config.claim_requires_escrow and not has_escrow:
+        if config.claim_requires_escrow and not job.has_escrow:
             # No worker is handed the job before its escrow is recorded.
             reason = (
                 "waiting for its escrow: lock the job's NTX and record the escrow "
@@ -267,9 +293,7 @@ def job_status(
             reason += f"; previous attempt: {job.last_error}"
         return JobStatus(job, reason, ahead + 1, matching, None)
     if job.status == "leased" and job.current_lease_id is not None:
-        lease_row = session.exec(
-            _lease_statement(), params={"lease_id": job.current_lease_id}
-        ).first()
+        lease_row = session.execute(_lease_statement(), {"lease_id": job.current_lease_id}).first()
         seen = (lease_row[0] or lease_row[1]) if lease_row else None
         key_id = lease_row[2] if lease_row else None
         who = key_id[:16] if key_id is not None else "unknown provider"

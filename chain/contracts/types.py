@@ -88,11 +88,13 @@ EscrowRedeemer = Union[Settle, Refund, Cancel]
 
 @dataclass(unsafe_hash=True)
 class Payout(PlutusData):
-    """Output `output_index` pays `address` exactly `amount` NTX."""
+    """Output `output_index` carries exactly `amount` NTX. Its address is not named here:
+    the oracle quorum that signs the transaction chooses the outputs anyway, so the script
+    could only compare two values set by the same signers; auditors check payout addresses
+    against the attestations (bound by the batch's Merkle root)."""
 
     CONSTR_ID = 0
     output_index: int
-    address: Address
     amount: int
 
 

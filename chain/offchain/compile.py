@@ -217,6 +217,7 @@ def sources_digest() -> str:
     this is unchanged."""
     h = hashlib.blake2b(digest_size=16)
     h.update(opshin_version.encode())
+    h.update(repr(TRACE_COMPILER_CONFIG).encode())
     for path in sorted(CONTRACTS_DIR.glob("*.py")):
         h.update(path.name.encode())
         h.update(path.read_bytes())

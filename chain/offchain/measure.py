@@ -225,7 +225,7 @@ def _build(
     pay = PAY if refunds else BUDGET
     for e in escrows:
         outputs.append(TransactionOutput(e.provider, _ntx_value(PAYOUT_LOVELACE, pay)))
-        payout = t.Payout(len(outputs) - 1, _ledger_address(e.provider), pay)
+        payout = t.Payout(len(outputs) - 1, pay)
         # The contract always wants the escrow's ADA remainder back; with refunds it also
         # carries the unspent NTX.
         rest = TransactionOutput(

@@ -205,6 +205,23 @@ def test_cosigner_refuses_a_batch_that_pays_otherwise(quorum, tmp_path: Path) ->
     tampered = _unsigned(builder, inflated, signers)
     with pytest.raises(QuorumRefusal, match="payout differs"):
         cosigner.review(tampered[0].tx_cbor, tampered[1])
+    # The same amounts, each paid to another attestation's address: the batch script
+    # accepts that (payees are the quorum's choice), so each co-signer checks the outputs.
+    redirected = [
+        Claim(
+            c.attestation_id,
+            c.escrow,
+            c.leaf_hash,
+            c.cose,
+            c.amount,
+            claims[(i + 1) % len(claims)].payout_address,
+        )
+        for i, c in enumerate(claims)
+    ]
+    assert all(r.payout_address != c.payout_address for r, c in zip(redirected, claims, strict=True))
+    tampered = _unsigned(builder, redirected, signers)
+    with pytest.raises(QuorumRefusal, match="does not pay it"):
+        cosigner.review(tampered[0].tx_cbor, tampered[1])
     # Not named as a required signer: nothing to sign.
     other = _unsigned(builder, claims, [scenario.oracle_pkhs[0], scenario.oracle_pkhs[2]])
     with pytest.raises(QuorumRefusal, match="not a required signer"):

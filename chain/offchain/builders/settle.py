@@ -36,7 +36,6 @@ from chain.offchain.builders.chain_time import ChainClock, tip_slot
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.errors import BuilderError, ScriptEvaluationError
 from chain.offchain.builders.onchain import (
-    address_data,
     address_from_data,
     escrow_datum_of,
     out_ref_text,
@@ -261,8 +260,8 @@ def plan_settle_batch(
             t.SettleEntry(
                 view.input_index(s.escrow.input),
                 [
-                    t.Payout(i, address_data(address), amount)
-                    for i, (address, amount) in zip(idx, s.payouts, strict=True)
+                    t.Payout(i, amount)
+                    for i, (_address, amount) in zip(idx, s.payouts, strict=True)
                 ],
                 rest_idx,
             )

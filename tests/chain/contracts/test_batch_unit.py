@@ -69,9 +69,7 @@ def test_entry_naming_a_non_escrow_input_fails(deployment, batch) -> None:  # ty
 def test_one_output_paying_two_escrows_fails(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
     b = make_batch(deployment, oracles, admins, 2)
     e = copy.deepcopy(b.entries)
-    # Both escrows owe the same provider the same amount: point both at one payout output.
-    same_provider = e[0].payouts[0].address
-    e[1].payouts[0].address = same_provider
+    # Both escrows owe the same amount: point both at one payout output.
     e[1].payouts[0].output_index = e[0].payouts[0].output_index
     assert not _run(deployment, b, e).ok
 
@@ -82,10 +80,29 @@ def test_swapped_payouts_fail(deployment, batch) -> None:  # type: ignore[no-unt
     assert not _run(deployment, batch, e).ok
 
 
-def test_payout_to_another_address_fails(deployment, batch) -> None:  # type: ignore[no-untyped-def]
+def test_payout_output_short_of_its_amount_fails(deployment, batch) -> None:  # type: ignore[no-untyped-def]
+    idx = batch.entries[0].payouts[0].output_index
+    o = batch.tx.outputs[idx]
+    batch.tx.outputs[idx] = out(o.address, ntx_value(1_200_000, 39))
+    assert not _run(deployment, batch).ok
+    # Or the redeemer claims less than the output carries: the amount must be exact.
+    batch.tx.outputs[idx] = o
     e = copy.deepcopy(batch.entries)
-    e[0].payouts[0].address = key_address(h28("mallory"))
+    e[0].payouts[0].amount -= 1
     assert not _run(deployment, batch, e).ok
+
+
+def test_payout_address_is_the_quorums_choice(deployment, oracles, batch) -> None:  # type: ignore[no-untyped-def]
+    """The redeemer names no payout address: the signing oracle quorum chooses the outputs
+    (a redeemer copy of the address would be written by the same signers). With the quorum
+    the script accepts any payee; without it, none. Auditors and co-signers check payees
+    against the attestations (tests/oracle, proofnet.audit)."""
+    idx = batch.entries[0].payouts[0].output_index
+    o = batch.tx.outputs[idx]
+    batch.tx.outputs[idx] = out(key_address(h28("mallory")), o.value)
+    assert _run(deployment, batch).ok
+    batch.tx.signatories = oracles[:1]
+    assert not _run(deployment, batch).ok
 
 
 def test_payouts_over_budget_fail(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]

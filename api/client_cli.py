@@ -1,0 +1,369 @@
+"""`proofnet job ...`: a submitter's command line, signing with a Cardano key file.
+
+    proofnet job submit SPEC.json --key-file K [--api-url U] [--lock] [--seal-with S]
+    proofnet job status JOB_ID | logs JOB_ID [--follow] | cancel JOB_ID
+    proofnet job results JOB_ID [--out DIR] [--decrypt-with S]
+    proofnet job refund JOB_ID
+
+Signing in is a CIP-8 signature by the key file's payment key (what a browser wallet's
+`signData` makes); the session token is cached per API URL and address in a 0600 file under
+`~/.proofnet/sessions/`. Transactions (escrow lock, refund) are built by the API and signed
+here with the key file: the key never leaves this machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from pycardano import (
+    Address,
+    Network,
+    PaymentSigningKey,
+    Transaction,
+    TransactionWitnessSet,
+    VerificationKeyWitness,
+)
+from pycardano.cip import cip8
+
+from proofnet.messages.result_paths import ResultNameError, check_result_name
+from proofnet.messages.sealing import (
+    SealingError,
+    generate_sealing_key,
+    is_sealed,
+    load_sealing_key,
+    open_sealed,
+    public_key_hex,
+    sealing_key_message,
+)
+
+SHA256_HEADER = "X-Content-SHA256"
+
+
+class JobCliError(Exception):
+    """A request failed or its answer does not check out; the message says why."""
+
+
+@dataclass(frozen=True)
+class SavedResult:
+    name: str
+    path: Path
+    sha256: str  # of the bytes stored (the ciphertext of a sealed result)
+    sealed: bool
+
+
+def load_payment_key(path: Path) -> PaymentSigningKey:
+    try:
+        key = PaymentSigningKey.load(str(path))
+    except Exception as e:  # pycardano raises assorted errors for bad files
+        raise JobCliError(f"{path} is not a payment signing key file: {e}") from e
+    return key
+
+
+class JobClient:
+    """The API calls of a submitter holding `key`; `http` may be any httpx.Client."""
+
+    def __init__(
+        self,
+        api_url: str,
+        key: PaymentSigningKey,
+        *,
+        network: Network = Network.TESTNET,
+        http: httpx.Client | None = None,
+        token_cache: Path | None = None,
+    ) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.key = key
+        self.network = network
+        self.http = http or httpx.Client(timeout=60)
+        self.address = str(Address(key.to_verification_key().hash(), network=network))
+        self.token_cache = token_cache
+        self._token: str | None = None
+
+    # --- session ----------------------------------------------------------------------
+
+    def _url(self, path: str) -> str:
+        return f"{self.api_url}/api/v1{path}"
+
+    def _sign(self, message: str) -> dict[str, str]:
+        signed = cip8.sign(message, self.key, attach_cose_key=True, network=self.network)
+        assert isinstance(signed, dict)
+        return {"signature": signed["signature"], "key": signed["key"]}
+
+    def _cached(self) -> str | None:
+        if self.token_cache is None or not self.token_cache.exists():
+            return None
+        try:
+            saved = json.loads(self.token_cache.read_text())
+        except (OSError, ValueError):
+            return None
+        if saved.get("address") != self.address or saved.get("api_url") != self.api_url:
+            return None
+        return str(saved["token"]) if saved.get("token") else None
+
+    def _save(self, token: str) -> None:
+        if self.token_cache is None:
+            return
+        self.token_cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = self.token_cache.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"api_url": self.api_url, "address": self.address, "token": token}, f)
+        os.replace(tmp, self.token_cache)
+
+    def sign_in(self) -> str:
+        challenge = self._call(
+            "POST", "/auth/challenge", json={"address": self.address}, auth=False
+        )
+        verified = self._call(
+            "POST",
+            "/auth/verify",
+            json={
+                "address": self.address,
+                "nonce": challenge["nonce"],
+                **self._sign(challenge["message"]),
+            },
+            auth=False,
+        )
+        self._token = str(verified["access_token"])
+        self._save(self._token)
+        return self._token
+
+    def _headers(self) -> dict[str, str]:
+        token = self._token or self._cached() or self.sign_in()
+        self._token = token
+        return {"Authorization": f"Bearer {token}"}
+
+    def _request(self, method: str, path: str, *, auth: bool = True, **kw: Any) -> httpx.Response:
+        for attempt in (0, 1):
+            headers = self._headers() if auth else {}
+            try:
+                response = self.http.request(method, self._url(path), headers=headers, **kw)
+            except httpx.HTTPError as e:
+                raise JobCliError(f"cannot reach the API at {self.api_url}: {e}") from e
+            if response.status_code == 401 and auth and attempt == 0:
+                self._token = None  # expired or revoked: sign in again once
+                self.sign_in()
+                continue
+            return response
+        return response
+
+    def _call(self, method: str, path: str, *, auth: bool = True, **kw: Any) -> Any:
+        response = self._request(method, path, auth=auth, **kw)
+        if response.status_code >= 400:
+            try:
+                detail = response.json().get("detail", response.text)
+            except ValueError:
+                detail = response.text
+            raise JobCliError(f"{method} {path}: HTTP {response.status_code}: {detail}")
+        return None if response.status_code == 204 else response.json()
+
+    # --- jobs -------------------------------------------------------------------------
+
+    def submit(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._call("POST", "/jobs", json={"spec": spec}))
+
+    def status(self, job_id: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"/jobs/{job_id}"))
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        return dict(self._call("POST", f"/jobs/{job_id}/cancel"))
+
+    def logs(self, job_id: str, after: int = 0) -> dict[str, Any]:
+        return dict(self._call("GET", f"/jobs/{job_id}/logs", params={"after": after}))
+
+    def register_sealing_key(self, private_key: bytes) -> dict[str, Any]:
+        public = public_key_hex(private_key)
+        body = self._sign(sealing_key_message(public))
+        return dict(self._call("PUT", "/users/me/sealing-key", json=body))
+
+    def results(
+        self, job_id: str, out_dir: Path, *, decrypt_with: bytes | None = None
+    ) -> list[SavedResult]:
+        """Download every result, check its SHA-256, and open sealed ones with the key."""
+        saved = []
+        for row in self._call("GET", f"/jobs/{job_id}/results"):
+            name = str(row["name"])
+            try:
+                check_result_name(name)  # never write outside out_dir
+            except ResultNameError as e:
+                raise JobCliError(f"the API named a result {name!r}: {e}") from e
+            response = self._request("GET", f"/jobs/{job_id}/results/{name}")
+            if response.status_code != 200:
+                raise JobCliError(f"cannot download {name}: HTTP {response.status_code}")
+            data = response.content
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != row["sha256"]:
+                raise JobCliError(f"{name}: downloaded bytes hash to {digest}, not {row['sha256']}")
+            sealed = is_sealed(data)
+            if sealed:
+                if decrypt_with is None:
+                    raise JobCliError(f"{name} is sealed: pass --decrypt-with SEALING_KEY")
+                try:
+                    data = open_sealed(data, private_key=decrypt_with, name=name).data
+                except SealingError as e:
+                    raise JobCliError(f"{name}: {e}") from e
+            path = out_dir / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            saved.append(SavedResult(name=name, path=path, sha256=digest, sealed=sealed))
+        return saved
+
+    # --- transactions -------------------------------------------------------------------
+
+    def _sign_tx(self, tx_cbor: str) -> str:
+        tx = Transaction.from_cbor(bytes.fromhex(tx_cbor))
+        body_hash = tx.transaction_body.hash()
+        witness = VerificationKeyWitness(self.key.to_verification_key(), self.key.sign(body_hash))
+        return str(TransactionWitnessSet(vkey_witnesses=[witness]).to_cbor_hex())
+
+    def lock(self, job_id: str) -> dict[str, Any]:
+        built = self._call("POST", f"/jobs/{job_id}/escrow/build", json={})
+        witness = self._sign_tx(built["tx_cbor"])
+        return dict(
+            self._call(
+                "POST",
+                f"/jobs/{job_id}/escrow/submit",
+                json={"tx_cbor": built["tx_cbor"], "witness_set": witness},
+            )
+        )
+
+    def refund(self, job_id: str) -> dict[str, Any]:
+        built = self._call("POST", f"/jobs/{job_id}/escrow/refund/build", json={})
+        witness = self._sign_tx(built["tx_cbor"])
+        return dict(
+            self._call(
+                "POST",
+                f"/jobs/{job_id}/escrow/refund/submit",
+                json={"tx_cbor": built["tx_cbor"], "witness_set": witness},
+            )
+        )
+
+
+# --- the Typer app ------------------------------------------------------------------------
+
+app = typer.Typer(help="Submit and follow jobs with a Cardano key file.", no_args_is_help=True)
+
+KeyFile = Annotated[Path, typer.Option("--key-file", help="payment .skey file", exists=True)]
+ApiUrl = Annotated[str | None, typer.Option("--api-url", help="API base URL")]
+
+
+def _client(key_file: Path, api_url: str | None) -> JobClient:
+    from proofnet.settings import build_settings
+
+    settings = build_settings()
+    url = api_url or settings.api_url
+    network = Network.MAINNET if settings.network == "mainnet" else Network.TESTNET
+    key = _run(lambda: load_payment_key(key_file))
+    tag = hashlib.sha256(f"{url}|{key.to_verification_key().hash()}".encode()).hexdigest()[:16]
+    cache = Path.home() / ".proofnet" / "sessions" / f"{tag}.json"
+    return JobClient(url, key, network=network, token_cache=cache)
+
+
+def _print(obj: Any) -> None:
+    typer.echo(json.dumps(obj, indent=2, default=str))
+
+
+def _run(fn: Any) -> Any:
+    try:
+        return fn()
+    except (JobCliError, SealingError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from e
+
+
+@app.command()
+def submit(
+    spec_file: Path,
+    key_file: KeyFile,
+    api_url: ApiUrl = None,
+    lock: Annotated[bool, typer.Option("--lock", help="lock the escrow now")] = False,
+    seal_with: Annotated[
+        Path | None, typer.Option("--seal-with", help="X25519 key file; created if missing")
+    ] = None,
+) -> None:
+    """Post SPEC.json (optionally sealing results to a key, and locking the escrow)."""
+    client = _client(key_file, api_url)
+
+    def go() -> dict[str, Any]:
+        try:
+            spec = json.loads(spec_file.read_text())
+        except (OSError, ValueError) as e:
+            raise JobCliError(f"cannot read the job spec {spec_file}: {e}") from e
+        if seal_with is not None:
+            key = load_sealing_key(seal_with) if seal_with.exists() else None
+            client.register_sealing_key(key or generate_sealing_key(seal_with))
+        out = {"job": client.submit(spec)}
+        if lock:
+            out["escrow"] = client.lock(str(out["job"]["job_id"]))
+        return out
+
+    _print(_run(go))
+
+
+@app.command()
+def status(job_id: str, key_file: KeyFile, api_url: ApiUrl = None) -> None:
+    _print(_run(lambda: _client(key_file, api_url).status(job_id)))
+
+
+@app.command()
+def logs(
+    job_id: str,
+    key_file: KeyFile,
+    api_url: ApiUrl = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
+) -> None:
+    client = _client(key_file, api_url)
+    after = 0
+    while True:
+        page = _run(lambda start=after: client.logs(job_id, start))
+        for line in page["lines"]:
+            typer.echo(f"{line['at']} [{line['stream']}] {line['text']}")
+        after = int(page["next_after"])
+        if not follow:
+            return
+        if not page["lines"]:
+            if _run(lambda: client.status(job_id)).get("status") in {
+                "completed",
+                "failed",
+                "cancelled",
+            }:
+                return
+            time.sleep(2)
+
+
+@app.command()
+def results(
+    job_id: str,
+    key_file: KeyFile,
+    api_url: ApiUrl = None,
+    out: Annotated[Path, typer.Option("--out")] = Path("."),
+    decrypt_with: Annotated[Path | None, typer.Option("--decrypt-with")] = None,
+) -> None:
+    """Download the results, verify their SHA-256, and open sealed ones."""
+    client = _client(key_file, api_url)
+
+    def go() -> list[SavedResult]:
+        key = None if decrypt_with is None else load_sealing_key(decrypt_with)
+        return client.results(job_id, out, decrypt_with=key)
+
+    for r in _run(go):
+        typer.echo(f"{r.path}  sha256 {r.sha256}{'  (sealed, opened)' if r.sealed else ''}")
+
+
+@app.command()
+def cancel(job_id: str, key_file: KeyFile, api_url: ApiUrl = None) -> None:
+    _print(_run(lambda: _client(key_file, api_url).cancel(job_id)))
+
+
+@app.command()
+def refund(job_id: str, key_file: KeyFile, api_url: ApiUrl = None) -> None:
+    """Take the escrow back after its deadline (the key file pays the fee)."""
+    _print(_run(lambda: _client(key_file, api_url).refund(job_id)))

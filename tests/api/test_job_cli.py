@@ -1,0 +1,90 @@
+"""The submitter's key-file client (`proofnet job`) and the refund endpoints' refusals.
+
+The on-chain lock/refund round trip needs a deployed devnet; here the client runs against
+the API in-process and the refund endpoints are checked for their clear 4xx answers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from api_support import Wallet, job_spec
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from api.client_cli import JobClient, JobCliError, app, load_payment_key
+
+
+def _cli(client: TestClient, wallet: Wallet, cache: Path) -> JobClient:
+    return JobClient("http://testserver", wallet.signing_key, http=client, token_cache=cache)
+
+
+def test_submit_status_logs_cancel_and_the_cached_session(
+    client: TestClient, approved: tuple[Wallet, dict[str, str]], tmp_path: Path
+) -> None:
+    wallet, _ = approved
+    cache = tmp_path / "sessions" / "s.json"
+    cli = _cli(client, wallet, cache)
+    posted = cli.submit(job_spec(gpus=0))
+    job_id = posted["job_id"]
+    assert cli.status(job_id)["status"] == "queued"
+    assert cli.logs(job_id) == {"lines": [], "next_after": 0}
+
+    # The token is cached 0600 and reused: a second client signs in no more.
+    assert cache.stat().st_mode & 0o777 == 0o600
+    saved = json.loads(cache.read_text())
+    assert saved["address"] == wallet.address
+    again = _cli(client, wallet, cache)
+    assert again._headers() == {"Authorization": f"Bearer {saved['token']}"}
+    # A stale cached token is replaced by signing in again, once.
+    cache.write_text(json.dumps({**saved, "token": "stale"}))
+    third = _cli(client, wallet, cache)
+    assert third.status(job_id)["job_id"] == job_id
+    assert json.loads(cache.read_text())["token"] not in {"stale", saved["token"]}
+
+    assert cli.cancel(job_id)["status"] == "cancelled"
+    with pytest.raises(JobCliError, match="HTTP 4"):
+        cli.cancel(job_id)
+
+
+def test_unapproved_submitter_gets_a_clear_error(client: TestClient, tmp_path: Path) -> None:
+    cli = _cli(client, Wallet(), tmp_path / "s.json")
+    with pytest.raises(JobCliError, match="HTTP 403"):
+        cli.submit(job_spec(gpus=0))
+
+
+def test_refund_refusals(
+    client: TestClient, approved: tuple[Wallet, dict[str, str]], tmp_path: Path
+) -> None:
+    wallet, headers = approved
+    cli = _cli(client, wallet, tmp_path / "s.json")
+    job_id = cli.submit(job_spec(gpus=0))["job_id"]
+    # No deployment configured: the API says so (503), it does not crash.
+    unconfigured = client.post(
+        f"/api/v1/jobs/{job_id}/escrow/refund/build", json={}, headers=headers
+    )
+    assert unconfigured.status_code == 503, unconfigured.text
+    client.app.state.deployment = object()  # type: ignore[attr-defined]
+    client.app.state.chain_context = object()  # type: ignore[attr-defined]
+    missing = client.post(f"/api/v1/jobs/{job_id}/escrow/refund/build", json={}, headers=headers)
+    assert missing.status_code == 404 and "no recorded escrow" in missing.json()["detail"]
+    with pytest.raises(JobCliError, match="no recorded escrow"):
+        cli.refund(job_id)
+    other = client.post(
+        "/api/v1/jobs/" + "0" * 64 + "/escrow/refund/build", json={}, headers=headers
+    )
+    assert other.status_code == 404
+
+
+def test_key_file_cli_reports_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.skey"
+    bad.write_text("not a key")
+    with pytest.raises(JobCliError, match="not a payment signing key"):
+        load_payment_key(bad)
+    result = CliRunner().invoke(
+        app, ["status", "x", "--key-file", str(bad), "--api-url", "http://127.0.0.1:9"]
+    )
+    assert result.exit_code == 1
+    assert "error:" in result.output and "not a payment signing key" in result.output

@@ -1,0 +1,172 @@
+"""S3BlobStore against a real S3-compatible HTTP server (moto in server mode, on loopback)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import httpx
+import pytest
+
+from api.storage import BlobMissing, DigestMismatch, LocalBlobStore, StorageError, blob_store_for
+from api.storage_s3 import S3BlobStore
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def s3_url() -> Iterator[str]:
+    port = _free_port()
+    server = Path(sys.executable).with_name("moto_server")
+    assert server.exists(), f"moto_server is not installed next to {sys.executable}"
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    proc = subprocess.Popen(
+        [str(server), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(url + "/moto-api/", timeout=1)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("moto_server did not start") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _store(url: str, bucket: str, **kw: object) -> S3BlobStore:
+    client = boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+    client.create_bucket(Bucket=bucket)
+    return S3BlobStore(
+        bucket,
+        endpoint_url=url,
+        region="us-east-1",
+        access_key="test",
+        secret_key="test",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_put_get_roundtrip_is_content_addressed(s3_url: str) -> None:
+    store = _store(s3_url, "roundtrip", prefix="proofnet")
+    data = b"model weights " * 1000
+    ref = store.put([data[:5], data[5:]])
+    assert ref.sha256 == hashlib.sha256(data).hexdigest() and ref.size == len(data)
+    assert store.exists(ref.sha256) and store.size(ref.sha256) == len(data)
+    assert store.read_bytes(ref.sha256) == data
+    # The object key is the hash, under the prefix: what an operator sees in the bucket.
+    keys = [o["Key"] for o in store.client.list_objects_v2(Bucket="roundtrip")["Contents"]]
+    assert keys == [f"proofnet/blobs/{ref.sha256}"]
+    # Same content again: same name, still one object.
+    assert store.put_bytes(data, expected_sha256=ref.sha256) == ref
+    assert store.client.list_objects_v2(Bucket="roundtrip")["KeyCount"] == 1
+
+
+def test_declared_digest_is_verified(s3_url: str) -> None:
+    store = _store(s3_url, "verify")
+    wrong = hashlib.sha256(b"other").hexdigest()
+    with pytest.raises(DigestMismatch):
+        store.put_bytes(b"payload", expected_sha256=wrong)
+    assert not store.exists(wrong)
+    assert store.client.list_objects_v2(Bucket="verify")["KeyCount"] == 0
+    with pytest.raises(ValueError):
+        store.put_bytes(b"payload", expected_sha256="not-hex")
+
+
+def test_missing_blob(s3_url: str) -> None:
+    store = _store(s3_url, "missing")
+    absent = hashlib.sha256(b"absent").hexdigest()
+    assert not store.exists(absent)
+    with pytest.raises(BlobMissing):
+        store.open_chunks(absent)
+    with pytest.raises(BlobMissing):
+        store.size(absent)
+
+
+def test_large_blob_streams_by_multipart_and_leaves_no_temporary(s3_url: str) -> None:
+    store = _store(s3_url, "large", buffer_bytes=5 << 20)
+    chunk = os.urandom(1 << 20)
+    chunks = [chunk] * 19  # 19 MiB: three parts, the last one short
+    want = hashlib.sha256(b"".join(chunks)).hexdigest()
+    ref = store.put(iter(chunks), expected_sha256=want)
+    assert ref.sha256 == want and ref.size == 19 << 20
+    got = hashlib.sha256()
+    pieces = 0
+    for piece in store.open_chunks(want):
+        got.update(piece)
+        pieces += 1
+    assert got.hexdigest() == want and pieces > 1  # streamed, not one read
+    keys = [o["Key"] for o in store.client.list_objects_v2(Bucket="large")["Contents"]]
+    assert keys == [f"blobs/{want}"]
+    # A large upload that hashes otherwise is refused and its temporary object removed.
+    with pytest.raises(DigestMismatch):
+        store.put(iter(chunks[:7]), expected_sha256=want)
+    keys = [o["Key"] for o in store.client.list_objects_v2(Bucket="large")["Contents"]]
+    assert keys == [f"blobs/{want}"]
+    uploads = store.client.list_multipart_uploads(Bucket="large").get("Uploads", [])
+    assert uploads == []
+
+
+def test_unreachable_bucket_is_a_storage_error(s3_url: str) -> None:
+    store = S3BlobStore(
+        "no-such-bucket",
+        endpoint_url=s3_url,
+        region="us-east-1",
+        access_key="test",
+        secret_key="test",
+    )
+    with pytest.raises(StorageError):
+        store.put_bytes(b"x")
+
+
+class _Settings:
+    result_store = "s3"
+    result_store_s3_bucket = "from-settings"
+    result_store_s3_region = "us-east-1"
+    result_store_s3_access_key = "test"
+    result_store_s3_secret_key = "test"
+    result_store_s3_prefix = "p/"
+    result_store_s3_endpoint_url = ""
+
+
+def test_settings_select_the_store(s3_url: str, tmp_path: Path) -> None:
+    assert isinstance(blob_store_for(tmp_path), LocalBlobStore)
+    settings = _Settings()
+    settings.result_store_s3_endpoint_url = s3_url
+    _store(s3_url, "from-settings")
+    store = blob_store_for(tmp_path, settings)
+    assert isinstance(store, S3BlobStore) and store.prefix == "p/"
+    ref = store.put_bytes(b"hello")
+    assert store.read_bytes(ref.sha256) == b"hello"
+    settings.result_store = "ftp"
+    with pytest.raises(ValueError, match="local' or 's3"):
+        blob_store_for(tmp_path, settings)
+    settings.result_store, settings.result_store_s3_bucket = "s3", ""
+    with pytest.raises(ValueError, match="bucket"):
+        blob_store_for(tmp_path, settings)
