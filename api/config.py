@@ -35,6 +35,9 @@ class ApiConfig:
     # `proofnet api serve` always sets it; bare ApiConfig(...) leaves it off so queue tests
     # need no chain.
     claim_requires_escrow: bool = False
+    # After the last attempt's full duration, how long the oracles have to settle before
+    # the submitter may refund (part of every escrow's deadline).
+    settlement_window_s: int = 24 * 3600
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: object) -> ApiConfig:
@@ -48,11 +51,10 @@ class ApiConfig:
             "token_ttl_s": settings.api_token_ttl_s,
             "lease_ttl_s": settings.api_lease_ttl_s,
             "max_attempts": settings.api_job_max_attempts,
+            "settlement_window_s": settings.api_settlement_window_s,
             "claim_requires_escrow": True,
             "oracle_keys": tuple(
-                k.strip().lower()
-                for k in getattr(settings, "api_oracle_keys", "").split(",")
-                if k.strip()
+                k.strip().lower() for k in settings.api_oracle_keys.split(",") if k.strip()
             ),
         }
         values.update(overrides)
@@ -69,6 +71,7 @@ class ApiConfig:
             "token_ttl_s": self.token_ttl_s,
             "lease_ttl_s": self.lease_ttl_s,
             "max_attempts": self.max_attempts,
+            "settlement_window_s": self.settlement_window_s,
         }
         for name, value in positive.items():
             if value < 1:

@@ -55,6 +55,7 @@ class Settings(BaseSettings):
     api_token_ttl_s: int = 86_400
     api_lease_ttl_s: int = 120
     api_job_max_attempts: int = 3
+    api_settlement_window_s: int = 24 * 3600
     # Comma-separated Ed25519 public keys (hex) of oracles allowed to read the oracle feed.
     api_oracle_keys: str = ""
 

@@ -27,7 +27,6 @@ from proofnet.messages.jobspec import JobSpec
 
 # After its last possible attempt a job still needs time for the oracles to settle it;
 # past the deadline the submitter may take the escrow back.
-SETTLEMENT_WINDOW_MS = 24 * 3600 * 1000
 # What a transaction may cost before the API refuses to build it (a sanity bound, 50 ADA).
 MAX_FEE_LOVELACE = 50_000_000
 MAX_WALLET_UTXOS = 500
@@ -67,9 +66,12 @@ class SubmittedEscrowTx:
     recorded: JobEscrow | None
 
 
-def escrow_deadline_ms(chain_now_ms: int, spec: JobSpec, max_attempts: int) -> int:
+def escrow_deadline_ms(
+    chain_now_ms: int, spec: JobSpec, max_attempts: int, settlement_window_s: int
+) -> int:
     """Room for every attempt at the job's full duration, then the settlement window."""
-    return chain_now_ms + spec.resources.max_duration_s * 1000 * max_attempts + SETTLEMENT_WINDOW_MS
+    attempts_ms = spec.resources.max_duration_s * 1000 * max_attempts
+    return chain_now_ms + attempts_ms + settlement_window_s * 1000
 
 
 def _open_job(session: Session, owner: User, job_id: str) -> Job:
@@ -135,7 +137,7 @@ def build_escrow_tx(
     utxos = None if wallet_utxos is None else parse_wallet_utxos(wallet_utxos)
     try:
         now_ms = tip_posix_ms(context)
-        deadline = escrow_deadline_ms(now_ms, spec, config.max_attempts)
+        deadline = escrow_deadline_ms(now_ms, spec, config.max_attempts, config.settlement_window_s)
         unsigned = build_lock_unsigned(
             context,
             deployment,

@@ -23,7 +23,6 @@ from web_fixtures import EscrowWorld, escrow_world, witness_set_hex
 
 from api.config import ApiConfig
 from api.models import Job, JobEscrow
-from api.services.escrow_tx import SETTLEMENT_WINDOW_MS
 from api.services.users import add_senior
 from chain.contracts.types import EscrowDatum
 from chain.offchain.builders.chain_time import tip_posix_ms
@@ -94,11 +93,8 @@ def test_build_sign_submit_records_the_escrow(
     assert datum.deadline == body["deadline_ms"]
     # Room for three one-hour attempts plus the settlement window, counted from chain time.
     now = tip_posix_ms(world.world.context)
-    assert (
-        now + SETTLEMENT_WINDOW_MS
-        < body["deadline_ms"]
-        <= now + 3 * 3_600_000 + (SETTLEMENT_WINDOW_MS)
-    )
+    window_ms = ApiConfig.settlement_window_s * 1000
+    assert now + window_ms < body["deadline_ms"] <= now + 3 * 3_600_000 + window_ms
 
     submitted = api.post(
         f"{base}/submit",
