@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
@@ -41,7 +42,36 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         if "poolclass" not in kwargs:
             kwargs.setdefault("pool_size", POOL_SIZE)
             kwargs.setdefault("max_overflow", POOL_MAX_OVERFLOW)
+        engine = create_engine(url, pool_pre_ping=True, **kwargs)
+        if engine.dialect.driver == "psycopg":
+            engine.dialect.do_ping = _ping_outside_transaction  # type: ignore[method-assign]
+        return engine
     return create_engine(url, pool_pre_ping=True, **kwargs)
+
+
+def _ping_outside_transaction(dbapi_connection: Any) -> bool:
+    """The pre-ping on checkout as one empty query at the libpq level. The dialect's own
+    ping goes through a cursor, so psycopg first opens a transaction (BEGIN, then the
+    ping, then ROLLBACK when the connection goes back: three round trips, not one). A
+    dead connection still raises here, and the pool replaces it as before."""
+    from psycopg import OperationalError, pq
+
+    pgconn = dbapi_connection.pgconn
+    result = pgconn.exec_(b"")
+    if pgconn.status != pq.ConnStatus.OK or result.status == pq.ExecStatus.FATAL_ERROR:
+        raise OperationalError("the database connection is gone")
+    return True
+
+
+@contextmanager
+def read_connection(engine: Engine) -> Iterator[Connection]:
+    """A pooled connection for a few independent reads. On PostgreSQL it runs in
+    autocommit, so the reads cost no BEGIN and no ROLLBACK round trip; each statement
+    reads its own snapshot, which under READ COMMITTED (the default) it does anyway."""
+    with engine.connect() as conn:
+        if not is_sqlite(engine):
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+        yield conn
 
 
 def _configure_sqlite(engine: Engine) -> None:

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
+import anyio.to_thread
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
-from starlette.concurrency import run_in_threadpool
 
 from api.config import ApiConfig
-from api.db import open_session
+from api.db import open_session, read_connection
 from api.errors import Forbidden, Unauthorized
 from api.models import Provider, User, WorkerRequestNonce
-from api.services.auth import TokenCache, user_for_token
+from api.services.auth import TokenCache, cached_user_for_token, user_for_token
 from api.services.tokens import secret_hash
 from proofnet.messages.worker_auth import (
     WorkerAuthError,
@@ -66,6 +66,19 @@ CurrentUser = Annotated[User, Depends(get_current_user)]
 
 _token_cache_lock = threading.Lock()
 
+# The polled read paths (job status, balances, and the sign-in they share) run their
+# blocking part, their queries, on at most this many threads per process: on a few cores
+# more threads only contend for the GIL, and the connection pool (api.db.POOL_SIZE) keeps
+# this many connections open, so a burst does not open (and close) one per request.
+READ_THREADS = 8
+_read_limiter = anyio.CapacityLimiter(READ_THREADS)
+_T = TypeVar("_T")
+
+
+async def run_read(func: Callable[..., _T], *args: Any) -> _T:
+    """`func(*args)` on the thread pool, at most READ_THREADS at a time (see above)."""
+    return await anyio.to_thread.run_sync(func, *args, limiter=_read_limiter)
+
 
 def token_cache(request: Request) -> TokenCache:
     """This app's bearer token cache (`app.state.token_cache`), made on first use."""
@@ -81,13 +94,12 @@ def token_cache(request: Request) -> TokenCache:
 
 
 def _user_from_database(engine: Engine, token: str, now: datetime, cache: TokenCache) -> User:
-    with open_session(engine) as session:
-        return user_for_token(session, token, now, cache)
+    with read_connection(engine) as conn:
+        return cached_user_for_token(conn, token, now, cache)
 
 
 async def get_cached_user(
     request: Request,
-    now: NowDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> User:
     """The signed-in user, for hot read-only routes: a token validated in the last
@@ -102,10 +114,11 @@ async def get_cached_user(
         raise Unauthorized("sign in first: send 'Authorization: Bearer <token>'")
     cache = token_cache(request)
     token = credentials.credentials
+    now: datetime = request.app.state.clock()
     user = cache.get(secret_hash(token), now)
     if user is not None:
         return user
-    return await run_in_threadpool(_user_from_database, request.app.state.engine, token, now, cache)
+    return await run_read(_user_from_database, request.app.state.engine, token, now, cache)
 
 
 CachedUser = Annotated[User, Depends(get_cached_user)]

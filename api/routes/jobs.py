@@ -6,10 +6,10 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, status
 from sqlalchemy import Engine
-from starlette.concurrency import run_in_threadpool
 
 from api.config import ApiConfig
-from api.deps import CachedUser, ConfigDep, CurrentUser, NowDep, SessionDep
+from api.db import read_connection
+from api.deps import CachedUser, ConfigDep, CurrentUser, NowDep, SessionDep, run_read
 from api.models import User
 from api.schemas.job import JobCreate, JobPublic, JobsPublic, JobStatusPublic, job_public
 from api.services import jobs as service
@@ -67,7 +67,7 @@ def _status(
     now: datetime,
     cache: service.MatchingCache,
 ) -> JobStatusPublic:
-    with engine.connect() as conn:
+    with read_connection(engine) as conn:
         st = service.job_status(conn, config, user, job_id, now, cache)
     return JobStatusPublic(
         job_id=st.job.job_id,
@@ -85,15 +85,15 @@ def _status(
 
 
 @router.get("/{job_id}/status")
-async def job_status(
-    job_id: str, request: Request, user: CachedUser, config: ConfigDep, now: NowDep
-) -> JobStatusPublic:
+async def job_status(job_id: str, request: Request, user: CachedUser) -> JobStatusPublic:
     """Where the job stands and why: what a queued job waits for (the count of matching
     providers online may be up to a second old)."""
     # Polled often: one thread hop and, for most jobs, one query; the sign-in is cached for
     # up to 5 s (`CachedUser`), the matching-provider count per resource shape for 1 s.
-    return await run_in_threadpool(
-        _status, request.app.state.engine, config, user, job_id, now, _matching_cache(request)
+    # Config and clock come straight from app.state: each dependency costs FastAPI time.
+    state = request.app.state
+    return await run_read(
+        _status, state.engine, state.config, user, job_id, state.clock(), _matching_cache(request)
     )
 
 

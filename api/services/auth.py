@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import Connection, bindparam, update
+from sqlalchemy import select as sa_select
 from sqlalchemy.orm import make_transient_to_detached
 from sqlmodel import Session, col, select
 
@@ -193,13 +194,15 @@ class TokenCache:
             return None
         if expires_at <= now:
             raise Unauthorized("bearer token expired; sign in again")
-        user = User(**values)
-        make_transient_to_detached(user)
-        return user
+        return _detached_user(values)
 
     def put(self, token_hash: str, user: User, expires_at: datetime) -> None:
+        self.put_values(
+            token_hash, {name: getattr(user, name) for name in User.model_fields}, expires_at
+        )
+
+    def put_values(self, token_hash: str, values: dict[str, Any], expires_at: datetime) -> None:
         now = self.clock()
-        values = {name: getattr(user, name) for name in User.model_fields}
         with self._lock:
             revoked = self._revoked.get(token_hash)
             if revoked is not None and now - revoked < self.ttl_s:
@@ -220,6 +223,13 @@ class TokenCache:
 
 # Every live cache in this process, so a logout evicts the token wherever it is cached.
 _token_caches: weakref.WeakSet[TokenCache] = weakref.WeakSet()
+
+
+def _detached_user(values: dict[str, Any]) -> User:
+    """A `User` from its column values, detached (as if loaded by a closed session)."""
+    user = User(**values)
+    make_transient_to_detached(user)
+    return user
 
 
 @functools.cache
@@ -254,6 +264,37 @@ def user_for_token(
     if cache is not None:
         cache.put(token_hash, user, expires_at)
     return user
+
+
+@functools.cache
+def _token_columns_statement() -> Any:
+    """`_token_statement` as plain columns, for a connection without the ORM."""
+    return (
+        sa_select(
+            *(getattr(User, name) for name in User.model_fields),
+            col(ApiToken.expires_at).label("token_expires_at"),
+            col(ApiToken.revoked_at).label("token_revoked_at"),
+        )
+        .join(ApiToken, col(ApiToken.user_id) == col(User.id))
+        .where(col(ApiToken.token_hash) == bindparam("token_hash"))
+    )
+
+
+def cached_user_for_token(conn: Connection, token: str, now: datetime, cache: TokenCache) -> User:
+    """`user_for_token` through `cache`, reading a miss over a plain connection (no ORM
+    session: the polled routes only need who the caller is). Returns a detached user."""
+    token_hash = secret_hash(token)
+    cached = cache.get(token_hash, now)
+    if cached is not None:
+        return cached
+    row = conn.execute(_token_columns_statement(), {"token_hash": token_hash}).first()
+    if row is None or row.token_revoked_at is not None:
+        raise Unauthorized("invalid bearer token")
+    if row.token_expires_at <= now:
+        raise Unauthorized("bearer token expired; sign in again")
+    values = {name: row._mapping[name] for name in User.model_fields}
+    cache.put_values(token_hash, values, row.token_expires_at)
+    return _detached_user(values)
 
 
 def revoke_token(session: Session, token: str, now: datetime) -> None:

@@ -28,7 +28,8 @@ from typing import Any, Protocol
 
 import httpx
 from pycardano import Address
-from sqlalchemy import Integer, bindparam, func
+from sqlalchemy import Connection, Integer, bindparam, func
+from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from api.errors import BadRequest, Forbidden
@@ -266,6 +267,9 @@ class Target:
     stake_hash: str | None
 
 
+# Decoding bech32 costs more than the rest of a cached balance read, and pollers send the
+# same few addresses again and again: both parses are pure, so their answers are kept.
+@functools.lru_cache(maxsize=65_536)
 def parse_target(text: str, network: str) -> Target:
     try:
         address = Address.from_primitive(text)
@@ -281,6 +285,7 @@ def parse_target(text: str, network: str) -> Target:
     return Target(text, "stake" if payment is None else "address", payment, stake_hash)
 
 
+@functools.lru_cache(maxsize=65_536)
 def _stake_hash(address: str) -> str | None:
     try:
         part = Address.from_primitive(address).staking_part
@@ -299,13 +304,13 @@ def authorize(user: User, target: Target) -> None:
     raise Forbidden("balances are private: sign in with the wallet that owns this address")
 
 
-def known_addresses(session: Session, user: User, target: Target) -> list[str]:
+def known_addresses(session: Session | Connection, user: User, target: Target) -> list[str]:
     """The addresses a balance covers. A stake address covers every address the API knows
     with that stake credential (the devnet does not serve Blockfrost's account addresses)."""
     if target.kind == "address":
         return [target.text]
     found = {user.address} if _stake_hash(user.address) == target.stake_hash else set()
-    for address in session.exec(select(Provider.payout_address).distinct()).all():
+    for address in session.execute(select(Provider.payout_address).distinct()).scalars():
         if _stake_hash(address) == target.stake_hash:
             found.add(address)
     return sorted(found)
@@ -364,7 +369,15 @@ def _statements() -> _Statements:
     return _Statements(
         # The latest payouts and the sum of all of them in one query (the window sum is
         # taken over every matching row, before the limit).
-        payouts=select(Payout, Job.job_id, func.sum(Payout.amount).over())
+        payouts=sa_select(
+            col(Payout.job_id).label("job_pk"),
+            col(Job.job_id).label("job_ref"),
+            col(Payout.payout_address),
+            col(Payout.amount),
+            col(Payout.tx_hash),
+            col(Payout.confirmed_at),
+            func.sum(Payout.amount).over().label("earned"),
+        )
         .join(Job, col(Job.id) == col(Payout.job_id))
         .where(col(Payout.payout_address).in_(addresses))
         .order_by(col(Payout.confirmed_at).desc(), col(Payout.id).desc())
@@ -401,10 +414,12 @@ def _available(lookups: CachedLookups, addresses: Sequence[str]) -> Amount:
     return Amount(lovelace, ntx)
 
 
-def _in_escrow(session: Session, lookups: CachedLookups, owner_ids: Sequence[int]) -> Amount:
+def _in_escrow(
+    session: Session | Connection, lookups: CachedLookups, owner_ids: Sequence[int]
+) -> Amount:
     if not owner_ids:
         return Amount(None, 0)
-    rows = session.exec(_statements().escrows, params={"owners": list(owner_ids)}).all()
+    rows = session.execute(_statements().escrows, {"owners": list(owner_ids)}).all()
     total, unknown = 0, 0
     for tx_id, index, budget in rows:
         try:
@@ -421,11 +436,11 @@ def _in_escrow(session: Session, lookups: CachedLookups, owner_ids: Sequence[int
 
 
 def _pending(
-    session: Session, lookups: CachedLookups, addresses: Sequence[str], paid: set[int]
+    session: Session | Connection, lookups: CachedLookups, addresses: Sequence[str], paid: set[int]
 ) -> Amount:
-    jobs = session.exec(
+    jobs = session.execute(
         _statements().completed_jobs,
-        params={"addresses": list(addresses), "limit": MAX_PENDING_JOBS + len(paid)},
+        {"addresses": list(addresses), "limit": MAX_PENDING_JOBS + len(paid)},
     ).all()
     unpaid = [job_id for jid, job_id in jobs if jid not in paid][:MAX_PENDING_JOBS]
     total = 0
@@ -456,7 +471,7 @@ def cached_balance(
 
 
 def balance(
-    session: Session,
+    session: Session | Connection,
     lookups: CachedLookups,
     user: User,
     target_text: str,
@@ -473,20 +488,22 @@ def balance(
     if addresses == [user.address]:  # the common case: your own address, no query needed
         owner_ids: list[int | None] = [user.id]
     else:
-        owner_ids = list(session.exec(select(User.id).where(col(User.address).in_(addresses))))
-    payout_rows = session.exec(_statements().payouts, params={"addresses": list(addresses)}).all()
-    earned_total = payout_rows[0][2] if payout_rows else 0
-    paid = {p.job_id for p, _, _ in payout_rows}
+        owner_ids = list(
+            session.execute(select(User.id).where(col(User.address).in_(addresses))).scalars()
+        )
+    payout_rows = session.execute(_statements().payouts, {"addresses": list(addresses)}).all()
+    earned_total = payout_rows[0].earned if payout_rows else 0
+    paid = {p.job_pk for p in payout_rows}
     payouts = tuple(
         PayoutView(
-            job_id=job_id,
+            job_id=p.job_ref,
             payout_address=p.payout_address,
             amount=p.amount,
             tx_hash=p.tx_hash,
             confirmed_at=p.confirmed_at,
             explorer=explorer_links(network, devnet_url, p.tx_hash),
         )
-        for p, job_id, _ in payout_rows
+        for p in payout_rows
     )
     result = Balance(
         target=target,

@@ -190,7 +190,6 @@ class MatchingCache:
 
 
 _STATUS_COLUMNS = (
-    "id",
     "job_id",
     "status",
     "progress",
@@ -201,7 +200,6 @@ _STATUS_COLUMNS = (
     "gpu_count",
     "gpu_memory_mb",
     "current_lease_id",
-    "created_at",
     "updated_at",
 )
 

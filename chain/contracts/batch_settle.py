@@ -109,10 +109,15 @@ def pay_all(
         rest_outs = drop_list(outs, refund_index - out_pos)
         rest: TxOut = head_list(rest_outs)
         assert rest.address == submitter, "remainder must go to the submitter's full address"
-        rest_value = rest.value
+        rest_assets = rest.value.items()
         if ntx_left > 0:
-            assert rest_value[policy][name] >= ntx_left, "NTX remainder"
-        assert rest_value.items()[0][1].items()[0][1] >= ada_left, "ADA remainder"
+            # By position, as every value here: the NTX must be the first token.
+            rest_ntx = rest_assets[1]
+            rest_token = rest_ntx[1].items()[0]
+            assert rest_ntx[0] == policy and rest_token[0] == name and rest_token[1] >= ntx_left, (
+                "NTX remainder"
+            )
+        assert rest_assets[0][1].items()[0][1] >= ada_left, "ADA remainder"
         return tail_list(rest_outs)
     else:
         p: Payout = head_list(payouts)
@@ -122,8 +127,14 @@ def pay_all(
         o: TxOut = head_list(here)
         amount = p.amount
         assert amount > 0, "payout must be positive"
-        v = o.value
-        assert v[policy][name] == amount, "payout amount mismatch"
+        # By position (ADA first, then the lowest policy): the first token must be the NTX
+        # unit, in exactly `amount`; an output ordered otherwise is refused, never misread.
+        assets = o.value.items()
+        ntx = assets[1]
+        token = ntx[1].items()[0]
+        assert ntx[0] == policy and token[0] == name and token[1] == amount, (
+            "payout amount mismatch"
+        )
         return pay_all(
             tail_list(payouts),
             tail_list(here),
@@ -132,7 +143,7 @@ def pay_all(
             name,
             budget_left - amount,
             ntx_left - amount,
-            ada_left - v.items()[0][1].items()[0][1],
+            ada_left - assets[0][1].items()[0][1],
             refund_index,
             submitter,
         )

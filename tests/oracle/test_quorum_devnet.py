@@ -218,7 +218,9 @@ def test_cosigner_refuses_a_batch_that_pays_otherwise(quorum, tmp_path: Path) ->
         )
         for i, c in enumerate(claims)
     ]
-    assert all(r.payout_address != c.payout_address for r, c in zip(redirected, claims, strict=True))
+    assert all(
+        r.payout_address != c.payout_address for r, c in zip(redirected, claims, strict=True)
+    )
     tampered = _unsigned(builder, redirected, signers)
     with pytest.raises(QuorumRefusal, match="does not pay it"):
         cosigner.review(tampered[0].tx_cbor, tampered[1])

@@ -393,7 +393,7 @@ def test_attack_malformed_datum_is_refused_by_the_batch_but_stays_refundable(
     def name_bad_too(r: t.BatchSettle, view: A.IndexView) -> t.BatchSettle:
         entry = t.SettleEntry(
             view.input_index(bad.input),
-            [t.Payout(2, address_data(world.providers[1].address), 50)],
+            [t.Payout(2, 50)],
             3,
         )
         entries = sorted([*r.entries, entry], key=lambda e: e.input_index)
