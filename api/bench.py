@@ -1,11 +1,18 @@
 """`proofnet bench api`: the API on PostgreSQL under load from a second process.
 
 A fresh database is created on the server (PROOFNET_TEST_POSTGRES_URL or `postgres_url`),
-migrated, and filled with users, providers, jobs, tokens and payouts; uvicorn serves the app
-with several worker processes (uvloop + httptools); a separate load-generator process
-(raw asyncio HTTP/1.1 over keep-alive loopback connections, so the client costs little CPU)
+migrated, filled with users, providers, jobs, tokens and payouts, and vacuumed/analyzed (as
+autovacuum would soon after a bulk load); uvicorn serves the app with `workers` processes
+(uvloop + httptools, no access log); a separate load-generator process (raw asyncio HTTP/1.1
+over `concurrency` keep-alive loopback connections, closed loop: each connection sends its
+next request when the last response is complete, and latency runs from send to complete)
 reads job statuses and balances for a bounded number of requests or seconds, and reports
 requests/s and p50/p95/p99 latency per endpoint. The database is dropped afterwards.
+
+Other work on the machine competes for the same cores, so the report also gives the 1-minute
+load average before and after, and the CPU time per request of the API's processes, of the
+PostgreSQL backends serving them and of the load generator over the measured window: those
+do not depend on how busy the machine was.
 
 Balance reads make no chain call per request: chain and oracle lookups are cached per
 address for a short TTL (`api.services.balances.CachedLookups`); in this benchmark no chain
