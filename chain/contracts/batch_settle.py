@@ -8,11 +8,12 @@ settles all of them, O(number of escrows):
   input order; each names its payout outputs and its refund output, and all output indices
   used by the batch strictly increase, so no output counts for two obligations;
 - each escrow's datum trusts this batch script and this configuration, the escrow holds
-  only ADA and its NTX unit, each payout output carries its exact NTX amount, their sum is
-  within the budget, and the rest of the NTX and ADA goes to the submitter's full address;
-  payout addresses are not checked here: the signing oracle quorum chooses the outputs (a
-  redeemer copy of the address would be set by the same signers), and auditors check them
-  against the attestations the batch's Merkle root commits to;
+  only ADA and its NTX unit, each payout output (named by its index alone) carries a
+  positive NTX quantity as its first token, their sum is within the budget, and the rest of
+  the NTX and ADA goes to the submitter's full address; payout amounts and addresses are not
+  repeated in the redeemer: the signing oracle quorum chooses the outputs (a redeemer copy
+  would be set by the same signers), and auditors check them against the attestations the
+  batch's Merkle root commits to;
 - the transaction is valid only before every settled escrow's deadline.
 As a certifying script it lets anyone register the credential and asks the admin quorum
 for anything else (deregistration, delegation).
@@ -120,21 +121,18 @@ def pay_all(
         assert rest_assets[0][1].items()[0][1] >= ada_left, "ADA remainder"
         return tail_list(rest_outs)
     else:
-        p: Payout = head_list(payouts)
-        o_idx = p.output_index
+        o_idx: int = head_list(payouts)
         assert o_idx >= out_pos, "output indices must strictly increase"
         here = drop_list(outs, o_idx - out_pos)
         o: TxOut = head_list(here)
-        amount = p.amount
-        assert amount > 0, "payout must be positive"
         # By position (ADA first, then the lowest policy): the first token must be the NTX
-        # unit, in exactly `amount`; an output ordered otherwise is refused, never misread.
+        # unit; its quantity is the amount paid. An output ordered otherwise is refused,
+        # never misread.
         assets = o.value.items()
         ntx = assets[1]
         token = ntx[1].items()[0]
-        assert ntx[0] == policy and token[0] == name and token[1] == amount, (
-            "payout amount mismatch"
-        )
+        amount = token[1]
+        assert ntx[0] == policy and token[0] == name and amount > 0, "payout must pay NTX"
         return pay_all(
             tail_list(payouts),
             tail_list(here),

@@ -87,24 +87,18 @@ EscrowRedeemer = Union[Settle, Refund, Cancel]
 
 
 @dataclass(unsafe_hash=True)
-class Payout(PlutusData):
-    """Output `output_index` carries exactly `amount` NTX. Its address is not named here:
-    the oracle quorum that signs the transaction chooses the outputs anyway, so the script
-    could only compare two values set by the same signers; auditors check payout addresses
-    against the attestations (bound by the batch's Merkle root)."""
-
-    CONSTR_ID = 0
-    output_index: int
-    amount: int
-
-
-@dataclass(unsafe_hash=True)
 class SettleEntry(PlutusData):
-    """How escrow input `input_index` is settled."""
+    """How escrow input `input_index` is settled. Each payout is just an output index: the
+    output pays its NTX quantity (the first token, read by position). Neither amount nor
+    address is repeated here: the oracle quorum that signs the transaction chooses the
+    outputs and this redeemer alike, so a copy could only be compared with values set by
+    the same signers; auditors check payout outputs against the attestations (bound by the
+    batch's Merkle root)."""
 
     CONSTR_ID = 0
     input_index: int
-    payouts: List[Payout]
+    # Output indices of the payouts, each paying a positive NTX quantity.
+    payouts: List[int]
     refund_index: int
 
 

@@ -225,7 +225,7 @@ def _build(
     pay = PAY if refunds else BUDGET
     for e in escrows:
         outputs.append(TransactionOutput(e.provider, _ntx_value(PAYOUT_LOVELACE, pay)))
-        payout = t.Payout(len(outputs) - 1, pay)
+        payout = len(outputs) - 1
         # The contract always wants the escrow's ADA remainder back; with refunds it also
         # carries the unspent NTX.
         rest = TransactionOutput(

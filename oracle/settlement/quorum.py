@@ -9,8 +9,8 @@ witnesses.
 A co-signer trusts nothing it is sent. It re-verifies every attestation of the bundle with
 its own intake pipeline (its store, its chain view), decodes the transaction and checks that
 it pays exactly what the attestations claim: its escrow inputs are exactly the attested
-escrows, each redeemer entry pays the attested provider the attested amount in an output
-that holds exactly that, the rest of each escrow goes back to its submitter, the redeemer's
+escrows, each redeemer entry names one payout output, which pays the attested provider
+exactly the attested amount, the rest of each escrow goes back to its submitter, the redeemer's
 Merkle root is the bundle's, no NTX of an escrow goes anywhere else, and nothing is minted
 or certified. Only then does it return its VKey witness over the body.
 """
@@ -213,25 +213,24 @@ class CoSigner:
             escrow_ntx += held
             if len(entry.payouts) != 1:
                 raise QuorumRefusal(f"escrow {ref} must have exactly its one attested payout")
-            (payout,) = entry.payouts
-            if payout.amount != claim.amount:
-                raise QuorumRefusal(f"escrow {ref}: payout differs from its attestation")
-            # The redeemer names no address (the script cannot tell a right payee from a
-            # wrong one): the output itself must pay the attested address, checked here.
-            paid_out = _output(outputs, payout.output_index)
+            (payout_index,) = entry.payouts
+            # The redeemer names only the output (no address, no amount: the script cannot
+            # tell a right payee or amount from a wrong one): the output itself must pay the
+            # attested address the attested amount, checked here.
+            paid_out = _output(outputs, payout_index)
             if (
                 str(paid_out.address) != claim.payout_address
                 or _ntx(paid_out, policy, name) != claim.amount
                 or _token_count(paid_out) != 1
             ):
-                raise QuorumRefusal(f"escrow {ref}: output {payout.output_index} does not pay it")
+                raise QuorumRefusal(f"escrow {ref}: output {payout_index} does not pay it")
             refund = _output(outputs, entry.refund_index)
             submitter = address_from_data(datum.submitter, network)
             if refund.address != submitter or _ntx(refund, policy, name) != held - claim.amount:
                 raise QuorumRefusal(f"escrow {ref}: the remainder does not go to its submitter")
             if refund.amount.coin < output.amount.coin - paid_out.amount.coin:
                 raise QuorumRefusal(f"escrow {ref}: ADA of the escrow leaves elsewhere")
-            for i in (payout.output_index, entry.refund_index):
+            for i in (payout_index, entry.refund_index):
                 if i in used_outputs:
                     raise QuorumRefusal(f"output {i} serves two obligations")
                 used_outputs.add(i)

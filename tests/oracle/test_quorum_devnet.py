@@ -203,7 +203,7 @@ def test_cosigner_refuses_a_batch_that_pays_otherwise(quorum, tmp_path: Path) ->
         for c in claims
     ]
     tampered = _unsigned(builder, inflated, signers)
-    with pytest.raises(QuorumRefusal, match="payout differs"):
+    with pytest.raises(QuorumRefusal, match="does not pay it"):
         cosigner.review(tampered[0].tx_cbor, tampered[1])
     # The same amounts, each paid to another attestation's address: the batch script
     # accepts that (payees are the quorum's choice), so each co-signer checks the outputs.

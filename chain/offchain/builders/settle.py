@@ -259,7 +259,7 @@ def plan_settle_batch(
         entries = [
             t.SettleEntry(
                 view.input_index(s.escrow.input),
-                [t.Payout(i, amount) for i, (_address, amount) in zip(idx, s.payouts, strict=True)],
+                idx,
                 rest_idx,
             )
             for s, idx, rest_idx in layout

@@ -312,5 +312,5 @@ def make_batch(
         tx.outputs.append(out(prov, ntx_value(1_200_000, pay)))
         tx.outputs.append(out(d.submitter, ntx_value(escrow_lovelace - 1_200_000, budget - pay)))
         n_out = len(tx.outputs)
-        entries.append(T.SettleEntry(tx.input_index(r), [T.Payout(n_out - 2, pay)], n_out - 1))
+        entries.append(T.SettleEntry(tx.input_index(r), [n_out - 2], n_out - 1))
     return Batch(tx, escrows, entries, bh)

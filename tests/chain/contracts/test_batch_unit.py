@@ -70,7 +70,7 @@ def test_one_output_paying_two_escrows_fails(deployment, oracles, admins) -> Non
     b = make_batch(deployment, oracles, admins, 2)
     e = copy.deepcopy(b.entries)
     # Both escrows owe the same amount: point both at one payout output.
-    e[1].payouts[0].output_index = e[0].payouts[0].output_index
+    e[1].payouts[0] = e[0].payouts[0]
     assert not _run(deployment, b, e).ok
 
 
@@ -81,15 +81,20 @@ def test_swapped_payouts_fail(deployment, batch) -> None:  # type: ignore[no-unt
 
 
 def test_payout_output_short_of_its_amount_fails(deployment, batch) -> None:  # type: ignore[no-untyped-def]
-    idx = batch.entries[0].payouts[0].output_index
+    """The redeemer names only the payout output; what it pays is its NTX quantity. An
+    output paying less than the remainder accounts for leaves the remainder short; one
+    paying more than the budget allows is over budget."""
+    idx = batch.entries[0].payouts[0]
     o = batch.tx.outputs[idx]
     batch.tx.outputs[idx] = out(o.address, ntx_value(1_200_000, 39))
     assert not _run(deployment, batch).ok
-    # Or the redeemer claims less than the output carries: the amount must be exact.
+    batch.tx.outputs[idx] = out(o.address, ntx_value(1_200_000, 101))
+    assert not _run(deployment, batch).ok
+    # A payout output without the NTX unit as its first token pays nothing: refused.
+    batch.tx.outputs[idx] = out(o.address, ntx_value(1_200_000, 0))
+    assert not _run(deployment, batch).ok
     batch.tx.outputs[idx] = o
-    e = copy.deepcopy(batch.entries)
-    e[0].payouts[0].amount -= 1
-    assert not _run(deployment, batch, e).ok
+    assert _run(deployment, batch).ok
 
 
 def test_payout_address_is_the_quorums_choice(deployment, oracles, batch) -> None:  # type: ignore[no-untyped-def]
@@ -97,7 +102,7 @@ def test_payout_address_is_the_quorums_choice(deployment, oracles, batch) -> Non
     (a redeemer copy of the address would be written by the same signers). With the quorum
     the script accepts any payee; without it, none. Auditors and co-signers check payees
     against the attestations (tests/oracle, proofnet.audit)."""
-    idx = batch.entries[0].payouts[0].output_index
+    idx = batch.entries[0].payouts[0]
     o = batch.tx.outputs[idx]
     batch.tx.outputs[idx] = out(key_address(h28("mallory")), o.value)
     assert _run(deployment, batch).ok

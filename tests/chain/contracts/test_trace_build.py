@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from contracts_harness import evaluate, h32, make_batch
+from contracts_harness import evaluate, h32, make_batch, ntx_value, out
 from pycardano import Network, TransactionId, TransactionInput
 
 from chain.contracts import types as T
@@ -50,8 +50,8 @@ def _failure_log(traced, oracles, admins, mutate) -> tuple[str, ...]:  # type: i
         ("reorder", "escrow input indices must strictly increase"),
         ("repeat", "escrow input indices must strictly increase"),
         ("share-output", "output indices must strictly increase"),
-        ("short-payout", "payout amount mismatch"),
-        ("over-budget", "payout amount mismatch"),
+        ("short-payout", "NTX remainder"),
+        ("over-budget", "payouts exceed the budget"),
         ("quorum", "no oracle quorum"),
     ],
 )
@@ -66,11 +66,14 @@ def test_each_rejection_names_its_check(traced, oracles, admins, case, message) 
         elif case == "repeat":
             e[1] = copy.deepcopy(e[0])
         elif case == "share-output":
-            e[1].payouts[0].output_index = e[0].payouts[0].output_index
+            e[1].payouts[0] = e[0].payouts[0]
         elif case == "short-payout":
-            e[0].payouts[0].amount -= 1
+            # The payout output pays less: the remainder no longer holds the rest.
+            o = b.tx.outputs[e[0].payouts[0]]
+            b.tx.outputs[e[0].payouts[0]] = out(o.address, ntx_value(1_200_000, 59))
         elif case == "over-budget":
-            e[0].payouts[0].amount += 1
+            o = b.tx.outputs[e[0].payouts[0]]
+            b.tx.outputs[e[0].payouts[0]] = out(o.address, ntx_value(1_200_000, 101))
         elif case == "quorum":
             b.tx.signatories = oracles[:1]
 
