@@ -42,7 +42,25 @@ def make_engine(
                 kwargs.setdefault("pool_size", pool_size)
             if max_overflow is not None:
                 kwargs.setdefault("max_overflow", max_overflow)
+        engine = create_engine(url, pool_pre_ping=True, **kwargs)
+        if engine.dialect.driver == "psycopg":
+            engine.dialect.do_ping = _ping_outside_transaction  # type: ignore[method-assign]
+        return engine
     return create_engine(url, pool_pre_ping=True, **kwargs)
+
+
+def _ping_outside_transaction(dbapi_connection: Any) -> bool:
+    """The pre-ping on checkout as one empty query at the libpq level. The dialect's own
+    ping goes through a cursor, so psycopg first opens a transaction (BEGIN, then the
+    ping, then ROLLBACK when the connection goes back: three round trips, not one). A
+    dead connection still raises here, and the pool replaces it as before."""
+    from psycopg import OperationalError, pq
+
+    pgconn = dbapi_connection.pgconn
+    result = pgconn.exec_(b"")
+    if pgconn.status != pq.ConnStatus.OK or result.status == pq.ExecStatus.FATAL_ERROR:
+        raise OperationalError("the database connection is gone")
+    return True
 
 
 def _configure_sqlite(engine: Engine) -> None:
