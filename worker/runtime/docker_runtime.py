@@ -129,6 +129,7 @@ class DockerRuntime(Runtime):
         self.gpu_driver = gpu_driver
         self.log_max_size = log_max_size
         self._rootless: bool | None = None
+        self._capabilities: dict[str, bool] | None = None
 
     @property
     def client(self) -> docker.DockerClient:
@@ -248,6 +249,32 @@ class DockerRuntime(Runtime):
             self._rootless = any("name=rootless" in o for o in opts)
         return self._rootless
 
+    def _check_enforceable(self, res: Resources) -> None:
+        """Refuse limits the engine would silently ignore (rootless Docker on cgroup v1, or
+        a kernel without the controller): a job must never run believing it is contained."""
+        if self._capabilities is None:
+            try:
+                info = self.client.info()
+            except (APIError, requests.RequestException) as exc:
+                raise EngineUnavailable(f"engine info failed: {exc}") from exc
+            self._capabilities = {
+                "memory": bool(info.get("MemoryLimit")),
+                "cpus": bool(info.get("CpuCfsQuota")),
+                "pids": bool(info.get("PidsLimit")),
+            }
+        wanted = {
+            "memory": res.memory_bytes is not None,
+            "cpus": res.cpus is not None,
+            "pids": res.pids_limit is not None,
+        }
+        missing = sorted(k for k, on in wanted.items() if on and not self._capabilities[k])
+        if missing:
+            raise JobStartFailed(
+                f"the container engine cannot enforce {', '.join(missing)} limits "
+                "(rootless Docker needs cgroup v2 with delegated controllers); refusing to run "
+                "the job uncontained"
+            )
+
     def _job_user(self, spec: RunSpec, work_dir: Path) -> str:
         """A non-root user that can write the work dir (see RunSpec.user)."""
         if spec.user is not None:
@@ -277,6 +304,7 @@ class DockerRuntime(Runtime):
         work_dir = spec.work_dir.resolve()
         if not work_dir.is_dir():
             raise InvalidRunSpec(f"work dir {work_dir} does not exist or is not a directory")
+        self._check_enforceable(spec.resources)
         user = self._job_user(spec, work_dir)
         res = spec.resources
         env = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", **spec.env}
