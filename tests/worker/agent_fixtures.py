@@ -456,3 +456,19 @@ def check_attested_job(
     assert any("uploaded results/metrics.json" in t for t in texts)
     usage = api.get(f"/api/v1/jobs/{job_id}/usage")
     assert usage["usage"]["gpu_count"] == 0 and usage["usage"]["duration_s"] > 0
+
+
+@pytest.fixture
+def harness(
+    tmp_path: Path,
+    api_server: ApiServer,
+    oracle: RecordingOracle,
+    model_repo: FixtureRepo,
+    job_path: None,
+) -> Iterator[AgentHarness]:
+    """An agent on the process runtime, wired to the real API and the recording oracle."""
+    from worker.runtime.process_runtime import ProcessRuntime
+
+    h = AgentHarness(tmp_path, api_server, oracle, model_repo, ProcessRuntime())
+    yield h
+    h.close()

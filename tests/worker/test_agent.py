@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from agent_fixtures import (  # noqa: F401  (fixtures)
     AgentHarness,
     ApiServer,
@@ -15,30 +13,16 @@ from agent_fixtures import (  # noqa: F401  (fixtures)
     RecordingOracle,
     api_server,
     check_attested_job,
+    harness,
     job_path,
     job_spec,
     model_repo,
     oracle,
 )
 
-from worker.runtime.process_runtime import ProcessRuntime
-
-
-@pytest.fixture
-def harness(
-    tmp_path: Path,
-    api_server: ApiServer,  # noqa: F811
-    oracle: RecordingOracle,  # noqa: F811
-    model_repo: FixtureRepo,  # noqa: F811
-    job_path: None,  # noqa: F811
-) -> Iterator[AgentHarness]:
-    h = AgentHarness(tmp_path, api_server, oracle, model_repo, ProcessRuntime())
-    yield h
-    h.close()
-
 
 def test_process_runtime_job_is_attested_with_what_the_api_stored(
-    harness: AgentHarness,
+    harness: AgentHarness,  # noqa: F811
     api_server: ApiServer,  # noqa: F811
     oracle: RecordingOracle,  # noqa: F811
     model_repo: FixtureRepo,  # noqa: F811
@@ -54,7 +38,7 @@ def test_process_runtime_job_is_attested_with_what_the_api_stored(
 
 
 def test_job_over_its_time_limit_is_killed_failed_and_not_attested(
-    harness: AgentHarness,
+    harness: AgentHarness,  # noqa: F811
     api_server: ApiServer,  # noqa: F811
     oracle: RecordingOracle,  # noqa: F811
     model_repo: FixtureRepo,  # noqa: F811
@@ -78,7 +62,7 @@ def test_job_over_its_time_limit_is_killed_failed_and_not_attested(
 
 
 def test_failing_command_is_reported_and_later_commands_do_not_run(
-    harness: AgentHarness,
+    harness: AgentHarness,  # noqa: F811
     api_server: ApiServer,  # noqa: F811
     oracle: RecordingOracle,  # noqa: F811
     model_repo: FixtureRepo,  # noqa: F811
@@ -101,7 +85,7 @@ def test_failing_command_is_reported_and_later_commands_do_not_run(
 
 
 def test_job_without_escrow_is_released_not_run(
-    harness: AgentHarness,
+    harness: AgentHarness,  # noqa: F811
     api_server: ApiServer,  # noqa: F811
     oracle: RecordingOracle,  # noqa: F811
     model_repo: FixtureRepo,  # noqa: F811
@@ -115,7 +99,7 @@ def test_job_without_escrow_is_released_not_run(
 
 
 def test_cancelled_job_loses_its_lease_and_is_not_attested(
-    harness: AgentHarness,
+    harness: AgentHarness,  # noqa: F811
     api_server: ApiServer,  # noqa: F811
     oracle: RecordingOracle,  # noqa: F811
     model_repo: FixtureRepo,  # noqa: F811
@@ -146,7 +130,7 @@ def test_cancelled_job_loses_its_lease_and_is_not_attested(
 
 
 def test_attestation_waits_in_the_outbox_until_the_oracle_takes_it(
-    harness: AgentHarness,
+    harness: AgentHarness,  # noqa: F811
     api_server: ApiServer,  # noqa: F811
     oracle: RecordingOracle,  # noqa: F811
     model_repo: FixtureRepo,  # noqa: F811

@@ -3,40 +3,22 @@ named in the attestation; a spec that does not declare them leaves them on the w
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from agent_fixtures import (  # noqa: F401  (fixtures)
     AgentHarness,
     ApiServer,
     FixtureRepo,
     RecordingOracle,
     api_server,
+    harness,
     job_path,
     job_spec,
     model_repo,
     oracle,
 )
 
-from worker.runtime.process_runtime import ProcessRuntime
-
-
-@pytest.fixture
-def harness(
-    tmp_path: Path,
-    api_server: ApiServer,  # noqa: F811
-    oracle: RecordingOracle,  # noqa: F811
-    model_repo: FixtureRepo,  # noqa: F811
-    job_path: None,  # noqa: F811
-) -> Iterator[AgentHarness]:
-    h = AgentHarness(tmp_path, api_server, oracle, model_repo, ProcessRuntime())
-    yield h
-    h.close()
-
 
 def test_undeclared_proof_files_are_not_uploaded_and_the_log_says_so(
-    harness: AgentHarness,
+    harness: AgentHarness,  # noqa: F811
     api_server: ApiServer,  # noqa: F811
     oracle: RecordingOracle,  # noqa: F811
     model_repo: FixtureRepo,  # noqa: F811
