@@ -42,8 +42,10 @@ from proofnet.messages.fields import (
     Hex64,
     NonNegInt,
     PosInt,
+    TupleOf,
     Version1,
 )
+from proofnet.messages.topology import UnitKind
 
 ATTESTATION_DOMAIN: Final = "proofnet/attestation/v1"
 ATTESTATION_VERSION = 1
@@ -160,6 +162,17 @@ class AttestationDomain(Frozen):
     job_id: Hex64
 
 
+class UnitWork(Frozen):
+    """Which unit of a multi-unit job (see proofnet.messages.topology) this attests, and the
+    checkpoints it chains: `inputs` are the SHA-256 of the checkpoints it started from (the
+    outputs of its planned input units, in plan order), `output` the one it produced."""
+
+    index: Annotated[int, Field(ge=0, le=65_535)]
+    kind: UnitKind
+    inputs: Annotated[TupleOf[Hex64], Field(max_length=64)] = ()
+    output: Hex64 | None = None
+
+
 class Attestation(Frozen):
     """What a worker swears to about one job. Integers and strings only: no floats."""
 
@@ -179,6 +192,8 @@ class Attestation(Frozen):
     metrics: Metrics  # final metrics: integers or decimal strings
     nonce: Nonce
     amount: PosInt  # NTX base units claimed
+    # Absent for single-unit jobs; for relay stages, evaluations, aggregations and nodes.
+    unit: UnitWork | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Attestation:
@@ -199,7 +214,11 @@ class Attestation(Frozen):
         return self.domain.network
 
     def canonical_bytes(self) -> bytes:
-        return canonical_json(self.model_dump(mode="python"))
+        body = self.model_dump(mode="python")
+        if body["unit"] is None:
+            # Single-unit attestations keep their encoding: the field is absent, never null.
+            del body["unit"]
+        return canonical_json(body)
 
     def leaf_hash(self) -> bytes:
         """This attestation's leaf in the batch Merkle tree (see `batch_tree`)."""
@@ -335,6 +354,9 @@ def verify_attestation(
     tag = domain.get("tag") if isinstance(domain, dict) else None
     if tag != ATTESTATION_DOMAIN:
         raise WrongDomain(f"domain tag {tag!r} is not {ATTESTATION_DOMAIN!r}")
+    if "unit" in raw and raw["unit"] is None:
+        # Absent and null would sign the same attestation under two encodings (two leaves).
+        raise MalformedAttestation("unit must be absent, not null, for a single-unit job")
     try:
         att = Attestation.model_validate(raw)
     except ValidationError as exc:

@@ -23,12 +23,13 @@ from proofnet.messages.fields import (
     Digest,
     Frozen,
     Hex40,
-    Hex64,
     NonNegInt,
     PosInt,
     TupleOf,
     Version1,
 )
+from proofnet.messages.shards import DataShard
+from proofnet.messages.topology import MultiNode, Relay, Topology, total_amount
 
 JOB_ID_DOMAIN = b"proofnet/jobspec/v1"
 COMMAND_HASH_DOMAIN = b"proofnet/commands/v1"
@@ -51,7 +52,6 @@ _IMAGE = re.compile(
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}"
 )
 _REPO_URL = re.compile(r"(?:https|ssh|git)://[^\s/]+/\S+")
-_DATA_URI = re.compile(r"[a-z][a-z0-9+.-]*://\S+")
 
 
 def _image(value: str) -> str:
@@ -66,12 +66,6 @@ def _image(value: str) -> str:
 def _repo_url(value: str) -> str:
     if len(value) > 2048 or not _REPO_URL.fullmatch(value):
         raise ValueError(f"repo_url must be an https://, ssh:// or git:// URL, got {value[:120]!r}")
-    return value
-
-
-def _data_uri(value: str) -> str:
-    if len(value) > 2048 or not _DATA_URI.fullmatch(value):
-        raise ValueError(f"data uri must be 'scheme://...' without spaces, got {value[:120]!r}")
     return value
 
 
@@ -101,7 +95,6 @@ def _argv(value: tuple[str, ...]) -> tuple[str, ...]:
 
 ImageRef = Annotated[str, AfterValidator(_image)]
 RepoUrl = Annotated[str, AfterValidator(_repo_url)]
-DataUri = Annotated[str, AfterValidator(_data_uri)]
 ResultGlob = Annotated[str, AfterValidator(_result_glob)]
 Argv = Annotated[TupleOf[str], AfterValidator(_argv)]
 
@@ -126,13 +119,6 @@ class Resources(Frozen):
         if self.gpus == 0 and self.gpu_memory_mb != 0:
             raise ValueError("gpu_memory_mb must be 0 when gpus is 0")
         return self
-
-
-class DataShard(Frozen):
-    """One input file; the worker refuses it when its SHA-256 differs."""
-
-    uri: DataUri
-    sha256: Hex64
 
 
 class ResultSpec(Frozen):
@@ -189,9 +175,40 @@ class JobSpec(Frozen):
     seed: Annotated[int, Field(ge=0, le=MAX_SEED)]
     egress: bool = False
     proof: ProofParams = ProofParams()
+    # Absent: one unit of work for one worker. Present: see proofnet.messages.topology.
+    topology: Topology | None = None
+
+    @model_validator(mode="after")
+    def _topology_fits(self) -> JobSpec:
+        topo = self.topology
+        if topo is None:
+            return self
+        if not isinstance(self.pricing, FixedPrice):
+            raise ValueError("a job with a topology is priced per unit: pricing must be 'fixed'")
+        total = total_amount(topo)
+        if self.pricing.amount != total:
+            raise ValueError(
+                f"pricing.amount must equal what paying every unit costs ({total}), "
+                f"got {self.pricing.amount}"
+            )
+        if isinstance(topo, Relay):
+            for i, stage in enumerate(topo.stages):
+                bad = [s for s in stage.shards if s >= len(self.data)]
+                if bad:
+                    raise ValueError(
+                        f"topology.stages[{i}].shards {bad} are not indices into data "
+                        f"({len(self.data)} shards)"
+                    )
+        elif isinstance(topo, MultiNode) and topo.nproc_per_node > max(1, self.resources.gpus):
+            raise ValueError("topology.nproc_per_node exceeds the GPUs each node leases")
+        return self
 
     def canonical_bytes(self) -> bytes:
-        return canonical_json(self.model_dump(mode="python"))
+        body = self.model_dump(mode="python")
+        if body["topology"] is None:
+            # Single-unit specs keep the encoding (and job ids) they had before topologies.
+            del body["topology"]
+        return canonical_json(body)
 
     @property
     def job_id(self) -> str:
