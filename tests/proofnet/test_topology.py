@@ -193,8 +193,12 @@ def test_unit_attestation_round_trips_and_null_unit_is_refused() -> None:
     assert b'"unit"' not in att.canonical_bytes()
     assert verify(sign_attestation(att, SK).cose).unit is None
     # ...and one that spells it as null is refused (one attestation, one encoding).
-    nulled = canonical_json({**att_dict(), "unit": None})
+    nulled = canonical_json({**att_dict(), "version": 1, "unit": None})
     with pytest.raises(MalformedAttestation, match="absent, not null"):
         verify(cose_with_payload(nulled))
     with pytest.raises(MalformedAttestation, match="kind"):
-        verify(cose_with_payload(canonical_json({**att_dict(), "unit": {"index": 0, "kind": "x"}})))
+        verify(
+            cose_with_payload(
+                canonical_json({**att_dict(), "version": 1, "unit": {"index": 0, "kind": "x"}})
+            )
+        )
