@@ -18,7 +18,7 @@ from proofnet.messages.topology import (
     plan,
     total_amount,
 )
-from tests.proofnet.test_attestation import SK, att_dict, cose_with_payload, make_att, verify
+from tests.proofnet.test_attestation import SK, cose_with_payload, make_att, verify
 from tests.proofnet.test_jobspec import spec_dict
 
 SHA = "ef" * 32
@@ -193,12 +193,12 @@ def test_unit_attestation_round_trips_and_null_unit_is_refused() -> None:
     assert b'"unit"' not in att.canonical_bytes()
     assert verify(sign_attestation(att, SK).cose).unit is None
     # ...and one that spells it as null is refused (one attestation, one encoding).
-    nulled = canonical_json({**att_dict(), "version": 1, "unit": None})
+    nulled = canonical_json(att.model_dump(mode="python"))
     with pytest.raises(MalformedAttestation, match="absent, not null"):
         verify(cose_with_payload(nulled))
     with pytest.raises(MalformedAttestation, match="kind"):
         verify(
             cose_with_payload(
-                canonical_json({**att_dict(), "version": 1, "unit": {"index": 0, "kind": "x"}})
+                canonical_json({**att.model_dump(mode="python"), "unit": {"index": 0, "kind": "x"}})
             )
         )
