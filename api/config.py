@@ -38,6 +38,11 @@ class ApiConfig:
     # After the last attempt's full duration, how long the oracles have to settle before
     # the submitter may refund (part of every escrow's deadline).
     settlement_window_s: int = 24 * 3600
+    # A multi-node cluster whose nodes are not all leased this long after its first node
+    # was releases the waiting nodes, and is not offered again for `cluster_backoff_s`
+    # (api/services/clusters.py): idle providers must not wait on it forever.
+    cluster_wait_s: int = 600
+    cluster_backoff_s: int = 60
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: object) -> ApiConfig:
@@ -52,6 +57,8 @@ class ApiConfig:
             "lease_ttl_s": settings.api_lease_ttl_s,
             "max_attempts": settings.api_job_max_attempts,
             "settlement_window_s": settings.api_settlement_window_s,
+            "cluster_wait_s": int(getattr(settings, "api_cluster_wait_s", 600)),
+            "cluster_backoff_s": int(getattr(settings, "api_cluster_backoff_s", 60)),
             "claim_requires_escrow": True,
             "oracle_keys": tuple(
                 k.strip().lower() for k in settings.api_oracle_keys.split(",") if k.strip()
@@ -72,6 +79,8 @@ class ApiConfig:
             "lease_ttl_s": self.lease_ttl_s,
             "max_attempts": self.max_attempts,
             "settlement_window_s": self.settlement_window_s,
+            "cluster_wait_s": self.cluster_wait_s,
+            "cluster_backoff_s": self.cluster_backoff_s,
         }
         for name, value in positive.items():
             if value < 1:

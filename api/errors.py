@@ -29,3 +29,10 @@ class NotFound(ApiError):
 
 class Conflict(ApiError):
     status_code = 409
+
+
+class Unprocessable(ApiError):
+    """Well-formed JSON whose content cannot be accepted (e.g. a unit report of the wrong
+    shape)."""
+
+    status_code = 422

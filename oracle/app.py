@@ -9,6 +9,8 @@ Routes:
   reason. Public on purpose: an attestation holds nothing secret (the settlement publishes
   every paid attestation in its bundle for auditors), ids are opaque row numbers, and a
   submitter or provider can read where a payout stands without signing in anywhere.
+- `GET /api/v1/escrows/{tx_id}/{index}`: an escrow's datum as this oracle reads it on chain
+  (`oracle/escrow_info.py`); workers check sealing keys against its submitter.
 - `GET /metrics`: Prometheus text from the oracle's own registry.
 
 `lifespan_hooks` are async context-manager factories taking the app, entered after the
@@ -31,6 +33,7 @@ from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
 from oracle.db import make_engine
+from oracle.escrow_info import escrow_info_router
 from oracle.intake import Intake
 from oracle.metrics import CONTENT_TYPE, OracleMetrics
 from oracle.models import AttestationRecord
@@ -59,6 +62,7 @@ def attestation_view(row: AttestationRecord) -> dict[str, Any]:
         "worker_key": row.worker_key,
         "payout_address": row.payout_address,
         "amount": row.amount,
+        "unit": row.unit_index,  # the unit of a topology job; null for a single-unit job
         "leaf_hash": row.leaf_hash,
         "received_at": row.received_at.isoformat(),
         "updated_at": row.updated_at.isoformat(),
@@ -178,6 +182,7 @@ def create_app(
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    app.include_router(escrow_info_router(ctx.chain, ctx.escrow_script_hash))
     for router in routers:
         app.include_router(router)
     return app

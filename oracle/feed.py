@@ -1,6 +1,10 @@
 """What the oracle reads from the API: a job's spec, escrow, completing lease and uploads,
 and a worker's registration. Values here; the HTTP client is `oracle.feed_client`.
 
+A job with a topology (see `proofnet.messages.topology`) also carries its `units`: per unit
+its status, the lease that completed it, the checkpoints it chained and its uploads
+(parsed and checked against the job's plan in `oracle.feed_units`).
+
 The API serves these at `GET /api/v1/oracle/jobs/{job_id}` and
 `GET /api/v1/oracle/workers/{worker_key}` (see `api/routes/oracle_feed.py`). Every field
 the oracle relies on is re-checked on arrival: the spec must hash to the job id it is
@@ -15,11 +19,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from proofnet.messages.attestation import EscrowRef
 from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
-from proofnet.messages.jobspec import JobSpec, JobSpecError, job_id_of
+from proofnet.messages.jobspec import JobSpec, JobSpecError, RateCardPrice, job_id_of
+from proofnet.messages.rate_card import RateCardDocument, RateCardError, document_for_digest
+
+if TYPE_CHECKING:
+    from oracle.feed_units import UnitInfo
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -54,6 +62,10 @@ class JobInfo:
     lease: LeaseInfo | None
     # result name -> SHA-256 the API computed over the uploaded bytes
     results: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # The document a rate-card spec names (checked against its digest); None for fixed price.
+    rate_card: RateCardDocument | None = None
+    # A topology job's units in index order (`oracle.feed_units`); empty for a single unit.
+    units: tuple[UnitInfo, ...] = ()
     # Derived from the spec once (hashing the commands costs a canonical encoding).
     image_digest: str = field(init=False, compare=False)
     command_hash: str = field(init=False, compare=False)
@@ -61,6 +73,23 @@ class JobInfo:
     def __post_init__(self) -> None:
         object.__setattr__(self, "image_digest", self.spec.image_digest)
         object.__setattr__(self, "command_hash", self.spec.command_hash)
+
+    def unit(self, index: int) -> UnitInfo | None:
+        for unit in self.units:
+            if unit.index == index:
+                return unit
+        return None
+
+    def result_hash(self, name: str) -> str | None:
+        """The recorded SHA-256 of upload `name`: a job-level upload, or a unit's upload
+        named `units/<index>/<name>`."""
+        from oracle.feed_units import split_unit_result_name
+
+        scoped = split_unit_result_name(name) if self.units else None
+        if scoped is not None:
+            unit = self.unit(scoped[0])
+            return None if unit is None else unit.results.get(scoped[1])
+        return self.results.get(name)
 
 
 @dataclass(frozen=True)
@@ -115,6 +144,8 @@ def _int(obj: Mapping[str, Any], key: str) -> int:
 
 def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
     """Parse `GET /api/v1/oracle/jobs/{job_id}`; the spec must hash to `expected_job_id`."""
+    from oracle.feed_units import parse_units
+
     if not isinstance(obj, Mapping):
         raise FeedDataError("job feed must be a JSON object")
     spec_text = _str(obj, "spec")
@@ -161,6 +192,8 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
         escrow=escrow,
         lease=lease,
         results=MappingProxyType(dict(results_raw)),
+        rate_card=parse_rate_card(obj.get("rate_card"), spec),
+        units=parse_units(obj.get("units"), spec),
     )
 
 
@@ -187,6 +220,22 @@ def parse_worker(obj: Any, *, expected_key: str, network: str) -> WorkerInfo:
         binding=binding,
         network=network,
     )
+
+
+def parse_rate_card(raw: Any, spec: JobSpec) -> RateCardDocument | None:
+    """The rate card document the feed carries, refused unless it is the one the spec names:
+    the oracle recomputes the metered price itself instead of trusting the API's figure."""
+    if not isinstance(spec.pricing, RateCardPrice):
+        return None
+    if not isinstance(raw, str):
+        raise FeedDataError(
+            f"the job is priced by rate card {spec.pricing.rate_card}, "
+            "but the feed carries no rate card document"
+        )
+    try:
+        return document_for_digest(raw.encode("utf-8"), spec.pricing.rate_card)
+    except RateCardError as exc:
+        raise FeedDataError(f"rate card: {exc}") from exc
 
 
 class ArtifactMissing(Exception):

@@ -26,6 +26,7 @@ from oracle.feed import (
     parse_job,
     parse_worker,
 )
+from oracle.feed_units import JOB_OVER_STATUSES
 from proofnet.messages.worker_auth import request_target, sign_request_headers
 
 FEED_PREFIX = "/api/v1/oracle"
@@ -105,8 +106,11 @@ class HttpApiFeed:
             return value  # type: ignore[no-any-return]
         response = self._get(job_path(job_id), "job")
         info = None if response is None else parse_job(response.json(), expected_job_id=job_id)
-        # Only a completed job's facts are final; anything else may change any moment.
-        if info is not None and info.status == "completed":
+        # Only a finished job's facts are final; anything else may change any moment. (A
+        # single-unit job that failed may be queued again; a topology job that is over not.)
+        if info is not None and (
+            info.status == "completed" or (info.units and info.status in JOB_OVER_STATUSES)
+        ):
             self._store(("job", job_id), info)
         return info
 
@@ -130,7 +134,7 @@ class HttpApiFeed:
             raise ArtifactMissing(f"job {job_id} has no upload {name!r}")
         data = response.content
         job = self.job(job_id)
-        expected = None if job is None else job.results.get(name)
+        expected = None if job is None else job.result_hash(name)
         if expected is None or hashlib.sha256(data).hexdigest() != expected:
             raise FeedDataError(f"upload {name!r} of job {job_id} does not match its recorded hash")
         return data

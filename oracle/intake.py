@@ -4,7 +4,9 @@
 stores what passes as `received`; the full pipeline then runs in a thread pool (or inline,
 `inline=True`, for small loads and tests) and its verdict is applied to the store. A sweep
 re-runs verifications that were postponed (chain or API unreachable) or interrupted by a
-restart, so nothing received is ever left behind.
+restart, so nothing received is ever left behind. When a unit of a topology job is verified,
+the other units of its escrow that wait (for their input units' verdicts) are verified
+again at once instead of at their next retry time.
 """
 
 from __future__ import annotations
@@ -152,6 +154,10 @@ class Intake:
         if applied.status == "verified":
             self.metrics.verified.inc()
             log.info("attestation verified", extra=extra)
+            if row.unit_index is not None:
+                for waiting in self.store.waiting_in_escrow(row.escrow_ref):
+                    if waiting != attestation_id:
+                        self.schedule(waiting)
         elif applied.status == "rejected":
             self.metrics.rejected.labels(applied.reason).inc()
             log.info("attestation rejected: %s", result.message, extra=extra)

@@ -11,10 +11,15 @@ Uniqueness that makes replays harmless:
 
 - `leaf_hash` is UNIQUE over every row: the same signed attestation (however its COSE
   envelope is re-encoded) is stored once;
-- `payable_escrow` holds the escrow out-ref while the row is payable (verified, batched,
+- `payable_escrow` holds the row's payable key while it is payable (verified, batched,
   settled) and NULL otherwise; it is UNIQUE, and NULLs never collide on SQLite or
-  PostgreSQL, so at most one attestation can ever be paid from one escrow while rejected
-  ones do not block an honest one.
+  PostgreSQL, so rejected attestations do not block an honest one. The key is the escrow
+  out-ref for a single-unit job (at most one attestation paid per escrow) and
+  `<out-ref>/<unit index>` for a unit of a topology job (at most one per escrow and unit).
+
+`unit_index` and `unit_output` copy the attestation's `unit` (NULL for a single-unit job) so
+the chain of checkpoints and the settlement's grouping are read without decoding COSE.
+Databases created before these columns existed are upgraded in place by `create_tables`.
 """
 
 from __future__ import annotations
@@ -51,6 +56,16 @@ def escrow_ref(tx_id: str, index: int) -> str:
     return f"{tx_id}#{index}"
 
 
+def payable_key(escrow: str, unit: int | None) -> str:
+    """What `payable_escrow` holds for a payable attestation: the escrow out-ref, or
+    `<out-ref>/<unit index>` for a unit of a topology job."""
+    return escrow if unit is None else f"{escrow}/{unit}"
+
+
+# <64 hex>#<up to 2**32-1>/<up to 65535>: 81 characters at most.
+PAYABLE_KEY_LENGTH = 96
+
+
 # Times are stored with their zone (UTC) so PostgreSQL and SQLite read back the same value.
 TZ_DATETIME = SADateTime(timezone=True)
 
@@ -68,8 +83,8 @@ class AttestationRecord(OracleTable, table=True):
     escrow_tx_id: str = Field(max_length=64)
     escrow_index: int
     escrow_ref: str = Field(max_length=80, index=True)
-    # escrow_ref while payable, else NULL: at most one payable attestation per escrow.
-    payable_escrow: str | None = Field(default=None, max_length=80, unique=True)
+    # payable_key(...) while payable, else NULL: one payable attestation per escrow (unit).
+    payable_escrow: str | None = Field(default=None, max_length=PAYABLE_KEY_LENGTH, unique=True)
     worker_key: str = Field(max_length=64, index=True)
     payout_address: str = Field(max_length=200)
     # NTX base units; intake refuses amounts above 2**63 - 1 (no escrow can hold more).
@@ -86,10 +101,17 @@ class AttestationRecord(OracleTable, table=True):
     updated_at: datetime = Field(sa_type=TZ_DATETIME)
     # When a verification that could not finish (chain or API unreachable) is retried.
     retry_at: datetime | None = Field(default=None, sa_type=TZ_DATETIME)
+    # The attested unit of a topology job (index and output checkpoint); NULL otherwise.
+    unit_index: int | None = Field(default=None)
+    unit_output: str | None = Field(default=None, max_length=64)
 
     @property
     def escrow(self) -> tuple[str, int]:
         return self.escrow_tx_id, self.escrow_index
+
+    @property
+    def payable_key(self) -> str:
+        return payable_key(self.escrow_ref, self.unit_index)
 
 
 class VerificationRecord(OracleTable, table=True):

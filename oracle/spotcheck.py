@@ -215,11 +215,14 @@ class LocalSpotChecker:
 
     def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict:
         from oracle.feed import ArtifactMissing, FeedError
+        from oracle.feed_units import unit_result_name
         from oracle.verify import Reason
 
         spec = job.spec
+        # A relay stage's proof is among its own uploads (`units/<index>/pot/...`).
+        prefix = POT_PREFIX if att.unit is None else unit_result_name(att.unit.index, POT_PREFIX)
         try:
-            raw = self.feed.artifact(job.job_id, POT_PREFIX + MANIFEST_NAME)
+            raw = self.feed.artifact(job.job_id, prefix + MANIFEST_NAME)
         except ArtifactMissing:
             return SpotCheckVerdict(False, Reason.POT_MISSING, "no pot/manifest.json uploaded")
         except FeedError as exc:
@@ -266,7 +269,7 @@ class LocalSpotChecker:
             (pot / MANIFEST_NAME).write_bytes(raw)
             for name in needed_files(segments):
                 try:
-                    (pot / name).write_bytes(self.feed.artifact(job.job_id, POT_PREFIX + name))
+                    (pot / name).write_bytes(self.feed.artifact(job.job_id, prefix + name))
                 except ArtifactMissing:
                     return SpotCheckVerdict(
                         False,

@@ -3,13 +3,14 @@
 `verify` decides; this module records. Every state change checks the current status in
 the same statement, so two verifiers (threads or oracle processes sharing a database)
 cannot both move one attestation, and the UNIQUE constraints in `oracle.models` make the
-database itself refuse a second payable attestation for one escrow.
+database itself refuse a second payable attestation for one escrow (or, for topology jobs,
+for one unit of an escrow).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, Table, bindparam, func, insert, update
@@ -27,8 +28,10 @@ from oracle.models import (
     SpotCheckRecord,
     VerificationRecord,
     escrow_ref,
-    metadata,
+    payable_key,
 )
+from oracle.schema import create_tables
+from oracle.unit_checks import PayableUnit, attested_nonce
 from oracle.verify import Reason, VerificationResult, leaf_of
 from proofnet.messages.attestation import Attestation
 
@@ -45,6 +48,17 @@ _HOLDER_OF_LEAF = core_select(_attestations().c.id).where(
 _PAYABLE_FOR_ESCROW = core_select(_attestations().c.id, _attestations().c.status).where(
     _attestations().c.payable_escrow == bindparam("escrow")
 )
+_PAYABLE_UNITS = core_select(
+    _attestations().c.unit_index,
+    _attestations().c.id,
+    _attestations().c.status,
+    _attestations().c.unit_output,
+    _attestations().c.cose,
+).where(
+    _attestations().c.escrow_ref == bindparam("escrow"),
+    _attestations().c.payable_escrow.is_not(None),
+    _attestations().c.unit_index.is_not(None),
+)
 
 
 def _utcnow() -> datetime:
@@ -52,11 +66,12 @@ def _utcnow() -> datetime:
 
 
 def _verdict_values(
-    result: VerificationResult, ref: str, attempts: int, now: datetime
+    result: VerificationResult, key: str, attempts: int, now: datetime
 ) -> dict[str, object]:
-    """The columns a verdict sets on a `received` row (the same keys for every outcome)."""
+    """The columns a verdict sets on a `received` row (the same keys for every outcome);
+    `key` is the row's payable key (`oracle.models.payable_key`)."""
     if result.outcome == "verified":
-        status, payable, reason, message, retry_at = VERIFIED, ref, "", "", None
+        status, payable, reason, message, retry_at = VERIFIED, key, "", "", None
     elif result.outcome == "rejected":
         status, payable = REJECTED, None
         reason, message, retry_at = str(result.reason), result.message[:2000], None
@@ -82,12 +97,17 @@ class StoreSnapshot:
 
     leaves: dict[str, int]
     payable: dict[str, tuple[int, str]]
+    # escrow out-ref -> unit index -> its payable attestation (escrows of unit attestations)
+    units: dict[str, dict[int, PayableUnit]] = field(default_factory=dict)
 
     def holder_of_leaf(self, leaf_hash: str) -> int | None:
         return self.leaves.get(leaf_hash)
 
     def payable_for_escrow(self, escrow: str) -> tuple[int, str] | None:
         return self.payable.get(escrow)
+
+    def payable_units(self, escrow: str) -> Mapping[int, PayableUnit]:
+        return self.units.get(escrow, {})
 
 
 @dataclass(frozen=True)
@@ -105,8 +125,9 @@ class AttestationStore:
         self.engine = engine
 
     def create_schema(self) -> None:
-        """Create the oracle's tables (and any settlement tables already imported)."""
-        metadata.create_all(self.engine)
+        """Create the oracle's tables (and any settlement tables already imported), and
+        upgrade tables an older version created (`oracle.schema`)."""
+        create_tables(self.engine)
 
     def session(self) -> Session:
         return open_session(self.engine)
@@ -134,6 +155,8 @@ class AttestationStore:
             status=RECEIVED,
             received_at=now,
             updated_at=now,
+            unit_index=None if att.unit is None else att.unit.index,
+            unit_output=None if att.unit is None else att.unit.output,
         )
         with self.session() as s:
             s.add(row)
@@ -187,6 +210,8 @@ class AttestationStore:
                     "received_at": now,
                     "updated_at": now,
                     "retry_at": None,
+                    "unit_index": None if att.unit is None else att.unit.index,
+                    "unit_output": None if att.unit is None else att.unit.output,
                 }
             if fresh:
                 table = AttestationRecord.__table__  # type: ignore[attr-defined]
@@ -245,8 +270,14 @@ class AttestationStore:
         atts = list(attestations)
         if leaves is None:
             leaves = [a.leaf_hash().hex() for a in atts]
-        refs = [escrow_ref(a.domain.escrow.tx_id, a.domain.escrow.index) for a in atts]
+        escrows = [escrow_ref(a.domain.escrow.tx_id, a.domain.escrow.index) for a in atts]
+        keys = [
+            payable_key(e, None if a.unit is None else a.unit.index)
+            for e, a in zip(escrows, atts, strict=True)
+        ]
+        unit_escrows = sorted({e for e, a in zip(escrows, atts, strict=True) if a.unit})
         table = _attestations()
+        units: dict[str, dict[int, PayableUnit]] = {e: {} for e in unit_escrows}
         with self.engine.connect() as conn:
             held = conn.execute(
                 core_select(table.c.leaf_hash, table.c.id).where(
@@ -255,12 +286,32 @@ class AttestationStore:
             ).all()
             payable = conn.execute(
                 core_select(table.c.payable_escrow, table.c.id, table.c.status).where(
-                    table.c.payable_escrow.in_(refs)
+                    table.c.payable_escrow.in_(keys)
                 )
             ).all()
+            if unit_escrows:
+                rows = conn.execute(
+                    core_select(
+                        table.c.escrow_ref,
+                        table.c.unit_index,
+                        table.c.id,
+                        table.c.status,
+                        table.c.unit_output,
+                        table.c.cose,
+                    ).where(
+                        table.c.escrow_ref.in_(unit_escrows),
+                        table.c.payable_escrow.is_not(None),
+                        table.c.unit_index.is_not(None),
+                    )
+                ).all()
+                for ref, unit, ident, status, output, cose in rows:
+                    units[str(ref)][int(unit)] = PayableUnit(
+                        int(ident), str(status), output, attested_nonce(bytes(cose))
+                    )
         return StoreSnapshot(
             leaves={str(leaf): int(i) for leaf, i in held if i is not None},
             payable={str(r): (int(i), str(st)) for r, i, st in payable if i is not None},
+            units=units,
         )
 
     # The two replay lookups run once per verification: Core statements, built once, on a
@@ -277,6 +328,31 @@ class AttestationStore:
         if row is None or row[0] is None:
             return None
         return int(row[0]), str(row[1])
+
+    def payable_units(self, escrow: str) -> Mapping[int, PayableUnit]:
+        """The payable unit attestations of escrow out-ref `escrow`, by unit index."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(_PAYABLE_UNITS, {"escrow": escrow}).all()
+        return {
+            int(u): PayableUnit(int(i), str(st), out, attested_nonce(bytes(cose)))
+            for u, i, st, out, cose in rows
+        }
+
+    def waiting_in_escrow(self, escrow: str) -> list[int]:
+        """Received (not yet decided) unit attestations of `escrow`: those waiting for an
+        input unit's verdict, rescheduled when one of its units is verified."""
+        table = _attestations()
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                core_select(table.c.id)
+                .where(
+                    table.c.escrow_ref == escrow,
+                    table.c.status == RECEIVED,
+                    table.c.unit_index.is_not(None),
+                )
+                .order_by(table.c.unit_index, table.c.id)
+            ).all()
+        return [int(r[0]) for r in rows]
 
     def due(self, *, now: datetime | None = None, limit: int = 100) -> list[AttestationRecord]:
         """Received attestations whose verification is due (new, or a retry whose time came)."""
@@ -355,6 +431,7 @@ class AttestationStore:
                 col(AttestationRecord.escrow_ref),
                 col(AttestationRecord.attempts),
                 col(AttestationRecord.reason),
+                col(AttestationRecord.unit_index),
             ).where(col(AttestationRecord.id).in_(ids))
             if self.engine.dialect.name == "postgresql":
                 query = query.with_for_update()
@@ -396,11 +473,12 @@ class AttestationStore:
                             "duration_ms": duration,
                         }
                     )
-                _id, status, ref, attempts, reason = row
+                _id, status, ref, attempts, reason, unit = row
                 if status != RECEIVED:
                     out.append(Applied(attestation_id, str(status), str(reason), False))
                     continue
-                values = _verdict_values(result, str(ref), int(attempts), now)
+                key = payable_key(str(ref), None if unit is None else int(unit))
+                values = _verdict_values(result, key, int(attempts), now)
                 updates.append({"_id": attestation_id, **values})
                 out.append(
                     Applied(attestation_id, str(values["status"]), str(values["reason"]), True)
@@ -434,10 +512,13 @@ class AttestationStore:
                 return applied
             except IntegrityError:
                 s.rollback()
+        unit = None if result.attestation is None else result.attestation.unit
         claimed = VerificationResult(
             "rejected",
             Reason.ESCROW_ALREADY_CLAIMED,
-            "another attestation for this escrow was verified first",
+            "another attestation for this escrow was verified first"
+            if unit is None
+            else f"another attestation for unit {unit.index} of this escrow was verified first",
             result.checks,
             result.attestation,
             result.spot_check,
@@ -488,7 +569,7 @@ class AttestationStore:
             )
         values: dict[str, object] = {"attempts": AttestationRecord.attempts + 1, "updated_at": now}
         if result.outcome == "verified":
-            values.update(status=VERIFIED, payable_escrow=row.escrow_ref, reason="", message="")
+            values.update(status=VERIFIED, payable_escrow=row.payable_key, reason="", message="")
         elif result.outcome == "rejected":
             values.update(
                 status=REJECTED,

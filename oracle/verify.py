@@ -4,23 +4,25 @@
 API feed and the store through `ctx`, and writes nothing; `oracle.store.AttestationStore.apply`
 records the verdict. Checks run in a fixed order and the first failure is reported with a
 stable reason code (`Reason`) and a message for humans. A check that could not be made
-(chain backend or API unreachable) yields outcome "retry", never a rejection.
+(chain backend or API unreachable, or a unit's input unit not verified yet) yields outcome
+"retry", never a rejection. Units of topology jobs get the checks of `oracle.unit_checks`.
 """
 
 from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, Protocol
 
 import cbor2
 
-from oracle.chain import ChainUnavailable, ChainView
-from oracle.feed import ApiFeed, FeedError, JobInfo
-from oracle.models import escrow_ref
+from oracle import unit_checks as units
+from oracle.chain import ChainUnavailable, ChainView, EscrowOutput
+from oracle.feed import ApiFeed, FeedDataError, FeedError, JobInfo
+from oracle.models import escrow_ref, payable_key
 from oracle.spotcheck import SpotChecker, SpotCheckUnavailable, SpotCheckVerdict
 from proofnet.messages import merkle
 from proofnet.messages.attestation import (
@@ -34,6 +36,8 @@ from proofnet.messages.attestation import (
     verify_attestation,
 )
 from proofnet.messages.jobspec import FixedPrice
+from proofnet.messages.rate_card import RateCardError, price_under
+from proofnet.messages.topology import Unit
 
 # Cardano token quantities in a value are at most 2**63 - 1.
 MAX_AMOUNT = 2**63 - 1
@@ -79,6 +83,15 @@ class Reason(StrEnum):
     POT_INVALID = "pot_invalid"
     POT_ROOT_MISMATCH = "pot_root_mismatch"
     SPOT_CHECK_FAILED = "spot_check_failed"
+    # Units of topology jobs (oracle.unit_checks).
+    UNIT_MISSING = units.UNIT_MISSING
+    UNIT_UNEXPECTED = units.UNIT_UNEXPECTED
+    UNIT_NOT_PLANNED = units.UNIT_NOT_PLANNED
+    UNIT_NOT_COMPLETED = units.UNIT_NOT_COMPLETED
+    UNIT_OUTPUT_MISMATCH = units.UNIT_OUTPUT_MISMATCH
+    UNIT_CHAIN_BROKEN = units.UNIT_CHAIN_BROKEN
+    NODE_OUTPUT_DISAGREES = units.NODE_OUTPUT_DISAGREES
+    LEASE_SUPERSEDED = units.LEASE_SUPERSEDED
 
 
 Outcome = Literal["verified", "rejected", "retry"]
@@ -92,7 +105,12 @@ class StoreView(Protocol):
         ...
 
     def payable_for_escrow(self, escrow: str) -> tuple[int, str] | None:
-        """(id, status) of the attestation payable from this escrow out-ref, if any."""
+        """(id, status) of the attestation payable under this key (an escrow out-ref, or
+        `<out-ref>/<unit>` for a unit: `oracle.models.payable_key`), if any."""
+        ...
+
+    def payable_units(self, escrow: str) -> Mapping[int, units.PayableUnit]:
+        """The payable unit attestations of escrow out-ref `escrow`, by unit index."""
         ...
 
 
@@ -217,28 +235,59 @@ def verify(
         passed.append("worker_registered")
         job = _check_job(att, ctx)
         passed.append("job_escrow_recorded")
-        _check_escrow_on_chain(att, ctx)
+        unit = units.planned_unit(att, job)
+        if unit is not None:
+            passed.append("unit_planned")
+        escrow = _check_escrow_on_chain(att, ctx)
+        if unit is not None:
+            assert escrow.datum is not None
+            locked = escrow.quantity(
+                bytes(escrow.datum.ntx_policy).hex(), bytes(escrow.datum.ntx_name).hex()
+            )
+            units.escrow_covers_plan(att, job, escrow.datum.budget, locked)
         passed.append("escrow_on_chain")
+        payable = None
+        if unit is not None:
+            ref = att.domain.escrow
+            payable = ctx.store.payable_units(escrow_ref(ref.tx_id, ref.index))
+            units.check_superseded(att, job, unit, payable, own_id)
         _check_store(att, ctx, own_id, leaf_of(cose))
         passed.append("not_replayed")
-        _check_lease(att, job, ctx)
+        # A unit's lease, uploads and proof are the unit's, not the job's.
+        scope = job if unit is None else units.unit_scope(job, unit)
+        _check_lease(att, scope, ctx)
         passed.append("lease")
         _check_work(att, job)
         passed.append("work_matches_spec")
-        _check_amount(att, job)
+        _check_amount(att, job, unit)
         passed.append("amount")
-        _check_results(att, job)
+        _check_results(att, scope)
         passed.append("result_hashes")
-        if ctx.spot_checker is not None:
-            spot = ctx.spot_checker.check(att, job)
+        if unit is not None and payable is not None:
+            units.check_output(att, job, unit)
+            units.check_chain(att, job, unit, payable)
+            passed.append("unit_chain")
+        if ctx.spot_checker is not None and _replayable(unit):
+            spot = ctx.spot_checker.check(att, scope)
             if not spot.passed:
                 raise _Rejected(Reason(spot.reason or Reason.SPOT_CHECK_FAILED), spot.message)
             passed.append("proof_of_training")
     except _Rejected as exc:
         return VerificationResult("rejected", exc.reason, exc.message, tuple(passed), att, spot)
-    except (ChainUnavailable, FeedError, SpotCheckUnavailable) as exc:
+    except units.UnitRejected as exc:
+        return VerificationResult(
+            "rejected", Reason(exc.reason), exc.message, tuple(passed), att, spot
+        )
+    except (ChainUnavailable, FeedError, SpotCheckUnavailable, units.UnitsPending) as exc:
         return VerificationResult("retry", None, str(exc), tuple(passed), att, spot)
     return VerificationResult("verified", None, "", tuple(passed), att, spot)
+
+
+def _replayable(unit: Unit | None) -> bool:
+    """Whether proof of training is spot-checked: single-unit jobs and relay stages train;
+    evaluations and aggregations do not, and a cluster's distributed run is not replayed by
+    one oracle process."""
+    return unit is None or unit.kind == "stage"
 
 
 def _check_worker(att: Attestation, ctx: VerificationContext) -> None:
@@ -274,7 +323,7 @@ def _check_job(att: Attestation, ctx: VerificationContext) -> JobInfo:
     return job
 
 
-def _check_escrow_on_chain(att: Attestation, ctx: VerificationContext) -> None:
+def _check_escrow_on_chain(att: Attestation, ctx: VerificationContext) -> EscrowOutput:
     ref = att.domain.escrow
     name = escrow_ref(ref.tx_id, ref.index)
     lookup = ctx.chain.escrow_output(ref)
@@ -317,6 +366,7 @@ def _check_escrow_on_chain(att: Attestation, ctx: VerificationContext) -> None:
             Reason.AMOUNT_EXCEEDS_BUDGET,
             f"amount {att.amount} exceeds escrow {name}'s budget {datum.budget} (locked {locked})",
         )
+    return out
 
 
 def _check_store(att: Attestation, ctx: VerificationContext, own_id: int | None, leaf: str) -> None:
@@ -324,17 +374,18 @@ def _check_store(att: Attestation, ctx: VerificationContext, own_id: int | None,
     if holder is not None and holder != own_id:
         raise _Rejected(Reason.REPLAYED, f"this attestation was already received (id {holder})")
     ref = att.domain.escrow
-    name = escrow_ref(ref.tx_id, ref.index)
-    payable = ctx.store.payable_for_escrow(name)
+    name = f"escrow {escrow_ref(ref.tx_id, ref.index)}"
+    unit = None if att.unit is None else att.unit.index
+    if unit is not None:
+        name = f"unit {unit} of {name}"
+    payable = ctx.store.payable_for_escrow(payable_key(escrow_ref(ref.tx_id, ref.index), unit))
     if payable is not None and payable[0] != own_id:
         other, status = payable
         if status == "settled":
-            raise _Rejected(
-                Reason.ALREADY_SETTLED, f"escrow {name} was settled (attestation {other})"
-            )
+            raise _Rejected(Reason.ALREADY_SETTLED, f"{name} was settled (attestation {other})")
         raise _Rejected(
             Reason.ESCROW_ALREADY_CLAIMED,
-            f"escrow {name} is already claimed by attestation {other}",
+            f"{name} is already claimed by attestation {other}",
         )
 
 
@@ -379,18 +430,35 @@ def _check_work(att: Attestation, job: JobInfo) -> None:
         raise _Rejected(Reason.COMMAND_MISMATCH, "command hash is not the spec's commands")
 
 
-def price_cap(job: JobInfo) -> int:
-    """The most the job's pricing rule lets a worker claim."""
+def price_cap(job: JobInfo, att: Attestation) -> int:
+    """The most the job's pricing rule lets this attestation claim.
+
+    Rate-card jobs pay the attested GPU time at the document's rate for the attested GPU
+    model, capped at `max_amount`, recomputed here from the document (checked against the
+    spec's digest when the feed was parsed) rather than taken from the API."""
     pricing = job.spec.pricing
     if isinstance(pricing, FixedPrice):
         return pricing.amount
-    # Rate-card jobs pay metered use up to max_amount; the rate card document itself is not
-    # served by the API yet, so the cap is what the submitter agreed to at most.
-    return pricing.max_amount
+    if job.rate_card is None:
+        raise FeedDataError(f"the API feed carries no rate card document for job {job.job_id}")
+    try:
+        return price_under(
+            job.rate_card,
+            max_amount=pricing.max_amount,
+            worker_key=att.worker_key,
+            gpu_model=att.gpu_model,
+            gpu_milliseconds=att.gpu_milliseconds,
+        )
+    except RateCardError as exc:
+        raise _Rejected(Reason.AMOUNT_EXCEEDS_PRICE, f"nothing is payable: {exc}") from exc
 
 
-def _check_amount(att: Attestation, job: JobInfo) -> None:
-    cap = price_cap(job)
+def _check_amount(att: Attestation, job: JobInfo, unit: Unit | None = None) -> None:
+    if unit is not None:
+        # A unit is paid its planned amount at most, whatever the job's total price.
+        units.check_amount(att, unit)
+        return
+    cap = price_cap(job, att)
     if att.amount > cap:
         raise _Rejected(
             Reason.AMOUNT_EXCEEDS_PRICE, f"amount {att.amount} exceeds the job's price {cap}"

@@ -11,7 +11,13 @@ metadata. Auditing one settlement checks:
 - every attestation's COSE signature is valid for the expected network and escrow script;
 - the escrows the transaction spends are exactly the attested ones, each attested once;
 - each provider receives exactly the NTX attested to it, each escrow's submitter gets the
-  rest of the escrow (escrow - payout) back, and no other address receives NTX.
+  rest of the escrow (escrow - payout) back, and no other address receives NTX;
+- an escrow paid by several unit attestations of a topology job (`unit` set; see
+  docs/topologies.md): its settlement entry has one payout output per unit attestation,
+  in bundle order, paying that unit's provider exactly its attested amount, the refund is
+  escrow - the sum, no unit is attested twice, every unit's inputs are outputs of units of
+  the same escrow in the bundle (branch starts and nodes have none), and a cluster's nodes
+  attest one output.
 
 Three ways to pick what to audit: one transaction (`audit_settlement`), the settlement(s)
 that paid a job (`settlements_for_job`, a scan of label-674 transactions and their bundles)
@@ -67,6 +73,9 @@ DUPLICATE_ATTESTATION = "duplicate-attestation"
 OVER_ATTESTED = "attested-exceeds-escrow"
 NOT_AN_ESCROW = "escrow-without-datum"
 UNBALANCED = "escrow-ntx-unaccounted"
+UNIT_ATTESTED_TWICE = "unit-attested-twice"
+UNIT_INPUT_NOT_CHAINED = "unit-input-not-chained"
+NODE_OUTPUTS_DISAGREE = "node-outputs-disagree"
 
 
 @dataclass(frozen=True)
@@ -89,15 +98,28 @@ class Discrepancy:
 
 
 @dataclass(frozen=True)
-class EscrowSettled:
-    escrow: str  # "txid#index"
+class UnitPaid:
+    """One unit attestation of a topology job's escrow and the output that pays it."""
+
+    index: int
+    kind: str
     provider: str
     attested: int
+    output: int | None  # transaction output index named by the settlement entry
+    paid: int  # NTX in that output
+
+
+@dataclass(frozen=True)
+class EscrowSettled:
+    escrow: str  # "txid#index"
+    provider: str  # "" for an escrow paid by unit attestations (see `units`)
+    attested: int  # summed over the units for a topology job's escrow
     submitter: str
     held: int  # NTX the escrow locked
     paid: int  # NTX the transaction gives the provider (summed over its outputs)
     refunded: int  # NTX the transaction gives the submitter
     job_id: str = ""
+    units: tuple[UnitPaid, ...] = ()
 
     @property
     def refund_expected(self) -> int:
@@ -295,6 +317,94 @@ def redeemer_root(tx_cbor: bytes, reward_indices: Sequence[int]) -> bytes | None
     return None
 
 
+def redeemer_entries(
+    tx_cbor: bytes, reward_indices: Sequence[int]
+) -> list[tuple[int, tuple[int, ...], int]] | None:
+    """The batch redeemer's entries `(input index, payout output indices, refund output
+    index)`, read like `redeemer_root`; None when no batch redeemer carries them."""
+    try:
+        witnesses = cbor2.loads(tx_cbor)[1]
+        redeemers = witnesses.get(5)
+    except Exception as exc:  # cbor2 raises unrelated types on garbage
+        raise AuditError(f"the transaction CBOR does not decode: {exc}") from exc
+    datas: list[tuple[int, int, Any]] = []
+    if isinstance(redeemers, list | tuple):
+        datas = [(int(r[0]), int(r[1]), r[2]) for r in redeemers]
+    elif isinstance(redeemers, dict):
+        datas = [(int(k[0]), int(k[1]), v[0]) for k, v in redeemers.items()]
+    for tag, index, data in datas:
+        if tag != REWARD_TAG or (reward_indices and index not in reward_indices):
+            continue
+        fields = data.value if isinstance(data, cbor2.CBORTag) else None
+        if not (isinstance(fields, list) and len(fields) == 4 and isinstance(fields[1], list)):
+            continue
+        entries = []
+        try:
+            for entry in fields[1]:
+                values = entry.value if isinstance(entry, cbor2.CBORTag) else entry
+                input_index, payouts, refund = values
+                entries.append((int(input_index), tuple(int(p) for p in payouts), int(refund)))
+        except (TypeError, ValueError) as exc:
+            raise AuditError(f"the batch redeemer's entries do not decode: {exc}") from exc
+        return entries
+    return None
+
+
+@dataclass(frozen=True)
+class ChainBreak:
+    kind: str  # UNIT_ATTESTED_TWICE | UNIT_INPUT_NOT_CHAINED | NODE_OUTPUTS_DISAGREE
+    escrow: str
+    unit: int
+    detail: str
+
+
+def chain_breaks(units: Sequence[tuple[str, Any]]) -> list[ChainBreak]:
+    """Within each escrow, over `(escrow, UnitWork)` pairs (one per unit attestation): no
+    unit attested twice, every input is the output of another unit of the same escrow, and
+    node units attest one output. Shared with the oracles' co-signers, who check a batch
+    the same way before they sign it."""
+    by_escrow: dict[str, list[Any]] = defaultdict(list)
+    for escrow, work in units:
+        by_escrow[escrow].append(work)
+    found: list[ChainBreak] = []
+    for escrow, works in sorted(by_escrow.items()):
+        indices = [w.index for w in works]
+        for index in sorted({i for i in indices if indices.count(i) > 1}):
+            found.append(
+                ChainBreak(
+                    UNIT_ATTESTED_TWICE,
+                    escrow,
+                    index,
+                    f"unit {index} of escrow {escrow} is attested {indices.count(index)} times",
+                )
+            )
+        for work in works:
+            outputs = {w.output: w.index for w in works if w.output and w is not work}
+            for position, digest in enumerate(work.inputs):
+                if digest not in outputs:
+                    found.append(
+                        ChainBreak(
+                            UNIT_INPUT_NOT_CHAINED,
+                            escrow,
+                            work.index,
+                            f"input {position} ({digest}) of unit {work.index} ({work.kind}) "
+                            f"of escrow {escrow} is the output of no unit in the bundle",
+                        )
+                    )
+        nodes = {w.output for w in works if w.kind == "node"}
+        if len(nodes) > 1:
+            first = min(w.index for w in works if w.kind == "node")
+            found.append(
+                ChainBreak(
+                    NODE_OUTPUTS_DISAGREE,
+                    escrow,
+                    first,
+                    f"the nodes of escrow {escrow} attest {len(nodes)} different outputs",
+                )
+            )
+    return found
+
+
 # --- bundles ------------------------------------------------------------------------------------
 
 
@@ -457,6 +567,7 @@ def _audit(
         )
 
     claims: dict[str, tuple[str, int, str]] = {}  # escrow -> (provider, amount, job id)
+    unit_claims: dict[str, list[Any]] = defaultdict(list)  # escrow -> unit attestations
     signatures = 0
     for position, cose in enumerate(coses):
         try:
@@ -471,9 +582,18 @@ def _audit(
             continue
         signatures += 1
         ref = f"{att.domain.escrow.tx_id}#{att.domain.escrow.index}"
-        if ref in claims:
+        if att.unit is not None and ref not in claims:
+            unit_claims[ref].append(att)
+            continue
+        if ref in claims or ref in unit_claims:
             flag(DUPLICATE_ATTESTATION, f"escrow {ref} is attested twice")
+        unit_claims.pop(ref, None)
         claims[ref] = (att.payout_address, att.amount, att.job_id)
+    for ref, atts in sorted(unit_claims.items()):
+        if len({a.job_id for a in atts}) > 1:
+            flag(DUPLICATE_ATTESTATION, f"escrow {ref} is attested by units of several jobs")
+    for problem in chain_breaks([(ref, a.unit) for ref, atts in unit_claims.items() for a in atts]):
+        flag(problem.kind, problem.detail)
 
     script = ScriptHash(bytes.fromhex(escrow_script_hash))
     spent: dict[str, tuple[str, int]] = {}  # escrow -> (submitter, held)
@@ -490,11 +610,12 @@ def _audit(
             continue
         submitter = str(address_from_data(datum.submitter, pycardano_network))
         spent[ref] = (submitter, _ntx(out, policy, name))
-    for ref in sorted(set(spent) - set(claims)):
+    attested = set(claims) | set(unit_claims)
+    for ref in sorted(set(spent) - attested):
         flag(
             UNATTESTED_ESCROW, f"escrow {ref} ({spent[ref][1]} NTX) is spent without an attestation"
         )
-    for ref in sorted(set(claims) - set(spent)):
+    for ref in sorted(attested - set(spent)):
         flag(ATTESTED_NOT_SPENT, f"escrow {ref} is attested but not spent by this transaction")
 
     ntx_outputs: list[tuple[int, str, int]] = []
@@ -526,6 +647,18 @@ def _audit(
                 refunded=received.get(submitter, 0),
                 job_id=job,
             )
+        )
+    if unit_claims:
+        ledger_inputs = sorted(body.inputs, key=lambda i: (i.transaction_id.payload, i.index))
+        settled += _audit_unit_escrows(
+            flag,
+            unit_claims,
+            spent,
+            redeemer_entries(settled_tx.cbor, rewards) or [],
+            [f"{i.transaction_id.payload.hex()}#{i.index}" for i in ledger_inputs],
+            [(str(o.address), _ntx(o, policy, name)) for o in body.outputs],
+            owed,
+            providers,
         )
     for address, due in sorted(owed.items()):
         got = received.get(address, 0)
@@ -568,6 +701,95 @@ def _audit(
         block_height=settled_tx.block_height,
         outputs=tuple(ntx_outputs),
     )
+
+
+def _audit_unit_escrows(
+    flag: Callable[..., None],
+    unit_claims: dict[str, list[Any]],
+    spent: dict[str, tuple[str, int]],
+    entries: Sequence[tuple[int, tuple[int, ...], int]],
+    inputs: Sequence[str],
+    outputs: Sequence[tuple[str, int]],
+    owed: dict[str, int],
+    providers: set[str],
+) -> list[EscrowSettled]:
+    """The escrows paid by unit attestations: one payout output per unit, in bundle order,
+    each paying its unit's provider its attested amount, then the refund of the rest.
+    Adds what each address is owed to `owed` (the address-level checks that follow)."""
+    by_input = {inputs[i]: (payouts, refund) for i, payouts, refund in entries if i < len(inputs)}
+    settled = []
+    for ref, atts in sorted(unit_claims.items()):
+        submitter, held = spent.get(ref, ("", 0))
+        total = sum(a.amount for a in atts)
+        for a in atts:
+            owed[a.payout_address] += a.amount
+            providers.add(a.payout_address)
+        if submitter:
+            owed[submitter] += held - total
+            if total > held:
+                flag(OVER_ATTESTED, f"escrow {ref}: attested {total} exceeds the {held} it holds")
+        payouts, refund = by_input.get(ref, ((), None))
+        if ref in spent and refund is None:
+            flag(PAYOUT_MISMATCH, f"escrow {ref} has no entry in the batch redeemer")
+        elif ref in spent and len(payouts) != len(atts):
+            flag(
+                PAYOUT_MISMATCH,
+                f"escrow {ref} pays {len(payouts)} output(s) for {len(atts)} unit attestation(s)",
+                expected=len(atts),
+                actual=len(payouts),
+            )
+        units = []
+        for position, att in enumerate(atts):
+            index = payouts[position] if position < len(payouts) else None
+            address, quantity = (
+                outputs[index]
+                if index is not None and index < len(outputs)
+                else (
+                    "",
+                    0,
+                )
+            )
+            unit = att.unit
+            units.append(
+                UnitPaid(unit.index, unit.kind, att.payout_address, att.amount, index, quantity)
+            )
+            if index is not None and (address != att.payout_address or quantity != att.amount):
+                flag(
+                    PAYOUT_MISMATCH,
+                    f"unit {unit.index} ({unit.kind}) of escrow {ref} is attested "
+                    f"{att.amount} NTX to {att.payout_address}; output {index} pays {quantity} "
+                    f"NTX to {address}",
+                    output=index,
+                    expected=att.amount,
+                    actual=quantity,
+                )
+        refunded = 0
+        if refund is not None and refund < len(outputs):
+            address, refunded = outputs[refund]
+            if submitter and (address != submitter or refunded != held - total):
+                flag(
+                    REFUND_MISMATCH,
+                    f"escrow {ref} holds {held} NTX, its units are attested {total}: output "
+                    f"{refund} refunds {refunded} NTX to {address}, owed {held - total} to "
+                    f"{submitter}",
+                    output=refund,
+                    expected=held - total,
+                    actual=refunded,
+                )
+        settled.append(
+            EscrowSettled(
+                escrow=ref,
+                provider="",
+                attested=total,
+                submitter=submitter,
+                held=held,
+                paid=sum(u.paid for u in units),
+                refunded=refunded,
+                job_id=atts[0].job_id,
+                units=tuple(units),
+            )
+        )
+    return settled
 
 
 # --- finding settlements ------------------------------------------------------------------------
@@ -794,6 +1016,20 @@ def _print_reports(
         if devnet_url:
             console.print(f"explorer: {explorer_tx_url(devnet_url, report.tx_id)}")
         for e in report.escrows:
+            if e.units:
+                console.print(
+                    f"escrow {e.escrow} (job {e.job_id[:16]}...): held {e.held}, "
+                    f"{len(e.units)} unit(s) attested {e.attested} (paid {e.paid}), "
+                    f"refund {e.refund_expected} to {e.submitter} (received {e.refunded})",
+                    markup=False,
+                )
+                for u in e.units:
+                    console.print(
+                        f"  unit {u.index} ({u.kind}): attested {u.attested} to {u.provider}, "
+                        f"output {u.output} pays {u.paid}",
+                        markup=False,
+                    )
+                continue
             console.print(
                 f"escrow {e.escrow} (job {e.job_id[:16]}...): held {e.held}, "
                 f"attested {e.attested} to {e.provider} (received {e.paid}), "

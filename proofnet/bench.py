@@ -78,6 +78,36 @@ def bench_worker(
     Console().print(table)
 
 
+@app.command("handoff")
+def bench_handoff(
+    size_mb: float = typer.Option(100.0, "--size-mb", help="checkpoint size (MiB)"),
+    steps: int = typer.Option(100, help="training steps of the stage that makes it"),
+    examples: int = typer.Option(2048, help="examples in the stage's shard"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """Relay stage hand-off (checkpoint upload + download + SHA-256) vs the stage's compute."""
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from worker.bench_handoff import run_handoff_bench
+
+    report = run_handoff_bench(size_mb=size_mb, steps=steps, examples=examples)
+    if json_out:
+        typer.echo(json.dumps(report))
+        return
+    table = Table(title=f"proofnet bench handoff ({report['checkpoint_mib']} MiB checkpoint)")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in report["stage"].items():
+        table.add_row(f"stage: {key}", str(value))
+    for key, value in report["handoff"].items():
+        table.add_row(f"hand-off: {key}", str(value))
+    table.add_row("hand-off / compute (%)", str(report["overhead_pct"]))
+    Console().print(table)
+
+
 @app.command("api")
 def bench_api(
     postgres_url: str = typer.Option(

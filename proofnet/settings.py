@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     worker_runtime: Literal["docker", "process"] = "docker"
     worker_work_dir: Path = Path(".proofnet/worker")
     worker_heartbeat_s: float = Field(default=5.0, gt=0)
+    # Address the other nodes of a multi-node job reach this machine at (node 0 hosts the
+    # torchrun rendezvous there).
+    worker_advertise_host: str = "127.0.0.1"
 
 
 def build_settings(**overrides: object) -> Settings:

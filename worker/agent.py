@@ -18,6 +18,12 @@ One job at a time:
    the on-disk outbox; the lease is completed with it (the oracle checks the attestation
    against the API's completed job), and then it is sent to the oracle.
 
+A claim may hand out one *unit* of a topology job (a relay stage, evaluation or
+aggregation, or a cluster node; docs/topologies.md). The same steps run it, with what
+`worker.units` adds (verified input checkpoints, the unit's data and environment, its
+checkpoint or metrics) and, for a node, `worker.cluster`'s wait for the whole cluster and
+torchrun; its attestation names the unit and claims the unit's planned amount.
+
 `request_stop()` (SIGTERM/SIGINT) lets the current job finish within the grace period, else
 kills it and releases the lease. The loop backs off with jitter on errors and never dies of
 one.
@@ -32,7 +38,7 @@ import random
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -41,23 +47,29 @@ from proofnet.messages.attestation import (
     Attestation,
     AttestationDomain,
     SignedAttestation,
+    UnitWork,
     sign_attestation,
 )
 from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.topology import MultiNode
+from worker import units
 from worker.api_client import (
     ApiClient,
     ApiClientError,
     ApiRefused,
     ApiUnavailable,
     ClaimedJob,
+    InputRejected,
     LeaseLost,
 )
+from worker.cluster import ClusterError, Rendezvous, node_commands, wait_for_cluster
 from worker.identity import WorkerKey
 from worker.lease_keeper import LeaseKeeper
 from worker.log_shipper import LogShipper
 from worker.oracle_client import OracleClient, Outbox, OutboxEntry, send_with_retries
 from worker.pot.env import JobEnv
-from worker.pricing import PricingError, RateCard, amount_claimed, check_priceable
+from worker.pricing import PricingError, RateCard
+from worker.rate_cards import RateCardBook
 from worker.results import (
     CollectedResult,
     ResultsError,
@@ -78,7 +90,9 @@ from worker.runtime.base import (
     Runtime,
     RuntimeErrorBase,
 )
+from worker.sealing_check import SealingKeyRefused, SealingKeyUnverified, verify_sealing_key
 from worker.telemetry import JobUsage, TelemetrySampler
+from worker.unit_claim import ClusterState, UnitAssignment
 from worker.workspace import RepoCache, WorkspaceError, fetch_data
 
 log = logging.getLogger(__name__)
@@ -105,6 +119,10 @@ class AgentConfig:
     pids_limit: int | None = 4096
     rate_cards: Mapping[str, RateCard] = field(default_factory=dict)
     keep_workspaces: bool = False
+    # Where this machine can be reached by the other nodes of a multi-node job (node 0
+    # hosts the rendezvous there), and how long a node waits for its cluster to form.
+    advertise_host: str = "127.0.0.1"
+    cluster_wait_s: float = 300.0
 
     @property
     def jobs_dir(self) -> Path:
@@ -138,6 +156,10 @@ class JobOutcome:
     pot_root: str | None = None
     usage: JobUsage | None = None
     run: RunResult | None = None
+    # The unit of a topology job this outcome is for (None: a single-unit job).
+    unit: int | None = None
+    # A stage's, aggregation's or node's checkpoint hash (what its attestation names).
+    output: str | None = None
 
 
 @dataclass(frozen=True)
@@ -176,6 +198,7 @@ class Agent:
         self.key = key
         self.repos = repos or RepoCache(config.repo_cache_dir)
         self.outbox = Outbox(config.outbox_dir)
+        self.rate_cards = RateCardBook(config.rate_cards, api, key.public_key_hex)
         self._stop = threading.Event()
         self._stop_deadline: float | None = None
         self._sleep = sleep
@@ -301,14 +324,28 @@ class Agent:
             )
         assigned, model = self._assign_gpus(claimed.spec)
         try:
-            check_priceable(claimed.spec, model, self.config.rate_cards)
+            self.rate_cards.check(claimed.spec, model)
         except PricingError as e:
             raise _Released(f"cannot price this job: {e}") from e
+        if claimed.sealing is not None:
+            try:  # before sealing anything to it: is it the on-chain submitter's key?
+                verify_sealing_key(
+                    claimed.sealing,
+                    tx_id=claimed.escrow.ref.tx_id,
+                    index=claimed.escrow.ref.index,
+                    job_id=claimed.job_id,
+                    oracle=self.oracle,
+                )
+            except SealingKeyUnverified as e:
+                raise _Released(str(e)) from e
+            except SealingKeyRefused as e:
+                raise _Failed(str(e)) from e
         return assigned, model
 
     def process(self, claimed: ClaimedJob) -> JobOutcome:
         cfg = self.config
-        tag = f"{claimed.job_id}-a{claimed.attempt}"
+        tag = _tag(claimed)
+        unit = None if claimed.unit is None else claimed.unit.index
         job_dir = cfg.jobs_dir / tag
         keeper = LeaseKeeper(
             self.api,
@@ -321,8 +358,10 @@ class Agent:
         )
         keeper.start()
         shipper.start()
+        what = "" if claimed.unit is None else f" {claimed.unit.kind} unit {claimed.unit.index} of"
         shipper.note(
-            f"worker {self.key.key_id} claimed job {claimed.job_id} (attempt {claimed.attempt})"
+            f"worker {self.key.key_id} claimed{what} job {claimed.job_id} "
+            f"(attempt {claimed.attempt})"
         )
         try:
             return self._process(claimed, tag, job_dir, keeper, shipper)
@@ -330,14 +369,14 @@ class Agent:
             shipper.note(f"releasing the job: {e}")
             shipper.flush()
             self._end_lease("release", claimed.lease_token, str(e))
-            return JobOutcome(claimed.job_id, claimed.attempt, "released", str(e))
+            return JobOutcome(claimed.job_id, claimed.attempt, "released", str(e), unit=unit)
         except _Failed as e:
             shipper.note(f"job failed: {e}")
             shipper.flush()
             self._end_lease("fail", claimed.lease_token, str(e))
-            return JobOutcome(claimed.job_id, claimed.attempt, "failed", str(e))
+            return JobOutcome(claimed.job_id, claimed.attempt, "failed", str(e), unit=unit)
         except LeaseLost as e:
-            return JobOutcome(claimed.job_id, claimed.attempt, "lost", str(e))
+            return JobOutcome(claimed.job_id, claimed.attempt, "lost", str(e), unit=unit)
         finally:
             keeper.stop()
             shipper.close()
@@ -369,21 +408,9 @@ class Agent:
         keeper: LeaseKeeper,
         shipper: LogShipper,
     ) -> JobOutcome:
-        cfg, spec = self.config, claimed.spec
+        cfg, spec, unit = self.config, claimed.spec, claimed.unit
         assigned, gpu_model = self._precheck(claimed)
-
-        keeper.message = "preparing workspace"
-        shipper.note(f"checking out {spec.model.repo_url} at {spec.model.commit}")
-        try:
-            cfg.jobs_dir.mkdir(parents=True, exist_ok=True)
-            if job_dir.exists():
-                shutil.rmtree(job_dir)
-            self.repos.checkout(spec.model.repo_url, spec.model.commit, job_dir)
-            if spec.data:
-                shipper.note(f"fetching {len(spec.data)} data shard(s)")
-                fetch_data(spec.data, job_dir / "data", cache_dir=cfg.data_cache_dir)
-        except WorkspaceError as e:
-            raise _Failed(f"workspace: {e}") from e
+        shards, inputs = self._prepare_workspace(claimed, job_dir, keeper, shipper)
 
         keeper.message = "preparing image"
         try:
@@ -392,8 +419,15 @@ class Agent:
             raise _Failed(f"image {spec.image}: {e}") from e
         self._check_lease(keeper)
 
+        commands: Sequence[Sequence[str]] = spec.commands
+        extra_env: dict[str, str] = {}
+        if unit is not None:
+            commands, extra_env = self._unit_run(
+                claimed, unit, job_dir, inputs, shards, keeper, shipper
+            )
+
         run, usage, started_ms, ended_ms = self._run_commands(
-            claimed, tag, job_dir, assigned, keeper, shipper
+            claimed, tag, job_dir, assigned, keeper, shipper, commands, extra_env
         )
         with contextlib.suppress(ApiClientError):
             self.api.report_usage(claimed.lease_token, _usage_report(usage))
@@ -404,24 +438,15 @@ class Agent:
             raise _Failed(f"{run.reason.value}: {run.message}")
 
         keeper.message = "returning results"
-        try:
-            results, proof = split_proof_files(collect_results(job_dir, spec.results))
-            root = pot_root(job_dir)
-            metrics = final_metrics(results)
-            if claimed.sealing is not None:
-                # Sealed: upload and attest the ciphertexts; metrics would reveal the
-                # plaintext in the attestation, so a sealed job attests none.
-                results = seal_results(results, _sealed_dir(job_dir), claimed.sealing.public_key)
-                metrics = {}
-                shipper.note(f"sealed {len(results)} results to the submitter's key")
-        except ResultsError as e:
-            raise _Failed(str(e)) from e
+        results, proof, root, metrics, outputs = self._collect(claimed, job_dir, shipper)
         self._upload(claimed, results, shipper)
         if proof:
             keeper.message = "returning the proof of training"
             self._upload(claimed, proof, shipper, quiet=True)
             shipper.note(f"uploaded {len(proof)} proof-of-training files (PoT root {root})")
-        elif not declares_proof(spec.results):
+        elif (unit is None or units.collects_declared_results(unit)) and not declares_proof(
+            spec.results
+        ):
             shipper.note(
                 "the spec declares no pot/** result: the proof-of-training files stay here, "
                 "and oracles that spot-check will not verify this job"
@@ -432,10 +457,14 @@ class Agent:
         if not keeper.beat():
             raise LeaseLost(keeper.lost_reason)
         gpu_ms = round(usage.gpu_seconds * 1000)
-        try:
-            amount = amount_claimed(spec, gpu_ms, gpu_model, cfg.rate_cards)
-        except PricingError as e:  # checked before the run; only a changed card gets here
-            raise _Failed(f"cannot price the job: {e}") from e
+        if unit is not None:
+            # A unit is paid its planned share of the escrow, never the whole job's price.
+            amount = unit.amount
+        else:
+            try:
+                amount = self.rate_cards.amount(spec, gpu_ms, gpu_model)
+            except PricingError as e:  # checked before the run; only a changed card gets here
+                raise _Failed(f"cannot price the job: {e}") from e
         signed = self._attest(
             claimed,
             assigned,
@@ -447,23 +476,28 @@ class Agent:
             root,
             metrics,
             amount,
+            None if unit is None or outputs is None else _unit_work(unit, outputs),
         )
         hashes = {r.name: r.sha256 for r in results}
+        completion: dict[str, Any] = {
+            "attestation": signed.hex(),
+            "pot_root": root,
+            "result_hashes": hashes,
+            "gpu_milliseconds": gpu_ms,
+            "amount": amount,
+            "metrics": metrics,
+        }
+        if unit is not None and outputs is not None:
+            completion["unit"] = units.completion(unit, outputs)
         entry = self.outbox.put(
             OutboxEntry(
                 job_id=claimed.job_id,
                 attempt=claimed.attempt,
                 lease_token=claimed.lease_token,
                 cose_hex=signed.hex(),
-                completion={
-                    "attestation": signed.hex(),
-                    "pot_root": root,
-                    "result_hashes": hashes,
-                    "gpu_milliseconds": gpu_ms,
-                    "amount": amount,
-                    "metrics": metrics,
-                },
+                completion=completion,
                 created_at=time.time(),
+                unit=None if unit is None else unit.index,
             )
         )
         shipper.note(f"attestation signed (PoT root {root}); completing the job")
@@ -490,7 +524,156 @@ class Agent:
             pot_root=root,
             usage=usage,
             run=run,
+            unit=None if unit is None else unit.index,
+            output=None if outputs is None else outputs.output,
         )
+
+    def _prepare_workspace(
+        self, claimed: ClaimedJob, job_dir: Path, keeper: LeaseKeeper, shipper: LogShipper
+    ) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+        """Check out the code, fetch the data (a unit's own) and a unit's input checkpoints.
+        Returns (data files, input checkpoints), as host paths."""
+        cfg, spec, unit = self.config, claimed.spec, claimed.unit
+        keeper.message = "preparing workspace"
+        shipper.note(f"checking out {spec.model.repo_url} at {spec.model.commit}")
+        data = list(spec.data) if unit is None else units.unit_data(spec, unit)
+        try:
+            cfg.jobs_dir.mkdir(parents=True, exist_ok=True)
+            if job_dir.exists():
+                shutil.rmtree(job_dir)
+            self.repos.checkout(spec.model.repo_url, spec.model.commit, job_dir)
+            shards: list[Path] = []
+            if data:
+                shipper.note(f"fetching {len(data)} data shard(s)")
+                shards = fetch_data(data, job_dir / "data", cache_dir=cfg.data_cache_dir)
+        except WorkspaceError as e:
+            raise _Failed(f"workspace: {e}") from e
+        if unit is None or not unit.inputs:
+            return tuple(shards), ()
+        keeper.message = "fetching input checkpoints"
+        try:
+            inputs = units.fetch_inputs(
+                self.api, claimed.lease_token, unit, job_dir, pause=self._pause
+            )
+        except InputRejected as e:
+            raise _Failed(str(e)) from e
+        for item, path in zip(unit.inputs, inputs, strict=True):
+            shipper.note(
+                f"input checkpoint of unit {item.unit} verified ({path.stat().st_size} bytes, "
+                f"sha256 {item.sha256})"
+            )
+        self._check_lease(keeper)
+        return tuple(shards), inputs
+
+    def _unit_run(
+        self,
+        claimed: ClaimedJob,
+        unit: UnitAssignment,
+        job_dir: Path,
+        inputs: tuple[Path, ...],
+        shards: tuple[Path, ...],
+        keeper: LeaseKeeper,
+        shipper: LogShipper,
+    ) -> tuple[tuple[tuple[str, ...], ...], dict[str, str]]:
+        """A unit's commands and environment; a node's only once its cluster is ready."""
+        spec = claimed.spec
+        commands = units.unit_commands(spec, unit)
+        endpoint = None
+        if unit.kind == "node":
+            topo = units.topology_of(spec)
+            assert isinstance(topo, MultiNode) and unit.rank is not None
+            rdzv = self._join_cluster(unit.rank, keeper, shipper)
+            endpoint = rdzv.endpoint
+            commands = node_commands(commands, rdzv, topo.nproc_per_node)
+        try:
+            environ = units.unit_env(
+                spec,
+                unit,
+                job_dir=job_dir,
+                seen_as=self._seen_job_dir(job_dir),
+                inputs=inputs,
+                shards=shards,
+                endpoint=endpoint,
+            )
+        except units.UnitError as e:
+            raise _Failed(str(e)) from e
+        return commands, environ
+
+    def _join_cluster(self, rank: int, keeper: LeaseKeeper, shipper: LogShipper) -> Rendezvous:
+        keeper.message = "waiting for the cluster"
+        shipper.note(f"node {rank}: waiting for every node of the cluster to be leased")
+
+        def on_wait(state: ClusterState | None) -> None:
+            if state is not None:
+                shipper.note(
+                    f"cluster {state.rdzv_id}: {state.state}, endpoint {state.endpoint or '-'}"
+                )
+
+        try:
+            rdzv = wait_for_cluster(
+                keeper,
+                rank=rank,
+                advertise_host=self.config.advertise_host,
+                timeout_s=self.config.cluster_wait_s,
+                stopping=self._past_grace,
+                sleep=self._stop.wait,
+                on_wait=on_wait,
+            )
+        except ClusterError as e:
+            raise _Released(f"node {rank}: {e}") from e
+        except ValueError as e:  # node 0 cannot open a port on its advertised host
+            raise _Released(f"node {rank}: {e}") from e
+        shipper.note(f"node {rank}: the cluster is ready; rendezvous at {rdzv.endpoint}")
+        return rdzv
+
+    def _collect(
+        self, claimed: ClaimedJob, job_dir: Path, shipper: LogShipper
+    ) -> tuple[
+        list[CollectedResult],
+        list[CollectedResult],
+        str,
+        Mapping[str, int | str],
+        units.UnitOutputs | None,
+    ]:
+        """(results to attest, proof files, PoT root, metrics, a unit's outputs)."""
+        spec, unit = claimed.spec, claimed.unit
+        declared = unit is None or units.collects_declared_results(unit)
+        try:
+            results: list[CollectedResult] = []
+            proof: list[CollectedResult] = []
+            if declared:
+                results, proof = split_proof_files(collect_results(job_dir, spec.results))
+                root = pot_root(job_dir)
+            else:
+                root = _pot_root_if_any(job_dir)
+            metrics: Mapping[str, int | str] = final_metrics(results)
+            if claimed.sealing is not None and declared:
+                # Sealed: upload and attest the ciphertexts; metrics would reveal the
+                # plaintext in the attestation, so a sealed job attests none.
+                results = seal_results(results, _sealed_dir(job_dir), claimed.sealing.public_key)
+                metrics = {}
+                shipper.note(f"sealed {len(results)} results to the submitter's key")
+        except ResultsError as e:
+            raise _Failed(str(e)) from e
+        if unit is None:
+            return results, proof, root, metrics, None
+        try:
+            outputs = units.collect_outputs(spec, unit, job_dir)
+        except units.UnitError as e:
+            raise _Failed(str(e)) from e
+        if unit.kind == "eval":
+            metrics = outputs.metrics
+            shipper.note(f"evaluation of unit {unit.evaluates}: {dict(metrics)}")
+        else:
+            outputs = units.UnitOutputs(checkpoint=outputs.checkpoint, metrics=metrics)
+        if outputs.checkpoint is not None:
+            # Never sealed: the next unit's provider must read it.
+            results = sorted([*results, outputs.checkpoint], key=lambda r: r.name)
+        return results, proof, root, metrics, outputs
+
+    def _seen_job_dir(self, job_dir: Path) -> Path:
+        """Where the job's commands see their work dir."""
+        return Path(MOUNT_POINT) if self.runtime.isolated else job_dir.resolve()
 
     def _complete(self, entry: OutboxEntry) -> OutboxEntry:
         """Complete the entry's lease unless done; the entry as it stands afterwards."""
@@ -534,11 +717,13 @@ class Agent:
         assigned: tuple[str, ...],
         keeper: LeaseKeeper,
         shipper: LogShipper,
+        commands: Sequence[Sequence[str]],
+        extra_env: Mapping[str, str],
     ) -> tuple[RunResult, JobUsage, int, int]:
         cfg, spec = self.config, claimed.spec
-        mount_point = "/work"
+        mount_point = MOUNT_POINT
         job_env = JobEnv(
-            job_dir=Path(mount_point if self.runtime.isolated else str(job_dir.resolve())),
+            job_dir=self._seen_job_dir(job_dir),
             job_seed=spec.seed,
             nonce=bytes.fromhex(claimed.nonce),
             steps_per_checkpoint=spec.proof.steps_per_checkpoint,
@@ -556,7 +741,7 @@ class Agent:
         self.sampler.start_job(tag, assigned)
         run: RunResult | None = None
         try:
-            for i, argv in enumerate(spec.commands, 1):
+            for i, argv in enumerate(commands, 1):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     run = RunResult(
@@ -570,18 +755,18 @@ class Agent:
                 if self._past_grace():
                     run = RunResult(None, RunReason.KILLED_BY_REQUEST, "worker shutting down", 0.0)
                     break
-                keeper.message = f"running command {i}/{len(spec.commands)}"
-                shipper.note(f"command {i}/{len(spec.commands)}: {' '.join(argv)[:300]}")
+                keeper.message = f"running command {i}/{len(commands)}"
+                shipper.note(f"command {i}/{len(commands)}: {' '.join(argv)[:300]}")
                 run_spec = RunSpec(
                     image=spec.image,
                     argv=tuple(argv),
                     work_dir=job_dir,
-                    env=job_env.to_environ(),
+                    env={**job_env.to_environ(), **extra_env},
                     resources=resources,
                     network_egress=spec.egress,
                     wall_clock_limit_s=remaining,
                     mount_point=mount_point,
-                    job_id=f"{claimed.job_id[:32]}-a{claimed.attempt}-c{i}",
+                    job_id=f"{_tag(claimed, short=True)}-c{i}",
                 )
                 try:
                     handle = self.runtime.run(run_spec, on_log=shipper.add, log_file=log_file)
@@ -668,6 +853,7 @@ class Agent:
         root: str,
         metrics: Mapping[str, int | str],
         amount: int,
+        unit: UnitWork | None = None,
     ) -> SignedAttestation:
         escrow = claimed.escrow
         assert escrow is not None  # _precheck
@@ -698,8 +884,32 @@ class Agent:
             metrics=dict(metrics),
             nonce=claimed.nonce,
             amount=amount,
+            unit=unit,
         )
         return sign_attestation(attestation, self.key.signing_key)
+
+
+MOUNT_POINT = "/work"
+
+
+def _tag(claimed: ClaimedJob, *, short: bool = False) -> str:
+    """The name of a claim's work dir and log: job, unit (if any) and attempt."""
+    job = claimed.job_id[:32] if short else claimed.job_id
+    unit = "" if claimed.unit is None else f"-u{claimed.unit.index}"
+    return f"{job}{unit}-a{claimed.attempt}"
+
+
+def _unit_work(unit: UnitAssignment, outputs: units.UnitOutputs) -> UnitWork:
+    return UnitWork(
+        index=unit.index, kind=unit.kind, inputs=unit.input_hashes, output=outputs.output
+    )
+
+
+def _pot_root_if_any(job_dir: Path) -> str:
+    """The job's PoT root when it left a manifest, else the root of no training."""
+    if (job_dir / "pot" / "manifest.json").exists():
+        return pot_root(job_dir)
+    return units.NO_TRAINING_POT_ROOT
 
 
 def _sealed_dir(job_dir: Path) -> Path:

@@ -7,10 +7,16 @@ retry later), `LeaseLost` (the lease this call names is gone: stop the job, neve
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
+import re
+import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -21,11 +27,14 @@ from proofnet.messages.jobspec import JobSpec, JobSpecError
 from proofnet.messages.sealing import SealingError, SealingTarget
 from proofnet.messages.worker_auth import request_target, sign_request_headers
 from worker.identity import WorkerKey
+from worker.unit_claim import ClusterState, UnitAssignment, parse_cluster, parse_unit
 
 CLAIM_PATH = "/api/v1/worker/claim"
 HEARTBEAT_PATH = "/api/v1/worker/heartbeat"
 LEASE_PATH = "/api/v1/worker/leases/{token}"
 CONTENT_SHA256_HEADER = "X-Content-SHA256"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_CHUNK = 1 << 20
 
 
 class ApiClientError(Exception):
@@ -50,6 +59,10 @@ class LeaseLost(ApiRefused):
 
 class BadClaim(ApiRefused):
     """The API handed out a job the worker cannot trust (spec does not match its id)."""
+
+
+class InputRejected(ApiRefused):
+    """An input checkpoint did not arrive as the claim pinned it (hash or size differ)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,8 @@ class ClaimedJob:
     escrow: EscrowTarget | None
     # Set when the submitter asks for sealed results: upload them sealed to this key.
     sealing: SealingTarget | None = None
+    # Set for a unit of a topology job (relay stage, evaluation, aggregation, cluster node).
+    unit: UnitAssignment | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +111,8 @@ class LeaseState:
     status: str
     expires_at: datetime
     outcome: str | None
+    # A cluster node's view of its cluster (multi-node jobs only).
+    cluster: ClusterState | None = None
 
 
 def _detail(response: httpx.Response) -> str:
@@ -141,7 +158,19 @@ def parse_claim(body: Mapping[str, Any]) -> ClaimedJob:
         raise BadClaim(f"the API's claim answer is malformed: {e}") from e
     if spec.job_id != job_id:
         raise BadClaim(f"the API handed out job {job_id} but its spec hashes to {spec.job_id}")
-    return claimed
+    raw_unit = body.get("unit")
+    if spec.topology is None and raw_unit is None:
+        return claimed
+    if raw_unit is None:
+        assert spec.topology is not None
+        raise BadClaim(
+            f"job {job_id} has a {spec.topology.kind} topology but the claim names no unit"
+        )
+    try:
+        unit = parse_unit(raw_unit, spec)
+    except ValueError as e:
+        raise BadClaim(f"the API's claim of job {job_id} names a bad unit: {e}") from e
+    return replace(claimed, unit=unit)
 
 
 class ApiClient:
@@ -172,7 +201,7 @@ class ApiClient:
 
     # --- plumbing -------------------------------------------------------------------------
 
-    def request(
+    def _signed_request(
         self,
         method: str,
         path: str,
@@ -180,8 +209,7 @@ class ApiClient:
         body: bytes = b"",
         content_type: str = "application/json",
         headers: Mapping[str, str] | None = None,
-        lease: bool = False,
-    ) -> httpx.Response:
+    ) -> httpx.Request:
         url = httpx.URL(self.base_url + path)
         signed = sign_request_headers(
             self.key.signing_key,
@@ -193,19 +221,39 @@ class ApiClient:
         if body:
             signed["Content-Type"] = content_type
         signed.update(headers or {})
-        try:
-            response = self._http.request(method, url, content=body, headers=signed)
-        except httpx.TransportError as e:
-            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e}") from e
+        return self._http.build_request(method, url, content=body, headers=signed)
+
+    @staticmethod
+    def _raise_for(response: httpx.Response, method: str, path: str, *, lease: bool) -> None:
         status = response.status_code
         if status < 400:
-            return response
+            return
         detail = f"{method} {path.split('/leases/')[0]}...: HTTP {status}: {_detail(response)}"
         if status == 429 or status >= 500:
             raise ApiUnavailable(detail, status)
         if lease and status in (404, 409):
             raise LeaseLost(detail, status)
         raise ApiRefused(detail, status)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes = b"",
+        content_type: str = "application/json",
+        headers: Mapping[str, str] | None = None,
+        lease: bool = False,
+    ) -> httpx.Response:
+        request = self._signed_request(
+            method, path, body=body, content_type=content_type, headers=headers
+        )
+        try:
+            response = self._http.send(request)
+        except httpx.TransportError as e:
+            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e}") from e
+        self._raise_for(response, method, path, lease=lease)
+        return response
 
     def _json(self, method: str, path: str, payload: Any = None, *, lease: bool = False) -> Any:
         body = b"" if payload is None else json.dumps(payload).encode()
@@ -232,23 +280,33 @@ class ApiClient:
 
     def _lease_state(self, body: Any) -> LeaseState:
         try:
+            cluster = body.get("cluster")
             return LeaseState(
                 job_id=str(body["job_id"]),
                 status=str(body["status"]),
                 expires_at=datetime.fromisoformat(str(body["expires_at"])),
                 outcome=body.get("outcome"),
+                cluster=None if cluster is None else parse_cluster(cluster),
             )
-        except (KeyError, TypeError, ValueError) as e:
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
             raise ApiUnavailable(f"the API's lease answer is malformed: {e}") from e
 
     def lease_heartbeat(
-        self, token: str, *, progress: float | None = None, message: str | None = None
+        self,
+        token: str,
+        *,
+        progress: float | None = None,
+        message: str | None = None,
+        rendezvous: str | None = None,
     ) -> LeaseState:
+        """Renew the lease; a cluster's node 0 also says where it hosts the rendezvous."""
         payload: dict[str, Any] = {}
         if progress is not None:
             payload["progress"] = min(1.0, max(0.0, progress))
         if message is not None:
             payload["message"] = message[:500]
+        if rendezvous is not None:
+            payload["rendezvous"] = rendezvous
         body = self._json("POST", self._lease(token, "/heartbeat"), payload, lease=True)
         return self._lease_state(body)
 
@@ -284,6 +342,59 @@ class ApiClient:
         if not isinstance(answer, dict) or answer.get("sha256") != sha256:
             raise ApiRefused(f"the API recorded result {name!r} with another hash: {answer!r}")
         return answer
+
+    def download_input(
+        self, token: str, position: int, dest: Path, expected_sha256: str
+    ) -> tuple[int, str]:
+        """Stream input checkpoint `position` of the lease's unit to `dest`, verified.
+
+        The bytes go to a temporary file beside `dest` while they are hashed; only when
+        their SHA-256 is `expected_sha256` (the one the claim pinned) is it renamed to
+        `dest`. Anything else is deleted and raises InputRejected. Returns (size, sha256).
+        """
+        if not _SHA256.fullmatch(expected_sha256):
+            raise ValueError("expected_sha256 must be 64 lowercase hex digits")
+        path = self._lease(token, f"/inputs/{int(position)}")
+        dest = Path(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        request = self._signed_request("GET", path)
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError as e:
+            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e}") from e
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".input-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                try:
+                    if response.status_code >= 400:
+                        response.read()
+                        self._raise_for(response, "GET", path, lease=True)
+                    announced = response.headers.get(CONTENT_SHA256_HEADER)
+                    if announced is not None and announced != expected_sha256:
+                        raise InputRejected(
+                            f"input checkpoint {position} is announced as SHA-256 {announced}, "
+                            f"but the claim pinned {expected_sha256}; refusing it"
+                        )
+                    digest, size = hashlib.sha256(), 0
+                    for chunk in response.iter_bytes(_CHUNK):
+                        digest.update(chunk)
+                        out.write(chunk)
+                        size += len(chunk)
+                except httpx.TransportError as e:
+                    raise ApiUnavailable(f"input checkpoint {position} broke off: {e}") from e
+                finally:
+                    response.close()
+            got = digest.hexdigest()
+            if got != expected_sha256:
+                raise InputRejected(
+                    f"input checkpoint {position} arrived with SHA-256 {got} ({size} bytes), "
+                    f"not the {expected_sha256} the claim pinned; refusing it"
+                )
+            os.replace(tmp, dest)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        return size, got
 
     def append_logs(self, token: str, lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         body = self._json("POST", self._lease(token, "/logs"), {"lines": list(lines)}, lease=True)

@@ -19,6 +19,7 @@ import typer
 
 # The request-signing scheme the API checks; re-exported here for callers of the old name.
 from proofnet.messages.worker_auth import request_target, sign_request_headers
+from worker.rate_card_cli import rate_card
 
 app = typer.Typer(no_args_is_help=True, help="Run a proofnet worker on this machine.")
 
@@ -535,6 +536,9 @@ def _make_runtime(name: str) -> Any:
     raise RunSetupError(f"unknown runtime {name!r}; use docker or process")
 
 
+app.command("rate-card")(rate_card)
+
+
 @app.command()
 def run(
     api_url: str | None = typer.Option(None, "--api-url", help="the proofnet API"),
@@ -560,6 +564,11 @@ def run(
     poll_interval: float = typer.Option(5.0, "--poll-interval", help="seconds between claims"),
     grace: float = typer.Option(30.0, "--grace", help="seconds a job may finish after SIGTERM"),
     keep_workspaces: bool = typer.Option(False, "--keep-workspaces", help="keep job dirs"),
+    advertise_host: str | None = typer.Option(
+        None,
+        "--advertise-host",
+        help="address other nodes of a multi-node job reach this machine at",
+    ),
     log_level: str = typer.Option("INFO", "--log-level"),
 ) -> None:
     """Claim jobs from the API, run them with proof of training, and attest to the oracle."""
@@ -571,7 +580,7 @@ def run(
     from worker.api_client import ApiClient
     from worker.identity import IdentityError, load_key
     from worker.oracle_client import OracleClient
-    from worker.pricing import PricingError, RateCard, rate_cards_by_digest
+    from worker.pricing import PricingError, load_rate_card, rate_cards_by_digest
     from worker.telemetry import TelemetrySampler
     from worker.workspace import RepoCache
 
@@ -582,7 +591,7 @@ def run(
     wd = work_dir or settings.worker_work_dir
     try:
         key = load_key(key_file or settings.worker_key_file)
-        cards = rate_cards_by_digest(RateCard.load(p) for p in rate_card)
+        cards = rate_cards_by_digest(load_rate_card(p) for p in rate_card)
         config = AgentConfig(
             work_dir=wd,
             network=network or settings.network,
@@ -592,6 +601,7 @@ def run(
             grace_s=grace,
             rate_cards=cards,
             keep_workspaces=keep_workspaces,
+            advertise_host=advertise_host or settings.worker_advertise_host,
         )
         repos = RepoCache(config.repo_cache_dir, rewrites=_rewrites(repo_rewrite))
         runtime = _make_runtime(runtime_name or settings.worker_runtime)

@@ -2,7 +2,8 @@
 
 The lease counts as lost when the API says so (404/409), or when no heartbeat has gone
 through for a whole lease TTL: by then the API has given the job to someone else, so the
-job must stop and must not be attested.
+job must stop and must not be attested. For a cluster node, a heartbeat answer that says
+the cluster attempt failed counts as lost too (the API ends the lease with it).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from worker.api_client import ApiClient, ApiClientError, LeaseLost
+from worker.unit_claim import ClusterState
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,10 @@ class LeaseKeeper:
         self.lost = threading.Event()
         self.lost_reason = ""
         self.message: str | None = None
+        # A cluster's node 0 publishes where it hosts the rendezvous with every heartbeat.
+        self.rendezvous: str | None = None
+        # The cluster as the latest heartbeat answer described it (cluster nodes only).
+        self.cluster: ClusterState | None = None
         self.beats = 0
         self._last_ok = clock()
         self._stop = threading.Event()
@@ -63,7 +69,12 @@ class LeaseKeeper:
         if self.lost.is_set():
             return False
         try:
-            self.api.lease_heartbeat(self.token, message=self.message)
+            if self.rendezvous is None:
+                state = self.api.lease_heartbeat(self.token, message=self.message)
+            else:
+                state = self.api.lease_heartbeat(
+                    self.token, message=self.message, rendezvous=self.rendezvous
+                )
         except LeaseLost as e:
             self._mark_lost(str(e))
             return False
@@ -76,6 +87,11 @@ class LeaseKeeper:
             return True
         self._last_ok = self._clock()
         self.beats += 1
+        if state.cluster is not None:
+            self.cluster = state.cluster
+            if state.cluster.state == "failed":
+                self._mark_lost(f"the cluster attempt {state.cluster.rdzv_id} failed")
+                return False
         return True
 
     def _run(self) -> None:

@@ -23,10 +23,11 @@ from typing import Any
 
 import httpx
 
+from proofnet.messages.escrow_info import EscrowInfo, EscrowInfoError, escrow_path
 from proofnet.messages.oracle_api import ATTESTATIONS_PATH, COSE_CONTENT_TYPE
 
 log = logging.getLogger(__name__)
-_ENTRY = re.compile(r"[0-9a-f]{64}-a[0-9]{1,9}\.json")
+_ENTRY = re.compile(r"[0-9a-f]{64}(-u[0-9]{1,5})?-a[0-9]{1,9}\.json")
 
 
 class OracleError(Exception):
@@ -79,6 +80,23 @@ class OracleClient:
             return {}
         return answer if isinstance(answer, dict) else {"answer": answer}
 
+    def escrow_info(self, tx_id: str, index: int) -> EscrowInfo:
+        """The escrow datum at `tx_id#index` as the oracle reads it on chain; OracleRefused
+        (status 404) when the oracle finds no escrow there."""
+        try:
+            response = self._http.get(self.base_url + escrow_path(tx_id, index))
+        except httpx.TransportError as e:
+            raise OracleUnavailable(f"cannot reach the oracle at {self.base_url}: {e}") from e
+        status = response.status_code
+        if status == 429 or status >= 500:
+            raise OracleUnavailable(f"oracle answered HTTP {status}: {response.text[:300]}", status)
+        if status >= 400:
+            raise OracleRefused(f"escrow {tx_id}#{index}: {response.text[:1000]}", status)
+        try:
+            return EscrowInfo.from_json(response.json())
+        except (ValueError, EscrowInfoError) as e:
+            raise OracleUnavailable(f"the oracle's escrow answer is unusable: {e}") from e
+
 
 @dataclass(frozen=True)
 class OutboxEntry:
@@ -94,10 +112,14 @@ class OutboxEntry:
     lease_done: bool = False
     send_attempts: int = 0
     last_error: str = ""
+    # The unit of a topology job (None: a single-unit job); one worker may run several
+    # units of one job, each with its own lease and attestation.
+    unit: int | None = None
 
     @property
     def filename(self) -> str:
-        return f"{self.job_id}-a{self.attempt}.json"
+        unit = "" if self.unit is None else f"-u{self.unit}"
+        return f"{self.job_id}{unit}-a{self.attempt}.json"
 
     @property
     def cose(self) -> bytes:

@@ -1,79 +1,79 @@
 """How much NTX a worker claims for a job, from the spec's pricing and the metered GPU time.
 
-Fixed pricing claims the fixed amount. Rate-card pricing names a rate card by the SHA-256 of
-its document; the worker prices only against a document it holds whose bytes hash to that
-digest, so neither side can change the terms after the spec was signed. A rate card document
-is JSON: `{"version": 1, "ntx_per_gpu_hour": {"<GPU model as NVML names it>": <int>, ...}}`.
-The claim is GPU-milliseconds x rate, rounded up, capped at the spec's `max_amount`.
+Fixed pricing claims the fixed amount. Rate-card pricing names a rate card document by its
+digest (`proofnet.messages.rate_card`); the worker prices only against a document whose
+digest is that one and whose provider is this worker, and claims exactly what the oracle
+will recompute: `min(max_amount, max(1, ceil(gpu_ms x rate / 3_600_000)))` for the GPU model
+it attests. Where documents come from (local files, the API) is `worker.rate_cards`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from proofnet.messages.jobspec import FixedPrice, JobSpec
+from proofnet.messages.rate_card import RateCardDocument, RateCardError, price_under
 
-_MS_PER_HOUR = 3_600_000
+# The worker's name for the shared message.
+RateCard = RateCardDocument
 
 
 class PricingError(Exception):
     """The worker cannot price this job (unknown rate card, GPU model not on the card)."""
 
 
-@dataclass(frozen=True)
-class RateCard:
-    digest: str  # sha256:<hex> of the document bytes
-    ntx_per_gpu_hour: Mapping[str, int]
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> RateCard:
-        try:
-            doc = json.loads(data)
-        except ValueError as e:
-            raise PricingError(f"rate card is not JSON: {e}") from e
-        rates = doc.get("ntx_per_gpu_hour") if isinstance(doc, dict) else None
-        if not isinstance(doc, dict) or doc.get("version") != 1 or not isinstance(rates, dict):
-            raise PricingError('a rate card is {"version": 1, "ntx_per_gpu_hour": {model: int}}')
-        for model, rate in rates.items():
-            if not isinstance(rate, int) or isinstance(rate, bool) or rate < 1:
-                raise PricingError(f"rate for {model!r} must be a positive integer")
-        return cls(digest="sha256:" + hashlib.sha256(data).hexdigest(), ntx_per_gpu_hour=rates)
-
-    @classmethod
-    def load(cls, path: Path) -> RateCard:
-        try:
-            return cls.from_bytes(Path(path).read_bytes())
-        except OSError as e:
-            raise PricingError(f"cannot read rate card {path}: {e}") from e
+def load_rate_card(path: Path) -> RateCardDocument:
+    """A rate card document from a JSON file (any formatting; its digest is over the
+    canonical encoding)."""
+    try:
+        return RateCardDocument.from_json(Path(path).read_bytes())
+    except OSError as e:
+        raise PricingError(f"cannot read rate card {path}: {e}") from e
+    except RateCardError as e:
+        raise PricingError(f"{path}: {e}") from e
 
 
-def rate_cards_by_digest(cards: Iterable[RateCard]) -> dict[str, RateCard]:
+def rate_cards_by_digest(cards: Iterable[RateCardDocument]) -> dict[str, RateCardDocument]:
     return {c.digest: c for c in cards}
 
 
-def check_priceable(spec: JobSpec, gpu_model: str, cards: Mapping[str, RateCard]) -> None:
-    """Raise PricingError before running a job this worker could not claim payment for."""
-    if isinstance(spec.pricing, FixedPrice):
-        return
+def _card_for(spec: JobSpec, cards: Mapping[str, RateCardDocument]) -> RateCardDocument:
+    assert not isinstance(spec.pricing, FixedPrice)
     card = cards.get(spec.pricing.rate_card)
     if card is None:
         raise PricingError(f"this worker does not hold rate card {spec.pricing.rate_card}")
     if spec.resources.gpus == 0:
         raise PricingError("rate-card pricing charges GPU time, and this job asks for no GPU")
-    if gpu_model not in card.ntx_per_gpu_hour:
-        raise PricingError(f"rate card {card.digest} has no rate for {gpu_model!r}")
+    return card
+
+
+def check_priceable(
+    spec: JobSpec, gpu_model: str, cards: Mapping[str, RateCardDocument], worker_key: str
+) -> None:
+    """Raise PricingError before running a job this worker could not claim payment for."""
+    if isinstance(spec.pricing, FixedPrice):
+        return
+    amount_claimed(spec, 0, gpu_model, cards, worker_key)
 
 
 def amount_claimed(
-    spec: JobSpec, gpu_milliseconds: int, gpu_model: str, cards: Mapping[str, RateCard]
+    spec: JobSpec,
+    gpu_milliseconds: int,
+    gpu_model: str,
+    cards: Mapping[str, RateCardDocument],
+    worker_key: str,
 ) -> int:
     if isinstance(spec.pricing, FixedPrice):
         return spec.pricing.amount
-    check_priceable(spec, gpu_model, cards)
-    rate = cards[spec.pricing.rate_card].ntx_per_gpu_hour[gpu_model]
-    owed = -(-gpu_milliseconds * rate // _MS_PER_HOUR)  # ceiling division
-    return max(1, min(spec.pricing.max_amount, owed))
+    card = _card_for(spec, cards)
+    try:
+        return price_under(
+            card,
+            max_amount=spec.pricing.max_amount,
+            worker_key=worker_key,
+            gpu_model=gpu_model,
+            gpu_milliseconds=gpu_milliseconds,
+        )
+    except RateCardError as e:
+        raise PricingError(str(e)) from e

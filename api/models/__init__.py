@@ -6,10 +6,12 @@ from api.models.base import TableBase, api_registry
 from api.models.job import Job, Lease
 from api.models.job_escrow import JobEscrow
 from api.models.job_outputs import JobLogLine, JobResult, LeaseUsage
+from api.models.job_unit import JobUnit
 from api.models.measurement import MeasuredRun
 from api.models.notification import NotificationDelivery, NotificationSubscription
 from api.models.payout import Payout
 from api.models.provider import Provider, ProviderGpu, RateCard
+from api.models.rate_card_document import JobRateCard, ProviderRateCard, PublishedRateCard
 from api.models.sealing_key import SealingKey
 from api.models.user import User
 
@@ -23,7 +25,9 @@ __all__ = [
     "Job",
     "JobEscrow",
     "JobLogLine",
+    "JobRateCard",
     "JobResult",
+    "JobUnit",
     "Lease",
     "LeaseUsage",
     "MeasuredRun",
@@ -32,6 +36,8 @@ __all__ = [
     "Payout",
     "Provider",
     "ProviderGpu",
+    "ProviderRateCard",
+    "PublishedRateCard",
     "RateCard",
     "SealingKey",
     "TableBase",

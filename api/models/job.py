@@ -12,8 +12,10 @@ from api.models.base import TableBase
 
 # queued -> leased -> completed; leased -> queued (release, failure, expiry) or failed
 # (attempts exhausted); queued/leased -> cancelled by the owner.
-JOB_STATUSES = ("queued", "leased", "completed", "failed", "cancelled")
-TERMINAL_STATUSES = ("completed", "failed", "cancelled")
+# A job with a topology is "running" from submission while its units (api/models/job_unit)
+# are leased, and ends completed, stopped (an evaluation failed), failed or cancelled.
+JOB_STATUSES = ("queued", "leased", "running", "completed", "stopped", "failed", "cancelled")
+TERMINAL_STATUSES = ("completed", "stopped", "failed", "cancelled")
 
 
 class Job(TableBase, table=True):
@@ -39,6 +41,9 @@ class Job(TableBase, table=True):
     last_error: str = Field(default="", max_length=2000)
     result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     current_lease_id: int | None = None
+    # Units of a job with a topology (0: leased as a whole). Copied out of the spec so the
+    # read paths know without parsing it.
+    unit_count: int = 0
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None = None
@@ -52,6 +57,10 @@ class Lease(TableBase, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     job_id: int = Field(foreign_key="jobs.id", index=True, ondelete="CASCADE")
+    # The unit leased, for a job with a topology; None when the whole job is leased.
+    unit_id: int | None = Field(
+        default=None, foreign_key="job_units.id", index=True, ondelete="CASCADE"
+    )
     provider_id: int = Field(foreign_key="providers.id", index=True, ondelete="CASCADE")
     # SHA-256 of the opaque lease token handed to the worker.
     token_hash: str = Field(max_length=64, unique=True)
@@ -62,6 +71,7 @@ class Lease(TableBase, table=True):
     expires_at: datetime
     heartbeat_at: datetime | None = None
     ended_at: datetime | None = None
-    # completed | released | failed | expired | cancelled
+    # completed | released | failed | expired | cancelled | cluster_failed (another node
+    # of its cluster attempt was lost)
     outcome: str | None = Field(default=None, max_length=16)
     reason: str = Field(default="", max_length=2000)

@@ -14,6 +14,7 @@ from api.routes import (
     notifications,
     oracle_feed,
     providers,
+    rate_cards,
     sealing_keys,
     users,
     worker,
@@ -30,6 +31,7 @@ api_router.include_router(estimates.router)
 api_router.include_router(notifications.router)
 api_router.include_router(balances.router)
 api_router.include_router(providers.router)
+api_router.include_router(rate_cards.router)
 api_router.include_router(worker.router)
 api_router.include_router(worker_io.router)
 api_router.include_router(oracle_feed.router)

@@ -11,6 +11,8 @@ from api.schemas.lease import (
     ClaimEscrow,
     ClaimPublic,
     ClaimSealing,
+    ClaimUnit,
+    ClusterPublic,
     LeaseComplete,
     LeaseEnd,
     LeaseHeartbeat,
@@ -25,10 +27,12 @@ from api.schemas.provider import (
     TelemetryUpdate,
     WorkerChallengePublic,
 )
+from api.schemas.rate_card import RateCardSetPublic
 from api.services import auth as auth_service
 from api.services import leases
 from api.services import providers as service
 from api.services.leases import ActiveLease
+from api.services.rate_cards import document_of
 from proofnet.messages.registration import ProviderRegistration
 
 router = APIRouter(prefix="/worker", tags=["worker"])
@@ -91,9 +95,16 @@ def telemetry(
 @router.put("/rate-card")
 def rate_card(
     body: RateCardUpdate, provider: CurrentProvider, session: SessionDep, now: NowDep
-) -> list[RatePublic]:
-    cards = service.set_rate_card(session, provider, dict(body.rates), now)
-    return [RatePublic.model_validate(c) for c in cards]
+) -> RateCardSetPublic:
+    """Replace this provider's rates and publish them as its current rate card document;
+    `digest` is what a spec's `pricing.rate_card` names to buy at these prices."""
+    done = service.set_rate_card(session, provider, dict(body.rates), now)
+    card = done.published
+    return RateCardSetPublic(
+        digest=None if card is None else card.digest,
+        document=None if card is None else document_of(card),
+        rates=[RatePublic.model_validate(c) for c in done.rates],
+    )
 
 
 @router.post(
@@ -104,8 +115,8 @@ def rate_card(
 def claim(
     provider: CurrentProvider, session: SessionDep, config: ConfigDep, now: NowDep
 ) -> ClaimPublic | Response:
-    """Lease the oldest queued job this worker's GPUs fit."""
-    leases.sweep_expired(session, now)
+    """Lease the oldest queued job, or unit of a job with a topology, this worker's GPUs fit."""
+    leases.sweep_expired(session, now, config=config)
     service.heartbeat(session, provider, now)
     claimed = leases.claim(session, config, provider, now)
     if claimed is None:
@@ -131,6 +142,7 @@ def claim(
         lease_ttl_s=config.lease_ttl_s,
         escrow=escrow,
         sealing=_claim_sealing(session, claimed.job),
+        unit=None if claimed.unit is None else ClaimUnit.model_validate(claimed.unit),
     )
 
 
@@ -150,6 +162,7 @@ def _lease_public(active: ActiveLease) -> LeasePublic:
         status=active.job.status,
         expires_at=lease.expires_at,
         outcome=lease.outcome,
+        cluster=None if active.cluster is None else ClusterPublic.model_validate(active.cluster),
     )
 
 
@@ -163,7 +176,14 @@ def lease_heartbeat(
     now: NowDep,
 ) -> LeasePublic:
     active = leases.heartbeat(
-        session, config, provider, token, progress=body.progress, message=body.message, now=now
+        session,
+        config,
+        provider,
+        token,
+        progress=body.progress,
+        message=body.message,
+        now=now,
+        rendezvous=body.rendezvous,
     )
     return _lease_public(active)
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 
@@ -132,6 +133,35 @@ def upload_result(
         now=now,
     )
     return ResultPublic.model_validate(row)
+
+
+@router.get(
+    "/worker/leases/{token}/inputs/{position}",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/octet-stream": {}}}},
+)
+def lease_input(
+    token: str,
+    position: Annotated[int, PathParam(ge=0, le=100_000)],
+    provider: CurrentProvider,
+    session: SessionDep,
+    store: BlobStoreDep,
+    now: NowDep,
+) -> StreamingResponse:
+    """Input checkpoint `position` (in `unit.inputs` order) of the unit this lease is for;
+    check its SHA-256 against the claim's `unit.inputs[position].sha256`."""
+    ref = service.lease_input(session, provider, token, position, now)
+    try:
+        chunks = store.open_chunks(ref.sha256)
+    except BlobMissing as e:
+        raise NotFound(
+            f"input checkpoint {position} (of unit {ref.unit}) is missing from storage"
+        ) from e
+    return StreamingResponse(
+        chunks,
+        media_type="application/octet-stream",
+        headers={CONTENT_SHA256_HEADER: ref.sha256, "Content-Length": str(ref.size)},
+    )
 
 
 @router.post("/worker/leases/{token}/logs")

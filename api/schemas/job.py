@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -10,6 +11,20 @@ from proofnet.messages.jobspec import JobSpec
 
 class JobCreate(RequestBody):
     spec: JobSpec
+
+
+class UnitPublic(PublicBody):
+    """One unit of a job with a topology (docs/topologies.md)."""
+
+    index: int
+    kind: str
+    status: str
+    # Claims so far; for a multi-node unit, its cluster attempt.
+    attempts: int
+    # Key id of the provider running it, or that completed it.
+    provider: str | None
+    output: str | None
+    metrics: dict[str, Any] | None
 
 
 class JobPublic(PublicBody):
@@ -27,6 +42,8 @@ class JobPublic(PublicBody):
     updated_at: datetime
     finished_at: datetime | None
     version: int
+    # The units of a job with a topology (in index order); null for a single-unit job.
+    units: list[UnitPublic] | None = None
 
 
 class JobsPublic(PublicBody):
@@ -47,7 +64,13 @@ class JobStatusPublic(PublicBody):
     matching_providers_online: int | None
     last_heartbeat_at: datetime | None
     updated_at: datetime
+    # The units of a job with a topology (in index order); null for a single-unit job.
+    units: list[UnitPublic] | None = None
 
 
-def job_public(job: Job) -> JobPublic:
-    return JobPublic.model_validate(job)
+def job_public(job: Job, units: Sequence[Any] | None = None) -> JobPublic:
+    """The job; with `units` (rows with UnitPublic's fields) for a job with a topology."""
+    public = JobPublic.model_validate(job)
+    if units is not None:
+        public.units = [UnitPublic.model_validate(u) for u in units]
+    return public

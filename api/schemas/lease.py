@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -23,6 +23,37 @@ class ClaimSealing(PublicBody):
     cose_key: str
 
 
+class ClaimInput(PublicBody):
+    """An input checkpoint of a unit: download it from .../leases/{token}/inputs/{position}."""
+
+    unit: int
+    sha256: str
+    size: int
+
+
+class ClusterPublic(PublicBody):
+    """Where a multi-node unit's cluster attempt stands (docs/topologies.md)."""
+
+    state: Literal["waiting", "ready", "failed"]
+    world_size: int
+    rank: int
+    endpoint: str | None
+    rdzv_id: str
+
+
+class ClaimUnit(PublicBody):
+    """The unit of a job with a topology that this lease is for (docs/topologies.md)."""
+
+    index: int
+    kind: Literal["stage", "eval", "aggregate", "node"]
+    inputs: list[ClaimInput]
+    shards: list[int]
+    amount: int
+    evaluates: int | None
+    rank: int | None
+    cluster: ClusterPublic | None
+
+
 class ClaimPublic(PublicBody):
     job_id: str
     spec: dict[str, Any]
@@ -37,11 +68,15 @@ class ClaimPublic(PublicBody):
     escrow: ClaimEscrow | None = None
     # The submitter's sealing key (with its wallet signature): seal every result to it.
     sealing: ClaimSealing | None = None
+    # Set for a job with a topology: the one unit of it this lease is for.
+    unit: ClaimUnit | None = None
 
 
 class LeaseHeartbeat(RequestBody):
     progress: float | None = Field(default=None, ge=0.0, le=1.0)
     message: str | None = Field(default=None, max_length=500)
+    # Node rank 0 of a multi-node job: "host:port" where it hosts the c10d store.
+    rendezvous: str | None = Field(default=None, max_length=300)
 
 
 class LeaseComplete(RequestBody):
@@ -58,6 +93,8 @@ class LeasePublic(PublicBody):
     status: str
     expires_at: datetime
     outcome: str | None
+    # For a node of a multi-node job: its cluster attempt.
+    cluster: ClusterPublic | None = None
 
 
 class LeaseRelease(RequestBody):

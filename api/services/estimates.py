@@ -28,6 +28,7 @@ from sqlmodel import Session, col, select
 
 from api.errors import BadRequest
 from api.models import Job, Lease, LeaseUsage, MeasuredRun, Provider, ProviderGpu, RateCard
+from api.services import rate_cards
 from api.services.pricing import MarketRate, PricingError, Quote, Span, rule_for
 from proofnet.messages.jobspec import JobSpec
 
@@ -139,20 +140,35 @@ class Market:
 
 
 def market_for(session: Session, spec: JobSpec) -> Market:
-    """GPU models of registered providers the job fits on, and their rate cards."""
+    """GPU models of registered providers the job fits on, and their rate cards.
+
+    A job priced by rate card runs only at the provider whose document it names, at that
+    document's rates (`api.services.rate_cards`): the market is that provider's GPUs and the
+    rates are the document's, whatever the provider asks today."""
+    document = rate_cards.card_for_spec(session, spec)  # 422 unless published here
     need = spec.resources.gpus
     if need == 0:
         return Market((), ())
-    rows = session.exec(
-        select(ProviderGpu.provider_id, ProviderGpu.model).where(
-            col(ProviderGpu.memory_mb) >= spec.resources.gpu_memory_mb
+    stmt = select(ProviderGpu.provider_id, ProviderGpu.model).where(
+        col(ProviderGpu.memory_mb) >= spec.resources.gpu_memory_mb
+    )
+    if document is not None:
+        stmt = stmt.join(Provider, col(Provider.id) == col(ProviderGpu.provider_id)).where(
+            col(Provider.worker_key) == document.provider
         )
-    ).all()
+    rows = session.exec(stmt).all()
     by_provider: dict[int, Counter[str]] = {}
     for provider_id, model in rows:
         by_provider.setdefault(provider_id, Counter())[model] += 1
     fitting = {p: c for p, c in by_provider.items() if sum(c.values()) >= need}
     models = sorted({m for c in fitting.values() for m in c})
+    if document is not None:
+        priced = [
+            MarketRate(document.provider, m, rate)
+            for m, rate in sorted(document.ntx_per_gpu_hour.items())
+            if m in models
+        ]
+        return Market(tuple(models), tuple(priced))
     rates: list[MarketRate] = []
     if fitting:
         cards = session.exec(

@@ -18,6 +18,10 @@ from sqlmodel import Session, col, select
 from api.config import ApiConfig
 from api.errors import Conflict, Forbidden, NotFound
 from api.models import Job, JobEscrow, Lease, Provider, ProviderGpu, User
+from api.models.job import TERMINAL_STATUSES
+from api.services import rate_cards, unit_outcomes
+from api.services import units as unit_service
+from api.services.units import UnitRow
 from proofnet.messages.jobspec import JobSpec
 
 # A job as the status path reads it: the ORM object, or a row of the columns it needs.
@@ -31,12 +35,15 @@ class JobStatus:
     queue_position: int | None
     matching_providers_online: int | None
     last_heartbeat_at: datetime | None
+    # The units of a job with a topology, in index order; None for a single-unit job.
+    units: list[UnitRow] | None = None
 
 
 def submit_job(
     session: Session, config: ApiConfig, owner: User, spec: JobSpec, now: datetime
 ) -> Job:
-    """Queue a validated spec. Escrow locking, when it lands, goes between these two steps."""
+    """Queue a validated spec. A spec with a topology is split into its units (queued as
+    they become ready); the job is then "running" until they are all done."""
     if not owner.is_approved:
         raise Forbidden(
             "only approved submitters may post jobs: apply at /api/v1/approvals and collect "
@@ -45,19 +52,26 @@ def submit_job(
     job_id = spec.job_id
     if session.exec(select(Job.id).where(Job.job_id == job_id)).first() is not None:
         raise Conflict(f"job {job_id} already exists (same spec; change the seed to rerun)")
+    rate_cards.card_for_spec(session, spec)  # 422 unless its rate card is published here
     assert owner.id is not None
+    topology = spec.topology
     job = Job(
         job_id=job_id,
         owner_id=owner.id,
         spec=spec.model_dump(mode="json"),
         gpu_count=spec.resources.gpus,
         gpu_memory_mb=spec.resources.gpu_memory_mb,
-        status="queued",
+        status="queued" if topology is None else "running",
         max_attempts=config.max_attempts,
+        unit_count=0 if topology is None else len(unit_service.plan(topology)),
         created_at=now,
         updated_at=now,
     )
     session.add(job)
+    if topology is not None:
+        session.flush()
+        unit_service.create_units(session, job, topology, now)
+    rate_cards.link_job(session, job, spec)
     session.commit()
     return job
 
@@ -92,8 +106,10 @@ def cancel_job(session: Session, owner: User, job_id: str, now: datetime) -> Job
     job = get_job(session, owner, job_id)
     job = session.exec(select(Job).where(Job.id == job.id).with_for_update()).one()
     session.refresh(job)
-    if job.status in ("completed", "failed", "cancelled"):
+    if job.status in TERMINAL_STATUSES:
         raise Conflict(f"job is already {job.status}")
+    if job.unit_count:
+        unit_outcomes.cancel_units(session, job, "cancelled by the owner", now)
     if job.current_lease_id is not None:
         lease = session.get(Lease, job.current_lease_id)
         if lease is not None and lease.ended_at is None:
@@ -190,6 +206,7 @@ class MatchingCache:
 
 
 _STATUS_COLUMNS = (
+    "id",
     "job_id",
     "status",
     "progress",
@@ -200,6 +217,7 @@ _STATUS_COLUMNS = (
     "gpu_count",
     "gpu_memory_mb",
     "current_lease_id",
+    "unit_count",
     "updated_at",
 )
 
@@ -266,6 +284,8 @@ def job_status(
     ).first()
     if job is None:
         raise NotFound(f"no job {job_id}")
+    if job.unit_count:
+        return _topology_status(session, config, job)
     if job.status == "queued":
         ahead = int(job.ahead or 0)
         if matching_cache is not None:
@@ -305,3 +325,61 @@ def job_status(
         "failed": f"failed: {job.last_error}" if job.last_error else "failed",
     }
     return JobStatus(job, reasons.get(job.status, job.status), None, None, None)
+
+
+def job_units(session: Session | Connection, job: Job) -> list[UnitRow] | None:
+    """The units of a job with a topology (None for a single-unit job)."""
+    if not job.unit_count:
+        return None
+    assert job.id is not None
+    return unit_service.unit_rows(session, job.id)
+
+
+def _unit_name(row: UnitRow) -> str:
+    return f"node {row.rank}" if row.kind == "node" else f"unit {row.index} ({row.kind})"
+
+
+def _topology_status(session: Session | Connection, config: ApiConfig, job: Row[Any]) -> JobStatus:
+    """Where a job with a topology stands: its units, and in words what runs and waits."""
+    rows = unit_service.unit_rows(session, job.id)
+    seen = [r.heartbeat_at for r in rows if r.heartbeat_at is not None]
+    last_seen = max(seen) if seen else None
+    if job.status != "running":
+        reasons = {
+            "completed": "completed",
+            "cancelled": "cancelled by the owner",
+            "stopped": f"stopped: {job.last_error}" if job.last_error else "stopped",
+            "failed": f"failed: {job.last_error}" if job.last_error else "failed",
+        }
+        return JobStatus(job, reasons.get(job.status, job.status), None, None, None, rows)
+    done = sum(1 for r in rows if r.status == "completed")
+    parts = [f"running: {done} of {len(rows)} units completed"]
+    nodes = [r for r in rows if r.kind == "node"]
+    if nodes:
+        leased = sum(1 for r in nodes if r.status in ("leased", "completed"))
+        attempt = nodes[0].attempts
+        if leased < len(nodes):
+            parts.append(
+                f"cluster attempt {attempt}: {leased} of {len(nodes)} nodes leased, "
+                "waiting for the rest (nothing starts until every node is leased)"
+            )
+        else:
+            parts.append(f"cluster attempt {attempt} runs on {len(nodes)} nodes")
+    else:
+        for r in rows:
+            if r.status == "leased":
+                who = r.provider[:16] if r.provider else "unknown provider"
+                parts.append(f"{_unit_name(r)} running on provider {who} (attempt {r.attempts})")
+        waiting = [str(r.index) for r in rows if r.status == "queued"]
+        if waiting:
+            parts.append(f"units {', '.join(waiting)} waiting for a provider")
+    if config.claim_requires_escrow and not job.has_escrow:
+        parts.insert(
+            0,
+            "waiting for its escrow: lock the job's NTX and record the escrow "
+            f"(POST /api/v1/jobs/{job.job_id}/escrow)",
+        )
+    reason = "; ".join(parts)
+    if job.last_error:
+        reason += f"; last problem: {job.last_error}"
+    return JobStatus(job, reason, None, None, last_seen, rows)

@@ -3,6 +3,10 @@
 Every transition locks the job row first (`FOR UPDATE` on PostgreSQL; on SQLite every
 transaction is BEGIN IMMEDIATE, see api/db.py) and then changes it only if it is still leased
 under the same lease, so a job is claimed by one worker at a time and completes at most once.
+
+A job with a topology is leased unit by unit (api/services/units.py, clusters.py): the
+claim hands out the oldest claimable job or unit, and a lease that names a unit moves that
+unit, still under its job's row lock.
 """
 
 from __future__ import annotations
@@ -11,15 +15,33 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, func, update
+from sqlalchemy import exists, update
 from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
-from api.errors import Conflict, NotFound
-from api.models import Job, JobEscrow, Lease, Provider, ProviderGpu
+from api.errors import BadRequest, Conflict, NotFound
+from api.models import Job, JobEscrow, JobUnit, Lease, Provider
+from api.services import clusters, unit_outcomes, units
 from api.services.estimates import record_run
 from api.services.notifications import notify_job_completed
+from api.services.rate_cards import claimable_by as rate_card_claimable
 from api.services.tokens import new_nonce, new_secret, secret_hash
+from api.services.unit_outcomes import end_lease
+from api.services.units import ClusterView, UnitClaim, fitting_gpus
+
+__all__ = [
+    "ActiveLease",
+    "ClaimedLease",
+    "active_lease",
+    "claim",
+    "complete",
+    "escrow_of",
+    "fail",
+    "fitting_gpus",
+    "heartbeat",
+    "release",
+    "sweep_expired",
+]
 
 
 @dataclass(frozen=True)
@@ -27,36 +49,29 @@ class ClaimedLease:
     job: Job
     lease: Lease
     token: str
+    # For a job with a topology: the unit leased, as the claim hands it out.
+    unit: UnitClaim | None = None
 
 
 @dataclass(frozen=True)
 class ActiveLease:
     job: Job
     lease: Lease
+    unit: JobUnit | None = None
+    # For a node of a multi-node job: where its cluster attempt stands.
+    cluster: ClusterView | None = None
 
 
 def _is_postgres(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"
 
 
-def fitting_gpus(provider_id: int) -> Any:
-    """How many of the provider's GPUs have at least the job's memory (correlated to Job)."""
-    return (
-        select(func.count(col(ProviderGpu.id)))
-        .where(
-            ProviderGpu.provider_id == provider_id,
-            col(ProviderGpu.memory_mb) >= col(Job.gpu_memory_mb),
-        )
-        .correlate(Job)
-        .scalar_subquery()
-    )
-
-
 def claim(
     session: Session, config: ApiConfig, provider: Provider, now: datetime
 ) -> ClaimedLease | None:
-    """Lease the oldest queued job this provider's GPUs fit, or None when there is none.
-    With `config.claim_requires_escrow`, only jobs whose escrow is recorded are handed out."""
+    """Lease the oldest queued job or unit this provider's GPUs fit, or None when there is
+    none. With `config.claim_requires_escrow`, only jobs whose escrow is recorded are
+    handed out."""
     assert provider.id is not None
     stmt = (
         select(Job)
@@ -66,11 +81,23 @@ def claim(
     )
     if config.claim_requires_escrow:
         stmt = stmt.where(exists().where(col(JobEscrow.job_id) == col(Job.id)))
+    # A rate-card job goes only to the provider whose current card the spec names.
+    stmt = stmt.where(rate_card_claimable(provider.id))
+    unit_stmt = units.claimable_unit(config, provider.id, now)
     if _is_postgres(session):
         # Workers claiming at once each skip rows another has locked instead of queueing
-        # behind them; the lock holds until commit.
+        # behind them; the lock holds until commit. A unit is guarded by its job's row,
+        # which every change to the job's units locks first; the unit row is locked too, so
+        # a row another claimer changed meanwhile is re-checked in its committed version
+        # (PostgreSQL re-evaluates only the rows it locks).
         stmt = stmt.with_for_update(skip_locked=True, of=Job)
+        unit_stmt = unit_stmt.with_for_update(skip_locked=True, of=[Job, JobUnit])
     job = session.exec(stmt).first()
+    unit_row = session.exec(unit_stmt).first()
+    if unit_row is not None and (
+        job is None or (unit_row[1].created_at, unit_row[1].id) < (job.created_at, job.id)
+    ):
+        return _claim_unit(session, config, provider, unit_row[1], unit_row[0], now)
     if job is None:
         session.commit()  # ends the transaction (and its lock) without expiring `provider`
         return None
@@ -109,6 +136,34 @@ def claim(
     return ClaimedLease(job=job, lease=lease, token=token)
 
 
+def _claim_unit(
+    session: Session,
+    config: ApiConfig,
+    provider: Provider,
+    job: Job,
+    unit: JobUnit,
+    now: datetime,
+) -> ClaimedLease:
+    token = new_secret()
+    lease = units.lease_unit(
+        session,
+        job,
+        unit,
+        provider,
+        token_hash=secret_hash(token),
+        nonce=new_nonce(32),
+        expires_at=now + timedelta(seconds=config.lease_ttl_s),
+        now=now,
+    )
+    session.flush()
+    cluster = None
+    if unit.kind == "node":
+        cluster = clusters.cluster_view(job, units.job_units(session, job), unit)
+    view = units.claim_view(job, unit, cluster)
+    session.commit()
+    return ClaimedLease(job=job, lease=lease, token=token, unit=view)
+
+
 def escrow_of(session: Session, job: Job) -> JobEscrow | None:
     """The escrow the submitter recorded for `job` (what pays for it), if any."""
     return session.exec(select(JobEscrow).where(JobEscrow.job_id == job.id)).first()
@@ -127,18 +182,26 @@ def active_lease(session: Session, provider: Provider, token: str, now: datetime
     job = _lock_job(session, lease.job_id)
     session.refresh(lease)
     if lease.ended_at is not None:
-        raise Conflict(f"lease is no longer valid: it ended ({lease.outcome})")
+        ended = f"lease is no longer valid: it ended ({lease.outcome})"
+        if lease.unit_id is not None and lease.reason and lease.outcome != "completed":
+            # A unit's lease often ends for something that happened elsewhere (a lost
+            # cluster node, a failed evaluation): say what.
+            ended += f": {lease.reason}"
+        raise Conflict(ended)
     if lease.expires_at <= now:
         raise Conflict("lease is no longer valid: it expired; claim the job again")
-    if job.status != "leased" or job.current_lease_id != lease.id:
-        raise Conflict(f"lease is no longer valid: the job is {job.status}")
-    return ActiveLease(job=job, lease=lease)
-
-
-def _end(lease: Lease, outcome: str, reason: str, now: datetime) -> None:
-    lease.ended_at = now
-    lease.outcome = outcome
-    lease.reason = reason[:2000]
+    if lease.unit_id is None:
+        if job.status != "leased" or job.current_lease_id != lease.id:
+            raise Conflict(f"lease is no longer valid: the job is {job.status}")
+        return ActiveLease(job=job, lease=lease)
+    unit = session.exec(
+        select(JobUnit).where(JobUnit.id == lease.unit_id).execution_options(populate_existing=True)
+    ).one()
+    if job.status != "running" or unit.status != "leased" or unit.current_lease_id != lease.id:
+        raise Conflict(
+            f"lease is no longer valid: unit {unit.index} is {unit.status} (job {job.status})"
+        )
+    return ActiveLease(job=job, lease=lease, unit=unit)
 
 
 def heartbeat(
@@ -150,8 +213,13 @@ def heartbeat(
     progress: float | None,
     message: str | None,
     now: datetime,
+    rendezvous: str | None = None,
 ) -> ActiveLease:
     active = active_lease(session, provider, token, now)
+    if active.unit is not None:
+        return _unit_heartbeat(session, config, provider, active, rendezvous, now)
+    if rendezvous is not None:
+        raise BadRequest("only node rank 0 of a multi-node job publishes a rendezvous")
     active.lease.heartbeat_at = now
     active.lease.expires_at = now + timedelta(seconds=config.lease_ttl_s)
     if progress is not None:
@@ -166,6 +234,35 @@ def heartbeat(
     return active
 
 
+def _unit_heartbeat(
+    session: Session,
+    config: ApiConfig,
+    provider: Provider,
+    active: ActiveLease,
+    rendezvous: str | None,
+    now: datetime,
+) -> ActiveLease:
+    # A unit's progress is not the job's (that is completed units / units), so a unit
+    # heartbeat only keeps its lease and, for a node, tends its cluster.
+    job, lease, unit = active.job, active.lease, active.unit
+    assert unit is not None
+    cluster = None
+    if rendezvous is not None:
+        clusters.publish_rendezvous(session, job, unit, rendezvous, now)
+    if unit.kind == "node":
+        if clusters.time_out_if_stuck(session, config, job, now):
+            session.commit()
+            session.refresh(lease)
+            raise Conflict(f"lease is no longer valid: it ended ({lease.outcome}): {lease.reason}")
+        cluster = clusters.cluster_view(job, units.job_units(session, job), unit)
+    lease.heartbeat_at = now
+    lease.expires_at = now + timedelta(seconds=config.lease_ttl_s)
+    provider.last_heartbeat_at = now
+    session.add_all([lease, provider])
+    session.commit()
+    return ActiveLease(job=job, lease=lease, unit=unit, cluster=cluster)
+
+
 def complete(
     session: Session,
     provider: Provider,
@@ -176,7 +273,14 @@ def complete(
 ) -> ActiveLease:
     active = active_lease(session, provider, token, now)
     job, lease = active.job, active.lease
-    _end(lease, "completed", "", now)
+    if active.unit is not None:
+        if active.unit.kind == "node":
+            clusters.complete_node(session, job, active.unit, lease, result, now)
+        else:
+            unit_outcomes.complete_unit(session, job, active.unit, lease, result, now)
+        session.commit()
+        return active
+    end_lease(lease, "completed", "", now)
     job.status = "completed"
     job.progress = 1.0
     job.result = result
@@ -198,7 +302,11 @@ def release(
 ) -> ActiveLease:
     """The worker gives the job back without fault: it returns to the queue."""
     active = active_lease(session, provider, token, now)
-    _end(active.lease, "released", reason, now)
+    if active.unit is not None:
+        _unit_lost(session, active, "released", reason, now)
+        session.commit()
+        return active
+    end_lease(active.lease, "released", reason, now)
     _requeue(active.job, now, error=None)
     session.add_all([active.job, active.lease])
     session.commit()
@@ -210,11 +318,47 @@ def fail(
 ) -> ActiveLease:
     """The run failed: retry elsewhere until max_attempts failures, then the job fails."""
     active = active_lease(session, provider, token, now)
-    _end(active.lease, "failed", reason, now)
+    if active.unit is not None:
+        _unit_lost(session, active, "failed", reason, now)
+        session.commit()
+        return active
+    end_lease(active.lease, "failed", reason, now)
     _record_failure(active.job, f"attempt {active.lease.attempt} failed: {reason}", now)
     session.add_all([active.job, active.lease])
     session.commit()
     return active
+
+
+def _unit_lost(
+    session: Session,
+    active: ActiveLease,
+    outcome: str,
+    reason: str,
+    now: datetime,
+    *,
+    error: str | None = None,
+) -> None:
+    """A unit's lease ended without completion (released, failed or expired): the unit goes
+    back to the queue, or its whole cluster attempt does (the caller commits)."""
+    job, lease, unit = active.job, active.lease, active.unit
+    assert unit is not None
+    end_lease(lease, outcome, reason, now)
+    session.add(lease)
+    counts = outcome != "released"
+    if unit.kind == "node":
+        clusters.break_cluster(
+            session, job, unit, outcome=outcome, reason=reason, counts_as_failure=counts, now=now
+        )
+        return
+    what = {"released": "was released", "failed": "failed", "expired": "was lost"}[outcome]
+    unit_outcomes.requeue_unit(
+        session,
+        job,
+        unit,
+        error or f"unit {unit.index} attempt {lease.attempt} {what}: {reason}",
+        now,
+        counts_as_failure=counts,
+    )
 
 
 def _requeue(job: Job, now: datetime, *, error: str | None) -> None:
@@ -241,8 +385,19 @@ def _record_failure(job: Job, error: str, now: datetime) -> None:
         _requeue(job, now, error=error)
 
 
-def sweep_expired(session: Session, now: datetime, *, limit: int = 100) -> int:
-    """End leases whose heartbeats stopped and put their jobs back in the queue."""
+def sweep_expired(
+    session: Session, now: datetime, *, limit: int = 100, config: ApiConfig | None = None
+) -> int:
+    """End leases whose heartbeats stopped and put their jobs (or units) back in the queue;
+    with `config`, also release multi-node clusters that waited too long to assemble."""
+    expired = _sweep_jobs(session, now, limit=limit)
+    expired += _sweep_units(session, now, limit=limit)
+    if config is not None:
+        _sweep_waiting_clusters(session, config, now, limit=limit)
+    return expired
+
+
+def _sweep_jobs(session: Session, now: datetime, *, limit: int) -> int:
     stmt = (
         select(Job, Lease)
         .join(Lease, col(Lease.id) == col(Job.current_lease_id))
@@ -258,7 +413,7 @@ def sweep_expired(session: Session, now: datetime, *, limit: int = 100) -> int:
     rows = session.exec(stmt).all()
     for job, lease in rows:
         seen = lease.heartbeat_at or lease.created_at
-        _end(lease, "expired", "no heartbeat before the lease expired", now)
+        end_lease(lease, "expired", "no heartbeat before the lease expired", now)
         _record_failure(
             job,
             f"attempt {lease.attempt} lost: the provider stopped heartbeating "
@@ -268,3 +423,75 @@ def sweep_expired(session: Session, now: datetime, *, limit: int = 100) -> int:
         session.add_all([job, lease])
     session.commit()
     return len(rows)
+
+
+def _sweep_units(session: Session, now: datetime, *, limit: int) -> int:
+    stmt = (
+        select(Job, JobUnit, Lease)
+        .join(JobUnit, col(JobUnit.job_id) == col(Job.id))
+        .join(Lease, col(Lease.id) == col(JobUnit.current_lease_id))
+        .where(
+            JobUnit.status == "leased",
+            col(Lease.ended_at).is_(None),
+            col(Lease.expires_at) <= now,
+        )
+        .order_by(col(Job.id), col(JobUnit.index))
+        .limit(limit)
+    )
+    if _is_postgres(session):
+        stmt = stmt.with_for_update(skip_locked=True, of=Job)
+    rows = session.exec(stmt).all()
+    expired = 0
+    for job, unit, lease in rows:
+        # An earlier row of the same cluster may have ended this lease already.
+        session.refresh(lease)
+        session.refresh(unit)
+        if lease.ended_at is not None or unit.current_lease_id != lease.id:
+            continue
+        seen = lease.heartbeat_at or lease.created_at
+        last = seen.strftime("%Y-%m-%dT%H:%M:%SZ")
+        _unit_lost(
+            session,
+            ActiveLease(job=job, lease=lease, unit=unit),
+            "expired",
+            f"no heartbeat before the lease expired (last seen {last})",
+            now,
+            error=f"unit {unit.index} attempt {lease.attempt} lost: the provider stopped "
+            f"heartbeating (last seen {last})",
+        )
+        expired += 1
+    session.commit()
+    return expired
+
+
+def _sweep_waiting_clusters(
+    session: Session, config: ApiConfig, now: datetime, *, limit: int
+) -> None:
+    waiting_since = now - timedelta(seconds=config.cluster_wait_s)
+    old_node_lease = (
+        select(JobUnit.job_id)
+        .join(Lease, col(Lease.id) == col(JobUnit.current_lease_id))
+        .where(
+            JobUnit.kind == "node",
+            JobUnit.status == "leased",
+            col(Lease.ended_at).is_(None),
+            col(Lease.created_at) <= waiting_since,
+        )
+    )
+    unassembled = select(JobUnit.job_id).where(
+        JobUnit.kind == "node", col(JobUnit.status).in_(("queued", "blocked"))
+    )
+    stmt = (
+        select(Job)
+        .where(
+            Job.status == "running",
+            col(Job.id).in_(old_node_lease),
+            col(Job.id).in_(unassembled),
+        )
+        .limit(limit)
+    )
+    if _is_postgres(session):
+        stmt = stmt.with_for_update(skip_locked=True)
+    for job in session.exec(stmt).all():
+        clusters.time_out_if_stuck(session, config, job, now)
+    session.commit()

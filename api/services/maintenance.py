@@ -21,7 +21,7 @@ class SweepReport:
 
 
 def sweep(session: Session, config: ApiConfig, now: datetime) -> SweepReport:
-    expired = sweep_expired(session, now)
+    expired = sweep_expired(session, now, config=config)
     # A nonce older than the accepted clock skew can no longer be replayed: the timestamp
     # check refuses it first, so the row is dead weight.
     horizon = now - timedelta(seconds=2 * config.worker_request_skew_s)

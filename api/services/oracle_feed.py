@@ -3,7 +3,8 @@
 The feed hands the oracle the facts it cannot see on chain: the job spec (as the canonical
 JSON its id hashes), the escrow out-ref the submitter recorded, the lease that completed the
 job (worker key, payout address from the provider's binding, the nonce revealed at claim,
-GPUs leased, start and completion times) and the SHA-256 of every uploaded result.
+GPUs leased, start and completion times) and the SHA-256 of every uploaded result. A job
+with a topology has these per unit instead (`units`, see api/services/unit_feed.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sqlmodel import Session, col, select
 
 from api.errors import BadRequest, Conflict, NotFound
 from api.models import Job, JobEscrow, JobResult, Lease, Provider, User
+from api.services import rate_cards, unit_feed
 from api.services.jobs import get_job
 from proofnet.messages.jobspec import JobSpec
 
@@ -31,7 +33,8 @@ def _iso(at: datetime) -> str:
 def completing_lease(session: Session, job: Job) -> Lease | None:
     return session.exec(
         select(Lease)
-        .where(Lease.job_id == job.id, Lease.outcome == "completed")
+        # A unit's lease completes a unit, never the job (see api.services.unit_feed).
+        .where(Lease.job_id == job.id, Lease.outcome == "completed", col(Lease.unit_id).is_(None))
         .order_by(col(Lease.id).desc())
     ).first()
 
@@ -59,14 +62,20 @@ def job_feed(session: Session, job_id: str) -> dict[str, Any]:
         }
         rows = session.exec(select(JobResult).where(JobResult.lease_id == lease.id)).all()
         results = {r.name: r.sha256 for r in rows}
-    return {
+    feed: dict[str, Any] = {
         "job_id": job.job_id,
         "spec": spec.canonical_bytes().decode("utf-8"),
         "status": job.status,
         "escrow": None if escrow is None else {"tx_id": escrow.tx_id, "index": escrow.output_index},
         "lease": lease_view,
         "results": results,
+        # The document a rate-card spec names: the oracle recomputes the price from it.
+        "rate_card": rate_cards.feed_document(session, spec),
     }
+    if job.unit_count:
+        # A job with a topology is paid per unit: no job-level lease or results.
+        feed["units"] = unit_feed.units_feed(session, job)
+    return feed
 
 
 def job_result_row(session: Session, job_id: str, name: str) -> JobResult:
@@ -74,6 +83,8 @@ def job_result_row(session: Session, job_id: str, name: str) -> JobResult:
     job = session.exec(select(Job).where(Job.job_id == job_id)).first()
     if job is None:
         raise NotFound(f"no job {job_id}")
+    if job.unit_count:
+        return unit_feed.unit_result_row(session, job, name)
     lease = completing_lease(session, job)
     row = None
     if lease is not None:

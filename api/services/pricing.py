@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from proofnet.messages.jobspec import FixedPrice, JobSpec, RateCardPrice
+from proofnet.messages.rate_card import metered_cost
 
 
 class PricingError(ValueError):
@@ -88,12 +89,13 @@ class FixedPriceRule:
 
 @dataclass(frozen=True)
 class RateCardRule:
-    """GPU-seconds times the per-GPU-second rates of the providers the job fits, capped at
-    the spec's `max_amount`.
+    """GPU time at the rates of the rate card document the spec names, capped at the
+    spec's `max_amount`.
 
-    The spec names its rate card by digest; the API has no store of rate card documents, so
-    the range spans the rate cards the fitting providers publish now (their asking prices
-    per GPU-hour), which is what a submitter can actually buy at.
+    `rates` are that document's rates for the GPU models its provider has that fit the job
+    (`api.services.estimates.market_for`): the shortest run at the cheapest rate to the
+    longest at the dearest, metered as the worker and oracle meter it (GPU-milliseconds,
+    rounded up; `proofnet.messages.rate_card.metered_cost`).
     """
 
     name: str = "rate_card"
@@ -102,19 +104,24 @@ class RateCardRule:
         if not isinstance(spec.pricing, RateCardPrice):
             raise PricingError(f"the rate-card rule cannot price {spec.pricing.kind!r}")
         cap = spec.pricing.max_amount
+        digest = spec.pricing.rate_card
         if spec.resources.gpus == 0:
             return Quote(self.name, 0, cap, cap, "CPU-only job: rate cards price GPU time only")
         if not rates:
             return Quote(
-                self.name, 0, cap, cap, "no fitting provider publishes a rate card: up to the cap"
+                self.name,
+                0,
+                cap,
+                cap,
+                f"no fitting provider GPU is priced by rate card {digest}: up to the cap",
             )
-        cheapest = min(r.ntx_per_gpu_second for r in rates)
-        dearest = max(r.ntx_per_gpu_second for r in rates)
-        low = min(cap, math.floor(gpu_seconds.low * cheapest))
-        high = min(cap, math.ceil(gpu_seconds.high * dearest))
+        cheapest = min(r.ntx_per_gpu_hour for r in rates)
+        dearest = max(r.ntx_per_gpu_hour for r in rates)
+        low = min(cap, math.floor(gpu_seconds.low * cheapest / 3600))
+        high = min(cap, metered_cost(math.ceil(gpu_seconds.high * 1000), dearest))
         basis = (
-            f"{len(rates)} rate card(s), {cheapest * 3600:g}-{dearest * 3600:g} NTX per GPU-hour"
-            f", capped at {cap}"
+            f"rate card {digest}: {cheapest}-{dearest} NTX per GPU-hour over "
+            f"{len(rates)} GPU model(s), capped at {cap}"
         )
         return Quote(self.name, low, high, cap, basis)
 

@@ -8,11 +8,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
-from api.errors import BadRequest, Unauthorized
-from api.models import Provider, ProviderGpu, RateCard
+from api.errors import BadRequest, Conflict, Unauthorized
+from api.models import Provider, ProviderGpu, PublishedRateCard, RateCard
+from api.services import rate_cards
 from api.services.auth import PURPOSE_WORKER_BINDING, consume_challenge
 from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
 from proofnet.messages.registration import ProviderRegistration
@@ -141,10 +143,18 @@ def record_telemetry(
     return provider
 
 
+@dataclass(frozen=True)
+class RateCardSet:
+    rates: list[RateCard]
+    # The published document the rates are (None when the provider withdrew its rates).
+    published: PublishedRateCard | None
+
+
 def set_rate_card(
     session: Session, provider: Provider, rates: dict[str, int], now: datetime
-) -> list[RateCard]:
-    """Replace the provider's prices: NTX base units per GPU-hour, by GPU model."""
+) -> RateCardSet:
+    """Replace the provider's prices (NTX base units per GPU-hour, by GPU model) and publish
+    them as its current rate card document (`api.services.rate_cards`)."""
     assert provider.id is not None
     offered = {g.model for g in gpus_of(session, provider.id)}
     unknown = sorted(set(rates) - offered)
@@ -152,14 +162,19 @@ def set_rate_card(
         raise BadRequest(
             f"rate card names GPU models this provider did not register: {', '.join(unknown)}"
         )
-    session.execute(delete(RateCard).where(col(RateCard.provider_id) == provider.id))
-    cards = [
-        RateCard(provider_id=provider.id, gpu_model=m, ntx_per_gpu_hour=p, updated_at=now)
-        for m, p in sorted(rates.items())
-    ]
-    session.add_all(cards)
-    session.commit()
-    return cards
+    try:
+        document = rate_cards.publish(session, provider, rates, now)
+        session.execute(delete(RateCard).where(col(RateCard.provider_id) == provider.id))
+        cards = [
+            RateCard(provider_id=provider.id, gpu_model=m, ntx_per_gpu_hour=p, updated_at=now)
+            for m, p in sorted(rates.items())
+        ]
+        session.add_all(cards)
+        session.commit()
+    except IntegrityError as e:  # two updates of this provider's card at once
+        session.rollback()
+        raise Conflict("this provider's rate card changed concurrently; send it again") from e
+    return RateCardSet(cards, document)
 
 
 def gpus_of(session: Session, provider_id: int) -> list[ProviderGpu]:

@@ -4,6 +4,10 @@ Writes go through `leases.active_lease`, so only the worker holding the job's cu
 unexpired lease can add to it; a worker whose lease expired or ended is refused (409).
 Result bytes go to the content-addressed blob store before the row that names them is
 written, so a row never points at a missing blob (an orphan blob is harmless).
+
+A unit of a job with a topology uploads its checkpoint as `checkpoint/<topology.checkpoint>`
+(declared by the topology, not the result globs) and reads its input checkpoints back
+through its lease. Its submitter reads each unit's uploads as `units/<index>/<name>`.
 """
 
 from __future__ import annotations
@@ -17,11 +21,15 @@ from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
 
 from api.errors import ApiError, BadRequest, NotFound
-from api.models import Job, JobLogLine, JobResult, Lease, LeaseUsage, Provider, User
+from api.models import Job, JobLogLine, JobResult, JobUnit, Lease, LeaseUsage, Provider, User
 from api.services.jobs import get_job
-from api.services.leases import active_lease
+from api.services.leases import ActiveLease, active_lease
+from api.services.units import UnitInput, plan_of, unit_inputs
 from api.storage import BlobStore, DigestMismatch
 from proofnet.messages.result_paths import ResultNameError, check_result_name, declared_by
+from proofnet.messages.sealing import is_sealed
+
+UNIT_RESULT_PREFIX = "units/"
 
 # An attestation names at most 256 results; a lease cannot upload more than it can attest.
 MAX_RESULTS_PER_LEASE = 256
@@ -76,7 +84,8 @@ def store_result(
 ) -> JobResult:
     """Keep one result file of the leased job; re-uploading a name replaces it."""
     active = active_lease(session, provider, token, now)
-    _declared(active.job, name)
+    if not _unit_checkpoint(active, name, data):
+        _declared(active.job, name)
     if len(data) > max_bytes:
         raise PayloadTooLarge(f"result {name!r} is {len(data)} bytes; the limit is {max_bytes}")
     lease_id = active.lease.id
@@ -113,6 +122,41 @@ def store_result(
     session.add(row)
     session.commit()
     return row
+
+
+def _unit_checkpoint(active: ActiveLease, name: str, data: bytes) -> bool:
+    """Whether `name` is the checkpoint this unit's lease uploads (checked: the unit makes
+    one, and it is readable by the next provider), rather than a declared result."""
+    unit = active.unit
+    if unit is None:
+        return False
+    expected = plan_of(active.job).checkpoint_result
+    if expected is None or name != expected:
+        return False
+    if unit.kind == "eval":
+        raise BadRequest(f"unit {unit.index} is an evaluation: it uploads no {expected}")
+    if is_sealed(data):
+        raise BadRequest(
+            f"{name} is sealed: checkpoints of a job with a topology are never sealed, the "
+            "next provider must read them"
+        )
+    return True
+
+
+def lease_input(
+    session: Session, provider: Provider, token: str, position: int, now: datetime
+) -> UnitInput:
+    """Input checkpoint `position` of the unit `token` leases; only its holder may read it."""
+    active = active_lease(session, provider, token, now)
+    unit = active.unit
+    session.rollback()  # release the job lock before the bytes stream
+    if unit is None:
+        raise NotFound("this lease is for a whole job: it has no input checkpoints")
+    inputs = unit_inputs(unit)
+    if not 0 <= position < len(inputs):
+        have = f"positions 0..{len(inputs) - 1}" if inputs else "none"
+        raise NotFound(f"unit {unit.index} has {len(inputs)} input checkpoints ({have})")
+    return inputs[position]
 
 
 def append_logs(
@@ -193,8 +237,47 @@ def _reporting_lease(session: Session, job: Job) -> Lease | None:
     return leases[0] if leases else None
 
 
+def _unit_results(session: Session, job: Job) -> list[JobResult]:
+    """Each unit's uploads as `units/<index>/<name>`: those of the lease that completed the
+    unit, else of its newest lease (a running or failed attempt). Detached copies: renaming
+    them changes nothing stored."""
+    units = session.exec(
+        select(JobUnit).where(JobUnit.job_id == job.id).order_by(col(JobUnit.index))
+    ).all()
+    newest: dict[int, int] = {}
+    for lease_id, unit_id in session.exec(
+        select(Lease.id, Lease.unit_id).where(Lease.job_id == job.id).order_by(col(Lease.id))
+    ).all():
+        if lease_id is not None and unit_id is not None:
+            newest[unit_id] = lease_id
+    chosen: dict[int, int] = {}
+    for unit in units:
+        assert unit.id is not None
+        lease_id = unit.completed_lease_id or newest.get(unit.id)
+        if lease_id is not None:
+            chosen[lease_id] = unit.index
+    if not chosen:
+        return []
+    rows = session.exec(select(JobResult).where(col(JobResult.lease_id).in_(list(chosen)))).all()
+    named = [
+        JobResult(
+            id=r.id,
+            job_id=r.job_id,
+            lease_id=r.lease_id,
+            name=f"{UNIT_RESULT_PREFIX}{chosen[r.lease_id]}/{r.name}",
+            sha256=r.sha256,
+            size=r.size,
+            uploaded_at=r.uploaded_at,
+        )
+        for r in rows
+    ]
+    return sorted(named, key=lambda r: r.name)
+
+
 def job_results(session: Session, owner: User, job_id: str) -> list[JobResult]:
     job = get_job(session, owner, job_id)
+    if job.unit_count:
+        return _unit_results(session, job)
     lease = _reporting_lease(session, job)
     if lease is None:
         return []

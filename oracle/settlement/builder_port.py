@@ -5,7 +5,9 @@ batch's own Merkle root and metadata.
 Packing is measured with a placeholder root of the same size (32 bytes) and metadata of
 the same shape, so the final transaction has the size and execution units that were
 measured, and the redeemer's entries, the Merkle leaves and the bundle share one order:
-the ledger's input order.
+the ledger's input order. The claims of one escrow (the units of a topology job) make one
+settlement with one payout per claim, in unit order: packing keeps or leaves out an escrow
+with all of its claims.
 """
 
 from __future__ import annotations
@@ -35,7 +37,15 @@ from chain.offchain.builders.protocol_utxos import resolve
 from chain.offchain.errors import BackendUnavailableError
 
 from .bundle import audit_metadata, make_bundle
-from .ports import Annotate, BuildError, ChainUnavailable, Claim, UnpayableClaims, UnsignedBatch
+from .ports import (
+    Annotate,
+    BuildError,
+    ChainUnavailable,
+    Claim,
+    UnpayableClaims,
+    UnsignedBatch,
+    group_claims,
+)
 
 
 @dataclass
@@ -123,7 +133,8 @@ class CardanoSettlementBuilder:
             self.payer_address,
             payer_utxos,
             protocol=protocol,
-            metadata=audit_metadata(batch_id, placeholder, len(settlements)),
+            # At least as many digits as the final count: the measured size is an upper bound.
+            metadata=audit_metadata(batch_id, placeholder, len(claims)),
         )
         fitted = len(packed.settled)
         self._known_fit = fitted if packed.left_out else max(self._known_fit, fitted)
@@ -137,7 +148,7 @@ class CardanoSettlementBuilder:
     def _final(
         self,
         settlements: Sequence[S.Settlement],
-        by_ref: dict[str, Claim],
+        by_ref: dict[str, tuple[Claim, ...]],
         batch_id: bytes,
         annotate: Annotate,
         signers: Sequence[VerificationKeyHash],
@@ -148,7 +159,7 @@ class CardanoSettlementBuilder:
             settlements,
             key=lambda s: (s.escrow.input.transaction_id.payload, s.escrow.input.index),
         )
-        ordered = [by_ref[out_ref_text(s.escrow.input)] for s in ordered_settlements]
+        ordered = [c for s in ordered_settlements for c in by_ref[out_ref_text(s.escrow.input)]]
         note = annotate(ordered)
         try:
             final = S.build_settle_batch(
@@ -170,7 +181,7 @@ class CardanoSettlementBuilder:
         if not S.fits(self.context, final.built):
             return None
         if [out_ref_text(s.escrow.input) for s in final.settled] != [
-            str(c.escrow) for c in ordered
+            out_ref_text(s.escrow.input) for s in ordered_settlements
         ]:
             raise BuildError("the final build settled other escrows than the packed one")
         return UnsignedBatch(
@@ -179,31 +190,39 @@ class CardanoSettlementBuilder:
 
     def _settlements(
         self, claims: Sequence[Claim], escrows: dict[str, UTxO]
-    ) -> tuple[list[S.Settlement], dict[str, Claim]]:
+    ) -> tuple[list[S.Settlement], dict[str, tuple[Claim, ...]]]:
         clock = ChainClock.of(self.context)
         now = tip_slot(self.context)
         settlements: list[S.Settlement] = []
-        by_ref: dict[str, Claim] = {}
+        by_ref: dict[str, tuple[Claim, ...]] = {}
         unpayable: dict[int, str] = {}
-        for claim in claims:
-            ref = str(claim.escrow)
+        for group in group_claims(claims):
+            ref = str(group[0].escrow)
             utxo = escrows.get(ref)
             if utxo is None:
                 continue  # not confirmed (or spent meanwhile): the watcher's concern, not ours
-            try:
-                payout = Address.from_primitive(claim.payout_address)
-            except Exception as exc:  # pycardano raises assorted types on bad bech32
-                unpayable[claim.attestation_id] = f"payout address: {exc}"
+            if len(group) > 1 and any(c.unit is None for c in group):
+                for claim in group:
+                    unpayable[claim.attestation_id] = f"escrow {ref} is claimed twice"
                 continue
-            settlement = S.Settlement(utxo, ((payout, claim.amount),))
+            payouts = []
+            for claim in group:
+                try:
+                    payouts.append((Address.from_primitive(claim.payout_address), claim.amount))
+                except Exception as exc:  # pycardano raises assorted types on bad bech32
+                    unpayable[claim.attestation_id] = f"payout address: {exc}"
+            if len(payouts) != len(group):
+                continue  # settled in a later batch, without the unpayable claim
+            settlement = S.Settlement(utxo, tuple(payouts))
             try:
                 # The builders' own per-escrow checks, so one bad escrow never sinks a batch.
                 S._check_settlement(self.deployment, settlement, now, clock)
             except BuilderError as exc:
-                unpayable[claim.attestation_id] = str(exc)
+                for claim in group:
+                    unpayable[claim.attestation_id] = str(exc)
                 continue
             settlements.append(settlement)
-            by_ref[ref] = claim
+            by_ref[ref] = group
         if unpayable:
             raise UnpayableClaims(unpayable)
         if not settlements:

@@ -57,10 +57,10 @@ def settle(
         holder=holder,
     )
     import oracle.settlement.models  # noqa: F401  (registers the tables)
-    from oracle.models import metadata
+    from oracle.schema import create_tables
 
     db = make_engine(database_url or settings.database_url)
-    metadata.create_all(db)
+    create_tables(db)
     engine = build_engine(settings, config, key.signing_key, db)
     name = holder or default_holder()
     scheduler = SettlementScheduler(engine, ProposerLeaseGuard(db, name, lease_ttl), interval)

@@ -9,6 +9,10 @@ Proposing a batch, and where a crash leaves it:
 3. gather M witnesses, record the exact signed CBOR and its tx id as *signed*;
 4. log "submitting" and send it; record *submitted*. From step 3 on, recovery finds the tx
    by id on chain or resubmits the identical bytes.
+
+The unit attestations of a topology job wait until the job is over (`readiness`: the
+engine's `Readiness`; without one they wait for good), and then all of its escrow's are
+batched together: claims of one escrow are never split across batches.
 """
 
 from __future__ import annotations
@@ -30,9 +34,12 @@ from .ports import (
     ChainView,
     Claim,
     QuorumNotReached,
+    Readiness,
     SettlementBuilder,
     Signer,
+    UnitEscrow,
     UnpayableClaims,
+    group_claims,
 )
 from .watcher import RecoveryReport, WatchConfig, Watcher
 
@@ -78,6 +85,7 @@ class SettlementEngine:
         watch: WatchConfig | None = None,
         metrics: SettlementMetrics | None = None,
         proposer: str = "oracle",
+        readiness: Readiness | None = None,
     ) -> None:
         self.intents = intents
         self.chain = chain
@@ -87,6 +95,7 @@ class SettlementEngine:
         self.metrics = metrics or SettlementMetrics()
         self.watcher = Watcher(intents, chain, watch, self.metrics)
         self.proposer = proposer
+        self.readiness = readiness
         self.recovered = False
 
     # --- the scheduler's unit of work ----------------------------------------------------
@@ -126,10 +135,17 @@ class SettlementEngine:
     def propose(self, *, force: bool = False) -> str | None:
         if self.in_flight():
             return None
+        live = self.intents.live_escrows()
         with self.intents.session() as session:
             claims = self.intents.queue.payable(session, self.policy.batch_size * 2)
-        live = self.intents.live_escrows()
+            waiting = [
+                g for g in self.intents.queue.unit_escrows(session) if str(g.escrow) not in live
+            ]
         claims = [c for c in claims if str(c.escrow) not in live]
+        ready = [g.escrow for g in waiting if self._ready(g)]
+        if ready:
+            with self.intents.session() as session:
+                claims += self.intents.queue.unit_claims(session, ready)
         if not (force and claims) and not self.due(claims):
             return None
         try:
@@ -140,14 +156,38 @@ class SettlementEngine:
             return None
         if not claims:
             return None
-        return self._propose(claims[: self.policy.batch_size])
+        return self._propose(self._take(claims))
+
+    def _ready(self, group: UnitEscrow) -> bool:
+        if self.readiness is None:
+            return False
+        try:
+            return self.readiness.ready(group)
+        except ChainUnavailable as exc:
+            self.metrics.chain_error("readiness")
+            log.warning("chain unavailable checking %s: %s", group.escrow, exc)
+            return False
+
+    def _take(self, claims: Sequence[Claim]) -> list[Claim]:
+        """Up to `batch_size` claims, oldest escrow first, whole escrows only (a topology
+        job's escrow may alone exceed the size: it is then batched alone)."""
+        groups = sorted(group_claims(claims), key=lambda g: min(c.queued_at for c in g))
+        taken: list[Claim] = []
+        for group in groups:
+            if taken and len(taken) + len(group) > self.policy.batch_size:
+                break
+            taken.extend(group)
+        return taken
 
     def _still_payable(self, claims: Sequence[Claim]) -> list[Claim]:
         """Escrows refunded or cancelled while their attestation waited are gone for good:
         reject those attestations instead of building a tx that cannot pass."""
         keep, gone = [], []
+        statuses = {}
         for claim in claims:
-            status = self.chain.spend_status(claim.escrow)
+            if claim.escrow not in statuses:
+                statuses[claim.escrow] = self.chain.spend_status(claim.escrow)
+            status = statuses[claim.escrow]
             if status.spent_by is not None:
                 gone.append(claim)
             elif status.exists:

@@ -5,6 +5,10 @@ confirmed, back to verified when it is dropped).
 Nothing is ever sent to the chain unless the exact signed CBOR is committed here first
 (`record_signed`), so a crash at any point leaves either nothing on chain or a transaction
 the log can recognise by its id and resubmit byte for byte.
+
+An intent has one item per attestation; the units of a topology job make several items
+over one escrow. Only the first item of each escrow holds `live_escrow`, so the UNIQUE
+column still allows one live intent per escrow, whatever number of attestations it pays.
 """
 
 from __future__ import annotations
@@ -118,6 +122,7 @@ class IntentLog:
             with self.session() as session:
                 session.add(intent)
                 session.flush()
+                holders = _live_holders([str(c.escrow) for c in unsigned.claims])
                 for position, claim in enumerate(unsigned.claims):
                     session.add(
                         IntentItem(
@@ -129,7 +134,7 @@ class IntentLog:
                             amount=claim.amount,
                             payout_address=claim.payout_address,
                             cose=claim.cose,
-                            live_escrow=str(claim.escrow),
+                            live_escrow=str(claim.escrow) if position in holders else None,
                         )
                     )
                 if session.get(SettlementBundle, bundle.sha256) is None:
@@ -257,8 +262,9 @@ class IntentLog:
             intent.block_hash = block_hash
             intent.updated_at = now()
             items = self._items(session, intent_id)
-            for item in items:
-                item.live_escrow = item.escrow_ref
+            holders = _live_holders([i.escrow_ref for i in items])
+            for position, item in enumerate(items):
+                item.live_escrow = item.escrow_ref if position in holders else None
                 session.add(item)
             self.queue.mark(session, [i.attestation_id for i in items], "batched")
             self._event(session, intent_id, "revived", f"tx {intent.tx_id} seen on chain")
@@ -325,3 +331,11 @@ class IntentLog:
             session.add(item)
         session.flush()
         return items
+
+
+def _live_holders(escrows: Sequence[str]) -> set[int]:
+    """Positions of the first item of each escrow: the ones that hold `live_escrow`."""
+    first: dict[str, int] = {}
+    for position, escrow in enumerate(escrows):
+        first.setdefault(escrow, position)
+    return set(first.values())

@@ -100,6 +100,19 @@ class SettlementEvent(OracleTable, table=True):
     at: float = Field(default_factory=now)
 
 
+class JobEnd(OracleTable, table=True):
+    """When this oracle first saw a topology job over (completed, stopped, failed or
+    cancelled): the start of the grace period its escrow's settlement may wait for late
+    unit attestations (`oracle.settlement.readiness`). Kept across restarts."""
+
+    __tablename__ = "settlement_job_ends"
+
+    escrow_ref: str = Field(primary_key=True, max_length=80)
+    job_id: str = Field(max_length=64)
+    status: str = Field(max_length=16)
+    seen_at: float = Field(default_factory=now)
+
+
 class ProposerLease(OracleTable, table=True):
     """At most one oracle process sharing a database proposes batches at a time."""
 

@@ -68,7 +68,11 @@ class OutRef:
 @dataclass(frozen=True)
 class Claim:
     """One verified attestation ready to be paid: its escrow pays `amount` NTX to
-    `payout_address`, the rest goes back to the escrow's submitter."""
+    `payout_address`, the rest goes back to the escrow's submitter.
+
+    The units of a topology job (`unit` set) all claim their job's one escrow: they are
+    settled together, in one settlement entry with one payout output each, never split
+    across batches (`group_claims`)."""
 
     attestation_id: int
     escrow: OutRef
@@ -77,6 +81,20 @@ class Claim:
     amount: int
     payout_address: str
     queued_at: float = 0.0  # POSIX seconds the attestation was received
+    unit: int | None = None  # unit index of a topology job's attestation
+    job_id: str = ""
+
+
+def group_claims(claims: Sequence[Claim]) -> list[tuple[Claim, ...]]:
+    """The claims per escrow, escrows in order of first appearance, each escrow's unit
+    claims in unit order: what one settlement entry pays."""
+    groups: dict[str, list[Claim]] = {}
+    for claim in claims:
+        groups.setdefault(str(claim.escrow), []).append(claim)
+    return [
+        tuple(sorted(g, key=lambda c: (-1 if c.unit is None else c.unit, c.attestation_id)))
+        for g in groups.values()
+    ]
 
 
 @dataclass(frozen=True)
@@ -174,11 +192,35 @@ class QuorumNotReached(SettlementError):
     """Fewer co-signers than the threshold approved the batch."""
 
 
+@dataclass(frozen=True)
+class UnitEscrow:
+    """An escrow with verified unit claims waiting (a topology job's)."""
+
+    escrow: OutRef
+    job_id: str
+    claims: int
+    oldest: float  # POSIX seconds the oldest of its claims was received
+
+
+class Readiness(Protocol):
+    """Says when a topology job's escrow may be settled (`oracle.settlement.readiness`)."""
+
+    def ready(self, group: UnitEscrow) -> bool: ...
+
+
 class ClaimQueue(Protocol):
     """The intake side's attestation rows, read and moved inside the engine's transaction."""
 
     def payable(self, session: Session, limit: int) -> list[Claim]:
-        """Verified attestations not yet batched, oldest first."""
+        """Verified attestations of single-unit jobs not yet batched, oldest first."""
+        ...
+
+    def unit_escrows(self, session: Session) -> list[UnitEscrow]:
+        """Escrows with verified unit attestations not yet batched, oldest first."""
+        ...
+
+    def unit_claims(self, session: Session, escrows: Sequence[OutRef]) -> list[Claim]:
+        """Every verified unit attestation of these escrows."""
         ...
 
     def mark(self, session: Session, attestation_ids: Sequence[int], status: str) -> None:

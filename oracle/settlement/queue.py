@@ -1,10 +1,15 @@
-"""`ClaimQueue` over the intake's attestation rows (`oracle.models.AttestationRecord`)."""
+"""`ClaimQueue` over the intake's attestation rows (`oracle.models.AttestationRecord`).
+
+Single-unit attestations are queued one by one; the unit attestations of a topology job are
+queued per escrow (`unit_escrows`), and all of an escrow's are taken at once
+(`unit_claims`) when the engine's readiness rule says the job is over."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from oracle.models import (
@@ -16,7 +21,7 @@ from oracle.models import (
     AttestationRecord,
 )
 
-from .ports import Claim, OutRef
+from .ports import Claim, OutRef, UnitEscrow
 
 _MOVES = (VERIFIED, BATCHED, SETTLED, REJECTED)
 # Stable reason code for attestations whose escrow was refunded or cancelled under them.
@@ -33,7 +38,16 @@ def claim_of(row: AttestationRecord) -> Claim:
         amount=row.amount,
         payout_address=row.payout_address,
         queued_at=_posix(row.received_at),
+        unit=row.unit_index,
+        job_id=row.job_id,
     )
+
+
+def _as_datetime(value: object) -> datetime:
+    # An aggregate (MIN) comes back from SQLite as text, not through the column's type.
+    if isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
 
 
 def _posix(stamp: datetime) -> float:
@@ -47,9 +61,52 @@ class AttestationQueue:
     def payable(self, session: Session, limit: int) -> list[Claim]:
         rows = session.exec(
             select(AttestationRecord)
-            .where(AttestationRecord.status == VERIFIED)
+            .where(
+                AttestationRecord.status == VERIFIED,
+                col(AttestationRecord.unit_index).is_(None),
+            )
             .order_by(col(AttestationRecord.received_at), col(AttestationRecord.id))
             .limit(limit)
+        ).all()
+        return [claim_of(r) for r in rows]
+
+    def unit_escrows(self, session: Session) -> list[UnitEscrow]:
+        rows = session.exec(
+            select(  # type: ignore[call-overload]
+                col(AttestationRecord.escrow_tx_id),
+                col(AttestationRecord.escrow_index),
+                col(AttestationRecord.job_id),
+                func.count(col(AttestationRecord.id)),
+                func.min(col(AttestationRecord.received_at)),
+            )
+            .where(
+                AttestationRecord.status == VERIFIED,
+                col(AttestationRecord.unit_index).is_not(None),
+            )
+            .group_by(
+                col(AttestationRecord.escrow_tx_id),
+                col(AttestationRecord.escrow_index),
+                col(AttestationRecord.job_id),
+            )
+        ).all()
+        found = [
+            UnitEscrow(OutRef(tx, int(ix)), str(job), int(n), _posix(_as_datetime(oldest)))
+            for tx, ix, job, n, oldest in rows
+        ]
+        return sorted(found, key=lambda g: (g.oldest, str(g.escrow)))
+
+    def unit_claims(self, session: Session, escrows: Sequence[OutRef]) -> list[Claim]:
+        if not escrows:
+            return []
+        refs = [str(e) for e in escrows]
+        rows = session.exec(
+            select(AttestationRecord)
+            .where(
+                AttestationRecord.status == VERIFIED,
+                col(AttestationRecord.unit_index).is_not(None),
+                col(AttestationRecord.escrow_ref).in_(refs),
+            )
+            .order_by(col(AttestationRecord.unit_index), col(AttestationRecord.id))
         ).all()
         return [claim_of(r) for r in rows]
 
@@ -71,13 +128,11 @@ class AttestationQueue:
                 row.reason = ESCROW_GONE
                 row.message = "the escrow was spent by a refund, cancel or foreign transaction"
             elif status in PAYABLE_STATUSES:
-                row.payable_escrow = row.escrow_ref
+                row.payable_escrow = row.payable_key
             session.add(row)
         session.flush()
 
     def count(self, session: Session, status: str) -> int:
-        from sqlalchemy import func
-
         result = session.exec(
             select(func.count())
             .select_from(AttestationRecord)

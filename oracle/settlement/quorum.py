@@ -9,17 +9,21 @@ witnesses.
 A co-signer trusts nothing it is sent. It re-verifies every attestation of the bundle with
 its own intake pipeline (its store, its chain view), decodes the transaction and checks that
 it pays exactly what the attestations claim: its escrow inputs are exactly the attested
-escrows, each redeemer entry names one payout output, which pays the attested provider
-exactly the attested amount, the rest of each escrow goes back to its submitter, the redeemer's
-Merkle root is the bundle's, no NTX of an escrow goes anywhere else, and nothing is minted
-or certified. Only then does it return its VKey witness over the body.
+escrows, each redeemer entry names one payout output per attestation of its escrow (one
+for a single-unit job, one per unit for a topology job, in bundle order), each paying the
+attested provider exactly the attested amount, the rest of each escrow goes back to its
+submitter, the redeemer's Merkle root is the bundle's, no NTX of an escrow goes anywhere
+else, and nothing is minted or certified. The units of one escrow must chain: every input
+checkpoint is the output of another unit of that escrow in the bundle, as auditors check
+(`proofnet.audit.chain_breaks`). Only then does it return its VKey witness over the body.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -38,6 +42,9 @@ from pycardano import (
 from chain.contracts import types as t
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.onchain import address_from_data, datum_cbor
+from oracle.unit_checks import PayableUnit
+from proofnet.audit import chain_breaks
+from proofnet.messages.attestation import Attestation, UnitWork
 
 from .bundle import BundleError, parse_bundle
 from .ports import (
@@ -66,12 +73,50 @@ class VerifiedClaim:
     escrow: OutRef
     payout_address: str
     amount: int
+    unit: UnitWork | None = None  # the unit of a topology job
+    job_id: str = ""
 
 
 class AttestationVerifier(Protocol):
     def verify(self, cose: bytes) -> VerifiedClaim:
         """Raise `QuorumRefusal` unless the attestation passes this oracle's checks."""
         ...
+
+
+def verify_all(verifier: AttestationVerifier, coses: Sequence[bytes]) -> list[VerifiedClaim]:
+    """Every attestation of a bundle, in bundle order. A verifier whose checks need the
+    bundle as a whole (a unit's inputs are checked against the other units' verified
+    outputs) provides `verify_bundle`; others are asked one attestation at a time."""
+    whole = getattr(verifier, "verify_bundle", None)
+    if callable(whole):
+        return list(whole(coses))
+    return [verifier.verify(cose) for cose in coses]
+
+
+def _claim(att: Attestation) -> VerifiedClaim:
+    ref = att.domain.escrow
+    return VerifiedClaim(
+        OutRef(ref.tx_id, ref.index), att.payout_address, att.amount, att.unit, att.job_id
+    )
+
+
+@dataclass
+class _BundleStore:
+    """This oracle's store, plus the unit attestations of the bundle verified so far: a
+    unit's input units are in the same bundle, and need not have reached this oracle's
+    own intake."""
+
+    base: Any
+    units: dict[str, dict[int, PayableUnit]] = field(default_factory=dict)
+
+    def holder_of_leaf(self, leaf_hash: str) -> int | None:
+        return self.base.holder_of_leaf(leaf_hash)  # type: ignore[no-any-return]
+
+    def payable_for_escrow(self, escrow: str) -> tuple[int, str] | None:
+        return self.base.payable_for_escrow(escrow)  # type: ignore[no-any-return]
+
+    def payable_units(self, escrow: str) -> Mapping[int, PayableUnit]:
+        return {**self.base.payable_units(escrow), **self.units.get(escrow, {})}
 
 
 class IntakeVerifier:
@@ -82,21 +127,46 @@ class IntakeVerifier:
         self.context = context
 
     def verify(self, cose: bytes) -> VerifiedClaim:
+        return self.verify_bundle([cose])[0]
+
+    def verify_bundle(self, coses: Sequence[bytes]) -> list[VerifiedClaim]:
+        """The bundle's attestations in unit order per escrow (input units first), each
+        unit's chain checked against the outputs verified before it."""
+        from oracle.models import escrow_ref
         from oracle.verify import Rejection, authenticate, verify
 
-        try:
-            att = authenticate(cose, self.context)
-        except Rejection as exc:
-            raise QuorumRefusal(f"attestation refused: {exc}") from exc
-        own_id = self.context.store.holder_of_leaf(att.leaf_hash().hex())
-        result = verify(cose, self.context, own_id=own_id)
-        if not result.ok:
-            raise QuorumRefusal(
-                f"attestation for escrow {att.domain.escrow.tx_id}#{att.domain.escrow.index} "
-                f"{result.outcome}: {result.reason} {result.message}"
-            )
-        ref = att.domain.escrow
-        return VerifiedClaim(OutRef(ref.tx_id, ref.index), att.payout_address, att.amount)
+        store = _BundleStore(self.context.store)
+        context = dataclasses.replace(self.context, store=store)
+        atts = []
+        for cose in coses:
+            try:
+                atts.append(authenticate(cose, context))
+            except Rejection as exc:
+                raise QuorumRefusal(f"attestation refused: {exc}") from exc
+
+        def order(i: int) -> tuple[int, int]:
+            unit = atts[i].unit
+            return (0, 0) if unit is None else (1, unit.index)
+
+        claims: dict[int, VerifiedClaim] = {}
+        for i in sorted(range(len(coses)), key=order):
+            att = atts[i]
+            ref = att.domain.escrow
+            own_id = store.holder_of_leaf(att.leaf_hash().hex())
+            result = verify(coses[i], context, own_id=own_id, authenticated=att)
+            if not result.ok:
+                what = f"escrow {ref.tx_id}#{ref.index}"
+                if att.unit is not None:
+                    what = f"unit {att.unit.index} of {what}"
+                raise QuorumRefusal(
+                    f"attestation for {what} {result.outcome}: {result.reason} {result.message}"
+                )
+            if att.unit is not None:
+                store.units.setdefault(escrow_ref(ref.tx_id, ref.index), {})[att.unit.index] = (
+                    PayableUnit(own_id or 0, "verified", att.unit.output, att.nonce)
+                )
+            claims[i] = _claim(att)
+        return [claims[i] for i in range(len(coses))]
 
 
 class SignatureVerifier:
@@ -117,8 +187,7 @@ class SignatureVerifier:
             )
         except AttestationError as exc:
             raise QuorumRefusal(f"attestation refused: {exc}") from exc
-        ref = att.domain.escrow
-        return VerifiedClaim(OutRef(ref.tx_id, ref.index), att.payout_address, att.amount)
+        return _claim(att)
 
 
 @dataclass
@@ -159,7 +228,10 @@ class CoSigner:
         redeemer = _batch_redeemer(tx, self.deployment)
         if bytes(redeemer.merkle_root) != bundle.merkle_root:
             raise QuorumRefusal("the redeemer's Merkle root is not the bundle's")
-        claims = [self.verifier.verify(cose) for cose in bundle.cose]
+        claims = verify_all(self.verifier, bundle.cose)
+        breaks = chain_breaks([(str(c.escrow), c.unit) for c in claims if c.unit is not None])
+        if breaks:
+            raise QuorumRefusal(breaks[0].detail)
         self._check_payments(tx, redeemer, claims)
         from pycardano import VerificationKeyWitness
 
@@ -177,9 +249,15 @@ class CoSigner:
     ) -> None:
         body = tx.transaction_body
         inputs = sorted(body.inputs, key=lambda i: (i.transaction_id.payload, i.index))
-        by_escrow = {str(c.escrow): c for c in claims}
-        if len(by_escrow) != len(claims):
-            raise QuorumRefusal("two attestations claim one escrow")
+        by_escrow: dict[str, list[VerifiedClaim]] = {}
+        for c in claims:
+            by_escrow.setdefault(str(c.escrow), []).append(c)
+        for escrow, claimed in by_escrow.items():
+            # Several attestations pay one escrow only as distinct units of one job.
+            if len(claimed) > 1 and (
+                any(c.unit is None for c in claimed) or len({c.job_id for c in claimed}) != 1
+            ):
+                raise QuorumRefusal(f"two attestations claim escrow {escrow}")
         escrow_hash = ScriptHash(bytes.fromhex(self.deployment.escrow_hash))
         policy, name = (
             bytes.fromhex(self.deployment.ntx_policy),
@@ -198,8 +276,8 @@ class CoSigner:
             if output.address.payment_part != escrow_hash:
                 other_ntx_in += _ntx(output, policy, name)
                 continue
-            claim = by_escrow.get(str(ref))
-            if claim is None:
+            group = by_escrow.get(str(ref))
+            if group is None:
                 raise QuorumRefusal(f"input {ref} is an escrow no attestation claims")
             entry = entries.get(index)
             if entry is None:
@@ -211,26 +289,35 @@ class CoSigner:
                 raise QuorumRefusal(f"escrow {ref} has no EscrowDatum: {exc}") from exc
             held = _ntx(output, policy, name)
             escrow_ntx += held
-            if len(entry.payouts) != 1:
-                raise QuorumRefusal(f"escrow {ref} must have exactly its one attested payout")
-            (payout_index,) = entry.payouts
-            # The redeemer names only the output (no address, no amount: the script cannot
-            # tell a right payee or amount from a wrong one): the output itself must pay the
-            # attested address the attested amount, checked here.
-            paid_out = _output(outputs, payout_index)
-            if (
-                str(paid_out.address) != claim.payout_address
-                or _ntx(paid_out, policy, name) != claim.amount
-                or _token_count(paid_out) != 1
-            ):
-                raise QuorumRefusal(f"escrow {ref}: output {payout_index} does not pay it")
+            if len(entry.payouts) != len(group):
+                raise QuorumRefusal(
+                    f"escrow {ref} must have exactly its {len(group)} attested payout(s), "
+                    f"has {len(entry.payouts)}"
+                )
+            paid_ntx = paid_ada = 0
+            for payout_index, claim in zip(entry.payouts, group, strict=True):
+                # The redeemer names only the output (no address, no amount: the script
+                # cannot tell a right payee or amount from a wrong one): the output itself
+                # must pay the attested address the attested amount, checked here.
+                paid_out = _output(outputs, payout_index)
+                if (
+                    str(paid_out.address) != claim.payout_address
+                    or _ntx(paid_out, policy, name) != claim.amount
+                    or _token_count(paid_out) != 1
+                ):
+                    unit = "" if claim.unit is None else f" (unit {claim.unit.index})"
+                    raise QuorumRefusal(
+                        f"escrow {ref}: output {payout_index} does not pay it{unit}"
+                    )
+                paid_ntx += claim.amount
+                paid_ada += paid_out.amount.coin
             refund = _output(outputs, entry.refund_index)
             submitter = address_from_data(datum.submitter, network)
-            if refund.address != submitter or _ntx(refund, policy, name) != held - claim.amount:
+            if refund.address != submitter or _ntx(refund, policy, name) != held - paid_ntx:
                 raise QuorumRefusal(f"escrow {ref}: the remainder does not go to its submitter")
-            if refund.amount.coin < output.amount.coin - paid_out.amount.coin:
+            if refund.amount.coin < output.amount.coin - paid_ada:
                 raise QuorumRefusal(f"escrow {ref}: ADA of the escrow leaves elsewhere")
-            for i in (payout_index, entry.refund_index):
+            for i in (*entry.payouts, entry.refund_index):
                 if i in used_outputs:
                     raise QuorumRefusal(f"output {i} serves two obligations")
                 used_outputs.add(i)

@@ -23,7 +23,7 @@ from chain.offchain.builders.deploy import OracleSetup, deploy
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.lock import EscrowJob, lock_escrows
 from chain.offchain.builders.wallet import KeyWallet, await_output
-from oracle.models import VERIFIED, AttestationRecord, escrow_ref
+from oracle.models import VERIFIED, AttestationRecord, escrow_ref, payable_key
 from proofnet.messages.attestation import (
     Attestation,
     AttestationDomain,
@@ -135,13 +135,19 @@ def lock(
     budget: int = 1_000,
     deadline_ms: int | None = None,
     nonce_base: int = 0,
+    job_ids: Sequence[bytes] = (),
 ) -> list[tuple[OutRef, bytes]]:
-    """Lock `count` escrows in one transaction; returns (out-ref, job id) per escrow."""
+    """Lock `count` escrows in one transaction; returns (out-ref, job id) per escrow. The
+    job ids are `job_ids` (for escrows of real job specs), else made up."""
     context = scenario.devnet.context()
     deadline = deadline_ms or int(time.time() * 1000) + 3_600_000
+    if job_ids and len(job_ids) != count:
+        raise ValueError(f"{len(job_ids)} job ids for {count} escrows")
     jobs = [
         EscrowJob(
-            job_id=hashlib.sha256(f"job/{nonce_base + i}/{time.time_ns()}".encode()).digest(),
+            job_id=job_ids[i]
+            if job_ids
+            else hashlib.sha256(f"job/{nonce_base + i}/{time.time_ns()}".encode()).digest(),
             budget=budget,
             deadline=deadline,
             submitter=scenario.submitter.address,
@@ -192,13 +198,16 @@ def store_verified(engine: Engine, signed: SignedAttestation) -> int:
     """Store an attestation as verified, as the intake does after its checks pass."""
     att = signed.attestation
     ref = att.domain.escrow
+    unit = None if att.unit is None else att.unit.index
     stamp = datetime.now(UTC)
     row = AttestationRecord(
         job_id=att.job_id,
         escrow_tx_id=ref.tx_id,
         escrow_index=ref.index,
         escrow_ref=escrow_ref(ref.tx_id, ref.index),
-        payable_escrow=escrow_ref(ref.tx_id, ref.index),
+        payable_escrow=payable_key(escrow_ref(ref.tx_id, ref.index), unit),
+        unit_index=unit,
+        unit_output=None if att.unit is None else att.unit.output,
         worker_key=att.worker_key,
         payout_address=att.payout_address,
         amount=att.amount,

@@ -51,6 +51,11 @@ class SettlementSettings(BaseSettings):
     lease_ttl_s: float = Field(default=30.0, gt=0)
     # Co-signers as JSON: [{"url": "http://...", "key_hash": "<28-byte hex>"}, ...]
     cosigners: str = "[]"
+    # Topology jobs (oracle.settlement.readiness): once a job is over, how long its escrow
+    # waits for attestations of completed units still missing or being verified; and how
+    # close to its deadline an escrow is settled with what is verified, job over or not.
+    unit_grace_s: float = Field(default=600.0, ge=0)
+    unit_deadline_margin_s: float = Field(default=1800.0, ge=0)
     threshold: int = Field(default=1, ge=1)
     holder: str = ""
 
@@ -67,10 +72,12 @@ def build_engine(
 
     from chain.offchain.backends import chain_context
     from chain.offchain.builders.deployment import Deployment
+    from oracle.feed_client import HttpApiFeed
 
     from .builder_port import CardanoSettlementBuilder
     from .chain_view import BlockfrostChainView
     from .quorum import CoSignerClient, QuorumSigner
+    from .readiness import JobEndReadiness, ReadinessPolicy
 
     if config.deployment_file is None:
         raise ValueError("settlement needs PROOFNET_SETTLEMENT_DEPLOYMENT_FILE")
@@ -80,15 +87,23 @@ def build_engine(
     metrics = SettlementMetrics(registry)
     cosigners = [CoSignerClient(c["url"], c["key_hash"]) for c in json.loads(config.cosigners)]
     signer = QuorumSigner(builder, cosigners, config.threshold) if cosigners else None
+    chain = BlockfrostChainView.from_settings(settings)
+    readiness = JobEndReadiness(
+        HttpApiFeed(settings.api_url, signing_key, settings.network),
+        chain,
+        db,
+        ReadinessPolicy(config.unit_grace_s, config.unit_deadline_margin_s),
+    )
     return SettlementEngine(
         IntentLog(db, AttestationQueue()),
-        BlockfrostChainView.from_settings(settings),
+        chain,
         builder,
         signer=signer,
         policy=BatchPolicy(config.batch_size, config.max_wait_s),
         watch=WatchConfig(config.confirmation_depth, config.max_submit_attempts),
         metrics=metrics,
         proposer=config.holder or default_holder(),
+        readiness=readiness,
     )
 
 
@@ -110,10 +125,10 @@ def settlement_extensions(
     @contextlib.asynccontextmanager
     async def hook(app: FastAPI) -> AsyncIterator[None]:
         import oracle.settlement.models  # noqa: F401  (registers the tables)
-        from oracle.models import metadata
+        from oracle.schema import create_tables
 
         store: Engine = db if db is not None else app.state.engine
-        await run_in_threadpool(metadata.create_all, store)
+        await run_in_threadpool(create_tables, store)
         app.state.settlement_db = store
         scheduler: SettlementScheduler | None = None
         if config.enabled:

@@ -129,12 +129,14 @@ def test_workload_ignores_seed_and_price_but_not_code() -> None:
     assert workload_of(a) != workload_of(c)
 
 
-def _register_priced(worker: Worker, client: TestClient) -> None:
+def _register_priced(worker: Worker, client: TestClient) -> str:
+    """Register and publish a rate card; its digest."""
     worker.register([("NVIDIA A100 80GB", 81920)])
     response = worker.request(
         "PUT", "/api/v1/worker/rate-card", {"rates": {"NVIDIA A100 80GB": 7200}}
     )
     assert response.status_code == 200, response.text
+    return str(response.json()["digest"])
 
 
 def test_estimate_endpoints(
@@ -144,9 +146,9 @@ def test_estimate_endpoints(
 ) -> None:
     _, auth = approved
     worker = worker_factory()
-    _register_priced(worker, client)
+    digest = _register_priced(worker, client)
     spec = job_spec(gpus=1, gpu_memory_mb=40000)
-    spec["pricing"] = RATE_CARD
+    spec["pricing"] = {**RATE_CARD, "rate_card": digest}
     body = {"spec": spec, "model_params": 10**8, "tokens": 10**9}
     response = client.post("/api/v1/estimates", json=body, headers=auth)
     assert response.status_code == 200, response.text

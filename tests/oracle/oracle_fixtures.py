@@ -18,6 +18,7 @@ from oracle.chain import EscrowLookup, EscrowOutput, StaticChainView
 from oracle.feed import ArtifactMissing, JobInfo, LeaseInfo, WorkerInfo
 from oracle.service import escrow_script_hash
 from oracle.store import AttestationStore
+from oracle.unit_checks import PayableUnit
 from oracle.verify import VerificationContext
 from proofnet.messages.address import enterprise_address, key_hash
 from proofnet.messages.attestation import (
@@ -123,12 +124,16 @@ class FakeFeed:
 class MemoryStoreView:
     leaves: dict[str, int] = field(default_factory=dict)
     payable: dict[str, tuple[int, str]] = field(default_factory=dict)
+    units: dict[str, dict[int, PayableUnit]] = field(default_factory=dict)
 
     def holder_of_leaf(self, leaf_hash: str) -> int | None:
         return self.leaves.get(leaf_hash)
 
     def payable_for_escrow(self, escrow: str) -> tuple[int, str] | None:
         return self.payable.get(escrow)
+
+    def payable_units(self, escrow: str) -> Mapping[int, PayableUnit]:
+        return self.units.get(escrow, {})
 
 
 def escrow_output(
@@ -210,8 +215,9 @@ def make_world(
     results: Mapping[str, str] | None = None,
     spec: JobSpec | None = None,
     pot_root: str = "0" * 64,
+    worker: SigningKey | None = None,
 ) -> World:
-    worker = SigningKey.generate()
+    worker = worker or SigningKey.generate()
     payout = enterprise_address(bytes(SigningKey.generate().verify_key), NETWORK)
     spec = spec or job_spec()
     escrow = escrow or EscrowRef(tx_id=secrets.token_hex(32), index=0)

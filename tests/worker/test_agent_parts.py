@@ -10,10 +10,9 @@ import httpx
 import pytest
 from agent_fixtures import REPO_URL, FixtureRepo, job_spec, model_repo  # noqa: F401
 
-from proofnet.messages.jobspec import DataShard, JobSpec, ResultSpec
+from proofnet.messages.jobspec import DataShard, ResultSpec
 from proofnet.messages.worker_auth import request_message, request_target
 from worker.oracle_client import OracleClient, Outbox, OutboxEntry, send_with_retries
-from worker.pricing import PricingError, RateCard, amount_claimed, check_priceable
 from worker.results import ResultsError, collect_results, final_metrics
 from worker.workspace import RepoCache, WorkspaceError, fetch_data
 
@@ -71,24 +70,6 @@ def test_results_are_collected_by_glob_without_following_links(tmp_path: Path) -
         collect_results(job, specs)
     with pytest.raises(ResultsError, match="not produced: out/\\*.csv"):
         collect_results(tmp_path / "job", [ResultSpec(path="out/*.csv", kind="csv")])
-
-
-def test_rate_card_pricing(model_repo: FixtureRepo) -> None:  # noqa: F811
-    card = RateCard.from_bytes(b'{"version": 1, "ntx_per_gpu_hour": {"NVIDIA H200": 3600000}}')
-    spec = job_spec(model_repo)
-    spec["resources"] = {**spec["resources"], "gpus": 1, "gpu_memory_mb": 1000}  # type: ignore[dict-item]
-    spec["pricing"] = {"kind": "rate_card", "rate_card": card.digest, "max_amount": 5000}
-    parsed = JobSpec.from_dict(spec)
-    cards = {card.digest: card}
-    check_priceable(parsed, "NVIDIA H200", cards)
-    assert amount_claimed(parsed, 1500, "NVIDIA H200", cards) == 1500  # 1 NTX unit per ms
-    assert amount_claimed(parsed, 10**9, "NVIDIA H200", cards) == 5000  # capped
-    with pytest.raises(PricingError, match="no rate"):
-        check_priceable(parsed, "NVIDIA L4", cards)
-    with pytest.raises(PricingError, match="does not hold"):
-        check_priceable(parsed, "NVIDIA H200", {})
-    fixed = JobSpec.from_dict(job_spec(model_repo, amount=42))
-    assert amount_claimed(fixed, 0, "CPU", {}) == 42
 
 
 def test_refused_attestation_leaves_the_queue(tmp_path: Path) -> None:

@@ -228,3 +228,38 @@ def test_log_sink_splits_bounds_and_survives_callback_errors(
     assert sink.file_truncated and "log file limit reached" in text
     assert len(text) < 300 and "line 19" not in text
     assert seen[-1] == ("stdout", "line 19")  # the callback still got everything
+
+
+def test_kill_takes_descendants_in_sessions_of_their_own(
+    runtime: ProcessRuntime, job_dir: Path
+) -> None:
+    # As torchrun does: each training process is started in a new session, out of the job's
+    # process group; killing the job must still take them down.
+    script = py(
+        """
+        import subprocess, sys, time
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True
+        )
+        print("child", child.pid, flush=True)
+        time.sleep(120)
+        """
+    )
+    lines: list[LogLine] = []
+    handle = runtime.run(spec(script, job_dir), on_log=lines.append)
+    try:
+        deadline = time.monotonic() + 30
+        while not any(line.text.startswith("child ") for line in lines):
+            assert time.monotonic() < deadline, [line.text for line in lines]
+            time.sleep(0.05)
+        child = int(next(line.text for line in lines if line.text.startswith("child ")).split()[1])
+        assert not process_gone(child)
+        runtime.kill(handle)
+        result = runtime.wait(handle)
+    finally:
+        runtime.cleanup(handle)
+    assert result.reason is RunReason.KILLED_BY_REQUEST
+    deadline = time.monotonic() + 10
+    while not process_gone(child):
+        assert time.monotonic() < deadline, f"process {child} outlived the killed job"
+        time.sleep(0.05)

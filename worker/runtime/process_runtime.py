@@ -53,6 +53,36 @@ def _count_user_processes(uid: int) -> int:
     return count
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of `pid`, by parent links in /proc (children first found)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                # The command name may contain spaces and parentheses: parse after the last ")".
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal_all(leader: int, tree: list[int], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(leader, sig)
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
 class ProcessRunHandle(RunHandle):
     def __init__(self, spec: RunSpec, proc: subprocess.Popen[bytes], log: LogSink) -> None:
         super().__init__(spec, log)
@@ -190,9 +220,13 @@ class ProcessRuntime(Runtime):
         with h.lock:
             if h.kill_reason is None and not h.done.is_set():
                 h.kill_reason = reason
-        # Process group id == pid because of start_new_session.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(h.proc.pid, signal.SIGKILL)
+        # Process group id == pid because of start_new_session. Descendants that started
+        # sessions of their own (torchrun starts each training process in one) are out of
+        # that group: stop the whole tree first, so nothing forks meanwhile, then kill it.
+        tree = _descendants(h.proc.pid)
+        _signal_all(h.proc.pid, tree, signal.SIGSTOP)
+        tree = _descendants(h.proc.pid) or tree
+        _signal_all(h.proc.pid, tree, signal.SIGKILL)
 
     def _finish(self, h: ProcessRunHandle) -> RunResult:
         with h.lock:

@@ -1,0 +1,219 @@
+"""When the escrow of a topology job is settled: once, when the job is over.
+
+A topology job's units are paid from its one escrow, in one settlement entry (one payout
+output per verified unit, the rest refunded to the submitter). The escrow is a single UTxO,
+so it can be settled only once: settling while units still run would refund what they are
+about to earn. `JobEndReadiness.ready` says when the wait is over:
+
+- the API reports the job over (completed, stopped, failed or cancelled), and every unit it
+  reports completed has an attestation here that is payable, or rejected with no other
+  attestation of that unit still being verified; or
+- the job is over and `grace_s` has passed since this oracle first saw it so (a provider
+  whose attestation never arrives does not hold the others' payouts forever); or
+- the escrow's deadline is less than `deadline_margin_s` away, whatever the job's state:
+  after the deadline the escrow can only be refunded, so what is verified is paid now.
+
+When the job is over, a verified unit attestation whose lease is no longer the one the API
+counts for its unit (a node of a cluster attempt that failed after the node completed) is
+rejected (`lease_superseded`): it frees the unit for the attestation of the lease that
+stands, which waits for that (see `oracle.unit_checks.check_superseded`).
+
+The time a job was first seen over is kept in `settlement_job_ends` (across restarts). The
+API is asked about a job that is not over at most every `recheck_s` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from pycardano import TransactionOutput
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from chain.contracts import types as t
+from chain.offchain.builders.onchain import datum_cbor
+from oracle.feed import ApiFeed, FeedError, JobInfo
+from oracle.feed_units import JOB_OVER_STATUSES
+from oracle.models import PAYABLE_STATUSES, RECEIVED, REJECTED, VERIFIED, AttestationRecord
+from oracle.unit_checks import LEASE_SUPERSEDED, attested_nonce
+
+from .models import JobEnd
+from .ports import ChainUnavailable, ChainView, OutRef, UnitEscrow
+
+log = logging.getLogger("oracle.settlement")
+
+
+@dataclass(frozen=True)
+class ReadinessPolicy:
+    grace_s: float = 600.0
+    deadline_margin_s: float = 1800.0
+    recheck_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.grace_s < 0 or self.deadline_margin_s < 0 or self.recheck_s < 0:
+            raise ValueError("readiness times must not be negative")
+
+
+@dataclass
+class JobEndReadiness:
+    """`Readiness` over the API feed, the chain (escrow deadlines) and the oracle's store."""
+
+    feed: ApiFeed
+    chain: ChainView
+    db: Engine
+    policy: ReadinessPolicy = field(default_factory=ReadinessPolicy)
+    clock: Callable[[], float] = field(default=time.time)
+    _deadlines: dict[str, int] = field(default_factory=dict)
+    _asked: dict[str, float] = field(default_factory=dict)
+
+    def ready(self, group: UnitEscrow) -> bool:
+        ref = str(group.escrow)
+        now = self.clock()
+        deadline_ms = self._deadline(group.escrow)
+        if deadline_ms is not None and deadline_ms / 1000 - now <= self.policy.deadline_margin_s:
+            log.info(
+                "escrow %s: its deadline is near; settling the %d verified unit(s) now",
+                ref,
+                group.claims,
+                extra={"job": "readiness", "escrow": ref, "job_id": group.job_id},
+            )
+            return True
+        asked = self._asked.get(ref)
+        if asked is not None and now - asked < self.policy.recheck_s:
+            return False
+        self._asked[ref] = now
+        try:
+            job = self.feed.job(group.job_id)
+        except FeedError as exc:
+            log.warning(
+                "cannot ask the API whether job %s is over: %s",
+                group.job_id,
+                exc,
+                extra={"job": "readiness", "escrow": ref},
+            )
+            return False
+        if job is None or job.status not in JOB_OVER_STATUSES:
+            return False
+        ended = self._ended(ref, job, now)
+        if self.release_superseded(ref, job):
+            return False  # their units wait for the attestations of the leases that stand
+        if now - ended >= self.policy.grace_s:
+            return True
+        waiting = self.undecided(ref, job)
+        if waiting:
+            log.info(
+                "job %s is %s; escrow %s waits for the attestations of unit(s) %s",
+                job.job_id,
+                job.status,
+                ref,
+                waiting,
+                extra={"job": "readiness", "escrow": ref},
+            )
+            return False
+        return True
+
+    def undecided(self, ref: str, job: JobInfo) -> list[int]:
+        """Units the API reports completed whose attestation has no final verdict here."""
+        with Session(self.db) as session:
+            rows = session.exec(
+                select(AttestationRecord.unit_index, AttestationRecord.status).where(
+                    AttestationRecord.escrow_ref == ref,
+                    col(AttestationRecord.unit_index).is_not(None),
+                )
+            ).all()
+        states: dict[int, set[str]] = {}
+        for index, status in rows:
+            if index is not None:
+                states.setdefault(int(index), set()).add(str(status))
+        waiting = []
+        for unit in job.units:
+            if not unit.completed:
+                continue
+            seen = states.get(unit.index, set())
+            payable = bool(seen & set(PAYABLE_STATUSES))
+            refused = REJECTED in seen and RECEIVED not in seen
+            if not (payable or refused):
+                waiting.append(unit.index)
+        return waiting
+
+    def release_superseded(self, ref: str, job: JobInfo) -> list[int]:
+        """Reject the verified unit attestations of `ref` whose lease is not the completing
+        lease the API reports for their unit; their ids."""
+        released = []
+        with Session(self.db) as session:
+            rows = session.exec(
+                select(AttestationRecord).where(
+                    AttestationRecord.escrow_ref == ref,
+                    AttestationRecord.status == VERIFIED,
+                    col(AttestationRecord.unit_index).is_not(None),
+                )
+            ).all()
+            for row in rows:
+                info = None if row.unit_index is None else job.unit(row.unit_index)
+                lease = None if info is None or not info.completed else info.lease
+                if lease is not None and attested_nonce(row.cose) == lease.nonce:
+                    continue
+                row.status, row.payable_escrow = REJECTED, None
+                row.reason = LEASE_SUPERSEDED
+                row.message = (
+                    f"the API no longer counts the lease of unit {row.unit_index} this "
+                    "attestation was made under"
+                )
+                row.updated_at = datetime.now(UTC)
+                session.add(row)
+                assert row.id is not None
+                released.append(row.id)
+            session.commit()
+        if released:
+            log.warning(
+                "escrow %s: attestations %s are of superseded leases and are not paid",
+                ref,
+                released,
+                extra={"job": "readiness", "escrow": ref},
+            )
+        return released
+
+    def _ended(self, ref: str, job: JobInfo, now: float) -> float:
+        with Session(self.db) as session:
+            row = session.get(JobEnd, ref)
+            if row is not None:
+                return row.seen_at
+            session.add(JobEnd(escrow_ref=ref, job_id=job.job_id, status=job.status, seen_at=now))
+            try:
+                session.commit()
+            except IntegrityError:  # recorded by another process meanwhile: its time stands
+                session.rollback()
+                row = session.get(JobEnd, ref)
+                return now if row is None else row.seen_at
+        log.info(
+            "job %s is %s: its escrow %s is settled once its units are decided",
+            job.job_id,
+            job.status,
+            ref,
+            extra={"job": "readiness", "escrow": ref},
+        )
+        return now
+
+    def _deadline(self, escrow: OutRef) -> int | None:
+        """The escrow datum's deadline (POSIX ms), or None while the chain cannot tell."""
+        ref = str(escrow)
+        if ref in self._deadlines:
+            return self._deadlines[ref]
+        try:
+            raw = self.chain.output_cbor(escrow)
+        except ChainUnavailable:
+            return None
+        if raw is None:
+            return None
+        try:
+            output = TransactionOutput.from_cbor(raw)
+            datum = t.EscrowDatum.from_cbor(datum_cbor(output.datum))
+        except Exception:  # not an escrow datum: the builder refuses the escrow itself
+            return None
+        self._deadlines[ref] = int(datum.deadline)
+        return self._deadlines[ref]

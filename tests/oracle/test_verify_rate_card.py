@@ -1,0 +1,131 @@
+"""Rate-card jobs: the oracle prices the attested GPU time itself, from the document the spec
+names (served by the API, checked against the digest), and pays no more."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from nacl.signing import SigningKey
+from oracle_fixtures import World, make_world
+
+from oracle.feed import FeedDataError, parse_job
+from oracle.verify import Reason, verify
+from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.rate_card import RateCardDocument
+
+H100 = "NVIDIA H100"  # what the fixture's attestation names
+GPU_MS = 588_000  # the fixture's attested GPU time
+MAX_AMOUNT = 1_000_000
+
+
+def rate_card_spec(card: RateCardDocument, max_amount: int = MAX_AMOUNT) -> JobSpec:
+    return JobSpec.from_dict(
+        {
+            "model": {"repo_url": "https://example.org/train.git", "commit": "c" * 40},
+            "framework": "numpy",
+            "image": "python@sha256:" + "d" * 64,
+            "commands": [["python", "train.py"]],
+            "resources": {
+                "gpus": 1,
+                "gpu_memory_mb": 1024,
+                "cpus": 1,
+                "ram_mb": 1024,
+                "disk_mb": 1024,
+                "max_duration_s": 3600,
+            },
+            "results": [{"path": "metrics.json", "kind": "json"}],
+            "pricing": {"kind": "rate_card", "rate_card": card.digest, "max_amount": max_amount},
+            "seed": 11,
+        }
+    )
+
+
+def rate_card_world(
+    rates: dict[str, int], *, max_amount: int = MAX_AMOUNT, provider: SigningKey | None = None
+) -> tuple[World, RateCardDocument]:
+    """A completed rate-card job; the card is the worker's own unless `provider` is given."""
+    worker = SigningKey.generate()
+    card = RateCardDocument(
+        provider=bytes((provider or worker).verify_key).hex(), ntx_per_gpu_hour=rates
+    )
+    world = make_world(spec=rate_card_spec(card, max_amount), worker=worker)
+    world.set_job(rate_card=card)
+    return world, card
+
+
+def outcome(world: World, **changes: Any) -> tuple[str, Reason | None, str]:
+    result = verify(world.sign(world.variant(**changes)), world.context())
+    return result.outcome, result.reason, result.message
+
+
+def test_claiming_the_metered_cost_verifies_and_a_unit_more_is_rejected() -> None:
+    world, _ = rate_card_world({H100: 3_600_000, "NVIDIA L4": 360_000})  # 1 unit per GPU-ms
+    assert outcome(world, amount=GPU_MS)[:2] == ("verified", None)
+    status, reason, message = outcome(world, amount=GPU_MS + 1)
+    assert (status, reason) == ("rejected", Reason.AMOUNT_EXCEEDS_PRICE)
+    assert str(GPU_MS) in message
+    # The rate is the attested GPU model's: the same time on an L4 costs a tenth.
+    assert outcome(world, amount=GPU_MS // 10, gpu_model="NVIDIA L4")[0] == "verified"
+    assert outcome(world, amount=GPU_MS // 10 + 1, gpu_model="NVIDIA L4")[1] == (
+        Reason.AMOUNT_EXCEEDS_PRICE
+    )
+
+
+def test_metered_cost_rounds_up_to_whole_units() -> None:
+    world, _ = rate_card_world({H100: 7})  # 7 units per GPU-hour: 588 s cost 1.14 units
+    assert outcome(world, amount=2)[0] == "verified"
+    assert outcome(world, amount=3)[1] == Reason.AMOUNT_EXCEEDS_PRICE
+
+
+def test_the_cap_is_max_amount_when_the_metered_cost_is_higher() -> None:
+    world, _ = rate_card_world({H100: 36_000_000})  # 10 units per GPU-ms: 5.88M > cap
+    assert outcome(world, amount=MAX_AMOUNT)[0] == "verified"
+    assert outcome(world, amount=MAX_AMOUNT + 1)[1] == Reason.AMOUNT_EXCEEDS_PRICE
+
+
+def test_nothing_is_payable_off_the_card_or_under_another_providers_card() -> None:
+    world, _ = rate_card_world({"NVIDIA L4": 360_000})
+    status, reason, message = outcome(world, amount=1)
+    assert (status, reason) == ("rejected", Reason.AMOUNT_EXCEEDS_PRICE)
+    assert "no rate for 'NVIDIA H100'" in message
+    world, _ = rate_card_world({H100: 3_600_000}, provider=SigningKey.generate())
+    status, reason, message = outcome(world, amount=1)
+    assert (status, reason) == ("rejected", Reason.AMOUNT_EXCEEDS_PRICE)
+    assert "not of worker" in message
+
+
+def test_a_feed_without_the_document_is_retried_not_paid() -> None:
+    world, _ = rate_card_world({H100: 3_600_000})
+    world.set_job(rate_card=None)
+    status, reason, message = outcome(world, amount=GPU_MS)
+    assert (status, reason) == ("retry", None) and "no rate card document" in message
+
+
+def _feed(world: World, rate_card: Any) -> dict[str, Any]:
+    job = world.feed.jobs[world.job_id]
+    return {
+        "job_id": world.job_id,
+        "spec": job.spec.canonical_bytes().decode(),
+        "status": "completed",
+        "escrow": {"tx_id": world.escrow.tx_id, "index": world.escrow.index},
+        "lease": None,
+        "results": {},
+        "rate_card": rate_card,
+    }
+
+
+def test_the_feed_document_must_be_the_one_the_spec_names() -> None:
+    world, card = rate_card_world({H100: 3_600_000})
+    parsed = parse_job(_feed(world, card.canonical_bytes().decode()), expected_job_id=world.job_id)
+    assert parsed.rate_card == card
+    # An API that serves other terms (here: higher rates) under the job is not believed.
+    other = RateCardDocument(provider=card.provider, ntx_per_gpu_hour={H100: 36_000_000})
+    with pytest.raises(FeedDataError, match="is not rate card"):
+        parse_job(_feed(world, other.canonical_bytes().decode()), expected_job_id=world.job_id)
+    with pytest.raises(FeedDataError, match="no rate card document"):
+        parse_job(_feed(world, None), expected_job_id=world.job_id)
+    # A fixed-price job carries none.
+    fixed = make_world()
+    plain = parse_job(_feed(fixed, None), expected_job_id=fixed.job_id)
+    assert plain.rate_card is None

@@ -1,0 +1,49 @@
+"""`proofnet bench handoff` at a small size: the report's shape and sanity (not timings)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from worker.bench_handoff import MiB, hidden_for
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_handoff_bench_reports_a_verified_transfer_against_the_stage_compute() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "proofnet.cli", "bench", "handoff", "--size-mb", "1"]
+        + ["--steps", "10", "--examples", "128", "--json"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(report) == {
+        "checkpoint_bytes",
+        "checkpoint_mib",
+        "requested_mib",
+        "hidden",
+        "stage",
+        "handoff",
+        "overhead_pct",
+        "cpu_count",
+    }
+    # The checkpoint is the size asked for (weights + momentum of the sized model).
+    assert report["hidden"] == hidden_for(1.0)
+    assert abs(report["checkpoint_bytes"] - MiB) < 0.01 * MiB
+    stage, handoff = report["stage"], report["handoff"]
+    assert stage["steps"] == 10 and stage["examples"] == 128 and stage["compute_s"] > 0
+    parts = ("upload_s", "complete_s", "claim_s", "download_verify_s")
+    assert all(handoff[p] >= 0 for p in parts)
+    assert abs(handoff["total_s"] - sum(handoff[p] for p in parts)) < 0.01
+    assert handoff["upload_mib_per_s"] > 0 and handoff["download_mib_per_s"] > 0
+    expected = 100 * handoff["total_s"] / stage["compute_s"]
+    assert abs(report["overhead_pct"] - expected) <= 0.05 * expected + 0.1
