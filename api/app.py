@@ -12,10 +12,12 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
+from api import read_caches
 from api.clock import Clock, utcnow
 from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.errors import ApiError
+from api.fastpath import LeanReads, error_response
 from api.middleware import BodySizeLimit, RateLimit
 from api.migrate import upgrade_head
 from api.routes import api_router
@@ -33,11 +35,15 @@ def create_app(
     engine: Engine | None = None,
     clock: Clock = utcnow,
     run_sweeper: bool = True,
+    lean_reads: bool = True,
 ) -> FastAPI:
-    """Build the API. `config` overrides what `settings` gives; `engine` reuses a pool.
+    """Build the API. `config` overrides what `settings` gives; `engine` reuses a pool;
+    `lean_reads=False` leaves job status and balance reads to their FastAPI routes rather
+    than `api.fastpath` (same answers, more CPU per request).
 
-    On startup the app migrates the database to head (unless `config.auto_migrate` is off)
-    and starts the lease sweeper; both stop with the app.
+    On startup the app migrates the database to head (unless `config.auto_migrate` is off),
+    starts the lease sweeper and, on PostgreSQL, listens for changes other processes make
+    (api.read_caches); all stop with the app.
     """
     settings = settings or build_settings()
     if config is None:
@@ -49,6 +55,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if config.auto_migrate:
             await run_in_threadpool(upgrade_head, db)
+        await read_caches.start(app.state, db)
         task = asyncio.create_task(_sweeper(app)) if run_sweeper else None
         try:
             yield
@@ -57,6 +64,11 @@ def create_app(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            await read_caches.stop(app.state)
+            pool = getattr(app.state, "read_pool", None)
+            if pool is not None:
+                await run_in_threadpool(pool.close)
+                del app.state.read_pool
             if owns_engine:
                 db.dispose()
 
@@ -78,7 +90,11 @@ def create_app(
     app.include_router(api_router)
     app.include_router(web_router)
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
-    # Outermost first: the rate limit refuses floods before any body is read.
+    # Each add_middleware wraps what is there, so the last added runs first: the rate
+    # limit refuses floods before any body is read, then the body size limit, then the
+    # lean read path (inside both, so both apply to it).
+    if lean_reads:
+        app.add_middleware(LeanReads, state=app.state)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(RateLimit, per_minute=config.rate_limit_per_minute)
     return app
@@ -94,7 +110,7 @@ def _polled_reads() -> APIRouter:
 
 
 async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
-    return JSONResponse(status_code=exc.status_code, content={"detail": exc.detail})
+    return error_response(exc)
 
 
 def _sweep_once(app: FastAPI) -> None:

@@ -7,17 +7,18 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-import anyio.to_thread
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import Engine
+from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
+from starlette.datastructures import State
 
 from api.config import ApiConfig
-from api.db import open_session, read_connection
+from api.db import open_session
 from api.errors import Forbidden, Unauthorized
 from api.models import Provider, User, WorkerRequestNonce
+from api.reads import ReadPool
 from api.services.auth import TokenCache, cached_user_for_token, user_for_token
 from api.services.tokens import secret_hash
 from proofnet.messages.worker_auth import (
@@ -49,6 +50,7 @@ SessionDep = Annotated[Session, Depends(get_session)]
 ConfigDep = Annotated[ApiConfig, Depends(get_config)]
 NowDep = Annotated[datetime, Depends(get_now)]
 
+SIGN_IN_FIRST = "sign in first: send 'Authorization: Bearer <token>'"
 _bearer = HTTPBearer(auto_error=False, description="Token from POST /api/v1/auth/verify")
 
 
@@ -58,31 +60,42 @@ def get_current_user(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> User:
     if credentials is None or credentials.scheme.lower() != "bearer":
-        raise Unauthorized("sign in first: send 'Authorization: Bearer <token>'")
+        raise Unauthorized(SIGN_IN_FIRST)
     return user_for_token(session, credentials.credentials, now)
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]
 
 _token_cache_lock = threading.Lock()
-
-# The polled read paths (job status, balances, and the sign-in they share) run their
-# blocking part, their queries, on at most this many threads per process: on a few cores
-# more threads only contend for the GIL, and the connection pool (api.db.POOL_SIZE) keeps
-# this many connections open, so a burst does not open (and close) one per request.
-READ_THREADS = 8
-_read_limiter = anyio.CapacityLimiter(READ_THREADS)
+_read_pool_lock = threading.Lock()
 _T = TypeVar("_T")
 
 
-async def run_read(func: Callable[..., _T], *args: Any) -> _T:
-    """`func(*args)` on the thread pool, at most READ_THREADS at a time (see above)."""
-    return await anyio.to_thread.run_sync(func, *args, limiter=_read_limiter)
+def read_pool(state: State) -> ReadPool:
+    """`state.read_pool`, the polled reads' threads and connections (api.reads), made on
+    first use from `state.engine`; the app closes it on shutdown."""
+    pool = getattr(state, "read_pool", None)
+    if pool is None:
+        with _read_pool_lock:
+            pool = getattr(state, "read_pool", None)
+            if pool is None:
+                pool = state.read_pool = ReadPool(state.engine)
+    assert isinstance(pool, ReadPool)
+    return pool
+
+
+async def run_read(state: State, func: Callable[..., _T], *args: Any) -> _T:
+    """`func(conn, *args)` on the app's read pool: a read thread and its connection."""
+    return await read_pool(state).run(func, *args)
 
 
 def token_cache(request: Request) -> TokenCache:
     """This app's bearer token cache (`app.state.token_cache`), made on first use."""
-    state = request.app.state
+    return token_cache_of(request.app.state)
+
+
+def token_cache_of(state: State) -> TokenCache:
+    """`state.token_cache`, made on first use (for callers without a Request)."""
     cache = getattr(state, "token_cache", None)
     if cache is None:
         with _token_cache_lock:
@@ -93,9 +106,8 @@ def token_cache(request: Request) -> TokenCache:
     return cache
 
 
-def _user_from_database(engine: Engine, token: str, now: datetime, cache: TokenCache) -> User:
-    with read_connection(engine) as conn:
-        return cached_user_for_token(conn, token, now, cache)
+def _user_from_database(conn: Connection, token: str, now: datetime, cache: TokenCache) -> User:
+    return cached_user_for_token(conn, token, now, cache)
 
 
 async def get_cached_user(
@@ -107,18 +119,24 @@ async def get_cached_user(
     hop. A token revoked by another process therefore still reads here for up to 5 s; a
     logout in this process takes effect at once; expiry is checked on every request.
 
-    The user is a detached snapshot up to 5 s old: use it for who the caller is (id,
-    address, payment key hash), never for flags that decide a write (those routes take
-    `CurrentUser`, which always asks the database)."""
+    The user is a detached snapshot up to 5 s old, shared with the other requests that
+    sign in with the same token: read who the caller is (id, address, payment key hash);
+    never modify it, add it to a session, or use flags of it to decide a write (those
+    routes take `CurrentUser`, which always asks the database)."""
     if credentials is None or credentials.scheme.lower() != "bearer":
-        raise Unauthorized("sign in first: send 'Authorization: Bearer <token>'")
-    cache = token_cache(request)
-    token = credentials.credentials
-    now: datetime = request.app.state.clock()
-    user = cache.get(secret_hash(token), now)
+        raise Unauthorized(SIGN_IN_FIRST)
+    return await cached_user(request.app.state, credentials.credentials)
+
+
+async def cached_user(state: State, token: str) -> User:
+    """`get_cached_user` for a bearer token already taken from its header; `state` is the
+    app's (engine, clock, token cache). Shared with the lean read path (api.fastpath)."""
+    cache = token_cache_of(state)
+    now: datetime = state.clock()
+    user = cache.get_shared(secret_hash(token), now)
     if user is not None:
         return user
-    return await run_read(_user_from_database, request.app.state.engine, token, now, cache)
+    return await run_read(state, _user_from_database, token, now, cache)
 
 
 CachedUser = Annotated[User, Depends(get_cached_user)]

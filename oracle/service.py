@@ -55,7 +55,12 @@ def context_from_settings(
         store=store,
         ntx_policy=settings.ntx_policy_id or None,
         ntx_name=settings.ntx_asset_name,
-        spot_checker=LocalSpotChecker(feed, repos, timeout_s=spot_check_timeout_s)
+        spot_checker=LocalSpotChecker(
+            feed,
+            repos,
+            timeout_s=spot_check_timeout_s,
+            data_cache=Path(settings.data_dir) / "oracle" / "data",
+        )
         if spot_checks
         else None,
     )

@@ -15,6 +15,12 @@ Training code convention: the repository's root holds `proofnet_replay.py` with
 `make_trainer(job: worker.pot.env.JobEnv, commands: list[list[str]])` returning a
 `worker.pot.Trainer`, or `(trainer, expected_indices)` where `expected_indices(step)`
 recomputes the committed data indices from the job's data seed.
+
+A relay stage trained on its own shards of `spec.data`, so its replay needs them: the oracle
+fetches the stage's planned shards (SHA-256 checked, like a worker does) into `data/` of the
+work dir, and `make_trainer` runs with the stage's unit environment as the stage had it
+(`PROOFNET_UNIT_KIND`, `PROOFNET_UNIT_INDEX`, `PROOFNET_SHARDS`; no input checkpoints: a
+replayed segment starts from the committed checkpoint that opens it).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -84,6 +90,10 @@ class SpotCheckRequest:
     steps_per_checkpoint: int
     segments: tuple[int, ...]
     tolerance_ppm: int
+    # A relay stage's replay: its unit index and its data files (relative to the work dir,
+    # in the stage's order). Absent for a single-unit job.
+    unit_index: int | None = None
+    shards: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -93,6 +103,7 @@ class SpotCheckRequest:
         obj = json.loads(text)
         obj["commands"] = tuple(tuple(c) for c in obj["commands"])
         obj["segments"] = tuple(obj["segments"])
+        obj["shards"] = tuple(obj.get("shards", ()))
         return cls(**obj)
 
 
@@ -211,6 +222,8 @@ class LocalSpotChecker:
     top: int = 2  # the segments with the largest update norm, as ProofParams documents
     work_root: Path | None = None
     python: str = sys.executable
+    # Where fetched data shards are kept by SHA-256 (a stage's shards are fetched once).
+    data_cache: Path | None = None
     _seed: Any = field(default=secrets.token_bytes)
 
     def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict:
@@ -264,6 +277,8 @@ class LocalSpotChecker:
         )
         with tempfile.TemporaryDirectory(prefix="spotcheck-", dir=self.work_root) as tmp:
             work = Path(tmp)
+            if att.unit is not None:
+                request = self._with_stage_data(request, att.unit.index, job, work)
             pot = work / "pot"
             pot.mkdir()
             (pot / MANIFEST_NAME).write_bytes(raw)
@@ -283,6 +298,33 @@ class LocalSpotChecker:
             self.repos.export(spec.model.repo_url, spec.model.commit, work / "repo")
             report = run_request(request, work, timeout_s=self.timeout_s, python=self.python)
         return verdict_from_report(report, seed.hex(), segments)
+
+    def _with_stage_data(
+        self, request: SpotCheckRequest, index: int, job: JobInfo, work: Path
+    ) -> SpotCheckRequest:
+        """Fetch the planned shards of stage `index` into `work/data/`; the request that
+        replays with them. (The unit was checked against the plan before the spot check.)"""
+        from proofnet.messages.topology import plan
+        from worker.workspace import WorkspaceError, fetch_data
+
+        spec = job.spec
+        if spec.topology is None:
+            raise SpotCheckUnavailable(f"job {job.job_id} has no topology, yet a unit attested")
+        units = {u.index: u for u in plan(spec.topology)}
+        unit = units.get(index)
+        if unit is None or unit.kind != "stage":
+            raise SpotCheckUnavailable(f"unit {index} is not a planned stage of {job.job_id}")
+        shards = [spec.data[i] for i in unit.shards]
+        try:
+            paths = fetch_data(shards, work / "data", cache_dir=self.data_cache)
+        except WorkspaceError as exc:
+            # The data host failing (or serving other bytes) is not the provider's doing.
+            raise SpotCheckUnavailable(f"stage {index}'s data: {exc}") from exc
+        return replace(
+            request,
+            unit_index=index,
+            shards=tuple(str(p.relative_to(work)) for p in paths),
+        )
 
 
 def verdict_from_report(

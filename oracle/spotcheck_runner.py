@@ -1,7 +1,9 @@
 """The replay subprocess: `python -m oracle.spotcheck_runner WORK_DIR < request.json`.
 
-WORK_DIR holds `repo/` (the training code at the pinned commit) and `pot/` (the manifest and
-the checkpoint files of the requested segments). Prints one JSON report line:
+WORK_DIR holds `repo/` (the training code at the pinned commit), `pot/` (the manifest and
+the checkpoint files of the requested segments) and, for a relay stage, `data/` (the stage's
+shards, named in the request; the training code reads them through the unit environment set
+here, as the worker set it for the stage). Prints one JSON report line:
 {"status": "passed"|"failed"|"proof_error"|"error", "message", "results": [...]}.
 """
 
@@ -9,13 +11,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
 from oracle.spotcheck import REPLAY_MODULE, SpotCheckRequest
-from worker.pot.env import JobEnv
+from worker.pot.env import INPUT_CHECKPOINTS, SHARDS, UNIT_INDEX, UNIT_KIND, JobEnv
 from worker.pot.manifest import ProofError
 from worker.pot.replay import spot_check
 
@@ -32,6 +35,15 @@ def run(work_dir: Path, request: SpotCheckRequest) -> dict[str, Any]:
         nonce=bytes.fromhex(request.nonce),
         steps_per_checkpoint=request.steps_per_checkpoint,
     )
+    if request.unit_index is not None:
+        os.environ.update(
+            {
+                UNIT_KIND: "stage",
+                UNIT_INDEX: str(request.unit_index),
+                SHARDS: ":".join(str(work_dir / s) for s in request.shards),
+                INPUT_CHECKPOINTS: "",
+            }
+        )
     made = module.make_trainer(job, [list(c) for c in request.commands])
     trainer, expected = made if isinstance(made, tuple) else (made, None)
     try:

@@ -8,6 +8,7 @@ oracle or the API.
 from __future__ import annotations
 
 import importlib
+from enum import StrEnum
 
 import click
 import typer
@@ -76,19 +77,34 @@ def version() -> None:
     typer.echo(__version__)
 
 
+class DemoShape(StrEnum):
+    """What `proofnet demo` posts (proofnet.demo.SHAPES)."""
+
+    single = "single"
+    relay = "relay"
+    stopped = "stopped"
+
+
 @app.command()
 def demo(
     data_dir: str = typer.Option(
         "", help="keep the demo's chain and logs here (default: a temp dir)"
     ),
+    shape: DemoShape = typer.Option(
+        DemoShape.single,
+        help="single: one training job. relay: a 3-stage relay pipeline over 3 data shards "
+        "with evaluations, run by 3 workers handing the checkpoint on, settled once with one "
+        "payout per unit. stopped: a relay whose evaluation fails, so the pipeline stops and "
+        "the rest is refunded.",
+    ),
 ) -> None:
     """Run the loop on this machine against a fresh local devnet."""
     from pathlib import Path
 
-    from proofnet.demo import DemoError, run_demo
+    from proofnet.demo import DemoError, DemoOptions, run_demo
 
     try:
-        run_demo(Path(data_dir) if data_dir else None)
+        run_demo(Path(data_dir) if data_dir else None, options=DemoOptions(shape=shape.value))
     except DemoError:
         raise typer.Exit(1) from None  # the demo printed which role failed and its log
 

@@ -7,6 +7,8 @@
 
 Every role is its own `proofnet <role>` process with its log under `<data dir>/logs/`; the
 demo itself only plays the submitter (wallet signatures, the escrow lock) and the auditor.
+`--shape relay` (and `stopped`) posts a relay pipeline instead, run by three workers
+(`proofnet.demo_relay`).
 Workers use the process runtime (jobs run on the host, NOT isolated): a Docker engine with
 the right image is not something a demo machine can be assumed to have.
 """
@@ -31,7 +33,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from proofnet import demo_job
+from proofnet import demo_job, demo_relay
 from proofnet.processes import (
     ProcessStartError,
     RoleGroup,
@@ -46,6 +48,8 @@ THRESHOLD = 2
 WORKERS = 2
 SENIORS = 5
 SUBMITTER_NTX = 10_000_000
+# "single": one training job (what `make demo` runs); the others: proofnet.demo_relay.
+SHAPES = ("single", *demo_relay.SHAPES)
 
 
 class DemoError(RuntimeError):
@@ -63,6 +67,11 @@ class DemoOptions:
     # Seconds for the loop (claim -> settled) before the demo gives up.
     loop_timeout_s: float = 240.0
     confirmation_depth: int = 2
+    shape: str = "single"
+
+    def __post_init__(self) -> None:
+        if self.shape not in SHAPES:
+            raise ValueError(f"demo shape must be one of {', '.join(SHAPES)}, not {self.shape!r}")
 
 
 @dataclass
@@ -108,12 +117,14 @@ class _Worker:
     dir: Path
     payout: _Wallet
     process: RoleProcess | None = None
+    key_id: str = ""  # as the API names the provider
 
 
 @dataclass
 class _Job:
     job_id: str
     spec: dict[str, Any]
+    budget: int = demo_job.BUDGET  # what its escrow locks
     escrow: str = ""  # "txid#index"
     settled_by: str = ""
 
@@ -138,6 +149,7 @@ class _State:
     deployment: Any = None  # Deployment
     deployment_file: Path | None = None
     repo: demo_job.FixtureRepo | None = None
+    relay_data: demo_relay.RelayData | None = None
     jobs: list[_Job] = field(default_factory=list)
     before: dict[str, Balances] = field(default_factory=dict)
 
@@ -155,6 +167,8 @@ class _Demo:
         self.state = _State()
         self.http = httpx.Client(timeout=30)
         self.started = time.monotonic()
+        self.relay = demo_relay.SHAPES.get(options.shape)
+        self.workers = demo_relay.WORKERS if self.relay else WORKERS
 
     # --- plumbing -------------------------------------------------------------------------
 
@@ -379,6 +393,10 @@ class _Demo:
                 "PROOFNET_SETTLEMENT_CONFIRMATION_DEPTH": str(self.options.confirmation_depth),
                 "PROOFNET_SETTLEMENT_HOLDER": oracle.name,
             }
+            if self.relay:
+                # A topology job's escrow waits (600 s by default) for attestations of
+                # completed units that have not arrived; a demo waits less.
+                env["PROOFNET_SETTLEMENT_UNIT_GRACE_S"] = str(demo_relay.UNIT_GRACE_S)
             if oracle is proposer:
                 env["PROOFNET_SETTLEMENT_COSIGNERS"] = json.dumps(
                     [{"url": c.url, "key_hash": c.key_hash} for c in cosigners]
@@ -404,7 +422,7 @@ class _Demo:
     def start_workers(self) -> None:
         assert self.state.repo is not None
         proposer = self.state.oracles[0]
-        for i in range(WORKERS):
+        for i in range(self.workers):
             name = f"worker-{i + 1}"
             home = self.workdir / name
             worker = _Worker(name, home, _Wallet.generate())
@@ -432,6 +450,7 @@ class _Demo:
             report = json.loads(onboarded)
             if not report.get("registered"):
                 raise DemoError(f"{name} did not register: {report.get('problems')}", name)
+            worker.key_id = str(report.get("key_id", ""))
             worker.process = self.roles.start(
                 RoleProcess(
                     name,
@@ -503,13 +522,26 @@ class _Demo:
 
     def post_jobs(self, headers: dict[str, str]) -> None:
         assert self.state.repo is not None
-        for i in range(self.options.jobs):
-            spec = demo_job.job_spec(self.state.repo.commit, seed=demo_job.SEED + i)
+        if self.relay:
+            assert self.state.relay_data is not None
+            spec = demo_relay.job_spec(
+                self.state.repo.commit,
+                self.state.relay_data,
+                threshold=self.relay.threshold,
+                seed=demo_job.SEED,
+            )
+            specs = [(spec, demo_relay.BUDGET)]
+        else:
+            specs = [
+                (demo_job.job_spec(self.state.repo.commit, seed=demo_job.SEED + i), demo_job.BUDGET)
+                for i in range(self.options.jobs)
+            ]
+        for spec, budget in specs:
             posted = self.http.post(
                 f"{self.state.api_url}/api/v1/jobs", json={"spec": spec}, headers=headers
             )
             _expect(posted, 201, "job submission")
-            self.state.jobs.append(_Job(posted.json()["job_id"], spec))
+            self.state.jobs.append(_Job(posted.json()["job_id"], spec, budget))
 
     def lock_escrows(self, headers: dict[str, str]) -> str:
         """Lock every job's budget in one transaction (submitter key), then record each
@@ -528,7 +560,7 @@ class _Demo:
         escrow_jobs = [
             EscrowJob(
                 job_id=bytes.fromhex(job.job_id),  # the 32 bytes of the spec's SHA-256 id
-                budget=demo_job.BUDGET,
+                budget=job.budget,
                 deadline=deadline,
                 submitter=Address.from_primitive(submitter.address),
                 nonce=i,
@@ -654,11 +686,15 @@ class _Demo:
                 f"{after.ntx:,}",
             )
         self.console.print(table)
-        for escrow in report.escrows:
-            self.console.print(
-                f"escrow {escrow.escrow}: held {escrow.held:,} NTX, paid {escrow.attested:,} "
-                f"to {escrow.provider[:24]}..., refunded {escrow.refund_expected:,}"
-            )
+        extra: dict[str, str] = {}
+        if self.relay:
+            extra = demo_relay.print_summary(self, report, self.relay)
+        else:
+            for escrow in report.escrows:
+                self.console.print(
+                    f"escrow {escrow.escrow}: held {escrow.held:,} NTX, paid {escrow.attested:,} "
+                    f"to {escrow.provider[:24]}..., refunded {escrow.refund_expected:,}"
+                )
         signers = self.signers_of(tx_id)
         self.console.print(f"co-signed by {', '.join(signers)} ({THRESHOLD} of {ORACLES})")
         elapsed = time.monotonic() - self.started
@@ -675,6 +711,7 @@ class _Demo:
             "signers": ",".join(signers),
             "jobs": ",".join(j.job_id for j in self.state.jobs),
             "elapsed_s": f"{elapsed:.1f}",
+            **extra,
         }
 
     # --- the run --------------------------------------------------------------------------
@@ -683,10 +720,20 @@ class _Demo:
         self.console.print(f"  [dim]{text}[/]", soft_wrap=True)
 
     def run(self) -> dict[str, str]:
-        self.console.rule("proofnet demo")
+        self.console.rule("proofnet demo" + (f" --shape {self.relay.name}" if self.relay else ""))
         self.console.print(f"data and logs: {self.workdir}", soft_wrap=True)
-        with self.step("model repository committed (numpy MLP with proof of training)"):
-            self.state.repo = demo_job.create_repo(self.workdir / "git")
+        if self.relay:
+            self.console.print(self.relay.description)
+            with self.step(
+                "relay model repository committed (numpy MLP trained stage by stage, with "
+                f"proof of training and a replay entry point); {demo_relay.STAGES} training "
+                "shards and a held-out shard written"
+            ):
+                self.state.repo = demo_relay.create_repo(self.workdir / "git")
+                self.state.relay_data = demo_relay.make_data(self.workdir / "data")
+        else:
+            with self.step("model repository committed (numpy MLP with proof of training)"):
+                self.state.repo = demo_job.create_repo(self.workdir / "git")
         self.note(f"{self.state.repo.path} at {self.state.repo.commit}")
         with self.step(f"devnet up ({self.options.block_time}s blocks) and {ORACLES} oracle keys"):
             self.start_devnet()
@@ -708,8 +755,14 @@ class _Demo:
         )
         with self.step(f"{ORACLES} oracles serving, settlement on (1 proposer, 2 co-signers)"):
             self.start_oracles()
+        if self.relay:
+            self.note(
+                f"unit settlement grace {demo_relay.UNIT_GRACE_S}s (PROOFNET_SETTLEMENT_UNIT_"
+                "GRACE_S, default 600s): how long a finished pipeline's escrow would wait for "
+                "a completed unit's missing attestation"
+            )
         with self.step(
-            f"API serving (SQLite, {SENIORS} seniors); {WORKERS} workers onboarded and running"
+            f"API serving (SQLite, {SENIORS} seniors); {self.workers} workers onboarded and running"
         ):
             background.join()
         self.console.print(
@@ -719,12 +772,28 @@ class _Demo:
             headers = self.approve_submitter()
         for name, address in self.wallets().items():
             self.state.before[name] = self.balances(address)
-        with self.step(f"{self.options.jobs} job(s) posted, escrow locked and recorded"):
+        posted = "relay job posted" if self.relay else f"{self.options.jobs} job(s) posted"
+        with self.step(f"{posted}, escrow locked and recorded"):
             self.post_jobs(headers)
             lock_tx = self.lock_escrows(headers)
         self.note(f"escrow lock tx {lock_tx}")
-        with self.step(f"trained, attested, verified (spot check) and settled {THRESHOLD}-of-3"):
-            tx_id = self.wait_for_loop(headers)
+        if self.relay:
+            job = self.state.jobs[0]
+            self.note(
+                f"job {job.job_id}: {demo_relay.STAGES} stages x {demo_relay.STAGE_AMOUNT:,} NTX "
+                f"+ 2 evaluations x {demo_relay.EVAL_AMOUNT:,} NTX ({demo_relay.METRIC} <= "
+                f"{self.relay.threshold}); escrow {job.budget:,} NTX"
+            )
+            with self.step(
+                "pipeline run across the workers, each completed unit attested and verified, "
+                f"the escrow settled once {THRESHOLD}-of-3"
+            ):
+                tx_id = demo_relay.follow(self, job, headers)
+        else:
+            with self.step(
+                f"trained, attested, verified (spot check) and settled {THRESHOLD}-of-3"
+            ):
+                tx_id = self.wait_for_loop(headers)
         with self.step("audited from the chain and the published bundle"):
             report = self.audit(tx_id)
         return self.summary(tx_id, lock_tx, report)

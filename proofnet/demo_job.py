@@ -49,7 +49,7 @@ class DemoJobError(RuntimeError):
 
 @dataclass(frozen=True)
 class FixtureRepo:
-    path: Path  # the repository, named `numpy-mlp.git` under `root`
+    path: Path  # the repository, e.g. `numpy-mlp.git` under `root`
     root: Path  # what URL_PREFIX stands for
     commit: str
 
@@ -109,19 +109,30 @@ def vendor_pot_library(repo: Path) -> None:
     )
 
 
-def create_repo(root: Path) -> FixtureRepo:
-    """Write and commit the training code under `root/numpy-mlp.git`."""
-    repo = root / "numpy-mlp.git"
+def commit_repo(root: Path, name: str, files: dict[str, str], message: str) -> FixtureRepo:
+    """A fresh repository `root/name` (served as URL_PREFIX + name) holding the vendored
+    proof-of-training library and `files`, committed."""
+    repo = root / name
     if repo.exists():
         shutil.rmtree(repo)
     repo.mkdir(parents=True)
     _git(repo, "init", "--quiet")
     vendor_pot_library(repo)
-    (repo / "train.py").write_text(TRAIN_PY)
-    (repo / "proofnet_replay.py").write_text(REPLAY_PY)
+    for rel, text in files.items():
+        (repo / rel).write_text(text)
     _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "numpy MLP with proof of training")
+    _git(repo, "commit", "--quiet", "-m", message)
     return FixtureRepo(path=repo, root=root, commit=_git(repo, "rev-parse", "HEAD"))
+
+
+def create_repo(root: Path) -> FixtureRepo:
+    """Write and commit the training code under `root/numpy-mlp.git`."""
+    return commit_repo(
+        root,
+        "numpy-mlp.git",
+        {"train.py": TRAIN_PY, "proofnet_replay.py": REPLAY_PY},
+        "numpy MLP with proof of training",
+    )
 
 
 def job_spec(commit: str, *, seed: int = SEED) -> dict[str, Any]:

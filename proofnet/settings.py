@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     # Address the other nodes of a multi-node job reach this machine at (node 0 hosts the
     # torchrun rendezvous there).
     worker_advertise_host: str = "127.0.0.1"
+    # Docker runtime: run cluster nodes with the host's network (and so its egress), which
+    # multi-node training needs; without it the worker claims no cluster nodes.
+    worker_allow_cluster_networking: bool = False
 
 
 def build_settings(**overrides: object) -> Settings:

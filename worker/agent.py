@@ -22,7 +22,8 @@ A claim may hand out one *unit* of a topology job (a relay stage, evaluation or
 aggregation, or a cluster node; docs/topologies.md). The same steps run it, with what
 `worker.units` adds (verified input checkpoints, the unit's data and environment, its
 checkpoint or metrics) and, for a node, `worker.cluster`'s wait for the whole cluster and
-torchrun; its attestation names the unit and claims the unit's planned amount.
+torchrun; its attestation names the unit and claims the unit's planned amount. The worker
+claims cluster nodes only when its runtime can network them (`Runtime.cluster_networking`).
 
 `request_stop()` (SIGTERM/SIGINT) lets the current job finish within the grace period, else
 kills it and releases the lease. The loop backs off with jitter on errors and never dies of
@@ -62,7 +63,13 @@ from worker.api_client import (
     InputRejected,
     LeaseLost,
 )
-from worker.cluster import ClusterError, Rendezvous, node_commands, wait_for_cluster
+from worker.cluster import (
+    ClusterError,
+    Rendezvous,
+    network_environ,
+    node_commands,
+    wait_for_cluster,
+)
 from worker.identity import WorkerKey
 from worker.lease_keeper import LeaseKeeper
 from worker.log_shipper import LogShipper
@@ -269,7 +276,7 @@ class Agent:
 
     def run_once(self) -> JobOutcome | None:
         """Claim one job and see it through; None when no job is queued for this worker."""
-        claimed = self.api.claim()
+        claimed = self.api.claim(accepts_cluster=self.runtime.cluster_networking)
         if claimed is None:
             return None
         return self.process(claimed)
@@ -321,6 +328,16 @@ class Agent:
             raise _Released(
                 f"the job's escrow is on {claimed.escrow.network}; this worker is on "
                 f"{self.config.network}"
+            )
+        if (
+            claimed.unit is not None
+            and claimed.unit.kind == "node"
+            and not self.runtime.cluster_networking
+        ):
+            # Only an API that ignored this worker's claim body gets here.
+            raise _Released(
+                f"this worker's {self.runtime.name} runtime does not run cluster nodes "
+                "(they need the host's network: --allow-cluster-networking)"
             )
         assigned, model = self._assign_gpus(claimed.spec)
         try:
@@ -425,9 +442,11 @@ class Agent:
             commands, extra_env = self._unit_run(
                 claimed, unit, job_dir, inputs, shards, keeper, shipper
             )
+        # A node's last command is its torchrun: the one that must reach the other nodes.
+        networked = len(commands) if unit is not None and unit.kind == "node" else None
 
         run, usage, started_ms, ended_ms = self._run_commands(
-            claimed, tag, job_dir, assigned, keeper, shipper, commands, extra_env
+            claimed, tag, job_dir, assigned, keeper, shipper, commands, extra_env, networked
         )
         with contextlib.suppress(ApiClientError):
             self.api.report_usage(claimed.lease_token, _usage_report(usage))
@@ -597,6 +616,8 @@ class Agent:
             )
         except units.UnitError as e:
             raise _Failed(str(e)) from e
+        if unit.kind == "node":
+            environ.update(network_environ(self.config.advertise_host))
         return commands, environ
 
     def _join_cluster(self, rank: int, keeper: LeaseKeeper, shipper: LogShipper) -> Rendezvous:
@@ -719,7 +740,9 @@ class Agent:
         shipper: LogShipper,
         commands: Sequence[Sequence[str]],
         extra_env: Mapping[str, str],
+        networked: int | None = None,
     ) -> tuple[RunResult, JobUsage, int, int]:
+        """Run `commands` in order; command number `networked` (1-based) as a cluster node."""
         cfg, spec = self.config, claimed.spec
         mount_point = MOUNT_POINT
         job_env = JobEnv(
@@ -764,6 +787,7 @@ class Agent:
                     env={**job_env.to_environ(), **extra_env},
                     resources=resources,
                     network_egress=spec.egress,
+                    cluster_node=i == networked,
                     wall_clock_limit_s=remaining,
                     mount_point=mount_point,
                     job_id=f"{_tag(claimed, short=True)}-c{i}",

@@ -274,8 +274,10 @@ class ApiClient:
     def heartbeat(self) -> None:
         self._json("POST", HEARTBEAT_PATH)
 
-    def claim(self) -> ClaimedJob | None:
-        body = self._json("POST", CLAIM_PATH)
+    def claim(self, *, accepts_cluster: bool = False) -> ClaimedJob | None:
+        """Lease a job or unit; `accepts_cluster`: this worker can run cluster nodes (the
+        API hands a node only to a worker that says so)."""
+        body = self._json("POST", CLAIM_PATH, {"accepts": {"cluster": accepts_cluster}})
         return None if body is None else parse_claim(body)
 
     def _lease_state(self, body: Any) -> LeaseState:

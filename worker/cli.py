@@ -520,19 +520,34 @@ def _rewrites(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _make_runtime(name: str) -> Any:
+def _make_runtime(
+    name: str, *, allow_cluster_networking: bool = False, advertise_host: str = "127.0.0.1"
+) -> Any:
     if name == "process":
         from worker.runtime.process_runtime import ProcessRuntime
 
         return ProcessRuntime()
     if name == "docker":
-        from worker.runtime.base import EngineUnavailable
+        from worker.cluster import check_reachable_host
+        from worker.runtime.base import EngineUnavailable, JobStartFailed
         from worker.runtime.docker_runtime import DockerRuntime, connect
 
+        # Fail at start-up, not on every node of a cluster after it formed.
+        if allow_cluster_networking:
+            try:
+                check_reachable_host(advertise_host)
+            except ValueError as e:
+                raise RunSetupError(
+                    f"--allow-cluster-networking: {e}; set --advertise-host "
+                    "(PROOFNET_WORKER_ADVERTISE_HOST) to an address the other nodes can reach"
+                ) from e
         try:
-            return DockerRuntime(connect())
-        except EngineUnavailable as e:
+            runtime = DockerRuntime(connect(), allow_cluster_networking=allow_cluster_networking)
+            if allow_cluster_networking:
+                runtime.check_cluster_networking()
+        except (EngineUnavailable, JobStartFailed) as e:
             raise RunSetupError(str(e)) from e
+        return runtime
     raise RunSetupError(f"unknown runtime {name!r}; use docker or process")
 
 
@@ -569,6 +584,12 @@ def run(
         "--advertise-host",
         help="address other nodes of a multi-node job reach this machine at",
     ),
+    allow_cluster_networking: bool = typer.Option(
+        False,
+        "--allow-cluster-networking",
+        help="docker runtime: take multi-node jobs, whose nodes run with the HOST's network "
+        "(and so its egress and open ports); without it the worker claims no cluster nodes",
+    ),
     log_level: str = typer.Option("INFO", "--log-level"),
 ) -> None:
     """Claim jobs from the API, run them with proof of training, and attest to the oracle."""
@@ -604,7 +625,13 @@ def run(
             advertise_host=advertise_host or settings.worker_advertise_host,
         )
         repos = RepoCache(config.repo_cache_dir, rewrites=_rewrites(repo_rewrite))
-        runtime = _make_runtime(runtime_name or settings.worker_runtime)
+        runtime = _make_runtime(
+            runtime_name or settings.worker_runtime,
+            allow_cluster_networking=(
+                allow_cluster_networking or settings.worker_allow_cluster_networking
+            ),
+            advertise_host=config.advertise_host,
+        )
     except (IdentityError, PricingError, RunSetupError) as e:
         typer.secho(f"worker cannot start: {e}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from e
@@ -612,6 +639,13 @@ def run(
         typer.secho(
             "WARNING: the process runtime does not isolate jobs; use --runtime docker for "
             "jobs you do not trust",
+            fg=typer.colors.YELLOW,
+            err=True,
+        )
+    elif runtime.cluster_networking:
+        typer.secho(
+            "cluster networking allowed: nodes of multi-node jobs run with this host's "
+            f"network (egress included); other nodes reach this one at {config.advertise_host}",
             fg=typer.colors.YELLOW,
             err=True,
         )

@@ -8,12 +8,21 @@ endpoint. The wait is bounded: a cluster that does not form in time is given bac
 than holding this worker (and the other nodes) forever. While the run goes on, a heartbeat
 answered with 409, or with the cluster marked failed, ends the lease: the agent then kills
 the run, as for any lost lease, and every node goes back to the queue together.
+
+Other machines reach this node at the worker's advertised host: torchrun is told it is
+the node's address (`--local-addr`, which node 0's agent hands its workers as the master
+address instead of a host name other providers cannot resolve), and gloo/NCCL are pointed
+at the interface that holds it (`GLOO_SOCKET_IFNAME`, `NCCL_SOCKET_IFNAME`) instead of
+whatever the host name resolves to, often a loopback address.
 """
 
 from __future__ import annotations
 
+import fcntl
+import ipaddress
 import logging
 import socket
+import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +34,9 @@ from worker.unit_claim import ClusterState, check_endpoint
 log = logging.getLogger(__name__)
 
 TORCHRUN = "torchrun"
+# Which interface gloo and NCCL open their peer connections on.
+SOCKET_IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+_SIOCGIFADDR = 0x8915
 
 
 class ClusterError(Exception):
@@ -43,6 +55,8 @@ class Rendezvous:
     rdzv_id: str
     nnodes: int
     rank: int
+    # This node's address as the other nodes reach it (the worker's advertised host).
+    local_addr: str | None = None
 
     @property
     def hosts_store(self) -> bool:
@@ -60,6 +74,51 @@ def free_endpoint(host: str) -> str:
     except OSError as e:
         raise ValueError(f"cannot open a port on the advertised host {host!r}: {e}") from e
     return check_endpoint(f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}")
+
+
+def check_reachable_host(host: str) -> str:
+    """`host`, unless it is an address no other machine can reach this one at (loopback,
+    unspecified), which would leave the other nodes of a cluster dialling themselves."""
+    name = host.strip("[]")
+    if name.lower() == "localhost" or name.lower().endswith(".localhost"):
+        raise ValueError(f"the advertised host {host!r} is this machine's loopback name")
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return host  # a name: whether others resolve it is theirs to see
+    if address.is_loopback or address.is_unspecified:
+        raise ValueError(
+            f"the advertised host {host!r} is a {'loopback' if address.is_loopback else 'wildcard'}"
+            " address: the other nodes of a cluster cannot reach this machine there"
+        )
+    return host
+
+
+def interface_of(address: str) -> str | None:
+    """The network interface whose (primary) IPv4 address is `address`, or None (a name, an
+    IPv6 address, or no such interface): where gloo and NCCL should talk to the peers."""
+    try:
+        packed = socket.inet_aton(address)
+        ipaddress.IPv4Address(address)  # inet_aton also takes "10.1" and the like
+    except (OSError, ValueError):
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for _, name in socket.if_nameindex():
+            request = struct.pack("256s", name.encode()[:15])
+            try:
+                answer = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR, request)
+            except OSError:  # no IPv4 address on this interface
+                continue
+            if answer[20:24] == packed:
+                return name
+    return None
+
+
+def network_environ(advertise_host: str) -> dict[str, str]:
+    """The variables that make gloo and NCCL use the interface of the advertised host (none
+    when it is not found: they then fall back to resolving the host name)."""
+    name = interface_of(advertise_host)
+    return {} if name is None else dict.fromkeys(SOCKET_IFNAME_VARS, name)
 
 
 def wait_for_cluster(
@@ -103,6 +162,7 @@ def wait_for_cluster(
                 rdzv_id=state.rdzv_id,
                 nnodes=state.world_size,
                 rank=rank,
+                local_addr=advertise_host,
             )
         if stopping():
             raise ClusterTimeout("the worker is shutting down")
@@ -116,6 +176,7 @@ def torchrun_argv(argv: Sequence[str], rdzv: Rendezvous, nproc_per_node: int) ->
     """`argv` under torchrun, joining the cluster's c10d rendezvous. Node 0 hosts the store
     explicitly: on one machine (or behind a shared name) the hostname heuristic would let
     every node think it is the host."""
+    local = () if rdzv.local_addr is None else ("--local-addr", rdzv.local_addr.strip("[]"))
     return (
         TORCHRUN,
         "--nnodes",
@@ -132,6 +193,7 @@ def torchrun_argv(argv: Sequence[str], rdzv: Rendezvous, nproc_per_node: int) ->
         rdzv.rdzv_id,
         "--rdzv_conf",
         f"is_host={1 if rdzv.hosts_store else 0}",
+        *local,
         "--no-python",
         *argv,
     )

@@ -52,6 +52,10 @@ class JobUnit(TableBase, table=True):
     output: str | None = Field(default=None, max_length=64)
     output_size: int | None = Field(default=None, sa_type=BigInteger)
     metrics: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    # What the current lease last reported by heartbeat (0..1 and a line of text); reset
+    # when the unit is leased again. The job's progress counts it while the unit is leased.
+    progress: float = 0.0
+    progress_message: str = Field(default="", max_length=500)
     # Node rank 0's rendezvous "host:port" for the current cluster attempt.
     endpoint: str | None = Field(default=None, max_length=300)
     # Not handed out before this (a cluster that timed out waiting backs off).

@@ -4,9 +4,9 @@ import threading
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
-from sqlalchemy import Engine
+from sqlalchemy import Connection
+from starlette.datastructures import State
 
-from api.db import read_connection
 from api.deps import CachedUser, run_read
 from api.models import User
 from api.schemas.balance import BalancePublic
@@ -14,12 +14,15 @@ from api.services import balances as service
 
 router = APIRouter(prefix="/balances", tags=["balances"])
 
+# Bounds on the address path parameter (bech32 addresses and stake addresses fit).
+ADDRESS_MIN_LENGTH = 20
+ADDRESS_MAX_LENGTH = 200
+
 _init_lock = threading.Lock()
 
 
-def get_sources(request: Request) -> service.BalanceSources:
-    """`app.state.balance_sources`, made once from `app.state.settings`."""
-    state = request.app.state
+def sources_of(state: State) -> service.BalanceSources:
+    """`state.balance_sources`, made once from `state.settings`."""
     sources = getattr(state, "balance_sources", None)
     if sources is None:
         with _init_lock:
@@ -32,37 +35,48 @@ def get_sources(request: Request) -> service.BalanceSources:
 
 
 def _assemble(
-    engine: Engine, sources: service.BalanceSources, user: User, address: str, network: str
+    conn: Connection, sources: service.BalanceSources, user: User, address: str, network: str
 ) -> service.Balance:
-    with read_connection(engine) as conn:
-        return service.balance(
-            conn,
-            sources.lookups,
-            user,
-            address,
-            network=network,
-            devnet_url=sources.devnet_url,
-            ntx_unit=sources.ntx_unit,
-            cache=sources.balances,
-        )
+    return service.balance(
+        conn,
+        sources.lookups,
+        user,
+        address,
+        network=network,
+        devnet_url=sources.devnet_url,
+        ntx_unit=sources.ntx_unit,
+        cache=sources.balances,
+    )
 
 
 @router.get("/{address}")
 async def get_balance(
-    address: Annotated[str, Path(min_length=20, max_length=200)],
+    address: Annotated[str, Path(min_length=ADDRESS_MIN_LENGTH, max_length=ADDRESS_MAX_LENGTH)],
     request: Request,
     user: CachedUser,
 ) -> BalancePublic:
     """ADA and NTX of your address or stake address: available on chain, in escrow, earned,
     pending settlement, and your latest payouts with explorer links. Chain and oracle
     figures are cached for a few seconds, the balance as a whole for up to 5 s."""
+    # Served by api.fastpath in the running app; this declaration documents it (OpenAPI),
+    # validates the address's length, and answers when the lean path is off.
+    return await balance_public(request.app.state, user, address)
+
+
+async def balance_public(state: State, user: User, address: str) -> BalancePublic:
+    """The balance body of `address` for `user`, from the app's `state`: what the route
+    above returns and what the lean read path (api.fastpath) serves for it."""
+    return BalancePublic.of(await balance_of(state, user, address))
+
+
+async def balance_of(state: State, user: User, address: str) -> service.Balance:
+    """The balance `balance_public` shows: the one cached for this user and address, the
+    same object while it lasts, or a new one."""
     # Polled often: a balance assembled in the last 5 s (`BalanceCache`) is served without a
-    # query or a thread hop; the address is validated and authorized on every read. Config
-    # and sources come straight from app.state: each dependency costs FastAPI time.
-    state = request.app.state
+    # query or a thread hop; the address is validated and authorized on every read.
     network = state.config.network
-    sources = get_sources(request)
+    sources = sources_of(state)
     b = service.cached_balance(sources.balances, user, address, network=network)
     if b is None:
-        b = await run_read(_assemble, state.engine, sources, user, address, network)
-    return BalancePublic.of(b)
+        b = await run_read(state, _assemble, sources, user, address, network)
+    return b

@@ -10,6 +10,7 @@ from api.models import Job, Lease
 from api.schemas.lease import (
     ClaimEscrow,
     ClaimPublic,
+    ClaimRequest,
     ClaimSealing,
     ClaimUnit,
     ClusterPublic,
@@ -113,12 +114,18 @@ def rate_card(
     response_model=ClaimPublic,
 )
 def claim(
-    provider: CurrentProvider, session: SessionDep, config: ConfigDep, now: NowDep
+    provider: CurrentProvider,
+    session: SessionDep,
+    config: ConfigDep,
+    now: NowDep,
+    body: ClaimRequest | None = None,
 ) -> ClaimPublic | Response:
-    """Lease the oldest queued job, or unit of a job with a topology, this worker's GPUs fit."""
+    """Lease the oldest queued job, or unit of a job with a topology, this worker's GPUs fit
+    and it can run (`accepts`: cluster nodes only to a worker that accepts them)."""
+    accepts = (body or ClaimRequest()).accepts
     leases.sweep_expired(session, now, config=config)
     service.heartbeat(session, provider, now)
-    claimed = leases.claim(session, config, provider, now)
+    claimed = leases.claim(session, config, provider, now, accepts_cluster=accepts.cluster)
     if claimed is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     recorded = leases.escrow_of(session, claimed.job)

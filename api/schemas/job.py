@@ -25,6 +25,11 @@ class UnitPublic(PublicBody):
     provider: str | None
     output: str | None
     metrics: dict[str, Any] | None
+    # What its lease last reported by heartbeat while it runs (0..1, and a line of text);
+    # 1.0 once completed; 0.0 and "" while it waits. The job's `progress` is (completed
+    # units + the progress of the units that run) / units.
+    progress: float = 0.0
+    progress_message: str = ""
 
 
 class JobPublic(PublicBody):

@@ -3,9 +3,28 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from api.schemas.common import PublicBody, RequestBody
+
+
+class ClaimAccepts(RequestBody):
+    """The kinds of work beyond a plain job or relay unit that the claiming worker can run.
+
+    Unknown kinds are ignored rather than refused: a newer worker may name kinds this API
+    does not hand out yet, and ignoring them never gives a worker work it cannot run."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    # Nodes of multi-node jobs: they need the host's network, which a worker may not allow.
+    # Absent means no: a worker that does not say so cannot be assumed to run them.
+    cluster: bool = Field(default=False, strict=True)
+
+
+class ClaimRequest(RequestBody):
+    """The optional body of POST /worker/claim (absent: the worker accepts nothing extra)."""
+
+    accepts: ClaimAccepts = Field(default_factory=ClaimAccepts)
 
 
 class ClaimEscrow(PublicBody):

@@ -160,8 +160,8 @@ TOKEN_CACHE_TTL_S = 5.0
 class TokenCache:
     """Bearer token hash -> the user it signs in, for `ttl_s` seconds (thread-safe, bounded).
 
-    Only the user's column values are kept; every hit gets its own detached `User`, so no
-    two requests share an instance. Revocation leaves a tombstone for `ttl_s`, so a lookup
+    The user's column values are kept; every `get` gets its own detached `User`, so no two
+    requests share an instance (`get_shared`, for read-only callers, is the exception). Revocation leaves a tombstone for `ttl_s`, so a lookup
     that read the database just before the revocation committed cannot re-add the token.
     """
 
@@ -175,26 +175,38 @@ class TokenCache:
         self.ttl_s = ttl_s
         self.max_entries = max_entries
         self.clock = clock
-        self._entries: dict[str, tuple[float, datetime, dict[str, Any]]] = {}
+        self._entries: dict[str, tuple[float, datetime, dict[str, Any], User]] = {}
         self._revoked: dict[str, float] = {}
         self._lock = threading.Lock()
         _token_caches.add(self)
 
     def get(self, token_hash: str, now: datetime) -> User | None:
         """The cached user, None on a miss; raises Unauthorized when the token has expired."""
+        entry = self._fresh(token_hash, now)
+        return None if entry is None else _detached_user(entry[2])
+
+    def get_shared(self, token_hash: str, now: datetime) -> User | None:
+        """`get`, but one detached `User` per entry, shared by every caller (building a
+        `User` costs more than the rest of a hit): only for callers that read who the
+        caller is, and never modify it or add it to a session."""
+        entry = self._fresh(token_hash, now)
+        return None if entry is None else entry[3]
+
+    def _fresh(
+        self, token_hash: str, now: datetime
+    ) -> tuple[float, datetime, dict[str, Any], User] | None:
         with self._lock:
             entry = self._entries.get(token_hash)
         if entry is None:
             return None
-        checked_at, expires_at, values = entry
-        if not 0 <= self.clock() - checked_at < self.ttl_s:
+        if not 0 <= self.clock() - entry[0] < self.ttl_s:
             with self._lock:
                 if self._entries.get(token_hash) is entry:
                     del self._entries[token_hash]
             return None
-        if expires_at <= now:
+        if entry[1] <= now:
             raise Unauthorized("bearer token expired; sign in again")
-        return _detached_user(values)
+        return entry
 
     def put(self, token_hash: str, user: User, expires_at: datetime) -> None:
         self.put_values(
@@ -210,7 +222,7 @@ class TokenCache:
             if len(self._entries) >= self.max_entries:
                 self._entries.clear()
                 self._revoked = {h: t for h, t in self._revoked.items() if now - t < self.ttl_s}
-            self._entries[token_hash] = (now, expires_at, values)
+            self._entries[token_hash] = (now, expires_at, values, _detached_user(values))
 
     def evict(self, token_hash: str) -> None:
         now = self.clock()

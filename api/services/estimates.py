@@ -31,6 +31,7 @@ from api.models import Job, Lease, LeaseUsage, MeasuredRun, Provider, ProviderGp
 from api.services import rate_cards
 from api.services.pricing import MarketRate, PricingError, Quote, Span, rule_for
 from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.topology import Unit
 
 # Dense BF16/FP16 tensor peak TFLOP/s by GPU family, matched as a substring of the model name
 # (longest key first, so "A100" wins over "A10" and "L40S" over "L4").
@@ -230,11 +231,30 @@ def live_measurement(session: Session, job: Job) -> Measurement | None:
     return Measurement(model, job.gpu_count, elapsed / job.progress, "running")
 
 
-def record_run(session: Session, job: Job, lease: Lease, now: datetime) -> MeasuredRun:
+def record_run(
+    session: Session, job: Job, lease: Lease, now: datetime, *, stage: Unit | None = None
+) -> MeasuredRun | None:
     """Remember how long a completed lease took, so later runs of the workload are narrowed.
+
+    `stage` is the planned relay stage the lease ran, if it ran one. A stage runs the job's
+    commands in its image on its GPUs, over some shards of `spec.data`: a measured part of
+    the same workload (the fingerprint has no topology) that a single run covers whole. So
+    a stage counts per shard: as progress len(stage.shards) / len(spec.data), taking shards
+    as equal in size, and elapsed / progress projects one pass over all the data, exactly
+    what a single-unit run of the workload measures (and what a relay over every shard
+    once adds up to). A job's stages on one GPU model add up in its one row (times and
+    shares summed): their average time per shard. Evaluations, aggregations and cluster
+    nodes are not recorded: they run other commands, or one run across several hosts.
+    Returns None when nothing is recorded (a stage of a job without data).
 
     Adds to the caller's transaction (the completion path commits it)."""
     assert job.id is not None
+    share = 1.0
+    if stage is not None:
+        data = job.spec.get("data") if isinstance(job.spec, dict) else None
+        if not isinstance(data, list) or not data or not stage.shards:
+            return None
+        share = len(stage.shards) / len(data)
     usage = session.exec(select(LeaseUsage).where(LeaseUsage.lease_id == lease.id)).first()
     metered = float(usage.usage.get("duration_s") or 0.0) if usage is not None else 0.0
     # The metered run time excludes the image pull and queueing; fall back to the lease.
@@ -251,9 +271,13 @@ def record_run(session: Session, job: Job, lease: Lease, now: datetime) -> Measu
             gpu_model=model,
             gpu_count=job.gpu_count,
             elapsed_s=elapsed,
-            progress=1.0,
+            progress=share,
             measured_at=now,
         )
+    elif stage is not None:
+        row.elapsed_s += elapsed
+        row.progress += share
+        row.measured_at = now
     else:
         row.elapsed_s, row.progress, row.measured_at = elapsed, 1.0, now
     session.add(row)

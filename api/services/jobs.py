@@ -369,7 +369,11 @@ def _topology_status(session: Session | Connection, config: ApiConfig, job: Row[
         for r in rows:
             if r.status == "leased":
                 who = r.provider[:16] if r.provider else "unknown provider"
-                parts.append(f"{_unit_name(r)} running on provider {who} (attempt {r.attempts})")
+                running = f"{_unit_name(r)} running on provider {who} (attempt {r.attempts}"
+                running += f", {r.progress:.0%})" if r.progress else ")"
+                if r.progress_message:
+                    running += f": {r.progress_message}"
+                parts.append(running)
         waiting = [str(r.index) for r in rows if r.status == "queued"]
         if waiting:
             parts.append(f"units {', '.join(waiting)} waiting for a provider")

@@ -67,11 +67,17 @@ def _is_postgres(session: Session) -> bool:
 
 
 def claim(
-    session: Session, config: ApiConfig, provider: Provider, now: datetime
+    session: Session,
+    config: ApiConfig,
+    provider: Provider,
+    now: datetime,
+    *,
+    accepts_cluster: bool = True,
 ) -> ClaimedLease | None:
     """Lease the oldest queued job or unit this provider's GPUs fit, or None when there is
     none. With `config.claim_requires_escrow`, only jobs whose escrow is recorded are
-    handed out."""
+    handed out; without `accepts_cluster`, no node of a multi-node job is (the route
+    passes what the worker's claim says; absent there means no)."""
     assert provider.id is not None
     stmt = (
         select(Job)
@@ -83,7 +89,7 @@ def claim(
         stmt = stmt.where(exists().where(col(JobEscrow.job_id) == col(Job.id)))
     # A rate-card job goes only to the provider whose current card the spec names.
     stmt = stmt.where(rate_card_claimable(provider.id))
-    unit_stmt = units.claimable_unit(config, provider.id, now)
+    unit_stmt = units.claimable_unit(config, provider.id, now, accepts_cluster=accepts_cluster)
     if _is_postgres(session):
         # Workers claiming at once each skip rows another has locked instead of queueing
         # behind them; the lock holds until commit. A unit is guarded by its job's row,
@@ -217,7 +223,9 @@ def heartbeat(
 ) -> ActiveLease:
     active = active_lease(session, provider, token, now)
     if active.unit is not None:
-        return _unit_heartbeat(session, config, provider, active, rendezvous, now)
+        return _unit_heartbeat(
+            session, config, provider, active, rendezvous, now, progress=progress, message=message
+        )
     if rendezvous is not None:
         raise BadRequest("only node rank 0 of a multi-node job publishes a rendezvous")
     active.lease.heartbeat_at = now
@@ -241,19 +249,23 @@ def _unit_heartbeat(
     active: ActiveLease,
     rendezvous: str | None,
     now: datetime,
+    *,
+    progress: float | None,
+    message: str | None,
 ) -> ActiveLease:
-    # A unit's progress is not the job's (that is completed units / units), so a unit
-    # heartbeat only keeps its lease and, for a node, tends its cluster.
+    # A unit heartbeat keeps its lease, records the unit's progress (the job's is computed
+    # from its units') and, for a node, tends its cluster.
     job, lease, unit = active.job, active.lease, active.unit
     assert unit is not None
     cluster = None
     if rendezvous is not None:
         clusters.publish_rendezvous(session, job, unit, rendezvous, now)
+    if unit.kind == "node" and clusters.time_out_if_stuck(session, config, job, now):
+        session.commit()
+        session.refresh(lease)
+        raise Conflict(f"lease is no longer valid: it ended ({lease.outcome}): {lease.reason}")
+    units.report_progress(session, job, unit, progress, message, now)
     if unit.kind == "node":
-        if clusters.time_out_if_stuck(session, config, job, now):
-            session.commit()
-            session.refresh(lease)
-            raise Conflict(f"lease is no longer valid: it ended ({lease.outcome}): {lease.reason}")
         cluster = clusters.cluster_view(job, units.job_units(session, job), unit)
     lease.heartbeat_at = now
     lease.expires_at = now + timedelta(seconds=config.lease_ttl_s)
@@ -278,6 +290,9 @@ def complete(
             clusters.complete_node(session, job, active.unit, lease, result, now)
         else:
             unit_outcomes.complete_unit(session, job, active.unit, lease, result, now)
+        if active.unit.kind == "stage":
+            # A stage is a measured part of the workload (see `record_run`).
+            record_run(session, job, lease, now, stage=units.plan_of(job).units[active.unit.index])
         session.commit()
         return active
     end_lease(lease, "completed", "", now)

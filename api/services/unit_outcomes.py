@@ -24,7 +24,7 @@ from sqlmodel import Session, col, select
 from api.errors import Conflict, Unprocessable
 from api.models import Job, JobResult, JobUnit, Lease
 from api.services.notifications import notify_job_completed
-from api.services.units import job_units, plan_of, touch_job, touch_unit
+from api.services.units import job_progress, job_units, plan_of, touch_job, touch_unit
 from proofnet.messages.attestation import Metrics
 from proofnet.messages.topology import Evaluation, Relay, final_unit
 
@@ -153,11 +153,12 @@ def complete_unit(
     unit.output_size = upload.size if upload is not None else None
     unit.metrics = report.metrics
     unit.finished_at = now
+    unit.progress = 1.0
     touch_unit(unit, now)
     session.add_all([lease, unit])
     units = job_units_after(session, job, unit)
     done = sum(1 for u in units if u.status == "completed")
-    job.progress = done / max(1, len(units))
+    job.progress = job_progress(units)
     touch_job(job, now)
     evaluation = plan_of(job).evaluation
     if unit.kind == "eval" and evaluation is not None:
@@ -360,6 +361,8 @@ def requeue_unit(
 ) -> None:
     """Back to the queue with the same inputs; `max_attempts` failures fail the job."""
     unit.current_lease_id = None
+    reported = unit.progress
+    unit.progress, unit.progress_message = 0.0, ""
     job.last_error = error[:2000]
     if counts_as_failure:
         unit.failures += 1
@@ -378,5 +381,7 @@ def requeue_unit(
         return
     unit.status = "queued"
     touch_unit(unit, now)
+    if reported:  # what the lost lease had done no longer counts in the job's progress
+        job.progress = job_progress(job_units_after(session, job, unit))
     touch_job(job, now)
     session.add_all([unit, job])

@@ -18,6 +18,7 @@ What a unit's lease ending does is in `api.services.unit_outcomes`; multi-node g
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -128,9 +129,12 @@ def fitting_gpus(provider_id: int) -> Any:
     )
 
 
-def claimable_unit(config: ApiConfig, provider_id: int, now: datetime) -> Any:
+def claimable_unit(
+    config: ApiConfig, provider_id: int, now: datetime, *, accepts_cluster: bool = True
+) -> Any:
     """The oldest queued unit (oldest job first, then unit index) this provider fits, with
-    its job. A provider never holds two nodes of one cluster: they must be separate hosts."""
+    its job. A provider never holds two nodes of one cluster: they must be separate hosts;
+    and gets none unless it `accepts_cluster` (its runtime can network them)."""
     holds_a_node = (
         exists()
         .where(
@@ -158,6 +162,8 @@ def claimable_unit(config: ApiConfig, provider_id: int, now: datetime) -> Any:
     )
     if config.claim_requires_escrow:
         stmt = stmt.where(exists().where(col(JobEscrow.job_id) == col(Job.id)))
+    if not accepts_cluster:
+        stmt = stmt.where(col(JobUnit.kind) != "node")
     return stmt
 
 
@@ -194,6 +200,7 @@ def lease_unit(
     session.flush()
     unit.status = "leased"
     unit.current_lease_id = lease.id
+    unit.progress, unit.progress_message = 0.0, ""  # the new lease has reported nothing yet
     touch_unit(unit, now)
     job.attempts += 1
     touch_job(job, now)
@@ -271,11 +278,24 @@ class UnitRow:
     metrics: dict[str, Any] | None
     heartbeat_at: datetime | None
     rank: int | None
+    # What its lease last reported while it runs; 1.0 once completed, else 0.0 and "".
+    progress: float = 0.0
+    progress_message: str = ""
+
+
+def shown_progress(status: str, progress: float, message: str) -> tuple[float, str]:
+    """A unit's progress and message as shown: a lease's report stands only while it runs
+    (a unit requeued with its cluster attempt keeps the last report until leased again)."""
+    if status == "completed":
+        return 1.0, message
+    if status == "leased":
+        return progress, message
+    return 0.0, ""
 
 
 def unit_rows(session: Session | Connection, job_pk: int) -> list[UnitRow]:
     """The units of job row `job_pk` with their provider, in index order (works on a plain
-    connection: the status path reads without the ORM)."""
+    connection: the status path reads without the ORM). One query, however many units."""
     lease_id = case(
         (col(JobUnit.current_lease_id).is_not(None), col(JobUnit.current_lease_id)),
         else_=col(JobUnit.completed_lease_id),
@@ -292,6 +312,8 @@ def unit_rows(session: Session | Connection, job_pk: int) -> list[UnitRow]:
             col(Lease.heartbeat_at),
             col(JobUnit.rank),
             col(JobUnit.current_lease_id),
+            col(JobUnit.progress),
+            col(JobUnit.progress_message),
         )
         .select_from(JobUnit)
         .outerjoin(Lease, col(Lease.id) == lease_id)
@@ -299,20 +321,63 @@ def unit_rows(session: Session | Connection, job_pk: int) -> list[UnitRow]:
         .where(col(JobUnit.job_id) == job_pk)
         .order_by(col(JobUnit.index))
     )
-    return [
-        UnitRow(
-            index=r[0],
-            kind=r[1],
-            status=r[2],
-            attempts=r[3],
-            provider=r[4],
-            output=r[5],
-            metrics=r[6],
-            heartbeat_at=r[7] if r[9] is not None else None,
-            rank=r[8],
-        )
-        for r in session.execute(stmt).all()
-    ]
+    return [_unit_row(r) for r in session.execute(stmt).all()]
+
+
+def _unit_row(r: Any) -> UnitRow:
+    progress, message = shown_progress(r[2], r[10], r[11])
+    return UnitRow(
+        index=r[0],
+        kind=r[1],
+        status=r[2],
+        attempts=r[3],
+        provider=r[4],
+        output=r[5],
+        metrics=r[6],
+        heartbeat_at=r[7] if r[9] is not None else None,
+        rank=r[8],
+        progress=progress,
+        progress_message=message,
+    )
+
+
+def job_progress(units: Sequence[JobUnit]) -> float:
+    """A topology job's progress: (completed units + the reported progress of the units
+    that run) / units. Every unit counts alike, whatever its size: the units are what the
+    job is paid and scheduled by."""
+    if not units:
+        return 0.0
+    done = sum(
+        1.0 if u.status == "completed" else u.progress if u.status == "leased" else 0.0
+        for u in units
+    )
+    return min(1.0, done / len(units))
+
+
+def report_progress(
+    session: Session,
+    job: Job,
+    unit: JobUnit,
+    progress: float | None,
+    message: str | None,
+    now: datetime,
+) -> None:
+    """Record what a unit's lease reported by heartbeat, and the job's progress with it (the
+    caller holds the job lock and commits). Nothing is written when nothing changed: a
+    waiting cluster node heartbeats twice a second."""
+    changed = False
+    if progress is not None and progress != unit.progress:
+        unit.progress, changed = progress, True
+    if message is not None and message[:500] != unit.progress_message:
+        unit.progress_message, changed = message[:500], True
+    if not changed:
+        return
+    touch_unit(unit, now)
+    session.add(unit)
+    session.flush()
+    job.progress = job_progress(job_units(session, job))
+    touch_job(job, now)
+    session.add(job)
 
 
 # --- bookkeeping ------------------------------------------------------------------------

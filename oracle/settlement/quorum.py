@@ -16,6 +16,13 @@ submitter, the redeemer's Merkle root is the bundle's, no NTX of an escrow goes 
 else, and nothing is minted or certified. The units of one escrow must chain: every input
 checkpoint is the output of another unit of that escrow in the bundle, as auditors check
 (`proofnet.audit.chain_breaks`). Only then does it return its VKey witness over the body.
+
+A topology job's escrow is settled once, when the job is over: a co-signer checks that
+itself (`JobOverCheck`, the proposer's readiness rule applied from the co-signer's own read
+of the API, its own store and its own clock; `oracle.settlement.readiness` says how the two
+clocks interact), before it verifies the bundle, so that it first rejects the attestations
+of superseded leases in its own store as the proposer did. A co-signer without an API feed
+(`SignatureVerifier`) cannot tell whether a job is over and signs no unit claims.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -75,6 +82,13 @@ class VerifiedClaim:
     amount: int
     unit: UnitWork | None = None  # the unit of a topology job
     job_id: str = ""
+
+
+class JobOverCheck(Protocol):
+    """`oracle.settlement.readiness.JobEndReadiness.refusal`: why this oracle must not yet
+    sign a settlement of `escrow` (job `job_id`) that pays units `bundled`, or None."""
+
+    def refusal(self, escrow: OutRef, job_id: str, bundled: Collection[int]) -> str | None: ...
 
 
 class AttestationVerifier(Protocol):
@@ -192,18 +206,33 @@ class SignatureVerifier:
 
 @dataclass
 class CoSigner:
-    """What `POST /api/v1/quorum/sign` runs."""
+    """What `POST /api/v1/quorum/sign` runs.
+
+    `readiness` defaults to the readiness rule over the verifier's own API feed and store
+    (an `IntakeVerifier`'s context) with this co-signer's chain view; without either there is
+    none, and batches with unit claims are refused."""
 
     deployment: Deployment
     chain: ChainView
     key: PaymentSigningKey
     verifier: AttestationVerifier
+    readiness: JobOverCheck | None = None
+
+    def __post_init__(self) -> None:
+        if self.readiness is None:
+            self.readiness = _own_readiness(self.verifier, self.chain)
 
     @classmethod
     def for_engine(cls, engine: Any, app: Any) -> CoSigner:
         builder = engine.builder
+        # The engine's rule carries the configured grace period and deadline margin.
+        own = engine.readiness if callable(getattr(engine.readiness, "refusal", None)) else None
         return cls(
-            builder.deployment, engine.chain, builder.oracle_key, IntakeVerifier(app.state.context)
+            builder.deployment,
+            engine.chain,
+            builder.oracle_key,
+            IntakeVerifier(app.state.context),
+            own,
         )
 
     @property
@@ -228,7 +257,11 @@ class CoSigner:
         redeemer = _batch_redeemer(tx, self.deployment)
         if bytes(redeemer.merkle_root) != bundle.merkle_root:
             raise QuorumRefusal("the redeemer's Merkle root is not the bundle's")
+        jobs = _unit_jobs(bundle.cose)
+        self._check_jobs_over(jobs)
         claims = verify_all(self.verifier, bundle.cose)
+        if _claimed_jobs(claims) != jobs:  # the same bytes, now verified: cannot differ
+            raise QuorumRefusal("the bundle's unit claims read differently once verified")
         breaks = chain_breaks([(str(c.escrow), c.unit) for c in claims if c.unit is not None])
         if breaks:
             raise QuorumRefusal(breaks[0].detail)
@@ -243,6 +276,20 @@ class CoSigner:
             extra={"job": "quorum", "tx_id": body_hash.hex()},
         )
         return bytes(witness.to_cbor())
+
+    def _check_jobs_over(self, jobs: Mapping[tuple[OutRef, str], frozenset[int]]) -> None:
+        """Refuse unless every topology job the batch settles may be settled now."""
+        if not jobs:
+            return
+        if self.readiness is None:
+            raise QuorumRefusal(
+                "this oracle has no API feed to tell whether a job is over, so it does not "
+                "co-sign settlements of topology jobs"
+            )
+        for (escrow, job_id), units in sorted(jobs.items(), key=lambda kv: str(kv[0][0])):
+            reason = self.readiness.refusal(escrow, job_id, units)
+            if reason is not None:
+                raise QuorumRefusal(f"escrow {escrow} is not ready to settle: {reason}")
 
     def _check_payments(
         self, tx: Transaction, redeemer: t.BatchSettle, claims: Sequence[VerifiedClaim]
@@ -343,6 +390,55 @@ class CoSigner:
         if raw is None:
             raise QuorumRefusal(f"input {ref} is unknown to this oracle's chain")
         return TransactionOutput.from_cbor(raw)
+
+
+def _own_readiness(verifier: AttestationVerifier, chain: ChainView) -> JobOverCheck | None:
+    """The readiness rule over the verifier's API feed and store database, if it has them."""
+    context = getattr(verifier, "context", None)
+    feed = getattr(context, "feed", None)
+    db = getattr(getattr(context, "store", None), "engine", None)
+    if feed is None or db is None:
+        return None
+    from .readiness import JobEndReadiness
+
+    return JobEndReadiness(feed, chain, db)
+
+
+UnitJobs = dict[tuple[OutRef, str], frozenset[int]]
+
+
+def _unit_jobs(coses: Sequence[bytes]) -> UnitJobs:
+    """(escrow, job id) -> the units the bundle pays of it, as its unit attestations say.
+
+    Read before they are verified: it only names the jobs whose end the co-signer checks
+    first; every attestation is then verified in full (one that does not decode here is
+    refused there with its reason) and `_claimed_jobs` must say the same."""
+    import cbor2
+
+    from proofnet.messages.attestation import attestation_from_dict
+    from proofnet.messages.canonical import parse_canonical_json
+
+    jobs: dict[tuple[OutRef, str], set[int]] = {}
+    for cose in coses:
+        try:
+            message = cbor2.loads(cose)
+            message = message.value if isinstance(message, cbor2.CBORTag) else message
+            att = attestation_from_dict(parse_canonical_json(message[2]))
+            if att.unit is None:
+                continue
+            escrow = OutRef(att.domain.escrow.tx_id, att.domain.escrow.index)
+        except Exception:  # cbor2, pydantic and OutRef raise assorted types; refused later
+            continue
+        jobs.setdefault((escrow, att.job_id), set()).add(att.unit.index)
+    return {key: frozenset(units) for key, units in jobs.items()}
+
+
+def _claimed_jobs(claims: Sequence[VerifiedClaim]) -> UnitJobs:
+    jobs: dict[tuple[OutRef, str], set[int]] = {}
+    for c in claims:
+        if c.unit is not None:
+            jobs.setdefault((c.escrow, c.job_id), set()).add(c.unit.index)
+    return {key: frozenset(units) for key, units in jobs.items()}
 
 
 def _batch_redeemer(tx: Transaction, deployment: Deployment) -> t.BatchSettle:

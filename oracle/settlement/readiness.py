@@ -20,13 +20,37 @@ stands, which waits for that (see `oracle.unit_checks.check_superseded`).
 
 The time a job was first seen over is kept in `settlement_job_ends` (across restarts). The
 API is asked about a job that is not over at most every `recheck_s` seconds.
+
+Co-signers apply the same rule before they sign (`refusal`), from their own read of the API
+feed, their own store and their own clock, so a dishonest proposer cannot settle a running
+job's escrow early (paying the units verified so far and refunding the rest while later
+stages still run). A co-signer signs when the escrow's deadline is less than
+`deadline_margin_s` away, or when the job is over and every unit the API reports completed
+is either paid by the batch or decided in the co-signer's own store, or when `grace_s` has
+passed since the co-signer first saw the job over. Before judging, it rejects the
+attestations of superseded leases in its own store exactly as the proposer does
+(`release_superseded`): both read the same fact, which lease the API counts for the unit.
+
+How the two clocks interact. Nothing is exchanged between oracles but the batch, so each
+judges with its own clock and its own first sighting of the job's end:
+
+- an honest batch of a job that is over and whose completed units are all in the batch
+  needs no clock at all: every co-signer signs at once;
+- a batch the proposer builds after its grace period without some unit's attestation is
+  refused by a co-signer until its own grace period has passed since it first saw the job
+  over (at the latest, its first review of the batch; kept across restarts). The proposer
+  retries after the refusal cool-down, so such a batch is delayed by at most one more grace
+  period, never refused for good;
+- the deadline margin is read by both from the same escrow datum; clocks that disagree by
+  `d` seconds delay a near-deadline batch by about `d` (and a retry). Whatever else holds,
+  both sign once the margin is reached, so no honest batch waits past it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -74,12 +98,16 @@ class JobEndReadiness:
     def ready(self, group: UnitEscrow) -> bool:
         ref = str(group.escrow)
         now = self.clock()
-        deadline_ms = self._deadline(group.escrow)
-        if deadline_ms is not None and deadline_ms / 1000 - now <= self.policy.deadline_margin_s:
+        if self._deadline_near(group.escrow, now):
+            # Settled now whatever the job's state; a superseded lease's attestation is not
+            # paid here either (co-signers would refuse it). The API being unreachable does
+            # not hold this settlement back: after the deadline only a refund is possible.
+            job = self._read(group.job_id, ref)
+            if job is not None:
+                self.release_superseded(ref, job)
             log.info(
-                "escrow %s: its deadline is near; settling the %d verified unit(s) now",
+                "escrow %s: its deadline is near; settling its verified unit(s) now",
                 ref,
-                group.claims,
                 extra={"job": "readiness", "escrow": ref, "job_id": group.job_id},
             )
             return True
@@ -87,16 +115,7 @@ class JobEndReadiness:
         if asked is not None and now - asked < self.policy.recheck_s:
             return False
         self._asked[ref] = now
-        try:
-            job = self.feed.job(group.job_id)
-        except FeedError as exc:
-            log.warning(
-                "cannot ask the API whether job %s is over: %s",
-                group.job_id,
-                exc,
-                extra={"job": "readiness", "escrow": ref},
-            )
-            return False
+        job = self._read(group.job_id, ref)
         if job is None or job.status not in JOB_OVER_STATUSES:
             return False
         ended = self._ended(ref, job, now)
@@ -116,6 +135,47 @@ class JobEndReadiness:
             )
             return False
         return True
+
+    def refusal(self, escrow: OutRef, job_id: str, bundled: Collection[int]) -> str | None:
+        """Why a co-signer must not sign a batch that settles `escrow` of job `job_id` paying
+        the units `bundled` (whose attestations the co-signer verifies itself), or None when
+        the rule above allows settling it now. Reads the API afresh (a co-signer is asked
+        rarely, and a stale "running" would refuse an honest batch) and may reject this
+        oracle's own attestations of superseded leases, as the proposer does."""
+        ref = str(escrow)
+        now = self.clock()
+        if self._deadline_near(escrow, now):
+            job = self._read(job_id, ref)
+            if job is not None:
+                self.release_superseded(ref, job)
+            return None
+        try:
+            job = self.feed.job(job_id)
+        except FeedError as exc:
+            return f"cannot ask the API whether job {job_id} is over: {exc}"
+        if job is None:
+            return f"the API does not know job {job_id}"
+        if job.status not in JOB_OVER_STATUSES:
+            return (
+                f"job {job_id} is {job.status} in this oracle's read of the API: escrow {ref} "
+                "is settled once the job is over (or once its deadline is less than "
+                f"{self.policy.deadline_margin_s:.0f}s away), not while its units still run"
+            )
+        ended = self._ended(ref, job, now)
+        self.release_superseded(ref, job)
+        waited = now - ended
+        if waited >= self.policy.grace_s:
+            return None
+        paid = set(bundled)
+        waiting = [i for i in self.undecided(ref, job) if i not in paid]
+        if waiting:
+            return (
+                f"job {job_id} is {job.status}, but unit(s) {waiting} completed and are neither "
+                "paid by the batch nor decided by this oracle; it signs without them "
+                f"{self.policy.grace_s - waited:.0f}s from now (the grace period since it "
+                "first saw the job over)"
+            )
+        return None
 
     def undecided(self, ref: str, job: JobInfo) -> list[int]:
         """Units the API reports completed whose attestation has no final verdict here."""
@@ -177,6 +237,23 @@ class JobEndReadiness:
                 extra={"job": "readiness", "escrow": ref},
             )
         return released
+
+    def _read(self, job_id: str, ref: str) -> JobInfo | None:
+        """The job as the API reports it now, or None (logged) when it cannot be read."""
+        try:
+            return self.feed.job(job_id)
+        except FeedError as exc:
+            log.warning(
+                "cannot ask the API whether job %s is over: %s",
+                job_id,
+                exc,
+                extra={"job": "readiness", "escrow": ref},
+            )
+            return None
+
+    def _deadline_near(self, escrow: OutRef, now: float) -> bool:
+        deadline_ms = self._deadline(escrow)
+        return deadline_ms is not None and deadline_ms / 1000 - now <= self.policy.deadline_margin_s
 
     def _ended(self, ref: str, job: JobInfo, now: float) -> float:
         with Session(self.db) as session:

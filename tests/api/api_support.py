@@ -122,8 +122,9 @@ class Worker:
         assert response.status_code == 200, response.text
         return dict(response.json())
 
-    def claim(self) -> Any:
-        return self.request("POST", "/api/v1/worker/claim")
+    def claim(self, *, cluster: bool = True) -> Any:
+        """Claim as a current worker does: saying whether it runs cluster nodes."""
+        return self.request("POST", "/api/v1/worker/claim", {"accepts": {"cluster": cluster}})
 
 
 def capabilities(offered: list[dict[str, Any]]) -> dict[str, Any]:

@@ -116,6 +116,10 @@ class RunSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     resources: Resources = field(default_factory=Resources)
     network_egress: bool = False
+    # A rank of a multi-node job: it dials the other nodes and accepts their connections
+    # on ports chosen at run time (c10d store, gloo/NCCL), so it needs the host's network.
+    # Only a runtime with `cluster_networking` runs it; no runtime runs it without.
+    cluster_node: bool = False
     wall_clock_limit_s: float | None = None
     read_only_root: bool = True
     user: str | None = None
@@ -316,6 +320,9 @@ class Runtime(ABC):
     #: False for runtimes that cannot contain a job; the worker must say so to users.
     isolated: bool
     name: str
+    #: Whether this runtime can run a cluster node (RunSpec.cluster_node): the worker
+    #: claims multi-node units only when it can.
+    cluster_networking: bool = False
 
     @abstractmethod
     def prepare(self, image: str, progress: ProgressCallback | None = None) -> str:

@@ -5,6 +5,13 @@ privileges, a read-only root with the work dir as the only writable mount (plus 
 small tmpfs /tmp), no network unless egress is allowed, cgroup limits on CPU, memory
 (without swap) and pids, a non-root user, and GPUs only through NVIDIA device requests.
 Works against a rootless engine too: the client comes from `DOCKER_HOST`.
+
+A rank of a multi-node job (`RunSpec.cluster_node`) is the one exception to "no network":
+its c10d store and gloo/NCCL connections use ports chosen at run time between all ranks,
+so it runs with the host's network, as is usual for multi-node training in containers.
+That also gives it the host's egress and its listening sockets, so it is the provider's
+opt-in (`allow_cluster_networking`); without it such a run is refused, never started
+without the network it needs. Everything else about the container stays as above.
 """
 
 from __future__ import annotations
@@ -49,6 +56,9 @@ from worker.runtime.image_ref import ImageRef, parse_image_ref
 DEFAULT_JOB_USER = "1000:1000"
 MANAGED_LABEL = "proofnet.managed"
 JOB_LABEL = "proofnet.job_id"
+# Which network a job container got, so a provider can list the host-networked ones.
+NETWORK_LABEL = "proofnet.network"
+HOST_NETWORK = "host"
 # How long to wait for output pumps and a killed container before giving up on them.
 _DRAIN_S = 10.0
 _KILL_GRACE_S = 30.0
@@ -115,12 +125,14 @@ class DockerRuntime(Runtime):
         egress_network: str = "bridge",
         gpu_driver: str = "nvidia",
         log_max_size: str = "50m",
+        allow_cluster_networking: bool = False,
     ) -> None:
         """`client` None connects lazily via DOCKER_HOST on first use.
 
         `pull_missing`: pull an image that is not present locally (needs a registry).
         `allow_unpinned`: accept `name:tag` references (development only).
         `egress_network`: the network used when a spec allows egress.
+        `allow_cluster_networking`: run cluster nodes with the host's network (see above).
         """
         self._client = client
         self.pull_missing = pull_missing
@@ -128,6 +140,7 @@ class DockerRuntime(Runtime):
         self.egress_network = egress_network
         self.gpu_driver = gpu_driver
         self.log_max_size = log_max_size
+        self.cluster_networking = allow_cluster_networking
         self._rootless: bool | None = None
         self._capabilities: dict[str, bool] | None = None
 
@@ -294,24 +307,41 @@ class DockerRuntime(Runtime):
         # so the job can write the dir and the worker can read what it wrote.
         return f"{os.geteuid()}:{os.getegid()}"
 
-    def run(
-        self, spec: RunSpec, on_log: LogCallback | None = None, log_file: Path | None = None
-    ) -> DockerRunHandle:
-        ref = self._parse(spec.image)
-        image = self._find_local(ref)
-        if image is None:
-            raise ImageUnavailable(f"image {ref} is not present; call prepare() first")
-        work_dir = spec.work_dir.resolve()
-        if not work_dir.is_dir():
-            raise InvalidRunSpec(f"work dir {work_dir} does not exist or is not a directory")
-        self._check_enforceable(spec.resources)
-        user = self._job_user(spec, work_dir)
+    def check_cluster_networking(self) -> None:
+        """Refuse cluster networking this engine cannot give: a rootless engine's host
+        network is RootlessKit's own namespace, which other machines cannot reach."""
+        if self._is_rootless():
+            raise JobStartFailed(
+                "this Docker engine is rootless: its host network is RootlessKit's own "
+                "namespace, so the other nodes of a multi-node job could not reach a job "
+                "there; run cluster nodes on a rootful engine, or do not allow cluster "
+                "networking"
+            )
+
+    def _network_mode(self, spec: RunSpec) -> str:
+        if not spec.cluster_node:
+            return self.egress_network if spec.network_egress else "none"
+        if not self.cluster_networking:
+            raise JobStartFailed(
+                "refusing to run a node of a multi-node job: it needs the host's network "
+                "(its ranks connect to each other on ports chosen at run time), and this "
+                "worker does not allow cluster networking (--allow-cluster-networking, "
+                "PROOFNET_WORKER_ALLOW_CLUSTER_NETWORKING)"
+            )
+        return HOST_NETWORK
+
+    def container_config(
+        self, spec: RunSpec, *, image_id: str, user: str, work_dir: Path
+    ) -> dict[str, Any]:
+        """The engine's create arguments for `spec` (refusing a cluster node this worker
+        does not allow to network)."""
         res = spec.resources
+        network_mode = self._network_mode(spec)
         env = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", **spec.env}
-        labels = {MANAGED_LABEL: "1", JOB_LABEL: spec.job_id or ""}
+        labels = {MANAGED_LABEL: "1", JOB_LABEL: spec.job_id or "", NETWORK_LABEL: network_mode}
         name = f"proofnet-{spec.job_id or 'job'}-{secrets.token_hex(4)}"
         kwargs: dict[str, Any] = {
-            "image": image.id,
+            "image": image_id,
             "command": list(spec.argv),
             "name": name,
             "labels": labels,
@@ -322,15 +352,18 @@ class DockerRuntime(Runtime):
             "read_only": spec.read_only_root,
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
-            "network_mode": self.egress_network if spec.network_egress else "none",
+            "network_mode": network_mode,
             "ipc_mode": "private",
-            "hostname": "job",
             "log_config": LogConfig(
                 type="json-file", config={"max-size": self.log_max_size, "max-file": "2"}
             ),
             "device_requests": _device_requests(res, self.gpu_driver),
             "detach": True,
         }
+        if network_mode != HOST_NETWORK:
+            # With the host's network the job keeps the host's name: torchrun, gloo and NCCL
+            # look their own name up in the host's /etc/hosts, where a made-up one is not.
+            kwargs["hostname"] = "job"
         if spec.tmpfs_bytes:
             kwargs["tmpfs"] = {"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs_bytes}"}
         if res.cpus is not None:
@@ -341,7 +374,27 @@ class DockerRuntime(Runtime):
             kwargs["memswap_limit"] = res.memory_bytes
         if res.pids_limit is not None:
             kwargs["pids_limit"] = res.pids_limit
+        return kwargs
 
+    def run(
+        self, spec: RunSpec, on_log: LogCallback | None = None, log_file: Path | None = None
+    ) -> DockerRunHandle:
+        # Before anything touches the engine or the work dir: a cluster node this worker
+        # may not network is refused outright.
+        self._network_mode(spec)
+        if spec.cluster_node:
+            self.check_cluster_networking()
+        ref = self._parse(spec.image)
+        image = self._find_local(ref)
+        if image is None:
+            raise ImageUnavailable(f"image {ref} is not present; call prepare() first")
+        work_dir = spec.work_dir.resolve()
+        if not work_dir.is_dir():
+            raise InvalidRunSpec(f"work dir {work_dir} does not exist or is not a directory")
+        self._check_enforceable(spec.resources)
+        user = self._job_user(spec, work_dir)
+        res = spec.resources
+        kwargs = self.container_config(spec, image_id=str(image.id), user=user, work_dir=work_dir)
         try:
             container = self.client.containers.create(**kwargs)
         except ImageNotFound as exc:

@@ -93,6 +93,8 @@ class ProcessRunHandle(RunHandle):
 class ProcessRuntime(Runtime):
     isolated = False
     name = "process"
+    # Jobs share the host's network anyway.
+    cluster_networking = True
     stop_grace_s = _DRAIN_S
 
     def prepare(self, image: str, progress: ProgressCallback | None = None) -> str:

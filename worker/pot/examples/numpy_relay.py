@@ -17,6 +17,10 @@ PROOFNET_CHECKPOINT_OUT and its metrics to `results/metrics.json`. `evaluate` wr
 the element-wise mean of its input checkpoints. A checkpoint and a data shard are
 `worker.pot.tensors` bundles (checkpoint: W1, b1, W2, b2 and velocity.*; shard: x, y).
 
+`make_trainer` is the oracle's replay entry point for a stage (a repository's
+`proofnet_replay.py` re-exports it, see `oracle.spotcheck`): the oracle runs it with the
+stage's unit environment (PROOFNET_UNIT_INDEX, PROOFNET_SHARDS holding the stage's own data).
+
 Standard library + numpy only: a training repository vendors it (proofnet.demo_job).
 """
 
@@ -27,7 +31,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +39,7 @@ import numpy as np
 from worker.pot import env
 from worker.pot.examples.numpy_mlp import PARAM_NAMES, MLPConfig, MLPTrainer
 from worker.pot.recorder import ProofOfTraining, run_training
-from worker.pot.seeds import BatchSampler
+from worker.pot.seeds import BatchSampler, derive_data_seed
 from worker.pot.tensors import decimal_string, read_tensors, write_tensors
 
 VELOCITY = "velocity."
@@ -248,6 +252,50 @@ def average_inputs(unit: env.UnitEnv) -> str:
         raise RelayError(f"an aggregation needs {env.CHECKPOINT_OUT}")
     averaged = average([read_checkpoint(p) for p in unit.input_checkpoints])
     return write_tensors(unit.checkpoint_out, averaged)
+
+
+def make_trainer(
+    job: env.JobEnv, commands: Sequence[Sequence[str]]
+) -> tuple[MLPTrainer, Callable[[int], np.ndarray]]:
+    """A stage's trainer for a replay, and its data order (batch indices per step).
+
+    The hyperparameters are the flags of the job's `train` command; the data are the
+    stage's shards (PROOFNET_SHARDS, as the stage had them); the unit index seeds the
+    stage's augmentation noise as in `train_stage`. No input checkpoint is read: a replayed
+    segment starts from the committed checkpoint that opens it.
+    """
+    args = _train_arguments(commands)
+    unit = env.UnitEnv.read(os.environ)
+    if unit.kind != "stage":
+        raise RelayError(f"only stages train and are replayed, not a {unit.kind} unit")
+    x, y = load_shards(unit.shards)
+    trainer = _trainer(
+        x,
+        y,
+        start=None,
+        hidden=args.hidden,
+        classes=args.classes,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        job_seed=job.job_seed,
+        unit_index=unit.index,
+    )
+    sampler = BatchSampler(
+        derive_data_seed(job.job_seed, job.nonce), len(x), trainer.cfg.batch_size
+    )
+    return trainer, sampler.indices
+
+
+def _train_arguments(commands: Sequence[Sequence[str]]) -> argparse.Namespace:
+    """The flags of the job's `train` command (the first argv with a `train` sub-command)."""
+    for argv in commands:
+        if "train" in argv:
+            rest = list(argv[list(argv).index("train") :])
+            try:
+                return _parser().parse_args(rest)
+            except SystemExit as exc:  # argparse exits on bad flags; a replay must not
+                raise RelayError(f"cannot parse the train command {rest!r}") from exc
+    raise RelayError("the job's commands have no `train` sub-command")
 
 
 def _parser() -> argparse.ArgumentParser:
