@@ -26,19 +26,45 @@ def _config():  # type: ignore[no-untyped-def]
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default: from api_url)")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default: from api_url)")] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, max=64, help="Processes (default: api_workers)")
+    ] = None,
+    access_log: Annotated[
+        bool | None,
+        typer.Option("--access-log/--no-access-log", help="Log each request (default: on)"),
+    ] = None,
 ) -> None:
     """Run the API (migrating the database to the latest schema first)."""
-    import uvicorn
+    import os
 
-    from api.app import create_app
+    import uvicorn
 
     settings, config = _config()
     default = urlsplit(settings.api_url)
-    uvicorn.run(
-        create_app(config=config),
-        host=host or default.hostname or "127.0.0.1",
-        port=port or default.port or 8000,
-    )
+    bind = {
+        "host": host or default.hostname or "127.0.0.1",
+        "port": port or default.port or 8000,
+        "access_log": settings.api_access_log if access_log is None else access_log,
+    }
+    processes = workers or settings.api_workers
+    if processes == 1:
+        from api.app import create_app
+
+        uvicorn.run(create_app(config=config), **bind)  # type: ignore[arg-type]
+        return
+    # Several processes: migrate once here, so they never race each other's DDL, then
+    # let each build the app from the same environment (uvicorn needs a factory path).
+    if config.auto_migrate:
+        from api.db import make_engine
+        from api.migrate import upgrade_head
+
+        engine = make_engine(config.database_url)
+        try:
+            upgrade_head(engine)
+        finally:
+            engine.dispose()
+    os.environ["PROOFNET_API_AUTO_MIGRATE"] = "false"
+    uvicorn.run("api.app:create_app", factory=True, workers=processes, **bind)  # type: ignore[arg-type]
 
 
 @app.command()

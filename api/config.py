@@ -57,8 +57,9 @@ class ApiConfig:
             "lease_ttl_s": settings.api_lease_ttl_s,
             "max_attempts": settings.api_job_max_attempts,
             "settlement_window_s": settings.api_settlement_window_s,
-            "cluster_wait_s": int(getattr(settings, "api_cluster_wait_s", 600)),
-            "cluster_backoff_s": int(getattr(settings, "api_cluster_backoff_s", 60)),
+            "cluster_wait_s": settings.api_cluster_wait_s,
+            "cluster_backoff_s": settings.api_cluster_backoff_s,
+            "auto_migrate": settings.api_auto_migrate,
             "claim_requires_escrow": True,
             "oracle_keys": tuple(
                 k.strip().lower() for k in settings.api_oracle_keys.split(",") if k.strip()

@@ -58,6 +58,14 @@ class Settings(BaseSettings):
     api_settlement_window_s: int = 24 * 3600
     # Comma-separated Ed25519 public keys (hex) of oracles allowed to read the oracle feed.
     api_oracle_keys: str = ""
+    # A multi-node job's nodes wait at most this long for the rest of their cluster; then the
+    # waiting leases are handed back and the cluster is not offered again for the backoff.
+    api_cluster_wait_s: int = 600
+    api_cluster_backoff_s: int = 60
+    # `proofnet api serve` migrates once before starting its processes; workers never do.
+    api_auto_migrate: bool = True
+    api_workers: int = 1
+    api_access_log: bool = True
 
     # --- notifications (email over SMTP; empty host = email off) ---------------------------
     smtp_host: str = ""

@@ -47,3 +47,59 @@ def test_add_senior_refuses_a_bad_address(db_env: str) -> None:
     result = CliRunner().invoke(app, ["add-senior", "addr_test1nope"])
     assert result.exit_code == 1
     assert "not a valid Cardano address" in result.output
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_with_several_processes_migrates_once_and_answers(db_env: str, tmp_path: Any) -> None:
+    """`serve --workers 2` migrates before forking (the processes never race on DDL) and
+    each process serves the same database."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    env = {**os.environ, "PROOFNET_ORACLE_URL": "", "PROOFNET_DEVNET_URL": "http://127.0.0.1:9"}
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "proofnet.cli", "api", "serve", "--port", str(port),
+             "--workers", "2", "--no-access-log"],
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=2)
+                if r.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        assert server.poll() is None, log.read_text()
+        for _ in range(20):
+            assert httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=5).status_code == 200
+        engine = make_engine(db_env)
+        try:
+            from api.migrate import current_revision
+
+            assert current_revision(engine) == head_revision()
+        finally:
+            engine.dispose()
+        text = log.read_text()
+        assert text.count("Started server process") == 2, text
+        assert "GET /api/v1/health" not in text  # --no-access-log
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
