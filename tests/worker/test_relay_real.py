@@ -97,7 +97,9 @@ def test_relay_survives_a_worker_killed_mid_stage(
 
     atts = {a.unit.index: a for a in oracle.accepted[job_id] if a.unit is not None}
     assert len(oracle.accepted[job_id]) == 5 and sorted(atts) == [0, 1, 2, 3, 4]
-    assert victim.public_key not in {a.worker_key for a in atts.values()}
+    # The victim may have run stage 0 before; the stage it was killed in is attested by
+    # the worker that re-ran it, never by the victim.
+    assert atts[1].worker_key != victim.public_key
     out = {i: atts[i].unit.output for i in range(5)}  # type: ignore[union-attr]
     assert atts[0].unit.inputs == ()  # type: ignore[union-attr]
     # The re-run started from the very checkpoint the killed worker had verified.
