@@ -18,6 +18,7 @@ from api.app import create_app
 from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.services.users import add_senior
+from api.storage import LocalBlobStore
 
 POSTGRES_URL = os.environ.get(
     "PROOFNET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -126,3 +127,11 @@ def approved(
 @pytest.fixture
 def worker_factory(client: TestClient, clock: FakeClock) -> Callable[[], Worker]:
     return lambda: Worker(client, clock=clock)
+
+
+@pytest.fixture
+def store(client: TestClient, tmp_path: Any) -> LocalBlobStore:
+    """A local content-addressed store the app writes results and checkpoints to."""
+    blobs = LocalBlobStore(tmp_path / "blobs")
+    client.app.state.blob_store = blobs  # type: ignore[attr-defined]
+    return blobs

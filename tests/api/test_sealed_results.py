@@ -30,13 +30,6 @@ from worker.api_client import BadClaim, parse_claim
 from worker.results import collect_results, seal_results
 
 
-@pytest.fixture
-def store(client: TestClient, tmp_path: Path) -> LocalBlobStore:
-    blobs = LocalBlobStore(tmp_path / "blobs")
-    client.app.state.blob_store = blobs  # type: ignore[attr-defined]
-    return blobs
-
-
 def _put(worker: Worker, path: str, data: bytes) -> Any:
     now = worker.clock() if worker.clock else None
     signed = sign_request_headers(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from api_support import FakeClock, Wallet, Worker
 from fastapi.testclient import TestClient
-from unit_support import UnitWorker, job, multi_node_spec, sha, submit
+from unit_support import UnitWorker, job, multi_node_spec, sha, submit, unit_workers
 
 from api.config import ApiConfig
 from api.storage import LocalBlobStore
@@ -25,20 +25,8 @@ def config(make_config: Callable[..., ApiConfig]) -> ApiConfig:
 
 
 @pytest.fixture
-def store(client: TestClient, tmp_path: Any) -> LocalBlobStore:
-    blobs = LocalBlobStore(tmp_path / "blobs")
-    client.app.state.blob_store = blobs  # type: ignore[attr-defined]
-    return blobs
-
-
-@pytest.fixture
 def workers(worker_factory: Callable[[], Worker]) -> Callable[[], UnitWorker]:
-    def make() -> UnitWorker:
-        worker = worker_factory()
-        worker.register([("NVIDIA H100", 81920)])
-        return UnitWorker(worker)
-
-    return make
+    return unit_workers(worker_factory, ("NVIDIA H100", 81920))
 
 
 def _cluster(response: Any) -> dict[str, Any]:

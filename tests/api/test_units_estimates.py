@@ -26,13 +26,6 @@ def config(make_config: Callable[..., ApiConfig], database_url: str) -> ApiConfi
     return make_config(database_url=database_url, lease_ttl_s=3600)
 
 
-@pytest.fixture
-def store(client: TestClient, tmp_path: Any) -> LocalBlobStore:
-    blobs = LocalBlobStore(tmp_path / "blobs")
-    client.app.state.blob_store = blobs  # type: ignore[attr-defined]
-    return blobs
-
-
 def _estimate(client: TestClient, auth: dict[str, str], spec: dict[str, Any]) -> dict[str, Any]:
     response = client.post("/api/v1/estimates", json={"spec": spec}, headers=auth)
     assert response.status_code == 200, response.text

@@ -20,6 +20,7 @@ from unit_support import (
     relay_spec,
     sha,
     submit,
+    unit_workers,
 )
 
 from api.config import ApiConfig
@@ -36,20 +37,8 @@ def config(make_config: Callable[..., ApiConfig]) -> ApiConfig:
 
 
 @pytest.fixture
-def store(client: TestClient, tmp_path: Any) -> LocalBlobStore:
-    blobs = LocalBlobStore(tmp_path / "blobs")
-    client.app.state.blob_store = blobs  # type: ignore[attr-defined]
-    return blobs
-
-
-@pytest.fixture
 def workers(worker_factory: Callable[[], Worker]) -> Callable[[], UnitWorker]:
-    def make() -> UnitWorker:
-        worker = worker_factory()
-        worker.register([("NVIDIA L4", 24576)])
-        return UnitWorker(worker)
-
-    return make
+    return unit_workers(worker_factory, ("NVIDIA L4", 24576))
 
 
 def oracle_get(client: TestClient, path: str) -> Any:

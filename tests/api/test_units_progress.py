@@ -13,7 +13,16 @@ from api_support import FakeClock, Wallet, Worker
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event
 from sqlmodel import Session, select
-from unit_support import UnitWorker, chain, evaluation, job, multi_node_spec, relay_spec, submit
+from unit_support import (
+    UnitWorker,
+    chain,
+    evaluation,
+    job,
+    multi_node_spec,
+    relay_spec,
+    submit,
+    unit_workers,
+)
 
 from api.config import ApiConfig
 from api.models import User
@@ -29,20 +38,8 @@ def config(make_config: Callable[..., ApiConfig], database_url: str) -> ApiConfi
 
 
 @pytest.fixture
-def store(client: TestClient, tmp_path: Any) -> LocalBlobStore:
-    blobs = LocalBlobStore(tmp_path / "blobs")
-    client.app.state.blob_store = blobs  # type: ignore[attr-defined]
-    return blobs
-
-
-@pytest.fixture
 def workers(worker_factory: Callable[[], Worker]) -> Callable[[], UnitWorker]:
-    def make() -> UnitWorker:
-        worker = worker_factory()
-        worker.register([("NVIDIA L4", 24576)])
-        return UnitWorker(worker)
-
-    return make
+    return unit_workers(worker_factory, ("NVIDIA L4", 24576))
 
 
 def _status(client: TestClient, auth: dict[str, str], job_id: str) -> dict[str, Any]:

@@ -18,13 +18,6 @@ from proofnet.messages.result_paths import ResultNameError, check_result_name, g
 from proofnet.messages.worker_auth import request_target, sign_request_headers
 
 
-@pytest.fixture
-def store(client: TestClient, tmp_path: Path) -> LocalBlobStore:
-    blobs = LocalBlobStore(tmp_path / "blobs")
-    client.app.state.blob_store = blobs  # type: ignore[attr-defined]
-    return blobs
-
-
 def _put(worker: Worker, path: str, data: bytes, **headers: str) -> Any:
     now = worker.clock() if worker.clock else None
     signed = sign_request_headers(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,3 +143,16 @@ class UnitWorker:
 
     def input(self, token: str, position: int) -> Any:
         return self.worker.request("GET", f"/api/v1/worker/leases/{token}/inputs/{position}")
+
+
+def unit_workers(
+    worker_factory: Callable[[], Worker], gpu: tuple[str, int]
+) -> Callable[[], UnitWorker]:
+    """A factory of registered workers with one `gpu` (model, memory MB) each."""
+
+    def make() -> UnitWorker:
+        worker = worker_factory()
+        worker.register([gpu])
+        return UnitWorker(worker)
+
+    return make
