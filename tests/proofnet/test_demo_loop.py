@@ -20,27 +20,15 @@ from pathlib import Path
 
 import pytest
 from fastapi import FastAPI, Response
-from pycardano import Address, Network, ScriptHash, Transaction, TransactionOutput
+from pycardano import Address, Network
 
-from chain.contracts.types import EscrowDatum
-from chain.devnet.ledger import Ledger
 from chain.devnet.testing import running_devnet, serve_app
 from chain.offchain.builders.deployment import Deployment
-from chain.offchain.builders.onchain import address_from_data, datum_cbor
+from chain.offchain.builders.onchain import address_from_data
 from proofnet import demo_job
 from proofnet.audit import AuditError, AuditReport, audit_settlement
 from proofnet.messages.jobspec import JobSpec
-
-
-def _ntx(output: TransactionOutput, deployment: Deployment) -> int:
-    policy, name = bytes.fromhex(deployment.ntx_policy), bytes.fromhex(deployment.ntx_name)
-    return sum(
-        int(q)
-        for p, assets in output.amount.multi_asset.items()
-        if p.payload == policy
-        for n, q in assets.items()
-        if n.payload == name
-    )
+from tests.proofnet.settled_on_chain import settled_escrow
 
 
 def _children_in(data_dir: Path) -> list[str]:
@@ -117,33 +105,11 @@ def test_demo_settles_the_job_as_attested(
     assert job_id == spec.job_id
 
     # --- the chain, read from the ledger directory ----------------------------------------
-    deployment = Deployment.load(data / "deployment.json")
-    ledger = Ledger.open(data / "devnet")
-    try:
-        record = ledger.transaction(tx_hash)
-        assert record is not None and record.valid_contract
-        tx = Transaction.from_cbor(record.cbor)
-        escrows = []
-        for tx_in in tx.transaction_body.inputs:
-            source = ledger.transaction(tx_in.transaction_id.payload.hex())
-            assert source is not None
-            spent = Transaction.from_cbor(source.cbor).transaction_body.outputs[tx_in.index]
-            if spent.address.payment_part == ScriptHash(bytes.fromhex(deployment.escrow_hash)):
-                escrows.append(spent)
-    finally:
-        ledger.close()
-    assert len(escrows) == 1
-    (escrow,) = escrows
-    datum = EscrowDatum.from_cbor(datum_cbor(escrow.datum))
+    datum, held, received = settled_escrow(data, tx_hash)
     # The escrow datum's job id is the 32 raw bytes of the spec's id.
     assert bytes(datum.job_id) == bytes.fromhex(spec.job_id)
-    assert datum.budget == demo_job.BUDGET == _ntx(escrow, deployment)
+    assert datum.budget == demo_job.BUDGET == held
     submitter = str(address_from_data(datum.submitter, Network.TESTNET))
-    received: dict[str, int] = {}
-    for output in tx.transaction_body.outputs:
-        received[str(output.address)] = received.get(str(output.address), 0) + _ntx(
-            output, deployment
-        )
     assert received[provider] == attested
     assert received[submitter] == demo_job.BUDGET - attested
     assert sum(received.values()) == demo_job.BUDGET  # no NTX of the escrow went elsewhere

@@ -23,19 +23,17 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI, Response
-from pycardano import Network, ScriptHash, Transaction, TransactionOutput
+from pycardano import Network
 from typer.testing import CliRunner
 
-from chain.contracts.types import EscrowDatum
-from chain.devnet.ledger import Ledger
 from chain.devnet.testing import running_devnet, serve_app
-from chain.offchain.builders.deployment import Deployment
-from chain.offchain.builders.onchain import address_from_data, datum_cbor
+from chain.offchain.builders.onchain import address_from_data
 from proofnet import demo_relay
 from proofnet.cli import DemoShape, app
 from proofnet.demo import SHAPES, DemoOptions
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.topology import plan, total_amount
+from tests.proofnet.settled_on_chain import settled_escrow
 
 RunResult = tuple[Path, subprocess.CompletedProcess[str]]
 
@@ -191,44 +189,6 @@ def _attested_units(data: Path) -> dict[int, dict[str, Any]]:
     return out
 
 
-def _ntx(output: TransactionOutput, deployment: Deployment) -> int:
-    policy, name = bytes.fromhex(deployment.ntx_policy), bytes.fromhex(deployment.ntx_name)
-    return sum(
-        int(q)
-        for p, assets in output.amount.multi_asset.items()
-        if p.payload == policy
-        for n, q in assets.items()
-        if n.payload == name
-    )
-
-
-def _on_chain(data: Path, tx_hash: str) -> tuple[EscrowDatum, int, dict[str, int]]:
-    """From the ledger directory: the spent escrow's datum and NTX, and the NTX the
-    settlement gives each address."""
-    deployment = Deployment.load(data / "deployment.json")
-    ledger = Ledger.open(data / "devnet")
-    try:
-        record = ledger.transaction(tx_hash)
-        assert record is not None and record.valid_contract
-        tx = Transaction.from_cbor(record.cbor)
-        escrows = []
-        for tx_in in tx.transaction_body.inputs:
-            source = ledger.transaction(tx_in.transaction_id.payload.hex())
-            assert source is not None
-            spent = Transaction.from_cbor(source.cbor).transaction_body.outputs[tx_in.index]
-            if spent.address.payment_part == ScriptHash(bytes.fromhex(deployment.escrow_hash)):
-                escrows.append(spent)
-    finally:
-        ledger.close()
-    ((escrow),) = escrows
-    received: dict[str, int] = {}
-    for output in tx.transaction_body.outputs:
-        address = str(output.address)
-        received[address] = received.get(address, 0) + _ntx(output, deployment)
-    datum = EscrowDatum.from_cbor(datum_cbor(escrow.datum))
-    return datum, _ntx(escrow, deployment), received
-
-
 def _payout_addresses(data: Path) -> set[str]:
     return {
         json.loads((data / f"worker-{i}" / "work" / "registration.json").read_text())["binding"][
@@ -267,7 +227,7 @@ def _check_settlement(run: RunResult, paid_units: list[int]) -> dict[int, dict[s
 
     # The transaction itself, from the ledger: the escrow of this job, its NTX split between
     # the units' providers and the submitter, nothing elsewhere.
-    datum, held, received = _on_chain(data, tx_hash)
+    datum, held, received = settled_escrow(data, tx_hash)
     attested = _attested_units(data)
     assert sorted(attested) == paid_units
     (job_id,) = {a["domain"]["job_id"] for a in attested.values()}
