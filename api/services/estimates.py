@@ -31,7 +31,7 @@ from api.models import Job, Lease, LeaseUsage, MeasuredRun, Provider, ProviderGp
 from api.services import rate_cards
 from api.services.pricing import MarketRate, PricingError, Quote, Span, rule_for
 from proofnet.messages.jobspec import JobSpec
-from proofnet.messages.topology import Unit
+from proofnet.messages.topology import Unit, plan
 
 # Dense BF16/FP16 tensor peak TFLOP/s by GPU family, matched as a substring of the model name
 # (longest key first, so "A100" wins over "A10" and "L40S" over "L4").
@@ -316,6 +316,13 @@ def _static(flops: float, models: Sequence[str], gpus: int) -> Span | None:
     return _union(spans)
 
 
+def _bounded_runs(spec: JobSpec) -> int:
+    """How many runs of at most max_duration_s the estimated time spans."""
+    if spec.topology is None or spec.topology.kind == "multi_node":
+        return 1  # a cluster's nodes run side by side: one run of wall time
+    return sum(1 for u in plan(spec.topology) if u.kind in ("stage", "aggregate"))
+
+
 def estimate(
     spec: JobSpec,
     market: Market,
@@ -324,7 +331,10 @@ def estimate(
 ) -> Estimate:
     """The estimate itself: a pure function of the spec, the market and the measurements."""
     res = spec.resources
-    cap = float(res.max_duration_s)
+    # max_duration_s bounds one run; a relay runs one per stage (and aggregation), so its
+    # whole pass over the data is bounded by that many.
+    runs = _bounded_runs(spec)
+    cap = float(res.max_duration_s) * runs
     notes: list[str] = []
     # With no fitting provider online the known GPU families stand in for the market.
     models: Sequence[str] = market.gpu_models or (sorted(PEAK_TFLOPS) if res.gpus else ())
@@ -370,8 +380,10 @@ def estimate(
             "(or run the workload once) to narrow it"
         )
     elif time.low > cap:
+        per = f" x {runs} stage runs" if runs > 1 else ""
         notes.append(
-            f"likely longer than max_duration_s ({res.max_duration_s}s): the run would be cut off"
+            f"likely longer than max_duration_s ({res.max_duration_s}s{per}): "
+            "the run would be cut off"
         )
     time = Span(min(time.low, cap), min(time.high, cap))
 

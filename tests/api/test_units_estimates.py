@@ -92,3 +92,24 @@ def test_completed_stages_narrow_estimates_of_their_workload(
     clock.advance(200)
     w.finish_stage(stage, b"checkpoint 2")
     assert _measured(session) == [(job_id, "NVIDIA L4", 1, 600.0, 0.75)]
+
+
+def test_a_relay_is_bounded_by_its_stages_runs_not_one_run() -> None:
+    """max_duration_s bounds each stage's run: a 3-stage relay's pass over the data may take
+    three times as long without being "cut off"; a single run may not."""
+    from api.services.estimates import Market, Measurement, estimate
+    from proofnet.messages.jobspec import JobSpec
+
+    relay = relay_spec(chain(3))
+    relay["resources"] = dict(relay["resources"], max_duration_s=300)
+    single = {k: v for k, v in relay.items() if k != "topology"}
+    market = Market(gpu_models=("NVIDIA L4",), rates=())
+    measured = [Measurement("NVIDIA L4", 1, 800.0, "completed")]
+
+    pipeline = estimate(JobSpec.from_dict(relay), market, measured)
+    assert (pipeline.time_s.low, pipeline.time_s.high) == pytest.approx((760, 840))
+    assert not any("cut off" in n for n in pipeline.notes)
+
+    one_run = estimate(JobSpec.from_dict(single), market, measured)
+    assert (one_run.time_s.low, one_run.time_s.high) == (300, 300)
+    assert any("cut off" in n for n in one_run.notes)
