@@ -109,11 +109,13 @@ class Shards:
 @pytest.fixture(scope="session")
 def shards(tmp_path_factory: pytest.TempPathFactory) -> Shards:
     root = tmp_path_factory.mktemp("relay-data")
-    paths = make_shards(root / "train", shards=3, examples=512, features=32, classes=4, seed=11)
-    held = make_shards(root / "held", shards=1, examples=256, features=32, classes=4, seed=11)
-    # The same teacher labels both; distinct names keep the data/ dir of a unit unambiguous.
-    renamed = held[0].with_name("held-out.bin")
-    held[0].rename(renamed)
+    # One call: the same teacher labels every shard; the last is held out (never trained on).
+    *paths, held = make_shards(
+        root / "train", shards=4, examples=512, features=32, classes=4, seed=11
+    )
+    (root / "held").mkdir()
+    # A distinct name keeps the data/ dir of a unit unambiguous.
+    renamed = held.rename(root / "held" / "held-out.bin")
     return Shards(train=tuple(paths), held_out=(renamed,))
 
 

@@ -67,7 +67,7 @@ def make_shards(
     for i in range(shards):
         x = rng.standard_normal((examples, features))
         noise = 0.1 * rng.standard_normal((examples, classes))
-        y = np.argmax(np.tanh(x @ teacher) + noise, axis=1).astype(np.int64)
+        y = np.argmax(np.tanh(x @ teacher / np.sqrt(features)) + noise, axis=1).astype(np.int64)
         path = out / f"shard-{i}.bin"
         write_tensors(path, {"x": x, "y": y})
         paths.append(path)
