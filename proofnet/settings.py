@@ -89,6 +89,25 @@ class Settings(BaseSettings):
     oracle_url: str = "http://127.0.0.1:8100"
     oracle_key_file: Path | None = None
 
+    # --- oracle settlement (oracle.settlement.service.SettlementConfig) --------------------
+    settlement_enabled: bool = False
+    settlement_deployment_file: Path | None = None
+    settlement_batch_size: int = Field(default=16, ge=1)
+    settlement_max_wait_s: float = Field(default=30.0, ge=0)
+    settlement_interval_s: float = Field(default=2.0, gt=0)
+    settlement_confirmation_depth: int = Field(default=3, ge=1)
+    settlement_max_submit_attempts: int = Field(default=3, ge=1)
+    settlement_lease_ttl_s: float = Field(default=30.0, gt=0)
+    # Co-signers as JSON: [{"url": "http://...", "key_hash": "<28-byte hex>"}, ...]
+    settlement_cosigners: str = "[]"
+    # Topology jobs (oracle.settlement.readiness): once a job is over, how long its escrow
+    # waits for attestations of completed units still missing or being verified; and how
+    # close to its deadline an escrow is settled with what is verified, job over or not.
+    settlement_unit_grace_s: float = Field(default=600.0, ge=0)
+    settlement_unit_deadline_margin_s: float = Field(default=1800.0, ge=0)
+    settlement_threshold: int = Field(default=1, ge=1)
+    settlement_holder: str = ""
+
     # --- worker ------------------------------------------------------------------------
     worker_key_file: Path = Path(".proofnet/worker.skey")
     worker_runtime: Literal["docker", "process"] = "docker"

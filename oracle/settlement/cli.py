@@ -35,7 +35,7 @@ def settle(
     from proofnet.settings import build_settings
 
     from .batcher import ProposerLeaseGuard, SettlementScheduler, default_holder
-    from .service import SettlementSettings, build_engine
+    from .service import SettlementConfig, build_engine
 
     settings = build_settings()
     try:
@@ -46,7 +46,8 @@ def settle(
     except OracleKeyError as exc:
         raise typer.BadParameter(str(exc), param_hint="--key-file") from exc
     logs.configure()
-    config = SettlementSettings(
+    config = SettlementConfig.from_settings(
+        settings,
         enabled=True,
         deployment_file=deployment,
         batch_size=batch_size,

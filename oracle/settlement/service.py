@@ -16,8 +16,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI
 from nacl.signing import SigningKey
 from prometheus_client import CollectorRegistry
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.engine import Engine
 from starlette.concurrency import run_in_threadpool
 
@@ -31,15 +30,11 @@ from .queue import AttestationQueue
 from .watcher import WatchConfig
 
 
-class SettlementSettings(BaseSettings):
-    """`PROOFNET_SETTLEMENT_*` environment variables."""
+class SettlementConfig(BaseModel):
+    """The settlement engine's configuration: the `settlement_*` fields of the one settings
+    class (`PROOFNET_SETTLEMENT_*`), or values a command line gives."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="PROOFNET_SETTLEMENT_",
-        env_file=".env",
-        env_file_encoding="utf-8",
-        extra="ignore",
-    )
+    model_config = ConfigDict(frozen=True)
 
     enabled: bool = False
     deployment_file: Path | None = None
@@ -49,20 +44,22 @@ class SettlementSettings(BaseSettings):
     confirmation_depth: int = Field(default=3, ge=1)
     max_submit_attempts: int = Field(default=3, ge=1)
     lease_ttl_s: float = Field(default=30.0, gt=0)
-    # Co-signers as JSON: [{"url": "http://...", "key_hash": "<28-byte hex>"}, ...]
     cosigners: str = "[]"
-    # Topology jobs (oracle.settlement.readiness): once a job is over, how long its escrow
-    # waits for attestations of completed units still missing or being verified; and how
-    # close to its deadline an escrow is settled with what is verified, job over or not.
     unit_grace_s: float = Field(default=600.0, ge=0)
     unit_deadline_margin_s: float = Field(default=1800.0, ge=0)
     threshold: int = Field(default=1, ge=1)
     holder: str = ""
 
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> SettlementConfig:
+        values = {name: getattr(settings, f"settlement_{name}") for name in cls.model_fields}
+        values.update(overrides)
+        return cls(**values)
+
 
 def build_engine(
     settings: Settings,
-    config: SettlementSettings,
+    config: SettlementConfig,
     signing_key: SigningKey,
     db: Engine,
     registry: CollectorRegistry | None = None,
@@ -112,7 +109,7 @@ def settlement_extensions(
     signing_key: SigningKey,
     registry: CollectorRegistry | None,
     db: Engine | None = None,
-    config: SettlementSettings | None = None,
+    config: SettlementConfig | None = None,
 ) -> tuple[list[Any], list[APIRouter]]:
     """Lifespan hooks and routers for `oracle.app.create_app`. The bundle and quorum routes
     are always served; the scheduler runs only when settlement is enabled. The database is
@@ -120,7 +117,7 @@ def settlement_extensions(
     from .quorum import CoSigner
     from .routes import router
 
-    config = config or SettlementSettings()
+    config = config or SettlementConfig.from_settings(settings)
 
     @contextlib.asynccontextmanager
     async def hook(app: FastAPI) -> AsyncIterator[None]:

@@ -67,12 +67,9 @@ def _proofnet_services(compose: dict) -> dict[str, dict]:
 
 
 def test_every_proofnet_variable_is_a_setting(compose: dict) -> None:
-    from oracle.settlement.service import SettlementSettings
     from proofnet.settings import Settings
 
-    known = {f"PROOFNET_{name.upper()}" for name in Settings.model_fields} | {
-        f"PROOFNET_SETTLEMENT_{name.upper()}" for name in SettlementSettings.model_fields
-    }
+    known = {f"PROOFNET_{name.upper()}" for name in Settings.model_fields}
     for name, service in _proofnet_services(compose).items():
         variables = {v for v in service["environment"] if v.startswith("PROOFNET_")}
         assert variables, name
