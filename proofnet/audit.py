@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -909,8 +908,7 @@ def audit(
     project_id: str = typer.Option(
         "",
         "--blockfrost-project-id",
-        envvar="PROOFNET_BLOCKFROST_PROJECT_ID",
-        help="Blockfrost project id (sent as the project_id header)",
+        help="Blockfrost project id (default: PROOFNET_BLOCKFROST_PROJECT_ID)",
     ),
     since: int | None = typer.Option(
         None, "--since", min=0, help="scan only blocks at or above this height"
@@ -933,7 +931,7 @@ def audit(
         deployed = Deployment.load(deployment)
     except (BuilderError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--deployment") from exc
-    project = project_id or os.environ.get("PROOFNET_BLOCKFROST_PROJECT_ID", "")
+    project = project_id or settings.blockfrost_project_id
     oracles = oracle_url or [settings.oracle_url]
     quiet = as_json
 
