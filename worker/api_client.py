@@ -21,13 +21,14 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from pydantic import ValidationError
 
-from proofnet.messages.attestation import NETWORKS, EscrowRef
+from proofnet.messages.claim import Claim, ClaimEscrow, ClaimSealing, LeaseAnswer
 from proofnet.messages.jobspec import JobSpec, JobSpecError
 from proofnet.messages.sealing import SealingError, SealingTarget
 from proofnet.messages.worker_auth import request_target, sign_request_headers
 from worker.identity import WorkerKey
-from worker.unit_claim import ClusterState, UnitAssignment, parse_cluster, parse_unit
+from worker.unit_claim import UnitAssignment, parse_unit
 
 CLAIM_PATH = "/api/v1/worker/claim"
 HEARTBEAT_PATH = "/api/v1/worker/heartbeat"
@@ -66,29 +67,6 @@ class InputRejected(ApiRefused):
 
 
 @dataclass(frozen=True)
-class EscrowTarget:
-    """Where the attestation for a job is settled: network, escrow script and escrow UTxO."""
-
-    network: str
-    script_hash: str
-    ref: EscrowRef
-
-    @classmethod
-    def from_json(cls, obj: Any) -> EscrowTarget:
-        if not isinstance(obj, Mapping):
-            raise ValueError("escrow must be an object")
-        network = obj.get("network")
-        if network not in NETWORKS:
-            raise ValueError(f"escrow network {network!r} is not one of {NETWORKS}")
-        ref = EscrowRef.model_validate({"tx_id": obj.get("tx_id"), "index": obj.get("index")})
-        script_hash = obj.get("script_hash")
-        if not isinstance(script_hash, str) or len(script_hash) != 56:
-            raise ValueError("escrow script_hash must be 56 hex digits")
-        int(script_hash, 16)
-        return cls(network=str(network), script_hash=script_hash, ref=ref)
-
-
-@dataclass(frozen=True)
 class ClaimedJob:
     job_id: str
     spec: JobSpec
@@ -98,21 +76,11 @@ class ClaimedJob:
     expires_at: datetime
     lease_ttl_s: int
     # None while the API does not say which escrow pays for the job.
-    escrow: EscrowTarget | None
+    escrow: ClaimEscrow | None
     # Set when the submitter asks for sealed results: upload them sealed to this key.
     sealing: SealingTarget | None = None
     # Set for a unit of a topology job (relay stage, evaluation, aggregation, cluster node).
     unit: UnitAssignment | None = None
-
-
-@dataclass(frozen=True)
-class LeaseState:
-    job_id: str
-    status: str
-    expires_at: datetime
-    outcome: str | None
-    # A cluster node's view of its cluster (multi-node jobs only).
-    cluster: ClusterState | None = None
 
 
 def _detail(response: httpx.Response) -> str:
@@ -125,49 +93,58 @@ def _detail(response: httpx.Response) -> str:
     return str(body)[:500]
 
 
-def _sealing(raw: object) -> SealingTarget:
+def _sealing(message: ClaimSealing) -> SealingTarget:
     # A worker never uploads in the clear what the submitter asked to seal, nor seals to a
     # key the submitter's wallet did not sign.
+    target = SealingTarget(
+        public_key=message.public_key, signature=message.signature, cose_key=message.cose_key
+    )
     try:
-        target = SealingTarget.from_json(raw)
         target.verify()
     except SealingError as e:
         raise BadClaim(f"the job's sealing key is unusable: {e}") from e
     return target
 
 
-def parse_claim(body: Mapping[str, Any]) -> ClaimedJob:
+def _errors(e: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in e.errors()[:5]
+    )
+
+
+def parse_claim(body: Any) -> ClaimedJob:
     """Check a claim answer; the spec must hash to the job id the API gave."""
     try:
-        spec = JobSpec.from_dict(dict(body["spec"]))
-        job_id = str(body["job_id"])
-        escrow_raw = body.get("escrow")
-        escrow = None if escrow_raw is None else EscrowTarget.from_json(escrow_raw)
-        claimed = ClaimedJob(
-            job_id=job_id,
-            spec=spec,
-            lease_token=str(body["lease_token"]),
-            nonce=str(body["nonce"]),
-            attempt=int(body["attempt"]),
-            expires_at=datetime.fromisoformat(str(body["expires_at"])),
-            lease_ttl_s=int(body["lease_ttl_s"]),
-            escrow=escrow,
-            sealing=None if body.get("sealing") is None else _sealing(body["sealing"]),
-        )
-    except (KeyError, TypeError, ValueError, JobSpecError) as e:
-        raise BadClaim(f"the API's claim answer is malformed: {e}") from e
+        message = Claim.model_validate(body)
+    except ValidationError as e:
+        raise BadClaim(f"the API's claim answer is malformed: {_errors(e)}") from e
+    job_id = message.job_id
+    try:
+        spec = JobSpec.from_dict(dict(message.spec))
+    except (TypeError, ValueError, JobSpecError) as e:
+        raise BadClaim(f"the API's claim answer is malformed: spec: {e}") from e
     if spec.job_id != job_id:
         raise BadClaim(f"the API handed out job {job_id} but its spec hashes to {spec.job_id}")
-    raw_unit = body.get("unit")
-    if spec.topology is None and raw_unit is None:
+    claimed = ClaimedJob(
+        job_id=job_id,
+        spec=spec,
+        lease_token=message.lease_token,
+        nonce=message.nonce,
+        attempt=message.attempt,
+        expires_at=message.expires_at,
+        lease_ttl_s=message.lease_ttl_s,
+        escrow=message.escrow,
+        sealing=None if message.sealing is None else _sealing(message.sealing),
+    )
+    if spec.topology is None and message.unit is None:
         return claimed
-    if raw_unit is None:
+    if message.unit is None:
         assert spec.topology is not None
         raise BadClaim(
             f"job {job_id} has a {spec.topology.kind} topology but the claim names no unit"
         )
     try:
-        unit = parse_unit(raw_unit, spec)
+        unit = parse_unit(message.unit, spec)
     except ValueError as e:
         raise BadClaim(f"the API's claim of job {job_id} names a bad unit: {e}") from e
     return replace(claimed, unit=unit)
@@ -280,18 +257,11 @@ class ApiClient:
         body = self._json("POST", CLAIM_PATH, {"accepts": {"cluster": accepts_cluster}})
         return None if body is None else parse_claim(body)
 
-    def _lease_state(self, body: Any) -> LeaseState:
+    def _lease_state(self, body: Any) -> LeaseAnswer:
         try:
-            cluster = body.get("cluster")
-            return LeaseState(
-                job_id=str(body["job_id"]),
-                status=str(body["status"]),
-                expires_at=datetime.fromisoformat(str(body["expires_at"])),
-                outcome=body.get("outcome"),
-                cluster=None if cluster is None else parse_cluster(cluster),
-            )
-        except (AttributeError, KeyError, TypeError, ValueError) as e:
-            raise ApiUnavailable(f"the API's lease answer is malformed: {e}") from e
+            return LeaseAnswer.model_validate(body)
+        except ValidationError as e:
+            raise ApiUnavailable(f"the API's lease answer is malformed: {_errors(e)}") from e
 
     def lease_heartbeat(
         self,
@@ -300,7 +270,7 @@ class ApiClient:
         progress: float | None = None,
         message: str | None = None,
         rendezvous: str | None = None,
-    ) -> LeaseState:
+    ) -> LeaseAnswer:
         """Renew the lease; a cluster's node 0 also says where it hosts the rendezvous."""
         payload: dict[str, Any] = {}
         if progress is not None:
@@ -312,19 +282,19 @@ class ApiClient:
         body = self._json("POST", self._lease(token, "/heartbeat"), payload, lease=True)
         return self._lease_state(body)
 
-    def complete(self, token: str, result: Mapping[str, Any]) -> LeaseState:
+    def complete(self, token: str, result: Mapping[str, Any]) -> LeaseAnswer:
         body = self._json(
             "POST", self._lease(token, "/complete"), {"result": dict(result)}, lease=True
         )
         return self._lease_state(body)
 
-    def release(self, token: str, reason: str) -> LeaseState:
+    def release(self, token: str, reason: str) -> LeaseAnswer:
         body = self._json(
             "POST", self._lease(token, "/release"), {"reason": reason[:2000]}, lease=True
         )
         return self._lease_state(body)
 
-    def fail(self, token: str, reason: str) -> LeaseState:
+    def fail(self, token: str, reason: str) -> LeaseAnswer:
         body = self._json(
             "POST", self._lease(token, "/fail"), {"reason": (reason or "failed")[:2000]}, lease=True
         )

@@ -8,12 +8,8 @@ from api.deps import ConfigDep, CurrentProvider, NowDep, SessionDep, SignedWorke
 from api.errors import BadRequest
 from api.models import Job, Lease
 from api.schemas.lease import (
-    ClaimEscrow,
     ClaimPublic,
     ClaimRequest,
-    ClaimSealing,
-    ClaimUnit,
-    ClusterPublic,
     LeaseComplete,
     LeaseEnd,
     LeaseHeartbeat,
@@ -34,6 +30,7 @@ from api.services import leases
 from api.services import providers as service
 from api.services.leases import ActiveLease
 from api.services.rate_cards import document_of
+from proofnet.messages.claim import ClaimEscrow, ClaimSealing
 from proofnet.messages.registration import ProviderRegistration
 
 router = APIRouter(prefix="/worker", tags=["worker"])
@@ -149,7 +146,7 @@ def claim(
         lease_ttl_s=config.lease_ttl_s,
         escrow=escrow,
         sealing=_claim_sealing(session, claimed.job),
-        unit=None if claimed.unit is None else ClaimUnit.model_validate(claimed.unit),
+        unit=claimed.unit,
     )
 
 
@@ -169,7 +166,7 @@ def _lease_public(active: ActiveLease) -> LeasePublic:
         status=active.job.status,
         expires_at=lease.expires_at,
         outcome=lease.outcome,
-        cluster=None if active.cluster is None else ClusterPublic.model_validate(active.cluster),
+        cluster=active.cluster,
     )
 
 

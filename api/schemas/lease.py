@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from api.schemas.common import PublicBody, RequestBody
+from api.schemas.common import RequestBody
+from proofnet.messages.claim import Claim, LeaseAnswer
 
 
 class ClaimAccepts(RequestBody):
@@ -27,68 +27,9 @@ class ClaimRequest(RequestBody):
     accepts: ClaimAccepts = Field(default_factory=ClaimAccepts)
 
 
-class ClaimEscrow(PublicBody):
-    """Where the job's attestation is settled: the escrow UTxO the submitter recorded."""
-
-    network: str
-    script_hash: str  # the escrow validator's hash, 56 hex digits
-    tx_id: str
-    index: int
-
-
-class ClaimSealing(PublicBody):
-    public_key: str
-    signature: str
-    cose_key: str
-
-
-class ClaimInput(PublicBody):
-    """An input checkpoint of a unit: download it from .../leases/{token}/inputs/{position}."""
-
-    unit: int
-    sha256: str
-    size: int
-
-
-class ClusterPublic(PublicBody):
-    """Where a multi-node unit's cluster attempt stands (docs/topologies.md)."""
-
-    state: Literal["waiting", "ready", "failed"]
-    world_size: int
-    rank: int
-    endpoint: str | None
-    rdzv_id: str
-
-
-class ClaimUnit(PublicBody):
-    """The unit of a job with a topology that this lease is for (docs/topologies.md)."""
-
-    index: int
-    kind: Literal["stage", "eval", "aggregate", "node"]
-    inputs: list[ClaimInput]
-    shards: list[int]
-    amount: int
-    evaluates: int | None
-    rank: int | None
-    cluster: ClusterPublic | None
-
-
-class ClaimPublic(PublicBody):
-    job_id: str
-    spec: dict[str, Any]
-    lease_token: str
-    # Revealed only now, after the spec is fixed: seeds the proof-of-training data order.
-    nonce: str
-    attempt: int
-    expires_at: datetime
-    lease_ttl_s: int
-    # None only for a job without a recorded escrow (claimable when the API does not
-    # require one); a worker releases such a job, as it could not be paid for it.
-    escrow: ClaimEscrow | None = None
-    # The submitter's sealing key (with its wallet signature): seal every result to it.
-    sealing: ClaimSealing | None = None
-    # Set for a job with a topology: the one unit of it this lease is for.
-    unit: ClaimUnit | None = None
+class ClaimPublic(Claim):
+    """The claim answer: the message itself (proofnet/messages/claim.py), so the API
+    validates what it sends against the one definition the worker parses with."""
 
 
 class LeaseHeartbeat(RequestBody):
@@ -107,13 +48,8 @@ class LeaseEnd(RequestBody):
     reason: str = Field(min_length=1, max_length=2000)
 
 
-class LeasePublic(PublicBody):
-    job_id: str
-    status: str
-    expires_at: datetime
-    outcome: str | None
-    # For a node of a multi-node job: its cluster attempt.
-    cluster: ClusterPublic | None = None
+class LeasePublic(LeaseAnswer):
+    """The answer to a lease call: the message the worker parses (proofnet/messages/claim.py)."""
 
 
 class LeaseRelease(RequestBody):

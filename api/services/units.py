@@ -21,7 +21,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, case, exists, func, not_, or_
 from sqlalchemy import select as sa_select
@@ -30,8 +30,9 @@ from sqlmodel import Session, col, select
 from api.config import ApiConfig
 from api.errors import Conflict
 from api.models import Job, JobEscrow, JobUnit, Lease, Provider, ProviderGpu
+from proofnet.messages.claim import ClaimUnit, ClusterState, UnitInput
 from proofnet.messages.jobspec import JobSpec
-from proofnet.messages.topology import Evaluation, MultiNode, Relay, Unit, plan
+from proofnet.messages.topology import Evaluation, MultiNode, Relay, Unit, UnitKind, plan
 
 CHECKPOINT_PREFIX = "checkpoint/"
 
@@ -211,34 +212,10 @@ def lease_unit(
 # --- what a claim hands out -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class UnitInput:
-    unit: int
-    sha256: str
-    size: int
-
-
-@dataclass(frozen=True)
-class ClusterView:
-    state: str  # waiting | ready | failed
-    world_size: int
-    rank: int
-    endpoint: str | None
-    rdzv_id: str
-
-
-@dataclass(frozen=True)
-class UnitClaim:
-    """The `unit` object of a claim (docs/topologies.md, "Worker <-> API wire")."""
-
-    index: int
-    kind: str
-    inputs: tuple[UnitInput, ...]
-    shards: tuple[int, ...]
-    amount: int
-    evaluates: int | None
-    rank: int | None
-    cluster: ClusterView | None
+# The claim's unit and cluster are the wire messages themselves, built here and served as
+# they are (proofnet/messages/claim.py); the names stay for the services that pass them on.
+UnitClaim = ClaimUnit
+ClusterView = ClusterState
 
 
 def unit_inputs(unit: JobUnit) -> tuple[UnitInput, ...]:
@@ -252,7 +229,7 @@ def claim_view(job: Job, unit: JobUnit, cluster: ClusterView | None) -> UnitClai
     planned = plan_of(job).units[unit.index]
     return UnitClaim(
         index=unit.index,
-        kind=unit.kind,
+        kind=cast(UnitKind, unit.kind),
         inputs=unit_inputs(unit),
         shards=planned.shards,
         amount=planned.amount,
