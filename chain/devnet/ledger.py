@@ -49,6 +49,7 @@ from chain.devnet.cost_models import default_cost_models
 from chain.devnet.fees import min_fee, script_fee
 from chain.devnet.interface import DevnetLedger
 from chain.devnet.params import GenesisConfig, ProtocolParams
+from chain.devnet.plutus_tx import Output as PlutusOutput
 from chain.devnet.plutus_tx import TxIn
 from chain.devnet.records import (
     AssetRecord,
@@ -84,6 +85,7 @@ from chain.devnet.txdecode import (
     input_key,
     key_str,
     script_hash,
+    tx_in,
 )
 
 log = logging.getLogger(__name__)
@@ -474,7 +476,7 @@ class Ledger:
 
         try:
             evaluations = evaluate_redeemers(
-                tx.raw,
+                tx.view,
                 _phase2_resolved(result),
                 slot_config=self._slot_config(),
                 cost_models=self._params.cost_models,
@@ -517,11 +519,11 @@ class Ledger:
                 raw = extra.get(key) or view.lookup(key)
                 if raw is None:
                     raise e.BadInputs(f"input {key_str(key)} does not exist or is already spent")
-                resolved[TxIn(key[:32], int.from_bytes(key[32:], "big"))] = raw
+                resolved[tx_in(key)] = raw
             budget = (self._params.max_tx_ex_mem, self._params.max_tx_ex_steps)
             slot_config = self._slot_config()
         return evaluate_redeemers(
-            tx.raw,
+            tx.view,
             resolved,
             slot_config=slot_config,
             cost_models=self._params.cost_models,
@@ -730,8 +732,8 @@ class Ledger:
                     steps=r.steps,
                     fee=script_fee(self._params, r.mem, r.steps),
                     script_hash=purpose.script_hash.hex() if purpose else "",
-                    redeemer_data_hash=blake2b_256(r.data).hex(),
-                    redeemer_data_cbor=r.data,
+                    redeemer_data_hash=blake2b_256(r.data_cbor).hex(),
+                    redeemer_data_cbor=r.data_cbor,
                     datum_hash=datum_hash,
                 )
             )
@@ -889,9 +891,6 @@ def _script_record(lang: int, body: bytes) -> ScriptRecord:
     )
 
 
-def _phase2_resolved(result: Phase1Result) -> dict[TxIn, bytes]:
+def _phase2_resolved(result: Phase1Result) -> dict[TxIn, PlutusOutput]:
     tx = result.tx
-    return {
-        TxIn(k[:32], int.from_bytes(k[32:], "big")): result.resolved[k].raw
-        for k in (*tx.inputs, *tx.reference_inputs)
-    }
+    return {tx_in(k): result.resolved[k].view for k in (*tx.inputs, *tx.reference_inputs)}

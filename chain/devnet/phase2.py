@@ -31,7 +31,7 @@ _LANGUAGE_NAMES = {1: "PlutusV1", 2: "PlutusV2", 3: "PlutusV3"}
 
 
 def evaluate_redeemers(
-    tx_cbor: bytes,
+    tx_cbor: bytes | Tx,
     resolved: Mapping[Any, Any],
     *,
     slot_config: SlotConfig,
@@ -42,19 +42,20 @@ def evaluate_redeemers(
 
     `budget=None`: each redeemer runs under its declared ex-units (submission);
     `budget=(mem, steps)`: each runs under that budget (`/utils/txs/evaluate`).
-    `resolved` maps every spent and reference input to its output.
+    `resolved` maps every spent and reference input to its output; `tx_cbor` may be the
+    transaction already decoded (the ledger's phase 1 decoded it).
     """
     return run_deep(_evaluate_redeemers, tx_cbor, resolved, slot_config, cost_models, budget)
 
 
 def _evaluate_redeemers(
-    tx_cbor: bytes,
+    tx_cbor: bytes | Tx,
     resolved: Mapping[Any, Any],
     slot_config: SlotConfig,
     cost_models: Mapping[str, Sequence[int]],
     budget: tuple[int, int] | None,
 ) -> list[RedeemerEvaluation]:
-    tx = decode_tx(tx_cbor)
+    tx = tx_cbor if isinstance(tx_cbor, Tx) else decode_tx(tx_cbor)
     utxos = resolve_utxos(resolved)
     builder = ContextBuilder(tx, utxos, slot_config)
     needed = {(TAGS.index(n.tag), n.index): n for n in needed_scripts_of(tx.body, utxos)}

@@ -20,7 +20,7 @@ from uplc.ast import (
     plutus_cbor_dumps,
 )
 
-from chain.devnet.plutus_tx import CborMap, CborTag, TxDecodeError, cbor_loads
+from chain.devnet.cbor_items import CborMap, CborTag, TxDecodeError, cbor_loads
 
 __all__ = [
     "PlutusData",
@@ -83,7 +83,7 @@ def boolean(b: bool) -> PlutusConstr:
 
 
 def data_from_raw(item: Any) -> PlutusData:
-    """Convert a raw CBOR item (from `plutus_tx.cbor_loads`) to Plutus data."""
+    """Convert a raw CBOR item (from `cbor_items.cbor_loads`) to Plutus data."""
     if isinstance(item, bool) or item is None:
         raise PlutusDataError(f"{item!r} is not Plutus data")
     if isinstance(item, int):

@@ -1,219 +1,33 @@
-"""A faithful, read-only view of a Conway transaction for Plutus (decoded from its own CBOR).
+"""The one decoder of Conway transactions: a faithful, read-only view from the CBOR as sent.
 
 pycardano re-encodes what it decodes (sets become lists, maps lose duplicate keys, data is
 normalised), which is fine for building transactions but not for the ledger: the tx id is
 the hash of the body bytes as submitted, and the script context must reflect exactly what
-was signed. This module reads CBOR itself, keeping map entries in order and byte spans.
+was signed. Map entries keep their order and the pieces the ledger hashes or measures
+(body, outputs, values, datums, redeemers, scripts, auxiliary data) keep their bytes.
+
+Decoding checks shapes only as far as building this view needs; phase 1 adds the Conway
+CDDL's strict checks on top (`chain.devnet.txdecode`), and addresses and reward accounts
+are decoded on use so that phase 1 can judge them by its own rules first.
 """
 
 from __future__ import annotations
 
 import hashlib
-import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-
-class TxDecodeError(ValueError):
-    """The bytes are not a well-formed (Conway) transaction or component."""
-
-
-# --------------------------------------------------------------------------------------
-# CBOR
-
-
-@dataclass(frozen=True)
-class CborMap:
-    """A CBOR map with its entries in encoded order (duplicates kept)."""
-
-    pairs: tuple[tuple[Any, Any], ...]
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        for k, v in self.pairs:
-            if k == key:
-                return v
-        return default
-
-    def keys(self) -> list[Any]:
-        return [k for k, _ in self.pairs]
-
-
-@dataclass(frozen=True)
-class CborTag:
-    tag: int
-    value: Any
-
-
-@dataclass(frozen=True)
-class CborSimple:
-    value: int
-
-
-# The set tag (258) is an encoding choice of Conway; the ledger reads the same set either way.
-_SET_TAG = 258
-
-
-def cbor_loads(data: bytes) -> Any:
-    """Decode one complete CBOR item (trailing bytes are an error)."""
-    item, end = cbor_decode_item(data, 0)
-    if end != len(data):
-        raise TxDecodeError(f"{len(data) - end} trailing bytes after CBOR item")
-    return item
-
-
-def cbor_decode_item(data: bytes, pos: int) -> tuple[Any, int]:
-    """Decode the CBOR item starting at `pos`; returns it and the offset just after it."""
-    try:
-        return _decode(data, pos)
-    except IndexError:
-        raise TxDecodeError("truncated CBOR") from None
-    except RecursionError:
-        raise TxDecodeError("CBOR nested too deeply") from None
-
-
-def cbor_array_spans(data: bytes) -> list[tuple[int, int]]:
-    """Byte spans of the elements of the top-level CBOR array in `data`."""
-    if not data:
-        raise TxDecodeError("empty CBOR")
-    major, info = data[0] >> 5, data[0] & 0x1F
-    if major != 4:
-        raise TxDecodeError("expected a CBOR array")
-    spans: list[tuple[int, int]] = []
-    if info == 31:
-        pos = 1
-        while True:
-            if pos >= len(data):
-                raise TxDecodeError("truncated CBOR")
-            if data[pos] == 0xFF:
-                pos += 1
-                break
-            _, end = cbor_decode_item(data, pos)
-            spans.append((pos, end))
-            pos = end
-    else:
-        count, pos = _read_arg(data, 0, info)
-        for _ in range(count):
-            _, end = cbor_decode_item(data, pos)
-            spans.append((pos, end))
-            pos = end
-    if pos != len(data):
-        raise TxDecodeError(f"{len(data) - pos} trailing bytes after CBOR array")
-    return spans
-
-
-def _read_arg(data: bytes, pos: int, info: int) -> tuple[int, int]:
-    if info < 24:
-        return info, pos + 1
-    if info == 24:
-        return data[pos + 1], pos + 2
-    if info == 25:
-        return int.from_bytes(data[pos + 1 : pos + 3], "big"), pos + 3
-    if info == 26:
-        return int.from_bytes(data[pos + 1 : pos + 5], "big"), pos + 5
-    if info == 27:
-        if pos + 9 > len(data):
-            raise IndexError
-        return int.from_bytes(data[pos + 1 : pos + 9], "big"), pos + 9
-    raise TxDecodeError(f"invalid CBOR additional info {info}")
-
-
-def _decode(data: bytes, pos: int) -> tuple[Any, int]:
-    initial = data[pos]
-    major, info = initial >> 5, initial & 0x1F
-    if major == 7:
-        return _decode_simple(data, pos, info)
-    if info == 31:
-        return _decode_indefinite(data, pos, major)
-    arg, pos = _read_arg(data, pos, info)
-    if major == 0:
-        return arg, pos
-    if major == 1:
-        return -1 - arg, pos
-    if major in (2, 3):
-        end = pos + arg
-        if end > len(data):
-            raise IndexError
-        chunk = data[pos:end]
-        return (bytes(chunk) if major == 2 else chunk.decode("utf-8")), end
-    if major == 4:
-        items = []
-        for _ in range(arg):
-            item, pos = _decode(data, pos)
-            items.append(item)
-        return items, pos
-    if major == 5:
-        pairs = []
-        for _ in range(arg):
-            key, pos = _decode(data, pos)
-            value, pos = _decode(data, pos)
-            pairs.append((_hashable(key), value))
-        return CborMap(tuple(pairs)), pos
-    # major 6: tag
-    value, pos = _decode(data, pos)
-    if arg in (2, 3):
-        if not isinstance(value, bytes):
-            raise TxDecodeError("bignum tag must wrap a byte string")
-        n = int.from_bytes(value, "big")
-        return (n if arg == 2 else -1 - n), pos
-    if arg == _SET_TAG:
-        if not isinstance(value, list):
-            raise TxDecodeError("set tag must wrap an array")
-        return value, pos
-    return CborTag(arg, value), pos
-
-
-def _decode_indefinite(data: bytes, pos: int, major: int) -> tuple[Any, int]:
-    pos += 1
-    if major in (2, 3):
-        chunks: list[Any] = []
-        while data[pos] != 0xFF:
-            if data[pos] >> 5 != major or data[pos] & 0x1F == 31:
-                raise TxDecodeError("bad chunk in indefinite-length string")
-            chunk, pos = _decode(data, pos)
-            chunks.append(chunk)
-        return (b"".join(chunks) if major == 2 else "".join(chunks)), pos + 1
-    if major == 4:
-        items = []
-        while data[pos] != 0xFF:
-            item, pos = _decode(data, pos)
-            items.append(item)
-        return items, pos + 1
-    if major == 5:
-        pairs = []
-        while data[pos] != 0xFF:
-            key, pos = _decode(data, pos)
-            value, pos = _decode(data, pos)
-            pairs.append((_hashable(key), value))
-        return CborMap(tuple(pairs)), pos + 1
-    raise TxDecodeError(f"indefinite length not allowed for major type {major}")
-
-
-def _decode_simple(data: bytes, pos: int, info: int) -> tuple[Any, int]:
-    if info == 20:
-        return False, pos + 1
-    if info == 21:
-        return True, pos + 1
-    if info in (22, 23):
-        return None, pos + 1
-    if info == 24:
-        return CborSimple(data[pos + 1]), pos + 2
-    if info == 25:
-        return struct.unpack(">e", data[pos + 1 : pos + 3])[0], pos + 3
-    if info == 26:
-        return struct.unpack(">f", data[pos + 1 : pos + 5])[0], pos + 5
-    if info == 27:
-        return struct.unpack(">d", data[pos + 1 : pos + 9])[0], pos + 9
-    if info < 20:
-        return CborSimple(info), pos + 1
-    raise TxDecodeError(f"unexpected CBOR simple value {info}")
-
-
-def _hashable(key: Any) -> Any:
-    if isinstance(key, list):
-        return tuple(_hashable(k) for k in key)
-    return key
-
+from chain.devnet.cbor_items import (
+    CborMap,
+    CborTag,
+    TxDecodeError,
+    cbor_array_entries,
+    cbor_array_spans,
+    cbor_decode_item,
+    cbor_loads,
+    cbor_map_entries,
+)
 
 # --------------------------------------------------------------------------------------
 # Ledger values
@@ -233,6 +47,11 @@ class TxIn:
 
     tx_id: bytes
     index: int
+
+
+def _ledger_order(txin: TxIn) -> tuple[bytes, int]:
+    # TxIn's own order, as a plain tuple: sorting compares these much faster.
+    return (txin.tx_id, txin.index)
 
 
 @dataclass(frozen=True)
@@ -291,12 +110,19 @@ class Script:
 
 @dataclass(frozen=True)
 class Output:
-    address: Address
+    raw: bytes  # the output's own CBOR as submitted (min-ADA is over these bytes)
+    address_bytes: bytes
     value: Value
+    value_size: int  # bytes of the encoded value (max value size rule)
+    fields: tuple[Any, ...]  # the map's keys as encoded (a legacy array: its positions)
     datum_hash: bytes | None = None
     inline_datum: Any = None  # raw CBOR item of the inline datum
     inline_datum_cbor: bytes | None = None
     script_ref: Script | None = None
+
+    @property
+    def address(self) -> Address:
+        return decode_address(self.address_bytes)
 
 
 @dataclass(frozen=True)
@@ -304,6 +130,7 @@ class Redeemer:
     tag: int  # 0 spend, 1 mint, 2 cert, 3 reward, 4 vote, 5 propose
     index: int
     data: Any  # raw CBOR item
+    data_cbor: bytes  # the data's bytes as submitted
     mem: int
     steps: int
 
@@ -323,6 +150,9 @@ class Voter:
         return Credential(self.kind in (1, 3), self.hash)
 
 
+Votes = tuple[tuple[Voter, tuple[tuple[tuple[bytes, int], Any], ...]], ...]
+
+
 @dataclass(frozen=True)
 class Body:
     raw: CborMap
@@ -331,7 +161,7 @@ class Body:
     fee: int
     ttl: int | None
     certificates: tuple[Any, ...]  # raw CBOR certificates
-    withdrawals: tuple[tuple[RewardAccount, int], ...]  # as encoded
+    withdrawals: tuple[tuple[bytes, Any], ...]  # (reward account bytes, amount) as encoded
     validity_start: int | None
     mint: MultiAsset
     script_data_hash: bytes | None
@@ -341,18 +171,17 @@ class Body:
     collateral_return: Output | None
     total_collateral: int | None
     reference_inputs: tuple[TxIn, ...]
-    votes: tuple[tuple[Voter, tuple[tuple[tuple[bytes, int], Any], ...]], ...]
     proposals: tuple[Any, ...]  # raw CBOR proposal procedures
     current_treasury: int | None
     donation: int | None
 
     @property
     def sorted_inputs(self) -> list[TxIn]:
-        return sorted(set(self.inputs))
+        return sorted(set(self.inputs), key=_ledger_order)
 
     @property
     def sorted_reference_inputs(self) -> list[TxIn]:
-        return sorted(set(self.reference_inputs))
+        return sorted(set(self.reference_inputs), key=_ledger_order)
 
     @property
     def sorted_policies(self) -> list[bytes]:
@@ -361,8 +190,13 @@ class Body:
     @property
     def sorted_withdrawals(self) -> list[tuple[RewardAccount, int]]:
         # The ledger holds withdrawals in a Map keyed by reward account (last entry wins).
-        latest = {account.raw: (account, amount) for account, amount in self.withdrawals}
+        latest = {raw: (decode_reward_account(raw), amount) for raw, amount in self.withdrawals}
         return sorted(latest.values(), key=lambda item: item[0].sort_key())
+
+    @property
+    def votes(self) -> Votes:
+        # Decoded on use: phase 1 rejects governance transactions before looking inside.
+        return _votes(self.raw.get(19))
 
     @property
     def sorted_voters(self) -> list[Voter]:
@@ -372,57 +206,113 @@ class Body:
 @dataclass(frozen=True)
 class Witnesses:
     raw: CborMap
-    scripts: tuple[Script, ...]
+    scripts: tuple[Script, ...]  # native (bytes as submitted), then PlutusV1, V2, V3
     datums: tuple[Any, ...]  # raw CBOR items
     datum_cbors: tuple[bytes, ...]  # each datum's own bytes as encoded in the witness set
+    datums_cbor: bytes | None  # the whole datums field as submitted (script-data hash)
     redeemers: tuple[Redeemer, ...]
-    vkey_hashes: tuple[bytes, ...]
+    redeemers_cbor: bytes | None  # the whole redeemers field as submitted
+    vkeys: tuple[tuple[bytes, bytes], ...]  # (verification key, signature)
+
+    @property
+    def vkey_hashes(self) -> tuple[bytes, ...]:
+        return tuple(blake2b_224(vkey) for vkey, _ in self.vkeys)
 
 
 @dataclass(frozen=True)
 class Tx:
+    raw: bytes
+    parts: int  # 4, or 3 for the pre-Alonzo shape some tools still produce
     body_cbor: bytes
+    tx_id: bytes
     body: Body
     witnesses: Witnesses
     is_valid: bool
-
-    @property
-    def tx_id(self) -> bytes:
-        return blake2b_256(self.body_cbor)
+    aux_cbor: bytes | None  # auxiliary data as submitted; None when absent or null
 
 
-def decode_tx(tx_cbor: bytes) -> Tx:
-    """Decode a whole signed transaction `[body, witnesses, is_valid, aux]`."""
-    spans = cbor_array_spans(tx_cbor)
-    if len(spans) not in (3, 4):
-        raise TxDecodeError(f"a transaction is an array of 4 (or 3), got {len(spans)}")
-    body_cbor = tx_cbor[spans[0][0] : spans[0][1]]
-    items = [cbor_loads(tx_cbor[a:b]) for a, b in spans]
-    is_valid = True
-    if len(items) == 4:
-        if not isinstance(items[2], bool):
-            raise TxDecodeError("transaction is_valid flag must be a boolean")
-        is_valid = items[2]
-    witness_cbor = tx_cbor[spans[1][0] : spans[1][1]]
-    return Tx(bytes(body_cbor), decode_body(body_cbor), decode_witnesses(witness_cbor), is_valid)
+def decode_tx(tx_cbor: bytes, *, conway_only: bool = False) -> Tx:
+    """Decode a whole signed transaction `[body, witnesses, is_valid, aux]`.
+
+    `conway_only`: refuse the 3-part shape (what a Conway node accepts).
+    """
+    tx_cbor = bytes(tx_cbor)
+    if not tx_cbor or tx_cbor[0] >> 5 != 4:
+        raise TxDecodeError("expected a CBOR array")
+    if tx_cbor[0] & 0x1F == 31:  # indefinite length: count the parts first
+        parts = len(cbor_array_spans(tx_cbor))
+        pos = 1
+    else:
+        parts, pos = _array_head(tx_cbor)
+    if conway_only and parts != 4:
+        raise TxDecodeError(f"a Conway transaction has 4 parts, found {parts}")
+    if parts not in (3, 4):
+        raise TxDecodeError(f"a transaction is an array of 4 (or 3), got {parts}")
+    # Each part is decoded where it lies, once; the body and witness spans come with it.
+    # The shape (parts, trailing bytes) is checked before what the parts hold.
+    body_start = pos
+    body_entries, pos = _map_entries_of(tx_cbor, pos, "transaction body must be a map")
+    body_cbor = tx_cbor[body_start:pos]
+    witness_entries, pos = _map_entries_of(tx_cbor, pos, "witness set must be a map")
+    flag: Any = True
+    if parts == 4:
+        flag, pos = cbor_decode_item(tx_cbor, pos)
+    aux_start = pos
+    _, pos = cbor_decode_item(tx_cbor, pos)
+    aux_cbor = None if tx_cbor[aux_start:pos] == b"\xf6" else tx_cbor[aux_start:pos]
+    if tx_cbor[0] & 0x1F == 31:
+        pos += 1  # the break byte
+    if pos != len(tx_cbor):
+        raise TxDecodeError(f"{len(tx_cbor) - pos} trailing bytes after CBOR array")
+    body = _checked(_body, tx_cbor, body_entries, "malformed transaction body")
+    witnesses = _checked(_witnesses, tx_cbor, witness_entries, "malformed witness set")
+    if not isinstance(flag, bool):
+        raise TxDecodeError("transaction is_valid flag must be a boolean")
+    return Tx(tx_cbor, parts, body_cbor, blake2b_256(body_cbor), body, witnesses, flag, aux_cbor)
+
+
+def _array_head(data: bytes) -> tuple[int, int]:
+    info = data[0] & 0x1F
+    if info < 24:
+        return info, 1
+    width = {24: 1, 25: 2, 26: 4, 27: 8}.get(info)
+    if width is None or len(data) < 1 + width:
+        raise TxDecodeError("truncated CBOR" if width else f"invalid CBOR additional info {info}")
+    return int.from_bytes(data[1 : 1 + width], "big"), 1 + width
+
+
+def _map_entries_of(
+    data: bytes, pos: int, not_a_map: str
+) -> tuple[list[tuple[Any, Any, int, int]], int]:
+    if pos >= len(data):
+        raise TxDecodeError("truncated CBOR")
+    if data[pos] >> 5 != 5:
+        raise TxDecodeError(not_a_map)
+    return cbor_map_entries(data, pos)
+
+
+def _checked(build: Any, data: bytes, entries: Any, what: str) -> Any:
+    try:
+        return build(data, entries)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
+        if isinstance(err, TxDecodeError):
+            raise
+        raise TxDecodeError(f"{what}: {err}") from err
 
 
 def decode_body(body_cbor: bytes) -> Body:
-    raw = cbor_loads(body_cbor)
-    if not isinstance(raw, CborMap):
-        raise TxDecodeError("transaction body must be a map")
-    try:
-        return _body(raw)
-    except (TypeError, ValueError, KeyError, AttributeError) as err:
-        if isinstance(err, TxDecodeError):
-            raise
-        raise TxDecodeError(f"malformed transaction body: {err}") from err
+    entries, end = _map_entries_of(body_cbor, 0, "transaction body must be a map")
+    if end != len(body_cbor):
+        raise TxDecodeError(f"{len(body_cbor) - end} trailing bytes after CBOR item")
+    body: Body = _checked(_body, body_cbor, entries, "malformed transaction body")
+    return body
 
 
 def decode_output(output_cbor: bytes) -> Output:
+    output_cbor = bytes(output_cbor)
     try:
-        return _output(cbor_loads(output_cbor), output_cbor)
-    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        return _output(output_cbor)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
         if isinstance(err, TxDecodeError):
             raise
         raise TxDecodeError(f"malformed transaction output: {err}") from err
@@ -546,22 +436,38 @@ def _value(item: Any) -> Value:
     raise TxDecodeError(f"malformed value {item!r}")
 
 
-def _output(item: Any, own_cbor: bytes | None = None) -> Output:
-    if isinstance(item, list):
-        if len(item) not in (2, 3):
+def _output(raw: bytes) -> Output:
+    if not raw:
+        raise TxDecodeError("empty output")
+    fields: dict[Any, tuple[Any, int, int]] = {}
+    legacy = raw[0] >> 5 == 4
+    if legacy:
+        items, end = cbor_array_entries(raw, 0)
+        if len(items) not in (2, 3):
             raise TxDecodeError("legacy output must have 2 or 3 fields")
-        datum_hash = item[2] if len(item) == 3 else None
-        if datum_hash is not None and (not isinstance(datum_hash, bytes) or len(datum_hash) != 32):
-            raise TxDecodeError("datum hash must be 32 bytes")
-        return Output(decode_address(_bytes(item[0], "address")), _value(item[1]), datum_hash)
-    if not isinstance(item, CborMap):
+        fields = dict(enumerate(items))
+    elif raw[0] >> 5 == 5:
+        entries, end = cbor_map_entries(raw, 0)
+        for key, value, start, stop in entries:
+            fields.setdefault(key, (value, start, stop))  # like CborMap.get: first wins
+        keys = tuple(key for key, _, _, _ in entries)
+    else:
         raise TxDecodeError("output must be an array or a map")
-    address = decode_address(_bytes(item.get(0), "address"))
-    value = _value(item.get(1))
+    if end != len(raw):
+        raise TxDecodeError(f"{len(raw) - end} trailing bytes after CBOR item")
+    address = _bytes(fields[0][0] if 0 in fields else None, "address")
+    if 1 not in fields:
+        raise TxDecodeError("output lacks its value")
+    value_item, value_start, value_end = fields[1]
+    value = _value(value_item)
     datum_hash = None
     inline = None
     inline_cbor = None
-    option = item.get(2)
+    option = fields[2][0] if 2 in fields else None
+    if legacy:
+        if option is not None and (not isinstance(option, bytes) or len(option) != 32):
+            raise TxDecodeError("datum hash must be 32 bytes")
+        return Output(raw, address, value, value_end - value_start, tuple(fields), option)
     if option is not None:
         if not (isinstance(option, list) and len(option) == 2 and option[0] in (0, 1)):
             raise TxDecodeError("malformed datum option")
@@ -573,8 +479,19 @@ def _output(item: Any, own_cbor: bytes | None = None) -> Output:
                 raise TxDecodeError("inline datum must be tag 24 bytes")
             inline_cbor = _bytes(tagged.value, "inline datum")
             inline = cbor_loads(inline_cbor)
-    script_ref = decode_script_ref(item.get(3)) if item.get(3) is not None else None
-    return Output(address, value, datum_hash, inline, inline_cbor, script_ref)
+    ref_item = fields[3][0] if 3 in fields else None
+    script_ref = decode_script_ref(ref_item) if ref_item is not None else None
+    return Output(
+        raw,
+        address,
+        value,
+        value_end - value_start,
+        keys,
+        datum_hash,
+        inline,
+        inline_cbor,
+        script_ref,
+    )
 
 
 def _bytes(item: Any, what: str) -> bytes:
@@ -583,53 +500,70 @@ def _bytes(item: Any, what: str) -> bytes:
     return item
 
 
-def _body(raw: CborMap) -> Body:
+def _body(data: bytes, entries: list[tuple[Any, Any, int, int]]) -> Body:
+    # `entries` (and their spans) are of the body map inside `data`.
+    raw = CborMap(tuple((key, value) for key, value, _, _ in entries))
     keys = raw.keys()
     if len(keys) != len(set(keys)):
         raise TxDecodeError("duplicate key in transaction body")
-    withdrawals: list[tuple[RewardAccount, int]] = []
-    w = raw.get(5)
+    fields = dict(raw.pairs)  # keys are unique: a dict reads as CborMap.get would
+    get = fields.get
+    spans = {key: (start, end) for key, _, start, end in entries}
+    for required, name in ((0, "inputs"), (1, "outputs"), (2, "fee")):
+        if required not in spans:
+            raise TxDecodeError(f"transaction body lacks {name}")
+    if data[spans[1][0]] >> 5 != 4:
+        raise TxDecodeError("outputs must be an array")
+    items, _ = cbor_array_entries(data, spans[1][0])
+    outputs = tuple(decode_output(data[start:end]) for _, start, end in items)
+    withdrawals: list[tuple[bytes, Any]] = []
+    w = get(5)
     if w is not None:
         if not isinstance(w, CborMap):
             raise TxDecodeError("withdrawals must be a map")
-        withdrawals = [(decode_reward_account(_bytes(k, "reward account")), v) for k, v in w.pairs]
-    votes = []
-    vp = raw.get(19)
-    if vp is not None:
-        if not isinstance(vp, CborMap):
-            raise TxDecodeError("voting procedures must be a map")
-        for voter, ballots in vp.pairs:
-            if not (isinstance(voter, tuple) and len(voter) == 2 and voter[0] in range(5)):
-                raise TxDecodeError("malformed voter")
-            if not isinstance(ballots, CborMap):
-                raise TxDecodeError("malformed votes")
-            entries = tuple(
-                ((decode_tx_in(k).tx_id, decode_tx_in(k).index), v) for k, v in ballots.pairs
-            )
-            votes.append((Voter(voter[0], _bytes(voter[1], "voter")), entries))
-    collateral_return = raw.get(16)
+        withdrawals = [(_bytes(k, "reward account"), v) for k, v in w.pairs]
+    collateral_return = None
+    if 16 in spans:
+        collateral_return = decode_output(data[spans[16][0] : spans[16][1]])
     return Body(
         raw=raw,
-        inputs=_tx_ins(raw.get(0)),
-        outputs=tuple(_output(o) for o in _list(raw.get(1), "outputs")),
-        fee=_int(raw.get(2), "fee"),
-        ttl=raw.get(3),
-        certificates=tuple(_list(raw.get(4, []), "certificates")),
+        inputs=_tx_ins(get(0)),
+        outputs=outputs,
+        fee=_int(get(2), "fee"),
+        ttl=get(3),
+        certificates=tuple(_list(get(4, []), "certificates")),
         withdrawals=tuple(withdrawals),
-        validity_start=raw.get(8),
-        mint=_multiasset(raw.get(9), "mint") if raw.get(9) is not None else (),
-        script_data_hash=raw.get(11),
-        collateral=_tx_ins(raw.get(13, [])),
-        required_signers=tuple(_bytes(s, "signer") for s in _list(raw.get(14, []), "signers")),
-        network_id=raw.get(15),
-        collateral_return=_output(collateral_return) if collateral_return is not None else None,
-        total_collateral=raw.get(17),
-        reference_inputs=_tx_ins(raw.get(18, [])),
-        votes=tuple(votes),
-        proposals=tuple(_list(raw.get(20, []), "proposals")),
-        current_treasury=raw.get(21),
-        donation=raw.get(22),
+        validity_start=get(8),
+        mint=_multiasset(get(9), "mint") if get(9) is not None else (),
+        script_data_hash=get(11),
+        collateral=_tx_ins(get(13, [])),
+        required_signers=tuple(_bytes(s, "signer") for s in _list(get(14, []), "signers")),
+        network_id=get(15),
+        collateral_return=collateral_return,
+        total_collateral=get(17),
+        reference_inputs=_tx_ins(get(18, [])),
+        proposals=tuple(_list(get(20, []), "proposals")),
+        current_treasury=get(21),
+        donation=get(22),
     )
+
+
+def _votes(vp: Any) -> Votes:
+    if vp is None:
+        return ()
+    if not isinstance(vp, CborMap):
+        raise TxDecodeError("voting procedures must be a map")
+    votes = []
+    for voter, ballots in vp.pairs:
+        if not (isinstance(voter, tuple) and len(voter) == 2 and voter[0] in range(5)):
+            raise TxDecodeError("malformed voter")
+        if not isinstance(ballots, CborMap):
+            raise TxDecodeError("malformed votes")
+        entries = tuple(
+            ((decode_tx_in(k).tx_id, decode_tx_in(k).index), v) for k, v in ballots.pairs
+        )
+        votes.append((Voter(voter[0], _bytes(voter[1], "voter")), entries))
+    return tuple(votes)
 
 
 def _list(item: Any, what: str) -> list[Any]:
@@ -645,86 +579,86 @@ def _int(item: Any, what: str) -> int:
 
 
 def decode_witnesses(witness_cbor: bytes) -> Witnesses:
-    raw = cbor_loads(witness_cbor)
-    if not isinstance(raw, CborMap):
-        raise TxDecodeError("witness set must be a map")
-    scripts: list[Script] = []
-    for key, language in ((1, 0), (3, 1), (6, 2), (7, 3)):
-        if language == 0:
-            # A native script's hash is over its bytes as submitted.
-            scripts.extend(Script(0, b) for b in _map_array_bytes(witness_cbor, raw, 1))
-            continue
+    entries, end = _map_entries_of(witness_cbor, 0, "witness set must be a map")
+    if end != len(witness_cbor):
+        raise TxDecodeError(f"{len(witness_cbor) - end} trailing bytes after CBOR item")
+    witnesses: Witnesses = _checked(_witnesses, witness_cbor, entries, "malformed witness set")
+    return witnesses
+
+
+def _witnesses(witness_cbor: bytes, entries: list[tuple[Any, Any, int, int]]) -> Witnesses:
+    # `entries` (and their spans) are of the witness map inside `witness_cbor`.
+    raw = CborMap(tuple((key, value) for key, value, _, _ in entries))
+    spans: dict[Any, tuple[int, int]] = {}
+    for key, _, start, stop in entries:
+        spans.setdefault(key, (start, stop))  # like CborMap.get: first wins
+
+    def elements(key: int) -> list[tuple[Any, bytes]]:
+        # Native script and datum hashes are over each element's bytes as submitted.
+        if key not in spans or raw.get(key) is None:
+            return []
+        items, _ = cbor_array_entries(witness_cbor, spans[key][0])
+        return [(item, witness_cbor[start:stop]) for item, start, stop in items]
+
+    def field_bytes(key: int) -> bytes | None:
+        return witness_cbor[spans[key][0] : spans[key][1]] if key in spans else None
+
+    scripts = [Script(0, cbor) for _, cbor in elements(1)]
+    for key, language in ((3, 1), (6, 2), (7, 3)):
         for script in _list(raw.get(key, []), "scripts"):
             scripts.append(Script(language, _bytes(script, "Plutus script")))
-    datum_cbors = _map_array_bytes(witness_cbor, raw, 4)
-    datums = tuple(cbor_loads(d) for d in datum_cbors)
-    vkey_hashes = tuple(
-        blake2b_224(_bytes(w[0], "vkey")) for w in _list(raw.get(0, []), "vkey witnesses")
+    datum_entries = elements(4)
+    vkeys = []
+    for i, pair in enumerate(_list(raw.get(0, []), "vkey witnesses")):
+        if not (isinstance(pair, list) and len(pair) == 2):
+            raise TxDecodeError(f"vkey witness {i} must be [vkey, signature]")
+        vkeys.append((_bytes(pair[0], "vkey"), _bytes(pair[1], "signature")))
+    redeemers: tuple[Redeemer, ...] = ()
+    if 5 in spans and raw.get(5) is not None:
+        redeemers = _redeemers(witness_cbor, spans[5][0])
+    return Witnesses(
+        raw=raw,
+        scripts=tuple(scripts),
+        datums=tuple(item for item, _ in datum_entries),
+        datum_cbors=tuple(cbor for _, cbor in datum_entries),
+        datums_cbor=field_bytes(4),
+        redeemers=redeemers,
+        redeemers_cbor=field_bytes(5),
+        vkeys=tuple(vkeys),
     )
-    return Witnesses(raw, tuple(scripts), datums, datum_cbors, _redeemers(raw.get(5)), vkey_hashes)
 
 
-def _map_array_bytes(map_cbor: bytes, raw: CborMap, wanted: int) -> tuple[bytes, ...]:
-    """The original bytes of each element of the array under key `wanted` of a CBOR map.
-
-    Datum hashes and native script hashes are over the bytes as submitted.
-    """
-    if raw.get(wanted) is None:
-        return ()
-    pos = _map_start(map_cbor)
-    for _ in range(len(raw.pairs)):
-        key, pos = cbor_decode_item(map_cbor, pos)
-        value_start = pos
-        _, pos = cbor_decode_item(map_cbor, pos)
-        if key == wanted:
-            return tuple(_array_element_bytes(map_cbor[value_start:pos]))
-    raise TxDecodeError(f"map key {wanted} not found")  # pragma: no cover
-
-
-def _map_start(data: bytes) -> int:
-    major, info = data[0] >> 5, data[0] & 0x1F
-    if major != 5:
-        raise TxDecodeError("expected a map")
-    if info == 31:
-        return 1
-    return _read_arg(data, 0, info)[1]
-
-
-def _array_element_bytes(data: bytes) -> list[bytes]:
-    # The datums may carry the set tag (258) in front of the array.
-    if data[:3] == b"\xd9\x01\x02":
-        data = data[3:]
-    return [data[a:b] for a, b in cbor_array_spans(data)]
-
-
-def _redeemers(item: Any) -> tuple[Redeemer, ...]:
-    if item is None:
-        return ()
+def _redeemers(data: bytes, start: int) -> tuple[Redeemer, ...]:
     result = []
-    if isinstance(item, list):
-        for entry in item:
+    major = data[start] >> 5
+    if major == 4:
+        for entry, entry_start, _ in cbor_array_entries(data, start)[0]:
             if not (isinstance(entry, list) and len(entry) == 4):
                 raise TxDecodeError("redeemer must be [tag, index, data, ex_units]")
-            tag, index, data, units = entry
-            result.append(_redeemer(tag, index, data, units))
-    elif isinstance(item, CborMap):
-        for key, value in item.pairs:
+            parts, _ = cbor_array_entries(data, entry_start)
+            tag, index, payload, units = entry
+            payload_cbor = data[parts[2][1] : parts[2][2]]
+            result.append(_redeemer(tag, index, payload, payload_cbor, units))
+    elif major == 5:
+        for key, value, value_start, _ in cbor_map_entries(data, start)[0]:
             if not (isinstance(key, tuple) and len(key) == 2):
                 raise TxDecodeError("redeemer key must be [tag, index]")
             if not (isinstance(value, list) and len(value) == 2):
                 raise TxDecodeError("redeemer value must be [data, ex_units]")
-            result.append(_redeemer(key[0], key[1], value[0], value[1]))
+            parts, _ = cbor_array_entries(data, value_start)
+            payload_cbor = data[parts[0][1] : parts[0][2]]
+            result.append(_redeemer(key[0], key[1], value[0], payload_cbor, value[1]))
     else:
         raise TxDecodeError("redeemers must be an array or a map")
     return tuple(result)
 
 
-def _redeemer(tag: Any, index: Any, data: Any, units: Any) -> Redeemer:
+def _redeemer(tag: Any, index: Any, data: Any, data_cbor: bytes, units: Any) -> Redeemer:
     if tag not in range(6) or not isinstance(index, int) or index < 0:
         raise TxDecodeError(f"bad redeemer pointer ({tag!r}, {index!r})")
     if not (isinstance(units, list) and len(units) == 2 and all(isinstance(u, int) for u in units)):
         raise TxDecodeError("redeemer ex_units must be [mem, steps]")
-    return Redeemer(tag, index, data, units[0], units[1])
+    return Redeemer(tag, index, data, data_cbor, units[0], units[1])
 
 
 def outputs_by_input(inputs_cbor: bytes, outputs_cbor: bytes) -> dict[TxIn, tuple[Output, bytes]]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from chain.devnet.addresses import SCRIPT, payment_credential
 from chain.devnet.plutus_tx import (
     Body,
     Credential,
@@ -69,9 +70,11 @@ def needed_scripts_of(body: Body, utxos: Mapping[TxIn, Output]) -> list[NeededSc
     for index, txin in enumerate(body.sorted_inputs):
         if txin not in utxos:
             raise PurposeError(f"input {txin.tx_id.hex()}#{txin.index} is not resolved")
-        payment = utxos[txin].address.payment
-        if payment is not None and payment.is_script:
-            needed.append(NeededScript("spend", index, payment.hash.hex(), txin))
+        # Read from the address bytes as phase 1 does: the ledger decides whether an
+        # input is script-locked by the header alone.
+        payment = payment_credential(utxos[txin].address_bytes)
+        if payment is not None and payment[0] == SCRIPT:
+            needed.append(NeededScript("spend", index, payment[1:].hex(), txin))
     for index, policy in enumerate(body.sorted_policies):
         needed.append(NeededScript("mint", index, policy.hex(), policy))
     for index, cert in enumerate(body.certificates):

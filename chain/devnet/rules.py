@@ -32,6 +32,7 @@ from chain.devnet.fees import min_ada, min_collateral, min_fee, script_fee
 from chain.devnet.integrity import MissingCostModel, script_integrity_hash
 from chain.devnet.native_scripts import evaluate_native
 from chain.devnet.params import ProtocolParams
+from chain.devnet.purposes import PurposeError, needed_scripts_of
 from chain.devnet.txdecode import (
     REDEEMER_TAGS,
     Assets,
@@ -43,6 +44,7 @@ from chain.devnet.txdecode import (
     decode_output,
     key_str,
     script_hash,
+    tx_in,
 )
 
 _MAX_METADATA_VALUE_BYTES = 64
@@ -360,26 +362,18 @@ def cert_credential(cert: list[Any], index: int) -> tuple[Credential, bool]:
 def _purposes(
     tx: DecodedTx, resolved: dict[InputKey, Output], scripts: dict[bytes, tuple[int, bytes]]
 ) -> list[Purpose]:
-    found: list[Purpose] = []
-
-    def add(tag: int, index: int, h: bytes) -> None:
-        provided = scripts.get(h)
-        found.append(Purpose(tag, index, h, None if provided is None else provided[0]))
-
-    for i, key in enumerate(sorted(tx.inputs)):
-        cred = payment_credential(resolved[key].address)
-        if cred is not None and cred[0] == SCRIPT:
-            add(0, i, cred[1:])
-    for i, policy in enumerate(tx.policies()):
-        add(1, i, policy)
     for i, cert in enumerate(tx.certs):
-        cred, witnessed = cert_credential(cert, i)
-        if witnessed and cred[0] == SCRIPT:
-            add(2, i, cred[1:])
-    for i, account in enumerate(sorted(tx.withdrawals, key=reward_account_order)):
-        cred = reward_credential(account)
-        if cred is not None and cred[0] == SCRIPT:
-            add(3, i, cred[1:])
+        cert_credential(cert, i)  # the devnet supports stake certificates only
+    utxos = {tx_in(key): resolved[key].view for key in tx.inputs}
+    try:
+        needed = needed_scripts_of(tx.view.body, utxos)
+    except PurposeError as err:
+        raise e.MalformedTransaction(str(err)) from None
+    found: list[Purpose] = []
+    for n in needed:
+        h = bytes.fromhex(n.script_hash)
+        provided = scripts.get(h)
+        found.append(Purpose(n.tag_number, n.index, h, None if provided is None else provided[0]))
     return found
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from chain.devnet.cbor_items import CborMap, CborTag
 from chain.devnet.plutus_data import (
     PlutusData,
     PlutusDataError,
@@ -28,8 +29,6 @@ from chain.devnet.plutus_data import (
 )
 from chain.devnet.plutus_tx import (
     Address,
-    CborMap,
-    CborTag,
     Credential,
     Output,
     Pointer,
