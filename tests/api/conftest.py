@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from api_support import FakeClock, Wallet, Worker, sign_in
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.engine import make_url
+from postgres_db import fresh_database
+from sqlalchemy import Engine
 from sqlmodel import Session
 
 from api.app import create_app
@@ -19,10 +17,6 @@ from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.services.users import add_senior
 from api.storage import LocalBlobStore
-
-POSTGRES_URL = os.environ.get(
-    "PROOFNET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
 
 
 @pytest.fixture
@@ -34,24 +28,8 @@ def sqlite_url(tmp_path: Any) -> str:
 def postgres_url() -> Iterator[str]:
     """A fresh database on the test server, dropped afterwards. Fails (never skips) when
     PostgreSQL is unreachable: the tests marked `postgres` must really run."""
-    admin_url = make_url(POSTGRES_URL)
-    name = f"proofnet_api_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield admin_url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(
-                text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = :name AND pid <> pg_backend_pid()"
-                ),
-                {"name": name},
-            )
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        admin.dispose()
+    with fresh_database("proofnet_api") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

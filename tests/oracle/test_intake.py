@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,8 +13,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from oracle_fixtures import PRICE, World, make_world
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from postgres_db import fresh_database
 from sqlalchemy.exc import IntegrityError
 
 from oracle.app import create_app
@@ -28,33 +25,14 @@ from oracle.store import AttestationStore
 from proofnet.messages.attestation import EscrowRef
 from proofnet.settings import Settings
 
-POSTGRES_URL = os.environ.get(
-    "PROOFNET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
 COSE = {"content-type": "application/cose"}
 
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh database, dropped afterwards; fails (never skips) without PostgreSQL."""
-    admin_url = make_url(POSTGRES_URL)
-    name = f"proofnet_oracle_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield admin_url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(
-                text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = :name AND pid <> pg_backend_pid()"
-                ),
-                {"name": name},
-            )
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        admin.dispose()
+    with fresh_database("proofnet_oracle") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -4,15 +4,13 @@ the longest payable key fits), and unit rows are read and moved alike on both.""
 
 from __future__ import annotations
 
-import os
 import secrets
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, inspect, text
-from sqlalchemy.engine import make_url
+from postgres_db import fresh_database
+from sqlalchemy import inspect, text
 from unit_fixtures import make_unit_world
 
 from oracle.db import make_engine
@@ -22,32 +20,12 @@ from oracle.store import AttestationStore
 from oracle.verify import VerificationResult
 from proofnet.messages.attestation import EscrowRef, UnitWork
 
-POSTGRES_URL = os.environ.get(
-    "PROOFNET_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-)
-
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh database, dropped afterwards; fails (never skips) without PostgreSQL."""
-    admin_url = make_url(POSTGRES_URL)
-    name = f"proofnet_oracle_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield admin_url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(
-                text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = :name AND pid <> pg_backend_pid()"
-                ),
-                {"name": name},
-            )
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        admin.dispose()
+    with fresh_database("proofnet_oracle") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
