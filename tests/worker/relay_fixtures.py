@@ -5,16 +5,14 @@ hands out for them."""
 from __future__ import annotations
 
 import hashlib
-import os
 import secrets
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from proofnet.demo_job import vendor_pot_library
+from proofnet.demo_job import commit_repo
 from worker.pot.examples.numpy_relay import make_shards
 
 RELAY_REPO_URL = "https://git.example.test/relay.git"
@@ -50,21 +48,6 @@ print("unit", os.environ["PROOFNET_UNIT_INDEX"], "goes on", flush=True)
 '''
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "proofnet test",
-        "GIT_AUTHOR_EMAIL": "test@proofnet.local",
-        "GIT_COMMITTER_NAME": "proofnet test",
-        "GIT_COMMITTER_EMAIL": "test@proofnet.local",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-    }
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
-    )
-    return done.stdout.strip()
-
-
 @dataclass(frozen=True)
 class RelayRepo:
     path: Path
@@ -80,18 +63,11 @@ class RelayRepo:
 @pytest.fixture(scope="session")
 def relay_repo(tmp_path_factory: pytest.TempPathFactory) -> RelayRepo:
     root = tmp_path_factory.mktemp("relay-git")
-    repo = root / "relay.git"
-    repo.mkdir()
-    _git(repo, "init", "--quiet")
-    vendor_pot_library(repo)
-    (repo / "relay.py").write_text(RELAY_PY)
-    (repo / "ddp.py").write_text(DDP_PY)
-    (repo / "hold.py").write_text(HOLD_PY)
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "relay training code")
+    files = {"relay.py": RELAY_PY, "ddp.py": DDP_PY, "hold.py": HOLD_PY}
+    repo = commit_repo(root, "relay.git", files, "relay training code")
     return RelayRepo(
-        path=repo,
-        commit=_git(repo, "rev-parse", "HEAD"),
+        path=repo.path,
+        commit=repo.commit,
         rewrites={"https://git.example.test/": f"file://{root}/"},
     )
 
