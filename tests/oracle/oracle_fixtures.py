@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -283,3 +285,23 @@ def make_world(
         nonce=nonce,
         lease=lease,
     )
+
+
+def replay_repo(path: Path, replay_py: str, message: str) -> tuple[str, str]:
+    """A git repository at `path` whose `proofnet_replay.py` is `replay_py`, committed:
+    (file:// URL, commit) as a job spec names its model."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=path,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+
+    git("init", "-q")
+    (path / "proofnet_replay.py").write_text(replay_py)
+    git("add", ".")
+    git("commit", "-q", "-m", message)
+    return f"file://{path}", git("rev-parse", "HEAD")

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from oracle_fixtures import FakeFeed
+from oracle_fixtures import FakeFeed, replay_repo
 
 from oracle.feed import JobInfo
 from oracle.feed_units import unit_result_name
@@ -34,24 +33,11 @@ REPLAY = "from worker.pot.examples.numpy_relay import make_trainer  # noqa: F401
 TRAIN = ["python3", "relay.py", "train", "--steps", "20", "--hidden", "16"]
 
 
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    path = tmp_path_factory.mktemp("relay-replay-repo")
-    _git(path, "init", "-q")
-    (path / "proofnet_replay.py").write_text(REPLAY)
-    _git(path, "add", ".")
-    _git(path, "commit", "-q", "-m", "relay replay entry point")
-    return f"file://{path}", _git(path, "rev-parse", "HEAD")
+    return replay_repo(
+        tmp_path_factory.mktemp("relay-replay-repo"), REPLAY, "relay replay entry point"
+    )
 
 
 @pytest.fixture(scope="module")

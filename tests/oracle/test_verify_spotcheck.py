@@ -4,11 +4,10 @@ with the job's own code, fetched from a git repository at the pinned commit."""
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from pathlib import Path
 
 import pytest
-from oracle_fixtures import World, job_spec, make_world
+from oracle_fixtures import World, job_spec, make_world, replay_repo
 
 from oracle.spotcheck import LocalSpotChecker, RepoCache, SpotCheckRequest
 from oracle.verify import Reason, verify
@@ -32,24 +31,9 @@ def make_trainer(job, commands):
 """
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    path = tmp_path_factory.mktemp("train-repo")
-    git(path, "init", "-q")
-    (path / "proofnet_replay.py").write_text(REPLAY)
-    git(path, "add", ".")
-    git(path, "commit", "-q", "-m", "training code")
-    return f"file://{path}", git(path, "rev-parse", "HEAD")
+    return replay_repo(tmp_path_factory.mktemp("train-repo"), REPLAY, "training code")
 
 
 SPEC_URL = "https://example.org/numpy-mlp.git"
