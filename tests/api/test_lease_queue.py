@@ -44,7 +44,7 @@ def _owner(session: Session) -> int:
     return user.id
 
 
-def _providers(session: Session, n: int, gpus: int = 1, memory_mb: int = 24576) -> list[int]:
+def seed_providers(session: Session, n: int, gpus: int = 1, memory_mb: int = 24576) -> list[int]:
     ids = []
     for i in range(n):
         p = Provider(
@@ -106,7 +106,7 @@ def test_concurrent_workers_never_share_a_job(
     workers, jobs = 6, 60
     with open_session(queue_engine) as s:
         owner = _owner(s)
-        provider_ids = _providers(s, workers)
+        provider_ids = seed_providers(s, workers)
         job_ids = _jobs(s, owner, jobs)
     barrier = threading.Barrier(workers)
     claimed: dict[int, list[str]] = {pid: [] for pid in provider_ids}
@@ -147,7 +147,7 @@ def test_expired_lease_requeues_and_stale_token_is_refused(
 ) -> None:
     with open_session(queue_engine) as s:
         owner = _owner(s)
-        first_id, second_id = _providers(s, 2)
+        first_id, second_id = seed_providers(s, 2)
         (job_id,) = _jobs(s, owner, 1)
         first, second = _provider(s, first_id), _provider(s, second_id)
         got = leases.claim(s, qconfig, first, T0)
@@ -178,7 +178,7 @@ def test_expired_lease_requeues_and_stale_token_is_refused(
 def test_lease_expiring_without_sweep_is_refused(queue_engine: Engine, qconfig: ApiConfig) -> None:
     with open_session(queue_engine) as s:
         owner = _owner(s)
-        (pid,) = _providers(s, 1)
+        (pid,) = seed_providers(s, 1)
         _jobs(s, owner, 1)
         provider = _provider(s, pid)
         got = leases.claim(s, qconfig, provider, T0)
@@ -200,7 +200,7 @@ def test_job_completes_exactly_once_under_racing_completions(
 ) -> None:
     with open_session(queue_engine) as s:
         owner = _owner(s)
-        (pid,) = _providers(s, 1)
+        (pid,) = seed_providers(s, 1)
         _jobs(s, owner, 1)
         got = leases.claim(s, qconfig, _provider(s, pid), T0)
         assert got is not None
@@ -237,7 +237,7 @@ def test_sweep_racing_completion_leaves_one_outcome(
     """A completion and the sweeper at the moment of expiry: the job ends in exactly one state."""
     with open_session(queue_engine) as s:
         owner = _owner(s)
-        (pid,) = _providers(s, 1)
+        (pid,) = seed_providers(s, 1)
         _jobs(s, owner, 1)
         got = leases.claim(s, qconfig, _provider(s, pid), T0)
         assert got is not None
@@ -277,7 +277,7 @@ def test_sweep_racing_completion_leaves_one_outcome(
 def test_attempts_exhausted_fail_the_job(queue_engine: Engine, qconfig: ApiConfig) -> None:
     with open_session(queue_engine) as s:
         owner = _owner(s)
-        (pid,) = _providers(s, 1)
+        (pid,) = seed_providers(s, 1)
         _jobs(s, owner, 1)
         provider = _provider(s, pid)
         now = T0
@@ -298,7 +298,7 @@ def test_matching_needs_enough_gpus_with_enough_memory(
 ) -> None:
     with open_session(queue_engine) as s:
         owner = _owner(s)
-        small = _providers(s, 1, gpus=4, memory_mb=16384)[0]
+        small = seed_providers(s, 1, gpus=4, memory_mb=16384)[0]
         _jobs(s, owner, 1, gpus=2, memory_mb=40960)
         assert leases.claim(s, qconfig, _provider(s, small), T0) is None
         job = s.exec(select(Job)).one()

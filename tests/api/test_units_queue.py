@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
+from test_lease_queue import seed_providers
 from unit_support import chain, multi_node_spec, relay_spec
 
 from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.migrate import upgrade_head
-from api.models import Job, JobUnit, Lease, Provider, ProviderGpu, User
+from api.models import Job, JobUnit, Lease, Provider, User
 from api.services import leases, units
 from proofnet.messages.jobspec import JobSpec
 
@@ -43,26 +44,7 @@ def _seed(session: Session, *, workers: int, specs: list[dict[str, Any]]) -> lis
     session.add(owner)
     session.flush()
     assert owner.id is not None
-    ids = []
-    for i in range(workers):
-        provider = Provider(
-            worker_key=f"{i:064x}",
-            key_id=f"{i:056x}",
-            payout_address="addr_test1payout",
-            binding={},
-            capabilities={},
-            registered_at=T0,
-            last_heartbeat_at=T0,
-        )
-        session.add(provider)
-        session.flush()
-        assert provider.id is not None
-        ids.append(provider.id)
-        session.add(
-            ProviderGpu(
-                provider_id=provider.id, index=0, uuid=f"GPU-{i}", model="L4", memory_mb=24576
-            )
-        )
+    ids = seed_providers(session, workers)
     for n, raw in enumerate(specs):
         spec = JobSpec.from_dict(raw)
         topology = spec.topology
