@@ -1,4 +1,4 @@
-"""Root conftest: registers shared fixture plugins and locates the read-only fixture tree.
+"""Root conftest: registers the shared fixture plugins.
 
 Kept generic on purpose; role-specific fixtures live beside their tests and are registered
 here as plugins.
@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-
-import pytest
-from shared_paths import shared_dir
 
 _TESTS = Path(__file__).resolve().parent
 _REPO = _TESTS.parent
@@ -28,8 +25,3 @@ for _plugin_dir in (_TESTS / "chain" / "devnet",):
         sys.path.insert(0, str(_plugin_dir))
 
 pytest_plugins = ["devnet_fixtures"]
-
-
-@pytest.fixture(scope="session", name="shared_dir")
-def shared_dir_fixture() -> Path:
-    return shared_dir()

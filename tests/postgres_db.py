@@ -1,4 +1,4 @@
-"""A fresh PostgreSQL database per test: importable by any test module (like shared_paths)."""
+"""A fresh PostgreSQL database per test: importable by any test module (like fixture_paths)."""
 
 from __future__ import annotations
 

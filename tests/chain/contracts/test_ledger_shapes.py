@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import cbor2
 import pytest
+from fixture_paths import LEDGER_VECTORS
 
 from chain.contracts import ledger as L
 
-VECTORS = Path("/work/shared/fixtures/ledger/script_context_v3")
+VECTORS = LEDGER_VECTORS
 
 
 def _from_json(j: dict[str, Any]) -> Any:

@@ -1,6 +1,6 @@
 """Validate devnet responses against Blockfrost's published OpenAPI schemas.
 
-Schemas are resolved from `shared/fixtures/blockfrost/openapi.yaml` and made strict: an
+Schemas are resolved from `tests/fixtures/blockfrost/openapi.yaml` and made strict: an
 object may carry only the properties the spec declares (Blockfrost's own schemas allow extra
 keys, which would let a misspelt field slip through).
 """
@@ -8,35 +8,20 @@ keys, which would let a misspelt field slip through).
 from __future__ import annotations
 
 import copy
-import os
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
+from fixture_paths import BLOCKFROST_OPENAPI
 from openapi_schema_validator import OAS30Validator
 
 # Errors outside the spec's per-path list (405, 413, 415) use the same body shape.
 GENERIC_ERROR = "400"
 
 
-def _shared_dir() -> Path:
-    # Same lookup as the root conftest's `shared_dir` fixture (importable without pytest).
-    override = os.environ.get("PROOFNET_SHARED_DIR")
-    repo = Path(__file__).resolve().parents[3]
-    for candidate in ([Path(override)] if override else []) + [
-        repo / "shared",
-        repo.parent / "shared",
-    ]:
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("shared fixtures not found; set PROOFNET_SHARED_DIR")
-
-
 @cache
 def spec() -> dict[str, Any]:
-    path = _shared_dir() / "fixtures" / "blockfrost" / "openapi.yaml"
-    return dict(yaml.safe_load(path.read_text()))
+    return dict(yaml.safe_load(BLOCKFROST_OPENAPI.read_text()))
 
 
 def _resolve(node: Any, root: dict[str, Any]) -> Any:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fixture_paths import LEDGER_VECTORS
 from pycardano import Address, Network, PaymentSigningKey
 from typer.testing import CliRunner
 
@@ -106,8 +107,8 @@ def test_unreachable_devnet_is_a_clear_error() -> None:
     assert result.exit_code == 1 and "cannot reach the devnet" in result.output
 
 
-def test_check_vectors(tmp_path: Path, shared_dir: Path) -> None:
-    source = shared_dir / "fixtures" / "ledger" / "script_context_v3" / "simple_send.json"
+def test_check_vectors(tmp_path: Path) -> None:
+    source = LEDGER_VECTORS / "simple_send.json"
     good = tmp_path / "good"
     good.mkdir()
     shutil.copy(source, good / "simple_send.json")

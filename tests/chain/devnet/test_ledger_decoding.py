@@ -10,6 +10,7 @@ from typing import Any
 
 import cbor2
 import pytest
+from fixture_paths import LEDGER_VECTORS
 from ledger_fixtures import ALWAYS_TRUE, ALWAYS_TRUE_ADDRESS, Harness, redeemer
 from pycardano import RedeemerTag, TransactionOutput, plutus_script_hash
 
@@ -24,10 +25,8 @@ from chain.devnet.txdecode import decode_tx
 
 
 @pytest.mark.parametrize("name", ["mint", "simple_send"])
-def test_vectors_decode_with_the_ledgers_tx_id(shared_dir: Path, name: str) -> None:
-    vector = json.loads(
-        (shared_dir / "fixtures/ledger/script_context_v3" / f"{name}.json").read_text()
-    )
+def test_vectors_decode_with_the_ledgers_tx_id(name: str) -> None:
+    vector = json.loads((LEDGER_VECTORS / f"{name}.json").read_text())
     tx = decode_tx(bytes.fromhex(vector["transaction_cbor"]))
     # the ScriptContext the Haskell ledger built names the tx by the hash of the body bytes
     assert tx.tx_hash in json.dumps(vector["expected_script_context"])
@@ -51,8 +50,8 @@ def test_malformed_cbor_is_rejected_clearly() -> None:
         decode_tx(cbor2.dumps([{0: [], 1: [], 2: 0, 6: 1}, {}, True, None]))
 
 
-def _vector(shared_dir: Path, name: str) -> dict[str, Any]:
-    path = shared_dir / "fixtures/ledger/script_context_v3" / f"{name}.json"
+def _vector(name: str) -> dict[str, Any]:
+    path = LEDGER_VECTORS / f"{name}.json"
     return json.loads(path.read_text())  # type: ignore[no-any-return]
 
 
@@ -64,10 +63,8 @@ def _vector(shared_dir: Path, name: str) -> dict[str, Any]:
         ("mint", ("mint", 1, "12593b4cbf7fdfd8636db99fe356437cd6af8539aadaa0a401964874")),
     ],
 )
-def test_needed_scripts_of_the_ledger_vectors(
-    shared_dir: Path, name: str, purpose: tuple[str, int, str]
-) -> None:
-    vector = _vector(shared_dir, name)
+def test_needed_scripts_of_the_ledger_vectors(name: str, purpose: tuple[str, int, str]) -> None:
+    vector = _vector(name)
     tx = decode_tx(bytes.fromhex(vector["transaction_cbor"]))
     resolved = outputs_by_input(
         bytes.fromhex(vector["resolved_inputs"]["inputs_cbor"]),
