@@ -17,6 +17,7 @@ from api.schemas.auth import SignedData
 from api.schemas.common import Message
 from api.services import approvals as service
 from api.services.approvals import ApplicationState
+from proofnet.messages.endorsement import endorsement_message
 
 # Row ids are 64-bit: a larger number cannot name a row (and would overflow the driver).
 ApplicationId = Annotated[int, Path(ge=1, le=2**63 - 1)]
@@ -35,7 +36,7 @@ _SENIOR = {**_SIGNED_IN, 403: "only senior members may do this"}
 
 def _public(config: ApiConfig, state: ApplicationState) -> ApplicationPublic:
     assert state.application.id is not None
-    message = service.endorsement_message(
+    message = endorsement_message(
         network=config.network,
         applicant_address=state.applicant.address,
         application_id=state.application.id,

@@ -19,6 +19,7 @@ from api.config import ApiConfig
 from api.errors import Conflict, Forbidden, NotFound, Unauthorized
 from api.models import Application, Endorsement, User
 from api.wallet import verify_sign_data
+from proofnet.messages.endorsement import endorsement_message
 
 
 @dataclass(frozen=True)
@@ -45,18 +46,6 @@ class ApplicationState:
     @property
     def approved(self) -> bool:
         return self.applicant.is_approved
-
-
-def endorsement_message(*, network: str, applicant_address: str, application_id: int) -> str:
-    # Domain-separated so that a sign-in signature (or an endorsement of someone else, or on
-    # another network) can never count as this endorsement.
-    return (
-        "proofnet endorsement v1\n"
-        f"network: {network}\n"
-        f"applicant: {applicant_address}\n"
-        f"application: {application_id}\n"
-        "I vouch that this applicant may submit training jobs."
-    )
 
 
 def _endorsers(session: Session, application_id: int) -> tuple[Endorser, ...]:
