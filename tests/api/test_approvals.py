@@ -272,3 +272,12 @@ def test_seniors_see_who_endorsed_each_pending_application(
     assert endorser["key_hash"] == seniors[2].signing_key.to_verification_key().hash().payload.hex()
     assert rows[second["id"]]["endorsements"] == 1
     assert rows[second["id"]]["endorsements_required"] == 5
+
+
+def test_the_approval_routes_document_their_refusals(client: TestClient) -> None:
+    paths = client.get("/api/v1/openapi.json").json()["paths"]
+    endorse = paths["/api/v1/approvals/{application_id}/endorsements"]["post"]["responses"]
+    assert {"201", "401", "403", "404", "409"} <= set(endorse)
+    assert "your own key" in endorse["403"]["description"]
+    assert {"200", "401", "403"} <= set(paths["/api/v1/approvals/pending"]["get"]["responses"])
+    assert "404" in paths["/api/v1/approvals/me"]["get"]["responses"]
