@@ -34,7 +34,7 @@ RUN /opt/proofnet/bin/pip install --no-deps --no-build-isolation . \
 
 FROM ${BASE_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PATH=/opt/proofnet/bin:$PATH \
-    PROOFNET_DATA_DIR=/var/lib/proofnet
+    PROOFNET_DATA_DIR=/var/lib/proofnet PROOFNET_CACHE_DIR=/var/lib/proofnet/cache
 # git fetches job repositories (worker, oracle spot checks); the local base has it already.
 RUN if ! command -v git >/dev/null || [ ! -e /etc/ssl/certs/ca-certificates.crt ]; then \
       apt-get update \
@@ -45,8 +45,8 @@ RUN if ! command -v git >/dev/null || [ ! -e /etc/ssl/certs/ca-certificates.crt 
  && install -d -o proofnet -g proofnet -m 0750 /var/lib/proofnet
 COPY --from=build /opt/proofnet /opt/proofnet
 USER proofnet
-# The data dir is the working dir: settings' relative defaults (.proofnet/..., .env) land in
-# the service's volume rather than in a read-only /app.
+# Every default path is under PROOFNET_DATA_DIR / PROOFNET_CACHE_DIR, in the service's
+# volume; the working dir is too, for `.env` and relative paths given to a command.
 WORKDIR /var/lib/proofnet
 ENTRYPOINT ["proofnet"]
 CMD ["--help"]

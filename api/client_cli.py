@@ -7,7 +7,7 @@
 
 Signing in is a CIP-8 signature by the key file's payment key (what a browser wallet's
 `signData` makes); the session token is cached per API URL and address in a 0600 file under
-`~/.proofnet/sessions/`. Transactions (escrow lock, refund) are built by the API and signed
+`sessions/` in the per-user data dir (`~/.local/share/proofnet`, `PROOFNET_DATA_DIR`). Transactions (escrow lock, refund) are built by the API and signed
 here with the key file: the key never leaves this machine.
 """
 
@@ -97,6 +97,10 @@ class JobClient:
         assert isinstance(signed, dict)
         return {"signature": signed["signature"], "key": signed["key"]}
 
+    def sign_message(self, message: str) -> dict[str, str]:
+        """What CIP-30 `signData` answers for `message`: COSE_Sign1 and COSE_Key, hex."""
+        return self._sign(message)
+
     def _cached(self) -> str | None:
         if self.token_cache is None or not self.token_cache.exists():
             return None
@@ -164,6 +168,11 @@ class JobClient:
                 detail = response.text
             raise JobCliError(f"{method} {path}: HTTP {response.status_code}: {detail}")
         return None if response.status_code == 204 else response.json()
+
+    def call(self, method: str, path: str, **kw: Any) -> Any:
+        """A signed-in call to `/api/v1{path}` (other clients: `proofnet approvals`); an
+        answer >= 400 raises JobCliError with the API's detail."""
+        return self._call(method, path, **kw)
 
     # --- jobs -------------------------------------------------------------------------
 
@@ -255,16 +264,21 @@ KeyFile = Annotated[Path, typer.Option("--key-file", help="payment .skey file", 
 ApiUrl = Annotated[str | None, typer.Option("--api-url", help="API base URL")]
 
 
-def _client(key_file: Path, api_url: str | None) -> JobClient:
-    from proofnet.settings import build_settings
+def open_client(key_file: Path, api_url: str | None, settings: Any = None) -> JobClient:
+    """A client signing with `key_file`'s payment key, its session cached per user."""
+    from proofnet.settings import absolute, build_settings
 
-    settings = build_settings()
+    settings = settings or build_settings()
     url = api_url or settings.api_url
     network = Network.MAINNET if settings.network == "mainnet" else Network.TESTNET
-    key = _run(lambda: load_payment_key(key_file))
+    key = load_payment_key(absolute(key_file))
     tag = hashlib.sha256(f"{url}|{key.to_verification_key().hash()}".encode()).hexdigest()[:16]
-    cache = Path.home() / ".proofnet" / "sessions" / f"{tag}.json"
+    cache = settings.data_dir / "sessions" / f"{tag}.json"
     return JobClient(url, key, network=network, token_cache=cache)
+
+
+def _client(key_file: Path, api_url: str | None) -> JobClient:
+    return _run(lambda: open_client(key_file, api_url))
 
 
 def _print(obj: Any) -> None:

@@ -2,13 +2,18 @@
 
 Each role's commands live beside the role (`chain/devnet/cli.py`, `worker/cli.py`, ...); this
 module only mounts them, so a provider's machine running `proofnet worker` never imports the
-oracle or the API.
+oracle or the API. Mounting also makes every path option absolute (against the directory the
+command was started in) before a role sees it: roles hand paths to git, child processes and
+containers that run elsewhere, where a relative path names something else.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from enum import StrEnum
+from pathlib import PurePath
+from typing import Any
 
 import click
 import typer
@@ -24,6 +29,12 @@ ROLES: list[tuple[str, str, str, str]] = [
     ("chaos", "oracle.settlement.chaos", "app", "Fault-injection runs against local roles."),
     ("bench", "proofnet.bench", "app", "Benchmarks whose figures go in docs/benchmarks.md."),
     ("audit", "proofnet.audit", "app", "Audit a settlement transaction from the chain."),
+    (
+        "approvals",
+        "api.approvals_cli",
+        "app",
+        "List submitter applications and endorse them (senior members).",
+    ),
 ]
 
 
@@ -45,8 +56,35 @@ class _LazyGroup(typer.core.TyperGroup):
                 command = typer.main.get_command(sub)
                 command.name = name
                 command.help = command.help or help_text
+                absolute_path_options(command)
                 return command
         return super().get_command(ctx, cmd_name)
+
+
+def _absolute_value(value: Any) -> Any:
+    from proofnet.settings import absolute
+
+    if isinstance(value, PurePath):
+        return absolute(value)
+    if isinstance(value, list | tuple) and any(isinstance(v, PurePath) for v in value):
+        return type(value)(absolute(v) if isinstance(v, PurePath) else v for v in value)
+    return value
+
+
+def absolute_path_options(command: Any) -> None:
+    """Hand `command`'s function (and its sub-commands') every path option and argument
+    absolute, made so against the directory the command was started in."""
+    callback = getattr(command, "callback", None)
+    if callback is not None and not getattr(callback, "_absolute_paths", False):
+
+        @functools.wraps(callback)
+        def with_absolute_paths(*args: Any, **kwargs: Any) -> Any:
+            return callback(*args, **{k: _absolute_value(v) for k, v in kwargs.items()})
+
+        with_absolute_paths._absolute_paths = True  # type: ignore[attr-defined]
+        command.callback = with_absolute_paths
+    for sub in (getattr(command, "commands", None) or {}).values():
+        absolute_path_options(sub)
 
 
 def _unavailable(name: str, help_text: str, exc: ImportError) -> click.Command:

@@ -183,6 +183,9 @@ class _Demo:
             "PROOFNET_CHAIN_BACKEND": "devnet",
             "PROOFNET_DEVNET_URL": self.state.devnet_url,
             "PROOFNET_API_URL": self.state.api_url,
+            # Everything the roles keep or cache stays in the demo's dir, not the user's.
+            "PROOFNET_DATA_DIR": str(self.workdir / "data"),
+            "PROOFNET_CACHE_DIR": str(self.workdir / "cache"),
             # Jobs run `python3` with numpy: this installation's interpreter first.
             "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
             "PYTHONUNBUFFERED": "1",

@@ -1,15 +1,69 @@
-"""The one settings class. Built by `build_settings()`; nothing reads the environment at import."""
+"""The one settings class. Built by `build_settings()`; nothing reads the environment at import.
+
+Paths are absolute once built: a relative one (from the environment, `.env` or an override)
+is taken relative to the working directory of the process that builds the settings, at that
+moment, so no component downstream (git run in another directory, a child process) can read
+it differently. Defaults live in the per-user directories (platformdirs): what a role keeps
+under `data_dir` (`~/.local/share/proofnet` on Linux; `PROOFNET_DATA_DIR` moves all of it),
+what can be fetched again under `cache_dir` (`~/.cache/proofnet`, `PROOFNET_CACHE_DIR`).
+"""
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from platformdirs import user_cache_path, user_data_path
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ChainBackend = Literal["devnet", "blockfrost", "ogmios"]
 Network = Literal["devnet", "preprod", "preview", "mainnet"]
+
+APP_NAME = "proofnet"
+
+
+def user_data_dir() -> Path:
+    """Where a role keeps what it must not lose, for this user (no I/O)."""
+    return user_data_path(APP_NAME, appauthor=False)
+
+
+def user_cache_dir() -> Path:
+    """Where a role keeps what it can fetch again, for this user (no I/O)."""
+    return user_cache_path(APP_NAME, appauthor=False)
+
+
+def absolute(path: os.PathLike[str] | str) -> Path:
+    """`path` with `~` expanded, made absolute against the current directory (no I/O:
+    symlinks are kept, as the user named them)."""
+    return Path(os.path.abspath(os.path.expanduser(path)))
+
+
+# Defaults under `data_dir` / `cache_dir` for settings not given explicitly.
+_UNDER_DATA_DIR = {
+    "devnet_data_dir": "devnet",
+    "worker_key_file": "worker.skey",
+    "worker_work_dir": "worker",
+}
+_UNDER_CACHE_DIR = {"git_cache_dir": "git"}
+_SQLITE_FILE = "proofnet.db"
+
+
+# sqlite[+driver]:///<file>[?query]: a relative <file> is relative to the current directory.
+_SQLITE_URL = re.compile(r"(?P<head>sqlite(?:\+\w+)?:///)(?P<file>[^?]*)(?P<query>\?.*)?", re.S)
+
+
+def absolute_sqlite_url(url: str) -> str:
+    """A SQLite URL whose file is absolute (other URLs as they are)."""
+    match = _SQLITE_URL.fullmatch(url)
+    if match is None:
+        return url
+    file = match["file"]
+    if not file or file == ":memory:" or file.startswith("file:") or os.path.isabs(file):
+        return url
+    return f"{match['head']}{absolute(file)}{match['query'] or ''}"
 
 
 class Settings(BaseSettings):
@@ -27,8 +81,14 @@ class Settings(BaseSettings):
     ogmios_url: str = "ws://127.0.0.1:1337"
     kupo_url: str = "http://127.0.0.1:1442"
 
+    # --- where things are kept (per user; every path below defaults under these) ------
+    data_dir: Path = Field(default_factory=user_data_dir)
+    cache_dir: Path = Field(default_factory=user_cache_dir)
+    # One git mirror cache for every job of this machine's worker (and its verifiers).
+    git_cache_dir: Path = Field(default_factory=lambda: user_cache_dir() / "git")
+
     # --- devnet ----------------------------------------------------------------------
-    devnet_data_dir: Path = Path(".proofnet/devnet")
+    devnet_data_dir: Path = Field(default_factory=lambda: user_data_dir() / "devnet")
     devnet_host: str = "127.0.0.1"
     devnet_port: int = 3030
     devnet_block_time: float = 1.0
@@ -44,8 +104,7 @@ class Settings(BaseSettings):
     ntx_asset_name: str = "4e5458"
 
     # --- storage -------------------------------------------------------------------------
-    database_url: str = "sqlite:///.proofnet/proofnet.db"
-    data_dir: Path = Path(".proofnet")
+    database_url: str = Field(default_factory=lambda: f"sqlite:///{user_data_dir() / _SQLITE_FILE}")
 
     # --- API -----------------------------------------------------------------------------
     approval_endorsements: int = Field(default=5, ge=1)
@@ -109,9 +168,9 @@ class Settings(BaseSettings):
     settlement_holder: str = ""
 
     # --- worker ------------------------------------------------------------------------
-    worker_key_file: Path = Path(".proofnet/worker.skey")
+    worker_key_file: Path = Field(default_factory=lambda: user_data_dir() / "worker.skey")
     worker_runtime: Literal["docker", "process"] = "docker"
-    worker_work_dir: Path = Path(".proofnet/worker")
+    worker_work_dir: Path = Field(default_factory=lambda: user_data_dir() / "worker")
     worker_heartbeat_s: float = Field(default=5.0, gt=0)
     # Address the other nodes of a multi-node job reach this machine at (node 0 hosts the
     # torchrun rendezvous there).
@@ -119,6 +178,42 @@ class Settings(BaseSettings):
     # Docker runtime: run cluster nodes with the host's network (and so its egress), which
     # multi-node training needs; without it the worker claims no cluster nodes.
     worker_allow_cluster_networking: bool = False
+
+    # --- every path absolute, defaults under data_dir / cache_dir ---------------------------
+
+    @field_validator(
+        "data_dir",
+        "cache_dir",
+        "git_cache_dir",
+        "devnet_data_dir",
+        "deployment_file",
+        "oracle_key_file",
+        "settlement_deployment_file",
+        "worker_key_file",
+        "worker_work_dir",
+    )
+    @classmethod
+    def _absolute_path(cls, value: Any) -> Any:
+        return None if value is None else absolute(value)
+
+    @field_validator("database_url")
+    @classmethod
+    def _absolute_sqlite(cls, value: str) -> str:
+        return absolute_sqlite_url(value)
+
+    @model_validator(mode="after")
+    def _defaults_under_given_dirs(self) -> Settings:
+        # PROOFNET_DATA_DIR (or CACHE_DIR) alone moves everything not named on its own.
+        given = self.model_fields_set
+        for name, rel in _UNDER_DATA_DIR.items():
+            if name not in given:
+                setattr(self, name, self.data_dir / rel)
+        for name, rel in _UNDER_CACHE_DIR.items():
+            if name not in given:
+                setattr(self, name, self.cache_dir / rel)
+        if "database_url" not in given:
+            self.database_url = f"sqlite:///{self.data_dir / _SQLITE_FILE}"
+        return self
 
 
 def build_settings(**overrides: object) -> Settings:

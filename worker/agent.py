@@ -28,6 +28,12 @@ claims cluster nodes only when its runtime can network them (`Runtime.cluster_ne
 `request_stop()` (SIGTERM/SIGINT) lets the current job finish within the grace period, else
 kills it and releases the lease. The loop backs off with jitter on errors and never dies of
 one.
+
+Whose fault a failure is decides what the lease becomes (`worker.faults`): the job's own
+(its code, repository, data or image) fails the lease and counts against the job's
+attempts; this machine's (work dir, git mirror cache, disk, container engine, GPU runtime:
+a `HostFault`) releases it without counting, is logged as an error for the provider with
+what to fix, and makes the loop wait (backing off) before it claims again.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from proofnet.messages.attestation import (
 )
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.topology import MultiNode
+from proofnet.settings import absolute
 from worker import units
 from worker.api_client import (
     ApiClient,
@@ -70,6 +77,7 @@ from worker.cluster import (
     node_commands,
     wait_for_cluster,
 )
+from worker.faults import HostFault
 from worker.identity import WorkerKey
 from worker.lease_keeper import LeaseKeeper
 from worker.log_shipper import LogShipper
@@ -100,12 +108,13 @@ from worker.runtime.base import (
 from worker.sealing_check import SealingKeyRefused, SealingKeyUnverified, verify_sealing_key
 from worker.telemetry import JobUsage, TelemetrySampler
 from worker.unit_claim import ClusterState, UnitAssignment
-from worker.workspace import RepoCache, WorkspaceError, fetch_data
+from worker.workspace import RepoCache, WorkspaceError, WorkspaceUnavailable, fetch_data
 
 log = logging.getLogger(__name__)
 
 CPU_MODEL_NAME = "CPU"
-Status = Literal["attested", "failed", "released", "lost"]
+# host_fault: this machine could not run the job; the lease was released without counting.
+Status = Literal["attested", "failed", "released", "lost", "host_fault"]
 
 
 @dataclass(frozen=True)
@@ -130,6 +139,10 @@ class AgentConfig:
     # hosts the rendezvous there), and how long a node waits for its cluster to form.
     advertise_host: str = "127.0.0.1"
     cluster_wait_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        # Absolute once and for all: git runs inside job dirs, runtimes mount them by path.
+        object.__setattr__(self, "work_dir", absolute(self.work_dir))
 
     @property
     def jobs_dir(self) -> Path:
@@ -182,6 +195,11 @@ class _Released(Exception):
 
 class _Failed(Exception):
     """The job failed on this worker; report it via /fail and do not attest."""
+
+
+class _HostFault(Exception):
+    """This machine cannot run the job (not the job's fault): release it uncounted, tell the
+    provider, and wait before claiming again."""
 
 
 class Agent:
@@ -268,6 +286,13 @@ class Agent:
             outcomes.append(outcome)
             if once or (max_jobs is not None and len(outcomes) >= max_jobs):
                 break
+            if outcome.status == "host_fault":
+                # Claiming again at once would only bounce the next job too.
+                failures += 1
+                self._pause(min(self.config.max_backoff_s, 2 ** min(failures, 10)))
+                continue
+            if outcome.status == "released":
+                self._pause(self.config.poll_interval_s)  # not straight back to the same job
             self.flush_outbox()
         self.flush_outbox(attempts=1)
         return AgentStats(
@@ -392,6 +417,20 @@ class Agent:
             shipper.flush()
             self._end_lease("fail", claimed.lease_token, str(e))
             return JobOutcome(claimed.job_id, claimed.attempt, "failed", str(e), unit=unit)
+        except _HostFault as e:
+            reason = f"the provider's machine could not run the job: {e}"
+            shipper.note(f"{reason}; handing the job back (this does not count against it)")
+            shipper.flush()
+            self._end_lease("release", claimed.lease_token, reason)
+            log.error(
+                "THIS MACHINE cannot run jobs: %s. The job %s went back to the queue without "
+                "counting against it; fix this machine (work dir %s), or the worker keeps "
+                "handing jobs back.",
+                e,
+                claimed.job_id,
+                cfg.work_dir,
+            )
+            return JobOutcome(claimed.job_id, claimed.attempt, "host_fault", str(e), unit=unit)
         except LeaseLost as e:
             return JobOutcome(claimed.job_id, claimed.attempt, "lost", str(e), unit=unit)
         finally:
@@ -432,6 +471,8 @@ class Agent:
         keeper.message = "preparing image"
         try:
             self.runtime.prepare(spec.image, progress=self._pull_logger(shipper))
+        except HostFault as e:
+            raise _HostFault(f"{self.runtime.name} runtime: {e}") from e
         except RuntimeErrorBase as e:
             raise _Failed(f"image {spec.image}: {e}") from e
         self._check_lease(keeper)
@@ -556,15 +597,21 @@ class Agent:
         keeper.message = "preparing workspace"
         shipper.note(f"checking out {spec.model.repo_url} at {spec.model.commit}")
         data = list(spec.data) if unit is None else units.unit_data(spec, unit)
+        self._check_disk(spec)
         try:
             cfg.jobs_dir.mkdir(parents=True, exist_ok=True)
             if job_dir.exists():
                 shutil.rmtree(job_dir)
+        except OSError as e:
+            raise _HostFault(f"the work dir {cfg.jobs_dir} is unusable: {e}") from e
+        try:
             self.repos.checkout(spec.model.repo_url, spec.model.commit, job_dir)
             shards: list[Path] = []
             if data:
                 shipper.note(f"fetching {len(data)} data shard(s)")
                 shards = fetch_data(data, job_dir / "data", cache_dir=cfg.data_cache_dir)
+        except WorkspaceUnavailable as e:
+            raise _HostFault(f"workspace: {e}") from e
         except WorkspaceError as e:
             raise _Failed(f"workspace: {e}") from e
         if unit is None or not unit.inputs:
@@ -583,6 +630,30 @@ class Agent:
             )
         self._check_lease(keeper)
         return tuple(shards), inputs
+
+    def _check_disk(self, spec: JobSpec) -> None:
+        """Before any of the job's bytes land: has this machine the disk the job declares?
+        (So that a disk filling up later is the job's doing, not this machine's.)"""
+        probe = self.config.work_dir
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        try:
+            free_mb = shutil.disk_usage(probe).free // 2**20
+        except OSError as e:
+            raise _HostFault(f"cannot read the free space of {probe}: {e}") from e
+        if free_mb < spec.resources.disk_mb:
+            # Not a fault of this machine's (the job may simply be large), nor the job's.
+            log.warning(
+                "the work dir %s has %d MB free; job %s declares %d MB of disk",
+                self.config.work_dir,
+                free_mb,
+                spec.job_id,
+                spec.resources.disk_mb,
+            )
+            raise _Released(
+                f"this worker has {free_mb} MB of disk free; the job declares "
+                f"{spec.resources.disk_mb} MB"
+            )
 
     def _unit_run(
         self,
@@ -794,6 +865,8 @@ class Agent:
                 )
                 try:
                     handle = self.runtime.run(run_spec, on_log=shipper.add, log_file=log_file)
+                except HostFault as e:
+                    raise _HostFault(f"{self.runtime.name} runtime: {e}") from e
                 except RuntimeErrorBase as e:
                     run = RunResult(None, RunReason.RUNTIME_ERROR, f"{type(e).__name__}: {e}", 0.0)
                     break

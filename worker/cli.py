@@ -383,15 +383,16 @@ def onboard(
     gpu_image: str | None = typer.Option(None, "--gpu-image", help="image for the runtime check"),
 ) -> None:
     """Check this machine and register it as a proofnet provider."""
-    from proofnet.settings import build_settings
+    from proofnet.settings import absolute, build_settings
     from worker.gpu_runtime_check import DEFAULT_IMAGE
 
     settings = build_settings()
     opts = OnboardOptions(
         api_url=api_url,
         payout_address=payout_address,
-        key_file=key_file or settings.worker_key_file,
-        work_dir=work_dir or settings.worker_work_dir,
+        # Absolute here, at the edge: `run` may start from another directory.
+        key_file=absolute(key_file) if key_file else settings.worker_key_file,
+        work_dir=absolute(work_dir) if work_dir else settings.worker_work_dir,
         network=network or settings.network,
         skip_challenge=skip_challenge,
         skip_runtime_check=skip_runtime_check,
@@ -566,8 +567,12 @@ def run(
     metrics_port: int | None = typer.Option(
         None, "--metrics-port", help="serve Prometheus metrics on this port (127.0.0.1)"
     ),
-    key_file: Path | None = typer.Option(None, "--key-file", help="the worker key"),
-    work_dir: Path | None = typer.Option(None, "--work-dir", help="jobs, logs, outbox, caches"),
+    key_file: Path | None = typer.Option(
+        None, "--key-file", help="the worker key [default: PROOFNET_WORKER_KEY_FILE]"
+    ),
+    work_dir: Path | None = typer.Option(
+        None, "--work-dir", help="jobs, logs, outbox [default: PROOFNET_WORKER_WORK_DIR]"
+    ),
     network: str | None = typer.Option(None, "--network", help="devnet, preprod, preview, mainnet"),
     payout_address: str | None = typer.Option(
         None, "--payout-address", help="default: the one bound at onboarding"
@@ -596,7 +601,7 @@ def run(
     import logging
     import signal
 
-    from proofnet.settings import build_settings
+    from proofnet.settings import absolute, build_settings
     from worker.agent import Agent, AgentConfig
     from worker.api_client import ApiClient
     from worker.identity import IdentityError, load_key
@@ -609,10 +614,11 @@ def run(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     settings = build_settings()
-    wd = work_dir or settings.worker_work_dir
+    # Every path absolute here, at the edge: git runs in job dirs, jobs in containers.
+    wd = absolute(work_dir) if work_dir else settings.worker_work_dir
     try:
-        key = load_key(key_file or settings.worker_key_file)
-        cards = rate_cards_by_digest(load_rate_card(p) for p in rate_card)
+        key = load_key(absolute(key_file) if key_file else settings.worker_key_file)
+        cards = rate_cards_by_digest(load_rate_card(absolute(p)) for p in rate_card)
         config = AgentConfig(
             work_dir=wd,
             network=network or settings.network,
@@ -624,7 +630,8 @@ def run(
             keep_workspaces=keep_workspaces,
             advertise_host=advertise_host or settings.worker_advertise_host,
         )
-        repos = RepoCache(config.repo_cache_dir, rewrites=_rewrites(repo_rewrite))
+        # One mirror cache per user, shared by every job (and process) of this machine.
+        repos = RepoCache(settings.git_cache_dir, rewrites=_rewrites(repo_rewrite))
         runtime = _make_runtime(
             runtime_name or settings.worker_runtime,
             allow_cluster_networking=(

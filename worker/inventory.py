@@ -73,8 +73,9 @@ class Inventory:
         return asdict(self)
 
 
-def collect_inventory(nvml: Any = None, *, work_dir: Path = Path(".proofnet/worker")) -> Inventory:
-    """Read GPUs through `nvml` (the pynvml module unless one is given) and the host."""
+def collect_inventory(nvml: Any = None, *, work_dir: Path) -> Inventory:
+    """Read GPUs through `nvml` (the pynvml module unless one is given) and the host, with
+    the free disk of `work_dir` (or of its nearest existing parent)."""
     host = collect_host(work_dir)
     if nvml is None:
         try:

@@ -74,13 +74,13 @@ def rate_card(
     network: str | None = typer.Option(None, "--network", help="devnet, preprod, preview, mainnet"),
 ) -> None:
     """Publish this provider's prices; prints the digest specs name in pricing.rate_card."""
-    from proofnet.settings import build_settings
+    from proofnet.settings import absolute, build_settings
     from worker.api_client import ApiClient
     from worker.identity import IdentityError, load_key
 
     settings = build_settings()
     try:
-        key = load_key(key_file or settings.worker_key_file)
+        key = load_key(absolute(key_file) if key_file else settings.worker_key_file)
         rates = parse_rates(rate)
         with ApiClient(api_url or settings.api_url, key, network or settings.network) as api:
             document = publish_rates(api, rates)

@@ -1,16 +1,26 @@
 """A job's workspace: its code at the pinned commit, and its input data, verified.
 
 The code comes from a cache of bare mirrors keyed by repository URL: a commit already fetched
-is never downloaded again. The job dir is a fresh clone checked out (detached) at exactly the
-pinned commit, and the worker refuses it unless `HEAD` is that commit. URLs can be rewritten
-by prefix (git's `insteadOf`), so a provider can serve repositories from a local mirror and
-tests can point a job's https:// URL at a local fixture repository. Input data shards are
-fetched (file:// or http(s)://) into `data/` and refused when their SHA-256 differs.
+is never downloaded again. The cache is one directory per user, shared by every job and
+process on the machine: a mirror is written (created, fetched into) only under an exclusive
+file lock and read (copied into a job) under a shared one. The job dir is a fresh clone
+checked out (detached) at exactly the pinned commit, and the worker refuses it unless `HEAD`
+is that commit. URLs can be rewritten by prefix (git's `insteadOf`), so a provider can serve
+repositories from a local mirror and tests can point a job's https:// URL at a local fixture
+repository. Input data shards are fetched (file:// or http(s)://) into `data/` and refused
+when their SHA-256 differs.
+
+Every path handed to git is absolute: git runs with `-C <job dir>`, where a relative mirror
+path would name a directory inside the job. A failure is `WorkspaceError` when the job's
+repository, commit or data is at fault, and `WorkspaceUnavailable` (a `HostFault`) when this
+machine is: the cache or work dir is unusable, git is missing, a local copy fails. git's
+whole stderr (bounded, credentials redacted) is in the message.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -25,6 +35,8 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from proofnet.messages.jobspec import DataShard
+from proofnet.redaction import bounded, redact_credentials
+from worker.faults import HostFault
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
@@ -33,6 +45,14 @@ _CHUNK = 1 << 20
 
 class WorkspaceError(Exception):
     """The code or data of a job cannot be made ready; the message says which and why."""
+
+
+class WorkspaceUnavailable(WorkspaceError, HostFault):
+    """This machine cannot prepare any job's workspace (cache, work dir, disk, git)."""
+
+
+# How much of git's stderr a message keeps (its start and its end).
+GIT_STDERR_LIMIT = 4000
 
 
 def _git_env() -> dict[str, str]:
@@ -51,15 +71,32 @@ def _git_env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock (across processes) on `path`, e.g. one mirror's fetches."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+def _locked(path: Path, *, shared: bool = False) -> Iterator[None]:
+    """A lock (across processes) on `path`: exclusive to write one mirror, shared to read it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("a")
+    except OSError as e:
+        raise WorkspaceUnavailable(f"the git mirror cache {path.parent} is unusable: {e}") from e
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _absolute(path: Path) -> Path:
+    # abspath, not resolve(): no I/O, and a symlinked cache stays where the provider put it.
+    return Path(os.path.abspath(os.path.expanduser(path)))
+
+
+def git_failure(what: str, returncode: int, stderr: str, stdout: str = "") -> str:
+    """The message for a failed git command: what it tried, and all git said (bounded,
+    without credentials): git's last line alone often names the wrong cause."""
+    said = (stderr or stdout).strip()
+    detail = bounded(redact_credentials(said), GIT_STDERR_LIMIT) if said else "no output"
+    return f"cannot {redact_credentials(what)} (git exit {returncode}): {detail}"
 
 
 class RepoCache:
@@ -73,7 +110,7 @@ class RepoCache:
         git: str = "git",
         timeout_s: float = 900.0,
     ) -> None:
-        self.root = Path(root)
+        self.root = _absolute(Path(root))
         # Longest prefix first, as git's insteadOf does.
         self.rewrites = sorted((rewrites or {}).items(), key=lambda kv: -len(kv[0]))
         self.git = git
@@ -85,12 +122,19 @@ class RepoCache:
                 return replacement + url[len(prefix) :]
         return url
 
-    def _run(self, args: Sequence[str], what: str, cwd: Path | None = None) -> str:
+    def _run(
+        self,
+        args: Sequence[str],
+        what: str,
+        *,
+        fault: type[WorkspaceError] = WorkspaceUnavailable,
+    ) -> str:
+        """Run git; a failure raises `fault`: WorkspaceUnavailable for what only touches
+        this machine, WorkspaceError where the job's repository is what answered."""
         cmd = [self.git, "-c", "protocol.ext.allow=never", *args]
         try:
             done = subprocess.run(
                 cmd,
-                cwd=cwd,
                 env=_git_env(),
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
@@ -99,14 +143,18 @@ class RepoCache:
                 check=False,
             )
         except FileNotFoundError as e:
-            raise WorkspaceError(f"git is not installed (needed to {what})") from e
+            raise WorkspaceUnavailable(
+                f"git ({self.git}) is not installed on this machine (needed to "
+                f"{redact_credentials(what)}); install git"
+            ) from e
+        except OSError as e:
+            raise WorkspaceUnavailable(f"cannot run git to {redact_credentials(what)}: {e}") from e
         except subprocess.TimeoutExpired as e:
-            raise WorkspaceError(f"git timed out after {self.timeout_s:g}s trying to {what}") from e
+            raise fault(
+                f"git timed out after {self.timeout_s:g}s trying to {redact_credentials(what)}"
+            ) from e
         if done.returncode != 0:
-            err = (done.stderr or done.stdout).strip().splitlines()
-            raise WorkspaceError(
-                f"cannot {what}: {err[-1] if err else f'git exit {done.returncode}'}"
-            )
+            raise fault(git_failure(what, done.returncode, done.stderr, done.stdout))
         return done.stdout.strip()
 
     def mirror_path(self, url: str) -> Path:
@@ -128,7 +176,10 @@ class RepoCache:
         mirror = self.mirror_path(url)
         with _locked(mirror.with_suffix(".lock")):
             if not (mirror / "HEAD").exists():
-                self._run(["init", "--quiet", "--bare", str(mirror)], f"create a mirror of {url}")
+                self._run(
+                    ["init", "--quiet", "--bare", str(mirror)],
+                    f"create a mirror of {url} in the git mirror cache {self.root}",
+                )
             if not self._has_commit(mirror, commit):
                 try:
                     # Servers that allow it (GitHub, local repos) send just this commit.
@@ -144,7 +195,10 @@ class RepoCache:
                             commit,
                         ],
                         f"fetch {commit} from {url}",
+                        fault=WorkspaceError,
                     )
+                except WorkspaceUnavailable:
+                    raise
                 except WorkspaceError:
                     self._run(
                         [
@@ -159,9 +213,10 @@ class RepoCache:
                             "+refs/tags/*:refs/tags/*",
                         ],
                         f"fetch {url}",
+                        fault=WorkspaceError,
                     )
                 if not self._has_commit(mirror, commit):
-                    raise WorkspaceError(f"commit {commit} is not in {url}")
+                    raise WorkspaceError(f"commit {commit} is not in {redact_credentials(url)}")
             # A ref keeps the commit from garbage collection and makes it fetchable by id.
             self._run(
                 ["--git-dir", str(mirror), "update-ref", f"refs/proofnet/{commit}", commit],
@@ -172,15 +227,20 @@ class RepoCache:
     def checkout(self, url: str, commit: str, dest: Path) -> Path:
         """A fresh repository at `dest` with `commit` checked out (detached), verified."""
         mirror = self.ensure_commit(url, commit)
-        dest = Path(dest)
-        if dest.exists() and any(dest.iterdir()):
-            raise WorkspaceError(f"workspace {dest} is not empty")
-        dest.mkdir(parents=True, exist_ok=True)
-        self._run(["init", "--quiet", str(dest)], "create the job workspace")
-        self._run(
-            ["-C", str(dest), "fetch", "--quiet", "--no-tags", "--", str(mirror), commit],
-            f"copy {commit} into the workspace",
-        )
+        dest = _absolute(Path(dest))
+        try:
+            if dest.exists() and any(dest.iterdir()):
+                raise WorkspaceUnavailable(f"workspace {dest} is not empty")
+            dest.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise WorkspaceUnavailable(f"cannot create the job workspace {dest}: {e}") from e
+        self._run(["init", "--quiet", str(dest)], f"create the job workspace {dest}")
+        # Shared: other jobs may copy from this mirror at once, none may fetch into it.
+        with _locked(mirror.with_suffix(".lock"), shared=True):
+            self._run(
+                ["-C", str(dest), "fetch", "--quiet", "--no-tags", "--", str(mirror), commit],
+                f"copy {commit} from the mirror {mirror} into the workspace {dest}",
+            )
         self._run(
             [
                 "-C",
@@ -193,10 +253,15 @@ class RepoCache:
                 "FETCH_HEAD",
             ],
             f"check out {commit}",
+            # What the commit holds decides whether it can be checked out (paths git
+            # refuses, a tree larger than the disk): the job's fault, never this machine's.
+            fault=WorkspaceError,
         )
         head = self._run(["-C", str(dest), "rev-parse", "HEAD"], "read HEAD")
         if head != commit:
-            raise WorkspaceError(f"checked out {head}, not the pinned {commit}; refusing to run")
+            raise WorkspaceUnavailable(
+                f"checked out {head}, not the pinned {commit}; refusing to run"
+            )
         return dest
 
 
@@ -209,14 +274,29 @@ def _shard_name(uri: str) -> str:
     return name
 
 
+def _write_failure(dest: Path, e: OSError) -> WorkspaceError:
+    # The worker checks before a job that its disk has the space the job declares; a full
+    # disk after that is data larger than the job said (its fault). Any other write error
+    # is this machine's.
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return WorkspaceError(f"the job's data filled the disk writing {dest.name}: {e}")
+    return WorkspaceUnavailable(f"cannot write data into {dest}: {e}")
+
+
 def _copy_verified(chunks: Iterator[bytes], dest: Path, sha256: str, uri: str) -> None:
     digest = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".part-")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".part-")
+    except OSError as e:
+        raise WorkspaceUnavailable(f"cannot write data into {dest.parent}: {e}") from e
     try:
         with os.fdopen(fd, "wb") as out:
             for chunk in chunks:
                 digest.update(chunk)
-                out.write(chunk)
+                try:
+                    out.write(chunk)
+                except OSError as e:
+                    raise _write_failure(dest, e) from e
         if digest.hexdigest() != sha256:
             raise WorkspaceError(
                 f"data {uri[:120]} has SHA-256 {digest.hexdigest()}, not the pinned {sha256}"
@@ -235,7 +315,13 @@ def fetch_data(
     timeout_s: float = 600,
 ) -> list[Path]:
     """Fetch each shard into `data_dir/<file name>`, verified against its SHA-256."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    if data_dir.is_symlink() or (data_dir.exists() and not data_dir.is_dir()):
+        # Only the job's repository can have put something there.
+        raise WorkspaceError(f"the job's repository has a {data_dir.name} that is not a directory")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise WorkspaceUnavailable(f"cannot create the data dir {data_dir}: {e}") from e
     out: list[Path] = []
     names: set[str] = set()
     for shard in shards:

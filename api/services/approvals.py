@@ -1,11 +1,17 @@
-"""Submitter approval: an application plus N wallet-signed endorsements by senior members."""
+"""Submitter approval: an application plus N wallet-signed endorsements by senior members.
+
+An endorser is a payment key, not an address: one key has many addresses (enterprise, base
+with any stake key, ...) and each can be an account here. So a key endorses an application
+at most once whichever of its addresses it signs in with, never an application filed under
+any address of its own, and the count is of distinct keys (a race that slips a second row in
+for the same key still counts once).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -13,38 +19,49 @@ from api.config import ApiConfig
 from api.errors import Conflict, Forbidden, NotFound, Unauthorized
 from api.models import Application, Endorsement, User
 from api.wallet import verify_sign_data
+from proofnet.messages.endorsement import endorsement_message
+
+
+@dataclass(frozen=True)
+class Endorser:
+    """One key's endorsement: the address it signed in with, its key hash, when."""
+
+    address: str
+    key_hash: str
+    endorsed_at: datetime
 
 
 @dataclass(frozen=True)
 class ApplicationState:
     application: Application
     applicant: User
-    endorsements: int
+    # One per endorsing key, first endorsement first.
+    endorsers: tuple[Endorser, ...]
     required: int
+
+    @property
+    def endorsements(self) -> int:
+        return len(self.endorsers)
 
     @property
     def approved(self) -> bool:
         return self.applicant.is_approved
 
 
-def endorsement_message(*, network: str, applicant_address: str, application_id: int) -> str:
-    # Domain-separated so that a sign-in signature (or an endorsement of someone else, or on
-    # another network) can never count as this endorsement.
-    return (
-        "proofnet endorsement v1\n"
-        f"network: {network}\n"
-        f"applicant: {applicant_address}\n"
-        f"application: {application_id}\n"
-        "I vouch that this applicant may submit training jobs."
-    )
-
-
-def _count(session: Session, application_id: int) -> int:
-    return session.exec(
-        select(func.count(col(Endorsement.endorser_id).distinct())).where(
-            Endorsement.application_id == application_id
+def _endorsers(session: Session, application_id: int) -> tuple[Endorser, ...]:
+    rows = session.exec(
+        select(Endorsement, User)
+        .join(User, col(User.id) == col(Endorsement.endorser_id))
+        .where(Endorsement.application_id == application_id)
+        .order_by(col(Endorsement.created_at), col(Endorsement.id))
+    ).all()
+    seen: dict[str, Endorser] = {}
+    for endorsement, user in rows:
+        seen.setdefault(
+            user.payment_key_hash,
+            Endorser(user.address, user.payment_key_hash, endorsement.created_at),
         )
-    ).one()
+    return tuple(seen.values())
 
 
 def _state(session: Session, config: ApiConfig, application: Application) -> ApplicationState:
@@ -53,7 +70,7 @@ def _state(session: Session, config: ApiConfig, application: Application) -> App
     return ApplicationState(
         application=application,
         applicant=applicant,
-        endorsements=_count(session, application.id),
+        endorsers=_endorsers(session, application.id),
         required=config.approval_endorsements,
     )
 
@@ -111,10 +128,16 @@ def endorse(
     application = session.get(Application, application_id)
     if application is None:
         raise NotFound(f"no application {application_id}")
-    if application.user_id == endorser.id:
-        raise Forbidden("you cannot endorse your own application")
     applicant = session.get(User, application.user_id)
     assert applicant is not None and endorser.id is not None
+    if applicant.payment_key_hash == endorser.payment_key_hash:
+        # Also under another address of the same key: a key never vouches for itself.
+        raise Forbidden(
+            "you cannot endorse your own application (it is filed under an address of your "
+            "wallet's payment key)"
+        )
+    if applicant.is_approved:
+        raise Conflict(f"application {application_id} is already approved")
     expected = endorsement_message(
         network=config.network, applicant_address=applicant.address, application_id=application_id
     )
@@ -123,13 +146,10 @@ def endorse(
         raise Unauthorized("signed message is not the endorsement message for this application")
     if signed.key_hash != endorser.payment_key_hash:
         raise Unauthorized("endorsement was not signed by your wallet's payment key")
-    already = session.exec(
-        select(Endorsement).where(
-            Endorsement.application_id == application_id, Endorsement.endorser_id == endorser.id
-        )
-    ).first()
-    if already is not None:
-        raise Conflict("you have already endorsed this application")
+    for earlier in _endorsers(session, application_id):
+        if earlier.key_hash == endorser.payment_key_hash:
+            via = "" if earlier.address == endorser.address else f" (as {earlier.address})"
+            raise Conflict(f"your key has already endorsed this application{via}")
     session.add(
         Endorsement(
             application_id=application_id,
@@ -146,7 +166,7 @@ def endorse(
         session.rollback()
         raise Conflict("you have already endorsed this application") from e
     if (
-        _count(session, application_id) >= config.approval_endorsements
+        len(_endorsers(session, application_id)) >= config.approval_endorsements
         and not applicant.is_approved
     ):
         applicant.is_approved = True

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from api_support import Wallet, job_spec, sign_in
 from fastapi.testclient import TestClient
-from sqlmodel import Session
+from pycardano import Address, Network, VerificationKeyHash
+from sqlmodel import Session, select
 
 from api.config import ApiConfig
+from api.models import Endorsement, User
 from api.services.users import add_senior
 
 
@@ -143,3 +146,138 @@ def test_threshold_is_configurable(
             body = _endorse(client, senior, application).json()
             assert body["approved"] is (i == required)
     engine.dispose()
+
+
+# --- an endorser is a key, not an address ---------------------------------------------------
+
+
+@dataclass
+class AnotherAddress(Wallet):
+    """The same payment key under a base address (with a stake credential of its own): a
+    second account here, but the same endorser."""
+
+    stake: bytes = b"\x5a" * 28
+
+    @property
+    def address(self) -> str:
+        vk = self.signing_key.to_verification_key()
+        return str(Address(vk.hash(), VerificationKeyHash(self.stake), network=Network.TESTNET))
+
+
+def _endorsers(response: Any) -> list[str]:
+    return [e["address"] for e in response.json()["endorsers"]]
+
+
+def test_a_senior_cannot_endorse_an_application_filed_under_another_address_of_its_key(
+    client: TestClient, seniors: list[Wallet]
+) -> None:
+    senior = seniors[0]
+    alias = AnotherAddress(signing_key=senior.signing_key)
+    assert alias.address != senior.address
+    # The senior's key applies under its base address, then endorses itself as the senior.
+    headers = sign_in(client, alias)
+    filed = client.post("/api/v1/approvals", json={"statement": "me again"}, headers=headers)
+    assert filed.status_code == 201, filed.text
+    application = filed.json()
+    assert (
+        application["applicant_key_hash"]
+        == senior.signing_key.to_verification_key().hash().payload.hex()
+    )
+    refused = _endorse(client, senior, application)
+    assert refused.status_code == 403, refused.text
+    assert "your own application" in refused.json()["detail"]
+    # Honest twin: another senior's key endorses it.
+    accepted = _endorse(client, seniors[1], application)
+    assert accepted.status_code == 201 and _endorsers(accepted) == [seniors[1].address]
+
+
+def test_one_key_endorses_once_through_any_of_its_addresses(
+    client: TestClient, session: Session, config: ApiConfig, clock: Any, seniors: list[Wallet]
+) -> None:
+    senior = seniors[0]
+    alias = AnotherAddress(signing_key=senior.signing_key)
+    add_senior(session, config, alias.address, clock())  # both addresses are seniors
+    _, applicant_headers, application = _apply(client)
+    assert _endorse(client, senior, application).status_code == 201
+    twice = _endorse(client, alias, application)
+    assert twice.status_code == 409, twice.text
+    assert f"already endorsed this application (as {senior.address})" in twice.json()["detail"]
+    # Honest twin: a distinct key counts; the applicant sees who endorsed, once per key.
+    assert _endorse(client, seniors[1], application).status_code == 201
+    mine = client.get("/api/v1/approvals/me", headers=applicant_headers)
+    assert mine.json()["endorsements"] == 2
+    assert _endorsers(mine) == [senior.address, seniors[1].address]
+
+
+def test_rows_a_race_left_for_one_key_count_once(
+    client: TestClient, session: Session, config: ApiConfig, clock: Any, seniors: list[Wallet]
+) -> None:
+    # Two addresses of one key endorsing at the same instant can both pass the check
+    # before either commits; the count and the list are of keys, so the second row is inert.
+    senior = seniors[0]
+    alias = AnotherAddress(signing_key=senior.signing_key)
+    add_senior(session, config, alias.address, clock())
+    _, headers, application = _apply(client)
+    assert _endorse(client, senior, application).status_code == 201
+    endorser = session.exec(select(User).where(User.address == alias.address)).one()
+    session.add(
+        Endorsement(
+            application_id=application["id"],
+            endorser_id=endorser.id,
+            message=application["endorsement_message"],
+            signature="00",
+            key="00",
+            created_at=clock(),
+        )
+    )
+    session.commit()
+    mine = client.get("/api/v1/approvals/me", headers=headers).json()
+    assert mine["endorsements"] == 1 and [e["address"] for e in mine["endorsers"]] == [
+        senior.address
+    ]
+
+
+def test_an_approved_application_takes_no_more_endorsements(
+    make_config: Any, sqlite_url: str, clock: Any
+) -> None:
+    from api.app import create_app
+    from api.db import make_engine, open_session
+
+    config = make_config(approval_endorsements=1)
+    engine = make_engine(sqlite_url)
+    app = create_app(config=config, engine=engine, clock=clock, run_sweeper=False)
+    with TestClient(app) as client:
+        seniors = [Wallet(), Wallet()]
+        with open_session(engine) as session:
+            for s in seniors:
+                add_senior(session, config, s.address, clock())
+        _, _, application = _apply(client)
+        assert _endorse(client, seniors[0], application).json()["approved"] is True
+        late = _endorse(client, seniors[1], application)
+        assert late.status_code == 409 and "already approved" in late.json()["detail"]
+    engine.dispose()
+
+
+def test_seniors_see_who_endorsed_each_pending_application(
+    client: TestClient, seniors: list[Wallet]
+) -> None:
+    _, _, first = _apply(client)
+    _, _, second = _apply(client)
+    assert _endorse(client, seniors[2], second).status_code == 201
+    pending = client.get("/api/v1/approvals/pending", headers=sign_in(client, seniors[0]))
+    rows = {a["id"]: a for a in pending.json()["data"]}
+    assert rows[first["id"]]["endorsers"] == []
+    [endorser] = rows[second["id"]]["endorsers"]
+    assert endorser["address"] == seniors[2].address
+    assert endorser["key_hash"] == seniors[2].signing_key.to_verification_key().hash().payload.hex()
+    assert rows[second["id"]]["endorsements"] == 1
+    assert rows[second["id"]]["endorsements_required"] == 5
+
+
+def test_the_approval_routes_document_their_refusals(client: TestClient) -> None:
+    paths = client.get("/api/v1/openapi.json").json()["paths"]
+    endorse = paths["/api/v1/approvals/{application_id}/endorsements"]["post"]["responses"]
+    assert {"201", "401", "403", "404", "409"} <= set(endorse)
+    assert "your own key" in endorse["403"]["description"]
+    assert {"200", "401", "403"} <= set(paths["/api/v1/approvals/pending"]["get"]["responses"])
+    assert "404" in paths["/api/v1/approvals/me"]["get"]["responses"]

@@ -13,22 +13,23 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from api_support import FakeClock, job_spec
+from api_support import FakeClock, Wallet, job_spec
 from fastapi.testclient import TestClient
 from pycardano import Address, Network, UTxO
 from pycardano.cip import cip8
 from sqlmodel import select
-from web_fixtures import WALLET_NTX, EscrowWorld, escrow_world
+from web_fixtures import WALLET_NTX, EscrowWorld, escrow_world, witness_set_hex
 
 from api.app import create_app
 from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.migrate import upgrade_head
-from api.models import Job, JobEscrow
+from api.models import Job, JobEscrow, User
 from api.routes.web import WEB_DIR
 from api.services.users import add_senior
 from chain.devnet.testing import serve_app
@@ -45,6 +46,7 @@ CHROMIUM_ARGS = [
 ]
 BUDGET = 2_500_000
 TIMEOUT_MS = 60_000
+PHONE = {"width": 390, "height": 844}
 
 # --- the static files --------------------------------------------------------------------
 
@@ -140,27 +142,35 @@ WALLET_SCRIPT = """
 
 
 class InjectedWallet:
-    """What the injected wallet does, done here with the funded test key."""
+    """What the injected wallet does, done here with a real key: the world's funded test
+    wallet, or `wallet` (an applicant's, another senior's)."""
 
-    def __init__(self, world: EscrowWorld) -> None:
+    def __init__(self, world: EscrowWorld, wallet: Wallet | None = None) -> None:
         self.world = world
+        self.wallet = wallet or world.wallet
         self.calls: list[str] = []
+        self.messages: list[str] = []
+
+    @property
+    def _address(self) -> Address:
+        return Address.from_primitive(self.wallet.address)
 
     def address(self) -> str:
         self.calls.append("address")
-        return bytes(Address.from_primitive(self.world.wallet.address).to_primitive()).hex()
+        return bytes(self._address.to_primitive()).hex()
 
     def utxos(self) -> list[str]:
         self.calls.append("utxos")
-        found: list[UTxO] = list(self.world.world.context.utxos(self.world.address))
+        found: list[UTxO] = list(self.world.world.context.utxos(self._address))
         return [u.to_cbor_hex() for u in found]
 
     def sign_data(self, address: str, payload_hex: str) -> dict[str, str]:
         self.calls.append("signData")
-        assert Address.from_primitive(address) == self.world.address, address
+        assert Address.from_primitive(address) == self._address, address
         message = bytes.fromhex(payload_hex).decode("utf-8")
+        self.messages.append(message)
         signed = cip8.sign(
-            message, self.world.wallet.signing_key, attach_cose_key=True, network=Network.TESTNET
+            message, self.wallet.signing_key, attach_cose_key=True, network=Network.TESTNET
         )
         assert isinstance(signed, dict)
         return {"signature": signed["signature"], "key": signed["key"]}
@@ -168,7 +178,7 @@ class InjectedWallet:
     def sign_tx(self, tx_cbor: str, partial: bool) -> str:
         self.calls.append("signTx")
         assert partial is True  # the app asks for its own witnesses only
-        return self.world.witness_set(tx_cbor)
+        return witness_set_hex(tx_cbor, self.wallet.signing_key)
 
     def install(self, context: Any) -> None:
         context.expose_function("pnAddress", self.address)
@@ -189,6 +199,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, EscrowWorld, Any, ApiConfig]]:
             network="devnet",
             rate_limit_per_minute=100_000,
             claim_requires_escrow=True,
+            approval_endorsements=2,
         )
         engine = make_engine(config.database_url)
         upgrade_head(engine)
@@ -215,8 +226,117 @@ def _ntx(page: Any, row: str) -> str:
     )
 
 
+def _sign_in(page: Any, address: str) -> None:
+    """Connect the injected wallet and sign in with a genuine CIP-8 signature."""
+    page.wait_for_selector('#wallet-select option[value="testwallet"]', state="attached")
+    page.select_option("#wallet-select", "testwallet")
+    page.click("#connect")
+    page.wait_for_function(
+        "a => document.getElementById('account-address').textContent === a", arg=address
+    )
+    page.click("#sign-in")
+    page.wait_for_function(
+        "() => document.getElementById('account-signed-in').textContent === 'yes'"
+    )
+
+
+def _fits_the_screen(page: Any) -> bool:
+    """Nothing wider than the viewport (no sideways scrolling on a phone)."""
+    return bool(
+        page.evaluate(
+            "() => document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+        )
+    )
+
+
+def _phone_page(browser: Any, wallet: InjectedWallet, root: str, errors: list[str]) -> Any:
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    wallet.install(context)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(root + "/")
+    _sign_in(page, wallet.wallet.address)
+    return page
+
+
+def _approval_flow(
+    browser: Any,
+    page: Any,
+    senior: InjectedWallet,
+    served: tuple[str, EscrowWorld, Any, ApiConfig],
+    tmp_path: Path,
+) -> None:
+    """A new wallet applies on a phone; the senior on `page` endorses it with a wallet
+    signature, a second senior on a phone does too, and the applicant follows it, as
+    "1 of 2 endorsements, by ..." and then "approved"."""
+    root, world, engine, config = served
+    errors: list[str] = []
+    applicant = InjectedWallet(world, Wallet())
+    mobile = _phone_page(browser, applicant, root, errors)
+    mobile.wait_for_selector("#apply-form:not([hidden])")
+    assert mobile.inner_text("#account-approved") == "not approved yet"
+    assert mobile.is_hidden("#approvals")  # only senior members endorse
+    mobile.fill("#apply-statement", "I fine-tune small vision models")
+    mobile.click("#apply-form button[type=submit]")
+    mobile.wait_for_function(
+        "() => document.getElementById('account-approved').textContent"
+        ".startsWith('applied; 0 of 2 endorsements')"
+    )
+    assert mobile.is_visible("#refresh-application") and _fits_the_screen(mobile)
+
+    # The senior sees the application, with its statement, and endorses it in the wallet.
+    page.click("#refresh-approvals")
+    row = "#approval-rows li[data-application]"
+    page.wait_for_selector(row)
+    assert "I fine-tune small vision models" in page.inner_text(row)
+    assert "0 of 2 endorsements" in page.inner_text(row)
+    number = page.get_attribute(row, "data-application")
+    page.click(f"{row} button[data-endorse]")
+    page.wait_for_selector(f'{row} [data-endorser="{senior.wallet.address}"]')
+    assert senior.messages[-1].startswith("proofnet endorsement v1\nnetwork: devnet\n")
+    assert (
+        f"applicant: {applicant.wallet.address}\napplication: {number}\n" in (senior.messages[-1])
+    )
+    assert "1 of 2 endorsements, by" in page.inner_text(row)
+    assert page.is_disabled(f"{row} button[data-endorse]")  # a key endorses once
+
+    # The applicant sees the progress and who endorsed.
+    mobile.click("#refresh-application")
+    mobile.wait_for_selector(f'#account-approved [data-endorser="{senior.wallet.address}"]')
+    assert mobile.inner_text("#account-approved").startswith("applied; 1 of 2 endorsements, by")
+
+    # A second senior, on a phone, endorses too: the applicant is approved.
+    other = InjectedWallet(world, Wallet())
+    with open_session(engine) as session:
+        add_senior(session, config, other.wallet.address, datetime.now(UTC))
+    second = _phone_page(browser, other, root, errors)
+    second.wait_for_selector(f'#approval-rows li[data-application="{number}"]')
+    assert _fits_the_screen(second)
+    shot = tmp_path / "approvals-phone.png"
+    second.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 5_000
+    second.click(f'#approval-rows li[data-application="{number}"] button[data-endorse]')
+    second.wait_for_function(
+        "() => document.getElementById('notice').textContent.includes('approved submitter')"
+    )
+    assert other.calls.count("signData") == 2  # sign-in and the endorsement
+    mobile.click("#refresh-application")
+    mobile.wait_for_function(
+        "() => document.getElementById('account-approved').textContent === 'approved'"
+    )
+    assert mobile.is_hidden("#refresh-application") and mobile.is_hidden("#apply-form")
+    assert _fits_the_screen(mobile)
+    with open_session(engine) as session:
+        user = session.exec(select(User).where(User.address == applicant.wallet.address)).one()
+        assert user.is_approved
+    assert not errors, json.dumps(errors)
+    mobile.context.close()
+    second.context.close()
+
+
 @pytest.mark.slow
-def test_a_submitter_posts_a_job_and_locks_its_escrow_in_the_browser(
+def test_a_submitter_posts_a_job_and_locks_its_escrow_and_seniors_endorse_in_the_browser(
     browser: Any, served: tuple[str, EscrowWorld, Any, ApiConfig], tmp_path: Path
 ) -> None:
     root, world, engine, _config = served
@@ -237,18 +357,10 @@ def test_a_submitter_posts_a_job_and_locks_its_escrow_in_the_browser(
     page.goto(root + "/")
 
     # Connect and sign in with a genuine CIP-8 signature.
-    page.wait_for_selector('#wallet-select option[value="testwallet"]', state="attached")
-    page.select_option("#wallet-select", "testwallet")
-    page.click("#connect")
-    page.wait_for_function(
-        "a => document.getElementById('account-address').textContent === a",
-        arg=world.wallet.address,
-    )
-    page.click("#sign-in")
-    page.wait_for_function(
-        "() => document.getElementById('account-signed-in').textContent === 'yes'"
-    )
+    _sign_in(page, world.wallet.address)
     assert page.inner_text("#account-approved") == "approved"
+    # A senior member: the applications to endorse are shown (none yet).
+    page.wait_for_selector("#approval-rows li.empty")
     assert "signData" in wallet.calls
     page.wait_for_selector('#balance-rows tr[data-balance="available"]')
     assert _ntx(page, "available") == str(WALLET_NTX)
@@ -333,8 +445,13 @@ def test_a_submitter_posts_a_job_and_locks_its_escrow_in_the_browser(
         "#job",
         "#job-form",
         "#lock-escrow",
+        "#approvals",
     ):
         assert page.is_visible(selector), selector
+    assert not console_errors, json.dumps(console_errors)
+    assert refused == [f"409 POST {root}/api/v1/jobs"], refused
+
+    _approval_flow(browser, page, wallet, served, tmp_path)
     assert not console_errors, json.dumps(console_errors)
     assert refused == [f"409 POST {root}/api/v1/jobs"], refused
     context.close()

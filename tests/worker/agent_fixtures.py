@@ -226,12 +226,16 @@ class ApiServer:
         return dict(self.get(f"/api/v1/jobs/{job_id}"))
 
 
-def make_api_server(tmp_path: Path, *, lease_ttl_s: int = 30) -> Iterator[ApiServer]:
+def make_api_server(
+    tmp_path: Path, *, lease_ttl_s: int = 30, **overrides: Any
+) -> Iterator[ApiServer]:
+    """The API in-thread; `overrides` are ApiConfig fields (e.g. max_attempts)."""
     config = ApiConfig(
         database_url=f"sqlite:///{tmp_path / 'api.db'}",
         network=NETWORK,
         rate_limit_per_minute=1_000_000,
         lease_ttl_s=lease_ttl_s,
+        **overrides,
     )
     engine = make_engine(config.database_url)
     upgrade_head(engine)  # serve_app runs without the lifespan that would migrate

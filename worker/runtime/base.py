@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from worker.faults import HostFault
+
 # --- errors -----------------------------------------------------------------------------
 
 
@@ -30,8 +32,8 @@ class InvalidRunSpec(RuntimeErrorBase, ValueError):
     """A RunSpec (or image reference) that no runtime should accept."""
 
 
-class EngineUnavailable(RuntimeErrorBase):
-    """The container engine cannot be reached."""
+class EngineUnavailable(RuntimeErrorBase, HostFault):
+    """The container engine cannot be reached (this machine's fault, not the job's)."""
 
 
 class ImageUnavailable(RuntimeErrorBase):
@@ -42,12 +44,17 @@ class ImageMismatch(RuntimeErrorBase):
     """The image found under a reference is not the one its digest pins."""
 
 
-class GpuRuntimeUnavailable(RuntimeErrorBase):
+class GpuRuntimeUnavailable(RuntimeErrorBase, HostFault):
     """The engine cannot hand GPUs to containers (no NVIDIA runtime, driver trouble)."""
 
 
 class JobStartFailed(RuntimeErrorBase):
     """The engine refused to create or start the job."""
+
+
+class LimitsUnenforceable(JobStartFailed, HostFault):
+    """The engine cannot enforce the limits every job runs under (rootless on cgroup v1):
+    no job can run here until the provider fixes the engine."""
 
 
 # --- values -----------------------------------------------------------------------------

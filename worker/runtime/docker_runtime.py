@@ -39,6 +39,7 @@ from worker.runtime.base import (
     ImageUnavailable,
     InvalidRunSpec,
     JobStartFailed,
+    LimitsUnenforceable,
     LogCallback,
     LogSink,
     ProgressCallback,
@@ -282,7 +283,7 @@ class DockerRuntime(Runtime):
         }
         missing = sorted(k for k, on in wanted.items() if on and not self._capabilities[k])
         if missing:
-            raise JobStartFailed(
+            raise LimitsUnenforceable(
                 f"the container engine cannot enforce {', '.join(missing)} limits "
                 "(rootless Docker needs cgroup v2 with delegated controllers); refusing to run "
                 "the job uncontained"

@@ -1,6 +1,8 @@
 // The page: connect a CIP-30 wallet, sign in, post jobs, lock their escrow, follow them.
 
 import { ApiError, download, get, post, setToken, token } from "./api.js";
+import { Approvals, applicationStatus } from "./approvals.js";
+import { el } from "./dom.js";
 import { randomSeed, readJobForm } from "./jobform.js";
 import { ConnectedWallet, availableWallets } from "./wallet.js";
 
@@ -50,17 +52,6 @@ function syncJobButtons() {
   const saved = JSON.parse(localStorage.getItem(escrowKey(state.job)) || "null");
   $("cancel-job").disabled = terminal;
   $("lock-escrow").disabled = terminal || Boolean(saved && saved.tx_id);
-}
-
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "class") node.className = v;
-    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-    else node.setAttribute(k, v);
-  }
-  node.append(...children);
-  return node;
 }
 
 const ada = (lovelace) => (lovelace === null || lovelace === undefined ? "—" : (lovelace / 1e6).toFixed(6));
@@ -123,6 +114,8 @@ function showSignedOut() {
   $("sign-out").hidden = true;
   $("sign-in").hidden = !state.wallet;
   $("apply-form").hidden = true;
+  $("refresh-application").hidden = true;
+  approvals.hide();
   $("job").hidden = true;
   $("balance-rows").replaceChildren(el("tr", {}, el("td", { colspan: "3" }, "Sign in to see your balances.")));
   $("job-rows").replaceChildren(el("tr", {}, el("td", { colspan: "4" }, "Sign in to see your jobs.")));
@@ -137,17 +130,18 @@ async function loadAccount() {
   $("sign-in").hidden = true;
   $("sign-out").hidden = false;
   $("apply-form").hidden = state.me.is_approved;
+  $("refresh-application").hidden = true;
   if (!state.me.is_approved) {
     try {
       const application = await get("/api/v1/approvals/me");
-      $("account-approved").textContent =
-        `applied; ${application.endorsements ?? 0} of ${application.endorsements_required ?? "?"} endorsements`;
+      $("account-approved").replaceChildren(...applicationStatus(application));
       $("apply-form").hidden = true;
+      $("refresh-application").hidden = application.approved;
     } catch (e) {
       if (!(e instanceof ApiError && e.status === 404)) throw e;
     }
   }
-  await Promise.all([loadBalances(), loadJobs()]);
+  await Promise.all([loadBalances(), loadJobs(), approvals.load()]);
 }
 
 async function apply(event) {
@@ -406,6 +400,17 @@ async function cancelJob() {
   await Promise.all([refreshJob(), loadJobs()]);
 }
 
+// --- approvals (api/web/js/approvals.js) -------------------------------------------------
+
+const approvals = new Approvals({
+  wallet: () => state.wallet,
+  address: () => state.address,
+  me: () => state.me,
+  notify,
+  fail,
+  busy,
+});
+
 // --- start -----------------------------------------------------------------------------
 
 function start() {
@@ -418,6 +423,7 @@ function start() {
   $("sign-in").addEventListener("click", (e) => busy(e.currentTarget, signIn));
   $("sign-out").addEventListener("click", (e) => busy(e.currentTarget, signOut));
   $("apply-form").addEventListener("submit", (e) => apply(e).catch(fail));
+  $("refresh-application").addEventListener("click", (e) => busy(e.currentTarget, loadAccount));
   $("job-form").addEventListener("submit", (e) => busy($("post-job"), () => postJob(e)));
   $("lock-escrow").addEventListener("click", (e) => busy(e.currentTarget, lockEscrow));
   $("cancel-job").addEventListener("click", (e) => busy(e.currentTarget, cancelJob));
