@@ -370,7 +370,7 @@ def named_cost_model(language: str, values: Sequence[int]) -> dict[str, int]:
         names: list[str] = []
     else:
         try:
-            names = cost_model_names(language)
+            names = cost_model_names(language, len(values))
         except CostModelError:
             names = []
     # pycardano takes PlutusV1's ledger order from the *sorted* names (insertion order for
@@ -422,29 +422,31 @@ def protocol_params_content(params: ProtocolParams, epoch: int) -> dict[str, Any
         "max_collateral_inputs": params.max_collateral_inputs,
         "coins_per_utxo_size": str(params.coins_per_utxo_size),
         "coins_per_utxo_word": str(params.coins_per_utxo_size),
-        # The devnet has no governance bodies; thresholds it does not model are null.
-        "pvt_motion_no_confidence": None,
-        "pvt_committee_normal": None,
-        "pvt_committee_no_confidence": None,
-        "pvt_hard_fork_initiation": None,
-        "dvt_motion_no_confidence": None,
-        "dvt_committee_normal": None,
-        "dvt_committee_no_confidence": None,
-        "dvt_update_to_constitution": None,
-        "dvt_hard_fork_initiation": None,
-        "dvt_p_p_network_group": None,
-        "dvt_p_p_economic_group": None,
-        "dvt_p_p_technical_group": None,
-        "dvt_p_p_gov_group": None,
-        "dvt_treasury_withdrawal": None,
-        "committee_min_size": None,
-        "committee_max_term_length": None,
-        "gov_action_lifetime": None,
+        # Conway governance parameters: the devnet runs no governance bodies, but a client
+        # reads these to build proposals and registrations, so they are the profile's.
+        "pvt_motion_no_confidence": _number(params.pvt_motion_no_confidence),
+        "pvt_committee_normal": _number(params.pvt_committee_normal),
+        "pvt_committee_no_confidence": _number(params.pvt_committee_no_confidence),
+        "pvt_hard_fork_initiation": _number(params.pvt_hard_fork_initiation),
+        "dvt_motion_no_confidence": _number(params.dvt_motion_no_confidence),
+        "dvt_committee_normal": _number(params.dvt_committee_normal),
+        "dvt_committee_no_confidence": _number(params.dvt_committee_no_confidence),
+        "dvt_update_to_constitution": _number(params.dvt_update_to_constitution),
+        "dvt_hard_fork_initiation": _number(params.dvt_hard_fork_initiation),
+        "dvt_p_p_network_group": _number(params.dvt_pp_network_group),
+        "dvt_p_p_economic_group": _number(params.dvt_pp_economic_group),
+        "dvt_p_p_technical_group": _number(params.dvt_pp_technical_group),
+        "dvt_p_p_gov_group": _number(params.dvt_pp_gov_group),
+        "dvt_treasury_withdrawal": _number(params.dvt_treasury_withdrawal),
+        "committee_min_size": str(params.committee_min_size),
+        "committee_max_term_length": str(params.committee_max_term_length),
+        "gov_action_lifetime": str(params.gov_action_lifetime),
         "gov_action_deposit": str(params.gov_action_deposit),
         "drep_deposit": str(params.drep_deposit),
-        "drep_activity": None,
-        "pvtpp_security_group": None,
-        "pvt_p_p_security_group": None,
+        "drep_activity": str(params.drep_activity),
+        # Blockfrost reports the pool security-group threshold under both spellings.
+        "pvtpp_security_group": _number(params.pvt_pp_security_group),
+        "pvt_p_p_security_group": _number(params.pvt_pp_security_group),
         "min_fee_ref_script_cost_per_byte": _number(params.min_fee_ref_script_cost_per_byte),
     }
 

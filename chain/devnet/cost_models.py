@@ -1,14 +1,20 @@
 """The Plutus cost models of the devnet, and the evaluator cost models built from them.
 
 The parameter lists are in ledger order (the order of the protocol parameter `costModels`)
-and their names are the ones Blockfrost returns in `/epochs/latest/parameters`. The same
-lists feed the Python evaluator, the independent Aiken evaluator and the script-data hash,
-so the evaluator's builtin and machine costs are rebuilt from these numbers and never from
-a library's implicit defaults.
+and their names are the ledger's (`plutus-ledger-api`'s `ParamName`), the ones Blockfrost
+returns in `/epochs/latest/parameters`. A list of n entries is named by the first n names,
+as the ledger names it. The same lists feed the Python evaluator, the independent Aiken
+evaluator and the script-data hash, so the evaluator's builtin and machine costs are rebuilt
+from these numbers and never from a library's implicit defaults.
 
-Values: the protocol-10 (Conway, Plomin) models as shipped with uplc 1.3.3
-(`cost_model_files/2024-07-30`), with its V1 typo `cekApplyCost-exBudgetMem` spelled as the
-ledger spells it.
+Which lists a devnet runs is its parameter profile's choice (`chain.devnet.profiles`):
+protocol 11's 332/332/350 (`VAN_ROSSEM_*`) or protocol 10's 166/175/297 (`PV10_*`), both in
+`cost_model_tables` with their sources.
+
+The Python evaluator (uplc 1.3.3, the newest on PyPI) implements the builtins up to
+`ripemd_160`; the protocol-11 additions (`expModInteger` ... `scaleValue`, flat tags 87-100)
+are priced by the protocol-11 lists but cannot run here: a script that uses one is refused by
+`phase2` with that reason instead of being given a guessed result.
 """
 
 from __future__ import annotations
@@ -22,50 +28,80 @@ from typing import Any
 from uplc import cost_model as ucm
 from uplc.ast import BuiltInFun
 
-from chain.devnet.cost_model_tables import PV10_PLUTUSV1 as _PLUTUSV1
-from chain.devnet.cost_model_tables import PV10_PLUTUSV2 as _PLUTUSV2
-from chain.devnet.cost_model_tables import PV10_PLUTUSV3 as _PLUTUSV3
+from chain.devnet import cost_model_tables as tables
 
 LANGUAGES: tuple[str, ...] = ("PlutusV1", "PlutusV2", "PlutusV3")
 # Ledger language ids, used as keys of the CBOR cost-model map and in the script-data hash.
 LANGUAGE_IDS: dict[str, int] = {"PlutusV1": 0, "PlutusV2": 1, "PlutusV3": 2}
+
+# Parameter names per language, ledger order (the longest list the devnet knows).
+_LEDGER_NAMES: dict[str, tuple[str, ...]] = {
+    "PlutusV1": tables.LEDGER_NAMES_PLUTUSV1,
+    "PlutusV2": tables.LEDGER_NAMES_PLUTUSV2,
+    "PlutusV3": tables.LEDGER_NAMES_PLUTUSV3,
+}
+# Fewest entries a usable list has: protocol 10's, which the evaluator needs in full.
+_MIN_LENGTH: dict[str, int] = {
+    "PlutusV1": len(tables.PV10_PLUTUSV1),
+    "PlutusV2": len(tables.PV10_PLUTUSV2),
+    "PlutusV3": len(tables.PV10_PLUTUSV3),
+}
+# Builtins protocol 11 adds (flat tags 87-100) that uplc 1.3.3 cannot evaluate.
+UNSUPPORTED_BUILTINS: dict[int, str] = {
+    87: "expModInteger",
+    88: "dropList",
+    89: "lengthOfArray",
+    90: "listToArray",
+    91: "indexArray",
+    92: "bls12_381_G1_multiScalarMul",
+    93: "bls12_381_G2_multiScalarMul",
+    94: "insertCoin",
+    95: "lookupCoin",
+    96: "unionValue",
+    97: "valueContains",
+    98: "valueData",
+    99: "unValueData",
+    100: "scaleValue",
+}
 
 
 class CostModelError(ValueError):
     """A cost model is unknown, too short or cannot drive the evaluator."""
 
 
-def plutus_v1_cost_model() -> list[int]:
-    return [v for _, v in _PLUTUSV1]
+def van_rossem_cost_models() -> dict[str, list[int]]:
+    """Protocol 11's lists (332/332/350), as mainnet and preprod run them."""
+    return {
+        "PlutusV1": list(tables.VAN_ROSSEM_PLUTUSV1),
+        "PlutusV2": list(tables.VAN_ROSSEM_PLUTUSV2),
+        "PlutusV3": list(tables.VAN_ROSSEM_PLUTUSV3),
+    }
 
 
-def plutus_v1_cost_model_names() -> list[str]:
-    return [k for k, _ in _PLUTUSV1]
-
-
-def plutus_v2_cost_model() -> list[int]:
-    return [v for _, v in _PLUTUSV2]
-
-
-def plutus_v2_cost_model_names() -> list[str]:
-    return [k for k, _ in _PLUTUSV2]
-
-
-def plutus_v3_cost_model() -> list[int]:
-    return [v for _, v in _PLUTUSV3]
-
-
-def plutus_v3_cost_model_names() -> list[str]:
-    return [k for k, _ in _PLUTUSV3]
-
-
-def cost_model_names(language: str) -> list[str]:
-    """Parameter names of `language` ("PlutusV1" | "PlutusV2" | "PlutusV3"), ledger order."""
-    return [k for k, _ in _table(language)]
+def pv10_cost_models() -> dict[str, list[int]]:
+    """Protocol 10's lists (166/175/297)."""
+    return {
+        "PlutusV1": [v for _, v in tables.PV10_PLUTUSV1],
+        "PlutusV2": [v for _, v in tables.PV10_PLUTUSV2],
+        "PlutusV3": [v for _, v in tables.PV10_PLUTUSV3],
+    }
 
 
 def default_cost_models() -> dict[str, list[int]]:
-    return {lang: [v for _, v in _table(lang)] for lang in LANGUAGES}
+    """The default profile's lists (today's mainnet: protocol 11)."""
+    return van_rossem_cost_models()
+
+
+def plutus_v3_cost_model() -> list[int]:
+    return default_cost_models()["PlutusV3"]
+
+
+def cost_model_names(language: str, count: int | None = None) -> list[str]:
+    """Names of the first `count` parameters of `language` (all known ones by default)."""
+    if language not in _LEDGER_NAMES:
+        raise CostModelError(f"unknown Plutus language {language!r}; expected one of {LANGUAGES}")
+    names = _LEDGER_NAMES[language]
+    return list(names if count is None else names[:count])
 
 
 def named_cost_model(language: str, values: Sequence[int]) -> dict[str, int]:
@@ -74,7 +110,7 @@ def named_cost_model(language: str, values: Sequence[int]) -> dict[str, int]:
     Parameters beyond the known names are dropped, as the ledger's evaluator ignores them.
     """
     names = cost_model_names(language)
-    _check_length(language, values, len(names))
+    _check_length(language, values, _MIN_LENGTH[language])
     return dict(zip(names, (int(v) for v in values), strict=False))
 
 
@@ -110,7 +146,7 @@ def evaluator_cost_models(language: str, values: Sequence[int]) -> EvaluatorCost
 
 @functools.lru_cache(maxsize=16)
 def _evaluator_cost_models(language: str, values: tuple[int, ...]) -> EvaluatorCostModels:
-    params = _StrictParams(named_cost_model(language, values), language)
+    params = _StrictParams(_evaluator_names(language, named_cost_model(language, values)), language)
     builtin = copy.deepcopy(ucm.default_builtin_cost_model_base())
     if language in ("PlutusV1", "PlutusV2"):
         _use_v1_v2_shapes(builtin)
@@ -136,17 +172,35 @@ def _evaluator_cost_models(language: str, values: tuple[int, ...]) -> EvaluatorC
             continue
         machine.cpu[op] = ucm.ConstantCost(params.get(f"{name}-exBudgetCPU"))
         machine.memory[op] = ucm.ConstantCost(params.get(f"{name}-exBudgetMemory"))
-    unused = set(params) - params.used
+    unused = {p for p in set(params) - params.used if p.split("-")[0] not in _UNSUPPORTED_NAMES}
     if unused:
         raise CostModelError(f"{language} parameters the evaluator does not use: {sorted(unused)}")
     return EvaluatorCostModels(language, builtin, machine)
 
 
-def _table(language: str) -> tuple[tuple[str, int], ...]:
-    tables = {"PlutusV1": _PLUTUSV1, "PlutusV2": _PLUTUSV2, "PlutusV3": _PLUTUSV3}
-    if language not in tables:
-        raise CostModelError(f"unknown Plutus language {language!r}; expected one of {LANGUAGES}")
-    return tables[language]
+_UNSUPPORTED_NAMES = frozenset(UNSUPPORTED_BUILTINS.values())
+_V3_DIVISIONS = ("divideInteger", "modInteger", "quotientInteger", "remainderInteger")
+
+
+def _evaluator_names(language: str, named: Mapping[str, int]) -> dict[str, int]:
+    """Ledger names respelled as uplc's updater reads them (values untouched).
+
+    uplc names builtins after its `BuiltInFun` members (`bls12_381_G1_Add` for the ledger's
+    `bls12_381_G1_add`) and reads V3's quadratic division model without the ledger's
+    `-model-arguments` segment.
+    """
+    spelling = {name.lower(): name for name in _UPLC_BUILTIN_NAMES}
+    out: dict[str, int] = {}
+    for name, value in named.items():
+        builtin, _, rest = name.partition("-")
+        builtin = spelling.get(builtin.lower(), builtin)
+        if language == "PlutusV3" and builtin in _V3_DIVISIONS:
+            rest = rest.replace("cpu-arguments-model-arguments-", "cpu-arguments-")
+        out[f"{builtin}-{rest}"] = value
+    return out
+
+
+_UPLC_BUILTIN_NAMES = tuple(f"{f.name[:1].lower()}{f.name[1:]}" for f in BuiltInFun)
 
 
 def _check_length(language: str, values: Sequence[int], expected: int) -> None:

@@ -676,10 +676,11 @@ def test_ex_units_over_the_per_tx_maximum(h: Harness) -> None:
     w = h.wallet()
     locked = _locked(h, w)
     spare = h.utxos(w.address)
-    huge = ExecutionUnits(14_000_001, 1_000)
+    # Today's mainnet limit (protocol 11): 16.5M memory per transaction.
+    huge = ExecutionUnits(16_500_001, 1_000)
     tx = _script_spend(h, w, locked,
                        redeemers=[redeemer(RedeemerTag.SPEND, _index_of(locked, spare), 0, huge)])  # fmt: skip
-    _reject(h, tx, e.ExUnitsTooBig, "declare 14000001 memory", "maximum is 14000000")
+    _reject(h, tx, e.ExUnitsTooBig, "declare 16500001 memory", "maximum is 16500000")
 
 
 def test_reference_script_fee_is_charged(h: Harness) -> None:
