@@ -22,6 +22,7 @@ from pycardano.hash import ScriptHash, VerificationKeyHash
 
 from chain.devnet.params import GenesisConfig, ProtocolParams
 from chain.devnet.records import (
+    AccountRecord,
     AssetRecord,
     BlockRecord,
     OutputRecord,
@@ -859,6 +860,80 @@ def evaluation_failure_envelope(reason: str, rule: str) -> dict[str, Any]:
     return _jsonwsp(
         {"EvaluationFailure": {"CannotCreateEvaluationContext": {"reason": f"{rule}: {reason}"}}}
     )
+
+
+# Ogmios v6 purposes (`validator.purpose`) by the devnet's redeemer tag names.
+_OGMIOS_V6_PURPOSE = {
+    "spend": "spend",
+    "mint": "mint",
+    "cert": "publish",
+    "reward": "withdraw",
+    "vote": "vote",
+    "propose": "propose",
+}
+
+
+def evaluation_envelope_v6(results: Sequence[RedeemerEvaluation]) -> dict[str, Any]:
+    """Ogmios v6 `evaluateTransaction` JSON-RPC response (Blockfrost's `?version=6`)."""
+    failures = [
+        {
+            "validator": {"index": r.index, "purpose": _OGMIOS_V6_PURPOSE.get(r.tag, r.tag)},
+            "error": {
+                "code": 3012,
+                "message": "Some of the scripts failed to evaluate to a positive outcome.",
+                "data": {"validationError": r.error or "script failed", "traces": list(r.logs)},
+            },
+        }
+        for r in results
+        if not r.ok
+    ]
+    if failures:
+        return _jsonrpc(
+            error={
+                "code": 3010,
+                "message": "Some scripts of the transactions terminated with error(s).",
+                "data": failures,
+            }
+        )
+    return _jsonrpc(
+        result=[
+            {
+                "validator": {"index": r.index, "purpose": _OGMIOS_V6_PURPOSE.get(r.tag, r.tag)},
+                "budget": {"memory": r.mem, "cpu": r.steps},
+            }
+            for r in results
+        ]
+    )
+
+
+def evaluation_failure_envelope_v6(reason: str, rule: str) -> dict[str, Any]:
+    """Evaluation could not start: Ogmios v6's evaluation-context error."""
+    return _jsonrpc(
+        error={"code": 3004, "message": f"{rule}: {reason}", "data": {"reason": reason}}
+    )
+
+
+def _jsonrpc(**payload: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "evaluateTransaction", **payload, "id": None}
+
+
+def account_content(stake_address: str, account: AccountRecord) -> dict[str, Any]:
+    """Blockfrost's account: `active` is pool delegation (the devnet runs no pools), and
+    `controlled_amount` the lovelace staked to the credential plus its rewards."""
+    return {
+        "stake_address": stake_address,
+        "active": False,
+        "registered": account.registered,
+        "active_epoch": account.active_epoch,
+        "controlled_amount": str(account.controlled_lovelace),
+        "rewards_sum": "0",
+        "withdrawals_sum": "0",
+        "reserves_sum": "0",
+        "treasury_sum": "0",
+        "withdrawable_amount": str(account.withdrawable),
+        "pool_id": None,
+        "drep_id": account.drep_id,
+    }
 
 
 def _jsonwsp(result: dict[str, Any]) -> dict[str, Any]:

@@ -141,6 +141,11 @@ GETS: list[tuple[str, Callable[[S], str], Callable[[BlockFrostApi, S], Any]]] = 
     ),
     ("/assets/{asset}", lambda s: f"/assets/{s.unit}", lambda a, s: a.asset(s.unit)),
     (
+        "/assets/{asset}/addresses",
+        lambda s: f"/assets/{s.unit}/addresses",
+        lambda a, s: a.asset_addresses(s.unit),
+    ),
+    (
         "/scripts/{script_hash}",
         lambda s: f"/scripts/{s.script_hash}",
         lambda a, s: a.script(s.script_hash),
