@@ -190,7 +190,8 @@ class FakeLedger:
     def asset_holders(self, unit: str) -> list[tuple[str, int]]:
         held: dict[str, int] = {}
         for o in self._unspent():
-            quantity = shapes.decode_output(o.output_cbor).assets.get(bytes.fromhex(unit), 0)
+            assets = shapes.decode_output(o.output_cbor).assets  # ((unit hex, quantity), ...)
+            quantity = sum(q for u, q in assets if u == unit)
             if quantity:
                 held[o.address] = held.get(o.address, 0) + quantity
         return list(held.items())
