@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from plutus_fixtures import ALWAYS_SUCCEEDS_UPLC, signing_key, uplc_script, wallet_address
@@ -171,9 +172,19 @@ def test_blaze_in_a_browser_page_pays_across_origins(
     site = Starlette()
     site.mount("/", StaticFiles(directory=page_dir, html=True))
     with serve_app(site) as origin:  # type: ignore[arg-type]
+        assert urlsplit(origin).netloc != urlsplit(devnet.url).netloc  # another origin
         page = browser.new_page()
         errors: list[str] = []
+        to_devnet: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on(
+            "request",
+            lambda req: (
+                to_devnet.append(f"{req.method} {urlsplit(req.url).path}")
+                if req.url.startswith(devnet.url)
+                else None
+            ),
+        )
         page.goto(f"{origin}/index.html")
         page.wait_for_function("window.proofnetReady || window.proofnetLoadError", timeout=60_000)
         assert page.evaluate("window.proofnetLoadError ?? null") is None, errors
@@ -181,6 +192,10 @@ def test_blaze_in_a_browser_page_pays_across_origins(
             "input => window.proofnetPay(input)", {**payload, "lovelace": 3_000_000}
         )
     assert result["ok"], (result, errors)
+    # The bundled client read parameters and UTxOs and submitted, all from the page.
+    assert "GET /api/v0/epochs/latest/parameters" in to_devnet, to_devnet
+    assert any(r.startswith("GET /api/v0//addresses/") for r in to_devnet), to_devnet
+    assert "POST /api/v0//tx/submit" in to_devnet, to_devnet
     devnet.wait_for_tx(result["tx_hash"])
     paid = [_output(u).amount.coin for u in devnet.ledger.utxos_at(payload["recipient"])]
     assert paid == [3_000_000]
