@@ -14,7 +14,10 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install -q -c requirements.lock -e '.[dev]'
 	touch $(STAMP)
 
-# Node.js is a test-only dependency: the independent Plutus evaluator (Aiken's uplc as WASM).
+# Node.js is a test-only dependency: the independent Plutus evaluator (Aiken's uplc as WASM)
+# and the Blockfrost clients (Blaze, Lucid Evolution, Mesh) run against the devnet.
+# package.json overrides cbor-extract to 2.2.2: 2.2.3's platform binaries are not on the
+# registry, and without them in the lock `npm ci` refuses the lock as out of sync.
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(NODE_STAMP)

@@ -21,6 +21,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ChainBackend = Literal["devnet", "blockfrost", "ogmios"]
 Network = Literal["devnet", "preprod", "preview", "mainnet"]
+# The devnet's parameter profiles (chain.devnet.profiles.PROFILE_NAMES).
+DevnetProfile = Literal["mainnet", "preprod", "pv10"]
 
 APP_NAME = "proofnet"
 
@@ -94,6 +96,8 @@ class Settings(BaseSettings):
     devnet_block_time: float = 1.0
     devnet_enable_faults: bool = False
     devnet_admin_token: str = ""
+    # Parameters a new devnet starts with; set on an existing one, it switches to them.
+    devnet_profile: DevnetProfile | None = None
 
     # --- protocol deployment (script hashes, reference scripts, config; see builders) ---
     deployment_file: Path | None = None

@@ -25,6 +25,52 @@ def payment_credential(address: bytes) -> Credential | None:
     return bytes([kind & 1]) + address[1:29]
 
 
+def stake_credential(address: bytes) -> Credential | None:
+    """The stake credential of a base address (kinds 0-3); None for any other address."""
+    kind = address[0] >> 4
+    if kind > 3 or len(address) != 57:
+        return None
+    return bytes([(kind >> 1) & 1]) + address[29:57]
+
+
+def payment_credential_from_bech32(text: str) -> Credential | None:
+    """`addr_vkh1...` (key hash) or `script1...` (script hash) as a credential, else None."""
+    if not text.startswith(("addr_vkh1", "script1")):
+        return None
+    try:
+        decoded = bech32.decode(text)
+    except Exception:  # the codec raises assorted errors on bad input
+        return None
+    if decoded is None or len(decoded) != 28:
+        return None
+    return bytes([SCRIPT if text.startswith("script") else KEY]) + bytes(decoded)
+
+
+# A DRep a stake credential delegates to, as one bytes key: 0x00 + key hash, 0x01 + script
+# hash, 0x02 always abstain, 0x03 always no confidence (the ledger's `drep` tags).
+DRep = bytes
+ALWAYS_ABSTAIN = b"\x02"
+ALWAYS_NO_CONFIDENCE = b"\x03"
+
+
+def drep_from_cbor(value: object) -> DRep | None:
+    """[0, keyhash] / [1, scripthash] / [2] / [3] as a DRep key, None when malformed."""
+    if isinstance(value, list) and value in ([2], [3]):
+        return bytes([value[0]])
+    cred = credential_from_cbor(value)
+    return cred
+
+
+def drep_id_text(drep: DRep) -> str:
+    """Blockfrost's drep_id: CIP-129 bech32 for credentials, names for the two defaults."""
+    if drep == ALWAYS_ABSTAIN:
+        return "drep_always_abstain"
+    if drep == ALWAYS_NO_CONFIDENCE:
+        return "drep_always_no_confidence"
+    header = 0x23 if drep[0] == SCRIPT else 0x22
+    return bech32.encode("drep", bytes([header]) + drep[1:])
+
+
 def address_network(address: bytes) -> int | None:
     """Network id of a Shelley address (None for Byron, whose network sits in attributes)."""
     return None if is_byron(address) else address[0] & 0x0F

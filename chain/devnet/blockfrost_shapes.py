@@ -22,6 +22,7 @@ from pycardano.hash import ScriptHash, VerificationKeyHash
 
 from chain.devnet.params import GenesisConfig, ProtocolParams
 from chain.devnet.records import (
+    AccountRecord,
     AssetRecord,
     BlockRecord,
     OutputRecord,
@@ -370,7 +371,7 @@ def named_cost_model(language: str, values: Sequence[int]) -> dict[str, int]:
         names: list[str] = []
     else:
         try:
-            names = cost_model_names(language)
+            names = cost_model_names(language, len(values))
         except CostModelError:
             names = []
     # pycardano takes PlutusV1's ledger order from the *sorted* names (insertion order for
@@ -422,29 +423,31 @@ def protocol_params_content(params: ProtocolParams, epoch: int) -> dict[str, Any
         "max_collateral_inputs": params.max_collateral_inputs,
         "coins_per_utxo_size": str(params.coins_per_utxo_size),
         "coins_per_utxo_word": str(params.coins_per_utxo_size),
-        # The devnet has no governance bodies; thresholds it does not model are null.
-        "pvt_motion_no_confidence": None,
-        "pvt_committee_normal": None,
-        "pvt_committee_no_confidence": None,
-        "pvt_hard_fork_initiation": None,
-        "dvt_motion_no_confidence": None,
-        "dvt_committee_normal": None,
-        "dvt_committee_no_confidence": None,
-        "dvt_update_to_constitution": None,
-        "dvt_hard_fork_initiation": None,
-        "dvt_p_p_network_group": None,
-        "dvt_p_p_economic_group": None,
-        "dvt_p_p_technical_group": None,
-        "dvt_p_p_gov_group": None,
-        "dvt_treasury_withdrawal": None,
-        "committee_min_size": None,
-        "committee_max_term_length": None,
-        "gov_action_lifetime": None,
+        # Conway governance parameters: the devnet runs no governance bodies, but a client
+        # reads these to build proposals and registrations, so they are the profile's.
+        "pvt_motion_no_confidence": _number(params.pvt_motion_no_confidence),
+        "pvt_committee_normal": _number(params.pvt_committee_normal),
+        "pvt_committee_no_confidence": _number(params.pvt_committee_no_confidence),
+        "pvt_hard_fork_initiation": _number(params.pvt_hard_fork_initiation),
+        "dvt_motion_no_confidence": _number(params.dvt_motion_no_confidence),
+        "dvt_committee_normal": _number(params.dvt_committee_normal),
+        "dvt_committee_no_confidence": _number(params.dvt_committee_no_confidence),
+        "dvt_update_to_constitution": _number(params.dvt_update_to_constitution),
+        "dvt_hard_fork_initiation": _number(params.dvt_hard_fork_initiation),
+        "dvt_p_p_network_group": _number(params.dvt_pp_network_group),
+        "dvt_p_p_economic_group": _number(params.dvt_pp_economic_group),
+        "dvt_p_p_technical_group": _number(params.dvt_pp_technical_group),
+        "dvt_p_p_gov_group": _number(params.dvt_pp_gov_group),
+        "dvt_treasury_withdrawal": _number(params.dvt_treasury_withdrawal),
+        "committee_min_size": str(params.committee_min_size),
+        "committee_max_term_length": str(params.committee_max_term_length),
+        "gov_action_lifetime": str(params.gov_action_lifetime),
         "gov_action_deposit": str(params.gov_action_deposit),
         "drep_deposit": str(params.drep_deposit),
-        "drep_activity": None,
-        "pvtpp_security_group": None,
-        "pvt_p_p_security_group": None,
+        "drep_activity": str(params.drep_activity),
+        # Blockfrost reports the pool security-group threshold under both spellings.
+        "pvtpp_security_group": _number(params.pvt_pp_security_group),
+        "pvt_p_p_security_group": _number(params.pvt_pp_security_group),
         "min_fee_ref_script_cost_per_byte": _number(params.min_fee_ref_script_cost_per_byte),
     }
 
@@ -857,6 +860,80 @@ def evaluation_failure_envelope(reason: str, rule: str) -> dict[str, Any]:
     return _jsonwsp(
         {"EvaluationFailure": {"CannotCreateEvaluationContext": {"reason": f"{rule}: {reason}"}}}
     )
+
+
+# Ogmios v6 purposes (`validator.purpose`) by the devnet's redeemer tag names.
+_OGMIOS_V6_PURPOSE = {
+    "spend": "spend",
+    "mint": "mint",
+    "cert": "publish",
+    "reward": "withdraw",
+    "vote": "vote",
+    "propose": "propose",
+}
+
+
+def evaluation_envelope_v6(results: Sequence[RedeemerEvaluation]) -> dict[str, Any]:
+    """Ogmios v6 `evaluateTransaction` JSON-RPC response (Blockfrost's `?version=6`)."""
+    failures = [
+        {
+            "validator": {"index": r.index, "purpose": _OGMIOS_V6_PURPOSE.get(r.tag, r.tag)},
+            "error": {
+                "code": 3012,
+                "message": "Some of the scripts failed to evaluate to a positive outcome.",
+                "data": {"validationError": r.error or "script failed", "traces": list(r.logs)},
+            },
+        }
+        for r in results
+        if not r.ok
+    ]
+    if failures:
+        return _jsonrpc(
+            error={
+                "code": 3010,
+                "message": "Some scripts of the transactions terminated with error(s).",
+                "data": failures,
+            }
+        )
+    return _jsonrpc(
+        result=[
+            {
+                "validator": {"index": r.index, "purpose": _OGMIOS_V6_PURPOSE.get(r.tag, r.tag)},
+                "budget": {"memory": r.mem, "cpu": r.steps},
+            }
+            for r in results
+        ]
+    )
+
+
+def evaluation_failure_envelope_v6(reason: str, rule: str) -> dict[str, Any]:
+    """Evaluation could not start: Ogmios v6's evaluation-context error."""
+    return _jsonrpc(
+        error={"code": 3004, "message": f"{rule}: {reason}", "data": {"reason": reason}}
+    )
+
+
+def _jsonrpc(**payload: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "evaluateTransaction", **payload, "id": None}
+
+
+def account_content(stake_address: str, account: AccountRecord) -> dict[str, Any]:
+    """Blockfrost's account: `active` is pool delegation (the devnet runs no pools), and
+    `controlled_amount` the lovelace staked to the credential plus its rewards."""
+    return {
+        "stake_address": stake_address,
+        "active": False,
+        "registered": account.registered,
+        "active_epoch": account.active_epoch,
+        "controlled_amount": str(account.controlled_lovelace),
+        "rewards_sum": "0",
+        "withdrawals_sum": "0",
+        "reserves_sum": "0",
+        "treasury_sum": "0",
+        "withdrawable_amount": str(account.withdrawable),
+        "pool_id": None,
+        "drep_id": account.drep_id,
+    }
 
 
 def _jsonwsp(result: dict[str, Any]) -> dict[str, Any]:

@@ -93,15 +93,26 @@ def up(
         None, "--enable-faults/--no-faults", help="Allow rollback/pause/... admin endpoints."
     ),
     admin_token: str | None = typer.Option(None, help="Bearer token for /admin endpoints."),
+    profile: str | None = typer.Option(
+        None,
+        help="Protocol parameters: mainnet (default for a new devnet), preprod or pv10; "
+        "given for an existing devnet, it switches to them (PROOFNET_DEVNET_PROFILE).",
+    ),
 ) -> None:
     """Run the devnet (ledger + block producer + Blockfrost API) until SIGINT/SIGTERM."""
     import uvicorn
 
     from chain.devnet.ledger import Ledger
     from chain.devnet.producer import BlockProducer
+    from chain.devnet.profiles import UnknownProfile, profile_params
     from chain.devnet.server import API_PREFIX, create_app
 
     settings = _settings()
+    chosen = profile or settings.devnet_profile
+    try:
+        params = profile_params(chosen) if chosen else None
+    except UnknownProfile as exc:
+        raise _fail(exc) from None
     directory = data_dir or settings.devnet_data_dir
     bind = host or settings.devnet_host
     listen = port if port is not None else settings.devnet_port
@@ -114,13 +125,16 @@ def up(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    ledger = Ledger.open(Path(directory), enable_faults=faults)
+    ledger = Ledger.open(Path(directory), params=params, enable_faults=faults)
     producer = BlockProducer(ledger, interval)
     try:
         app_ = create_app(ledger, enable_faults=faults, admin_token=token)
         tip = ledger.tip()
         typer.echo(
             f"devnet: {directory} at height {tip.height}; faucet {ledger.faucet_address()}\n"
+            f"devnet: protocol {ledger.protocol_params().protocol_major_ver}."
+            f"{ledger.protocol_params().protocol_minor_ver}"
+            f"{f' (profile {chosen})' if chosen else ''}\n"
             f"devnet: Blockfrost API on http://{bind}:{listen}{API_PREFIX} "
             f"(blocks every {interval}s, faults {'on' if faults else 'off'})"
         )

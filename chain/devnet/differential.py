@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from chain.devnet.cost_models import cost_models_cbor
+from chain.devnet.params import ProtocolParams
 from chain.devnet.script_context import SlotConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +53,7 @@ def aiken_evaluate(
     *,
     cost_models: Mapping[str, Sequence[int]],
     slot_config: SlotConfig,
-    budget: tuple[int, int] = (14_000_000, 10_000_000_000),
+    budget: tuple[int, int] = (ProtocolParams().max_tx_ex_mem, ProtocolParams().max_tx_ex_steps),
     timeout_s: float = 60.0,
 ) -> list[AikenRedeemer]:
     """Evaluate every redeemer of `tx_cbor` with Aiken.

@@ -134,6 +134,14 @@ class WithdrawalError(LedgerError):
     rule = "WithdrawalsNotInRewardsDELEGS"
 
 
+class WithdrawalNotDelegatedToDRep(WithdrawalError):
+    rule = "ConwayWdrlNotDelegatedToDRep"
+
+
+class DelegateeNotRegistered(StakeRegistrationError):
+    rule = "DelegateeNotRegisteredDELEG"
+
+
 class InputSetEmpty(LedgerError):
     rule = "InputSetEmptyUTxO"
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from chain.devnet.errors import LedgerError  # noqa: F401  (re-exported for front ends)
 from chain.devnet.params import GenesisConfig, ProtocolParams
 from chain.devnet.records import (
+    AccountRecord,
     AssetRecord,
     BlockRecord,
     OutputRecord,
@@ -62,6 +63,18 @@ class DevnetLedger(Protocol):
     def script(self, script_hash: str) -> ScriptRecord | None: ...
     def datum(self, datum_hash: str) -> bytes | None:
         """CBOR of a datum seen in a witness set or inline in an output."""
+        ...
+
+    def utxos_by_payment(self, credential: bytes, unit: str | None = None) -> list[OutputRecord]:
+        """Confirmed unspent outputs locked by a payment credential (0x00/0x01 + hash)."""
+        ...
+
+    def asset_holders(self, unit: str) -> list[tuple[str, int]]:
+        """(address, quantity) of every confirmed holding of `unit`."""
+        ...
+
+    def account(self, stake_address: str) -> AccountRecord | None:
+        """A reward account's state, None when the chain has never seen its credential."""
         ...
 
     def reward_balance(self, stake_address: str) -> int | None:

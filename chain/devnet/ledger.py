@@ -43,7 +43,10 @@ from chain.devnet.addresses import (
     Credential,
     address_bytes,
     address_text,
+    drep_id_text,
+    payment_credential,
     reward_credential,
+    stake_credential,
 )
 from chain.devnet.cost_models import default_cost_models
 from chain.devnet.fees import min_fee, script_fee
@@ -52,6 +55,7 @@ from chain.devnet.params import GenesisConfig, ProtocolParams
 from chain.devnet.plutus_tx import Output as PlutusOutput
 from chain.devnet.plutus_tx import TxIn
 from chain.devnet.records import (
+    AccountRecord,
     AssetRecord,
     BlockRecord,
     OutputRecord,
@@ -138,12 +142,13 @@ def genesis_from_json(text: str) -> GenesisConfig:
 class _Overlay:
     """Changes on top of the confirmed state: the mempool's, or a block's being sealed."""
 
-    __slots__ = ("utxo", "spent", "stake")
+    __slots__ = ("utxo", "spent", "stake", "dreps")
 
     def __init__(self) -> None:
         self.utxo: dict[InputKey, bytes] = {}  # created here and not yet spent
         self.spent: dict[InputKey, str] = {}  # spent here -> spending tx hash
         self.stake: dict[Credential, int | None] = {}
+        self.dreps: dict[Credential, bytes | None] = {}  # None: delegation cleared
 
     def apply(self, result: Phase1Result) -> None:
         tx = result.tx
@@ -157,6 +162,8 @@ class _Overlay:
                 self.utxo[input_key(tx.tx_id, i)] = out.raw
             for cred, deposit in result.stake_changes:
                 self.stake[cred] = deposit
+            for cred, drep in result.drep_changes:
+                self.dreps[cred] = drep
         elif tx.collateral_return is not None:
             self.utxo[input_key(tx.tx_id, len(tx.outputs))] = tx.collateral_return.raw
 
@@ -164,16 +171,18 @@ class _Overlay:
 class _View:
     """Confirmed state seen through an overlay (implements `rules.LedgerView`)."""
 
-    __slots__ = ("_utxo", "_stake", "_overlay")
+    __slots__ = ("_utxo", "_stake", "_dreps", "_overlay")
 
     def __init__(
         self,
         utxo: dict[InputKey, bytes],
         stake: dict[Credential, tuple[int, int]],
         overlay: _Overlay,
+        dreps: dict[Credential, bytes] | None = None,
     ) -> None:
         self._utxo = utxo
         self._stake = stake
+        self._dreps = {} if dreps is None else dreps
         self._overlay = overlay
 
     def lookup(self, key: InputKey) -> bytes | None:
@@ -194,6 +203,11 @@ class _View:
     def reward(self, credential: Credential) -> int:
         held = self._stake.get(credential)
         return 0 if held is None else held[1]
+
+    def drep_delegation(self, credential: Credential) -> bytes | None:
+        if credential in self._overlay.dreps:
+            return self._overlay.dreps[credential]
+        return self._dreps.get(credential)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,6 +247,7 @@ class Ledger:
         for tx_hash, index, cbor in store.unspent_outputs():
             self._utxo[input_key(bytes.fromhex(tx_hash), index)] = bytes(cbor)
         self._stake = store.stake_state()
+        self._dreps = store.drep_state()
         self._tip = store.tip()
         self._pool: list[_PoolEntry] = []
         self._pool_overlay = _Overlay()
@@ -425,6 +440,64 @@ class Ledger:
         with self._lock:
             return self._store.datum(datum_hash.lower())
 
+    def utxos_by_payment(
+        self, credential: Credential, unit: str | None = None
+    ) -> list[OutputRecord]:
+        """Confirmed unspent outputs whose payment credential is `credential`."""
+        with self._lock:
+            keys = [
+                (k[:32].hex(), int.from_bytes(k[32:], "big"))
+                for k, raw in self._utxo.items()
+                if payment_credential(decode_output(raw).address) == credential
+            ]
+            found = self._store.utxos_of(keys)
+        if unit is None or unit == "lovelace":
+            return found
+        wanted = bytes.fromhex(unit)
+        return [r for r in found if wanted in decode_output(r.output_cbor).assets]
+
+    def asset_holders(self, unit: str) -> list[tuple[str, int]]:
+        """(address, quantity) of every confirmed unspent holding of `unit`, first seen first."""
+        wanted = bytes.fromhex(unit)
+        held: dict[str, int] = {}
+        with self._lock:
+            for raw in self._utxo.values():
+                out = decode_output(raw)
+                quantity = out.assets.get(wanted)
+                if quantity:
+                    text = address_text(out.address)
+                    held[text] = held.get(text, 0) + quantity
+        return list(held.items())
+
+    def account(self, stake_address: str) -> AccountRecord | None:
+        """The reward account's state; None when the chain has never seen its credential."""
+        try:
+            cred = reward_credential(address_bytes(stake_address))
+        except ValueError:
+            return None
+        if cred is None:
+            return None
+        with self._lock:
+            held = self._stake.get(cred)
+            staked = [
+                decode_output(raw).coin
+                for raw in self._utxo.values()
+                if stake_credential(decode_output(raw).address) == cred
+            ]
+            height = self._store.stake_last_event_height(cred)
+            block = self._store.block(height) if height is not None else None
+            drep = self._dreps.get(cred)
+        if held is None and not staked and height is None:
+            return None
+        reward = 0 if held is None else held[1]
+        return AccountRecord(
+            registered=held is not None,
+            controlled_lovelace=sum(staked) + reward,
+            withdrawable=reward,
+            active_epoch=None if block is None else block.epoch,
+            drep_id=None if drep is None or held is None else drep_id_text(drep),
+        )
+
     def reward_balance(self, stake_address: str) -> int | None:
         try:
             cred = reward_credential(address_bytes(stake_address))
@@ -456,7 +529,7 @@ class Ledger:
         tx = decode_tx(tx_cbor)
         with self._lock:
             self._check_open()
-            view = _View(self._utxo, self._stake, self._pool_overlay)
+            view = _View(self._utxo, self._stake, self._pool_overlay, self._dreps)
             result = validate_phase1(tx, view, self._env())
             self._phase2(result)
             self._pool.append(_PoolEntry(tx, result))
@@ -513,7 +586,7 @@ class Ledger:
             decode_output(output_cbor, "additional utxo output")
             extra[input_key(value[0], int(value[1]))] = output_cbor
         with self._lock:
-            view = _View(self._utxo, self._stake, self._pool_overlay)
+            view = _View(self._utxo, self._stake, self._pool_overlay, self._dreps)
             resolved: dict[TxIn, bytes] = {}
             for key in (*tx.inputs, *tx.reference_inputs):
                 raw = extra.get(key) or view.lookup(key)
@@ -544,7 +617,7 @@ class Ledger:
         for tx_hash, cbor in entries:
             try:
                 tx = decode_tx(cbor)
-                view = _View(self._utxo, self._stake, self._pool_overlay)
+                view = _View(self._utxo, self._stake, self._pool_overlay, self._dreps)
                 result = validate_phase1(tx, view, env)
             except e.LedgerError as exc:
                 log.info("dropping mempool transaction %s: %s", tx_hash, exc)
@@ -578,7 +651,9 @@ class Ledger:
                     leftover.append((tx.tx_hash, tx.raw))
                     continue
                 try:
-                    result = validate_phase1(tx, _View(self._utxo, self._stake, overlay), env)
+                    result = validate_phase1(
+                        tx, _View(self._utxo, self._stake, overlay, self._dreps), env
+                    )
                 except e.LedgerError as exc:
                     log.info("dropping mempool transaction %s at block: %s", tx.tx_hash, exc)
                     dropped.append(tx.tx_hash)
@@ -630,6 +705,11 @@ class Ledger:
                     self._stake.pop(cred, None)
                 else:
                     self._stake[cred] = (deposit, 0)
+            for cred, drep in overlay.dreps.items():
+                if drep is None:
+                    self._dreps.pop(cred, None)
+                else:
+                    self._dreps[cred] = drep
             self._tip = block
             self._rebuild_pool(leftover)
             return block
@@ -703,6 +783,7 @@ class Ledger:
             spent=spent,
             outputs=outputs,
             stake=result.stake_changes if tx.is_valid else (),
+            dreps=result.drep_changes if tx.is_valid else (),
             mints=mints,
             datums=tuple(datums.items()),
             scripts=tuple(scripts.values()),
@@ -835,6 +916,7 @@ class Ledger:
                 for tx_hash, index, cbor in block.restored:
                     self._utxo[input_key(bytes.fromhex(tx_hash), index)] = cbor
             self._stake = self._store.stake_state()
+            self._dreps = self._store.drep_state()
             self._tip = self._store.tip()
             self._rebuild_pool(self._store.mempool_entries())
             return [h for block in reversed(undone) for h in block.tx_hashes]

@@ -1,4 +1,8 @@
-"""Protocol parameters and genesis of the devnet (defaults from the project's Cardano notes)."""
+"""Protocol parameters and genesis of the devnet.
+
+`ProtocolParams()` is today's mainnet (protocol 11.0); `chain.devnet.profiles` builds the
+`mainnet`, `preprod` and `pv10` profiles and cites the public source of every value.
+"""
 
 from __future__ import annotations
 
@@ -20,26 +24,47 @@ class ProtocolParams:
     a0: Fraction = Fraction(3, 10)
     rho: Fraction = Fraction(3, 1000)
     tau: Fraction = Fraction(1, 5)
-    protocol_major_ver: int = 10
+    protocol_major_ver: int = 11
     protocol_minor_ver: int = 0
     min_pool_cost: int = 170_000_000
     coins_per_utxo_size: int = 4_310
     price_mem: Fraction = Fraction(577, 10_000)
     price_step: Fraction = Fraction(721, 10_000_000)
-    max_tx_ex_mem: int = 14_000_000
+    max_tx_ex_mem: int = 16_500_000
     max_tx_ex_steps: int = 10_000_000_000
-    max_block_ex_mem: int = 62_000_000
+    max_block_ex_mem: int = 72_000_000
     max_block_ex_steps: int = 20_000_000_000
     max_val_size: int = 5_000
     collateral_percent: int = 150
     max_collateral_inputs: int = 3
-    # Conway reference-script fee: 15 lovelace/byte, x1.2 every 25,600 bytes.
+    # Conway reference-script fee: 15 lovelace/byte, x1.2 every 25,600 bytes (the stride,
+    # multiplier and 200 KiB cap are ledger constants, not protocol parameters).
     min_fee_ref_script_cost_per_byte: Fraction = Fraction(15)
     ref_script_fee_range: int = 25_600
     ref_script_fee_multiplier: Fraction = Fraction(6, 5)
     max_ref_script_size_per_tx: int = 204_800
     drep_deposit: int = 500_000_000
     gov_action_deposit: int = 100_000_000_000
+    # Conway governance parameters (Blockfrost's pvt_* / dvt_* / committee_* fields).
+    pvt_motion_no_confidence: Fraction = Fraction(51, 100)
+    pvt_committee_normal: Fraction = Fraction(51, 100)
+    pvt_committee_no_confidence: Fraction = Fraction(51, 100)
+    pvt_hard_fork_initiation: Fraction = Fraction(51, 100)
+    pvt_pp_security_group: Fraction = Fraction(51, 100)
+    dvt_motion_no_confidence: Fraction = Fraction(67, 100)
+    dvt_committee_normal: Fraction = Fraction(67, 100)
+    dvt_committee_no_confidence: Fraction = Fraction(3, 5)
+    dvt_update_to_constitution: Fraction = Fraction(3, 4)
+    dvt_hard_fork_initiation: Fraction = Fraction(3, 5)
+    dvt_pp_network_group: Fraction = Fraction(67, 100)
+    dvt_pp_economic_group: Fraction = Fraction(67, 100)
+    dvt_pp_technical_group: Fraction = Fraction(67, 100)
+    dvt_pp_gov_group: Fraction = Fraction(3, 4)
+    dvt_treasury_withdrawal: Fraction = Fraction(67, 100)
+    committee_min_size: int = 7
+    committee_max_term_length: int = 146  # epochs
+    gov_action_lifetime: int = 6  # epochs
+    drep_activity: int = 20  # epochs
     # Cost model parameter lists (ledger order) keyed "PlutusV1" | "PlutusV2" | "PlutusV3".
     cost_models: dict[str, list[int]] = field(default_factory=dict)
 

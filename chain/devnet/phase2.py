@@ -10,6 +10,7 @@ clear message.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,7 +20,11 @@ from uplc.machine import Machine
 from uplc.tools import apply, unflatten
 
 from chain.deep_stack import run_deep
-from chain.devnet.cost_models import CostModelError, evaluator_cost_models
+from chain.devnet.cost_models import (
+    UNSUPPORTED_BUILTINS,
+    CostModelError,
+    evaluator_cost_models,
+)
 from chain.devnet.plutus_tx import Script, Tx, decode_tx, iter_scripts, resolve_utxos
 from chain.devnet.purposes import TAGS, NeededScript, needed_scripts_of
 from chain.devnet.records import RedeemerEvaluation
@@ -169,11 +174,33 @@ def _decode_program(script_body: bytes, language: str) -> Program:
     try:
         program = unflatten(script_body)
     except Exception as err:  # the flat decoder raises assorted errors on bad input
+        unsupported = _unsupported_builtin(err)
+        if unsupported is not None:
+            raise ValueError(unsupported) from err
         raise ValueError(f"script is not a valid flat-encoded program: {err}") from err
     allowed = {(1, 0, 0), (1, 1, 0)} if language == "PlutusV3" else {(1, 0, 0)}
     if tuple(program.version) not in allowed:
         raise ValueError(f"program version {program.version} is not allowed in {language}")
     return program
+
+
+_UNKNOWN_BUILTIN = re.compile(r"^(\d+) is not a valid BuiltInFun$")
+
+
+def _unsupported_builtin(err: Exception) -> str | None:
+    """The refusal for a protocol-11 builtin uplc cannot decode, None for other errors."""
+    found = _UNKNOWN_BUILTIN.match(str(err))
+    if found is None:
+        return None
+    tag = int(found.group(1))
+    name = UNSUPPORTED_BUILTINS.get(tag)
+    if name is None:
+        return f"script uses builtin tag {tag}, which no protocol version defines"
+    return (
+        f"script uses the builtin {name} (flat tag {tag}), which protocol 11 enables but the "
+        "devnet's evaluator (uplc 1.3.3) does not implement; the devnet refuses the script "
+        "rather than guess its result or its cost"
+    )
 
 
 def tx_scripts(tx: Tx, resolved: Mapping[Any, Any]) -> dict[str, Script]:

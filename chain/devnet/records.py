@@ -98,3 +98,14 @@ class RedeemerEvaluation:
     ok: bool
     error: str | None = None
     logs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AccountRecord:
+    """A stake credential as Blockfrost's `/accounts/{stake_address}` reports it."""
+
+    registered: bool
+    controlled_lovelace: int  # unspent outputs staked to the credential, plus rewards
+    withdrawable: int
+    active_epoch: int | None  # epoch of the latest registration or deregistration
+    drep_id: str | None  # CIP-129 bech32 DRep id, or drep_always_abstain / _no_confidence

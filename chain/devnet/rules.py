@@ -20,9 +20,11 @@ from chain.devnet import errors as e
 from chain.devnet.addresses import (
     SCRIPT,
     Credential,
+    DRep,
     address_network,
     address_text,
     credential_from_cbor,
+    drep_from_cbor,
     is_byron,
     payment_credential,
     reward_account_order,
@@ -67,6 +69,10 @@ class LedgerView(Protocol):
 
     def reward(self, credential: Credential) -> int: ...
 
+    def drep_delegation(self, credential: Credential) -> DRep | None:
+        """The DRep a registered credential delegates its vote to, None when it does not."""
+        ...
+
 
 @dataclass(frozen=True)
 class RuleEnv:
@@ -90,6 +96,7 @@ class Phase1Result:
     purposes: tuple[Purpose, ...]
     scripts: dict[bytes, tuple[int, bytes]]  # every provided script by hash
     stake_changes: tuple[tuple[Credential, int | None], ...]  # None: deregistered
+    drep_changes: tuple[tuple[Credential, DRep | None], ...]  # None: delegation cleared
     deposits: int
     refunds: int
     collateral_balance: int  # lovelace the collateral inputs put up net of their return
@@ -132,7 +139,7 @@ def validate_phase1(tx: DecodedTx, view: LedgerView, env: RuleEnv) -> Phase1Resu
     _check_ex_units(tx, params)
     _check_fee(tx, params, ref_size)
     collateral_balance = _check_collateral(tx, resolved, params)
-    changes, deposits, refunds = _check_certs_and_withdrawals(tx, view, params)
+    changes, dreps, deposits, refunds = _check_certs_and_withdrawals(tx, view, params)
     _check_treasury(tx)
     _check_value_preserved(tx, resolved, deposits, refunds)
     return Phase1Result(
@@ -141,6 +148,7 @@ def validate_phase1(tx: DecodedTx, view: LedgerView, env: RuleEnv) -> Phase1Resu
         purposes=tuple(purposes),
         scripts=scripts,
         stake_changes=tuple(changes),
+        drep_changes=tuple(dreps),
         deposits=deposits,
         refunds=refunds,
         collateral_balance=collateral_balance,
@@ -343,20 +351,44 @@ def _ref_script_size(tx: DecodedTx, resolved: dict[InputKey, Output]) -> int:
     return total
 
 
+# Conway certificate shapes the devnet applies: tag -> (length, position of the pool key
+# hash or None, position of the DRep or None, position of the deposit/refund or None).
+_CERT_SHAPES: dict[int, tuple[int, int | None, int | None, int | None]] = {
+    0: (2, None, None, None),  # stake_registration (legacy, no deposit field)
+    1: (2, None, None, None),  # stake_deregistration (legacy)
+    7: (3, None, None, 2),  # reg_cert
+    8: (3, None, None, 2),  # unreg_cert
+    9: (3, None, 2, None),  # vote_deleg_cert
+    10: (4, 2, 3, None),  # stake_vote_deleg_cert
+    11: (4, 2, None, 3),  # stake_reg_deleg_cert
+    12: (4, None, 2, 3),  # vote_reg_deleg_cert
+    13: (5, 2, 3, 4),  # stake_vote_reg_deleg_cert
+}
+_REGISTRATIONS = {0, 7, 11, 12, 13}
+_DEREGISTRATIONS = {1, 8}
+
+
 def cert_credential(cert: list[Any], index: int) -> tuple[Credential, bool]:
     """(credential, needs a witness) of a supported stake certificate."""
     kind = cert[0]
-    if kind in (0, 1, 7, 8):
-        expected_len = 2 if kind in (0, 1) else 3
-        cred = credential_from_cbor(cert[1]) if len(cert) == expected_len else None
-        if cred is None:
-            raise e.MalformedTransaction(f"certificate {index} is not a well-formed type-{kind}")
-        # A legacy registration (type 0) is the one certificate that needs no witness.
-        return cred, kind != 0
-    raise e.UnsupportedOnDevnet(
-        f"certificate {index} has type {kind}; the devnet supports stake registration and "
-        "deregistration only (types 0, 1, 7, 8) since it has no pools or DReps"
+    shape = _CERT_SHAPES.get(kind)
+    if shape is None:
+        raise e.UnsupportedOnDevnet(
+            f"certificate {index} has type {kind}; the devnet supports stake (de)registration "
+            "and vote delegation (types 0, 1, 7-13) only: it runs no pools, DReps or committee"
+        )
+    length, pool_at, drep_at, coin_at = shape
+    cred = credential_from_cbor(cert[1]) if len(cert) == length else None
+    well_formed = (
+        cred is not None
+        and (pool_at is None or (isinstance(cert[pool_at], bytes) and len(cert[pool_at]) == 28))
+        and (drep_at is None or drep_from_cbor(cert[drep_at]) is not None)
+        and (coin_at is None or (isinstance(cert[coin_at], int) and cert[coin_at] >= 0))
     )
+    if not well_formed or cred is None:
+        raise e.MalformedTransaction(f"certificate {index} is not a well-formed type-{kind}")
+    # A legacy registration (type 0) is the one certificate that needs no witness.
+    return cred, kind != 0
 
 
 def _purposes(
@@ -632,7 +664,7 @@ def _check_collateral(
 
 def _check_certs_and_withdrawals(
     tx: DecodedTx, view: LedgerView, params: ProtocolParams
-) -> tuple[list[tuple[Credential, int | None]], int, int]:
+) -> tuple[list[tuple[Credential, int | None]], list[tuple[Credential, DRep | None]], int, int]:
     # Conway checks withdrawals against the state before any certificate of the same tx.
     for account in sorted(tx.withdrawals, key=reward_account_order):
         amount = tx.withdrawals[account]
@@ -649,10 +681,26 @@ def _check_certs_and_withdrawals(
                 f"withdrawal of {amount} from {address_text(account)} must equal its whole "
                 f"reward balance {balance}"
             )
+        # From protocol 10 (the end of Conway's bootstrap phase) a key-hash reward account
+        # withdraws only while it delegates its vote to a DRep (ledger: LEDGER rule,
+        # validateWithdrawalsDelegated), zero withdrawals included; script accounts are free.
+        if (
+            params.protocol_major_ver >= 10
+            and cred[0] != SCRIPT
+            and view.drep_delegation(cred) is None
+        ):
+            raise e.WithdrawalNotDelegatedToDRep(
+                f"withdrawal of {amount} from {address_text(account)}: key hash "
+                f"{cred[1:].hex()} does not delegate to a DRep (protocol "
+                f"{params.protocol_major_ver} requires it; delegate with a vote_deleg_cert "
+                "in an earlier transaction)"
+            )
     drained = {reward_credential(a) for a in tx.withdrawals}
     local: dict[Credential, int | None] = {}
     changes: list[tuple[Credential, int | None]] = []
+    drep_changes: list[tuple[Credential, DRep | None]] = []
     deposits = refunds = 0
+    pv11 = params.protocol_major_ver > 10
 
     def deposit_of(cred: Credential) -> int | None:
         return local[cred] if cred in local else view.stake_deposit(cred)
@@ -660,41 +708,73 @@ def _check_certs_and_withdrawals(
     for i, cert in enumerate(tx.certs):
         cred, _ = cert_credential(cert, i)
         kind = cert[0]
+        _, pool_at, drep_at, coin_at = _CERT_SHAPES[kind]
         name = (
             f"certificate {i} (type {kind}) for {'script' if cred[0] else 'key'} {cred[1:].hex()}"
         )
-        if kind in (0, 7):
-            if kind == 7 and cert[2] != params.key_deposit:
+        if kind in _REGISTRATIONS:
+            if coin_at is not None and cert[coin_at] != params.key_deposit:
+                rule = "DepositIncorrectDELEG" if pv11 else "IncorrectDepositDELEG"
                 raise e.StakeRegistrationError(
-                    f"{name}: deposit {cert[2]} != key deposit {params.key_deposit} "
-                    "(IncorrectDepositDELEG)"
+                    f"{name}: deposit {cert[coin_at]} != key deposit {params.key_deposit} ({rule})"
                 )
             if deposit_of(cred) is not None:
                 raise e.StakeRegistrationError(
                     f"{name}: stake credential is already registered (StakeKeyRegisteredDELEG)"
                 )
+        elif deposit_of(cred) is None and kind not in _DEREGISTRATIONS:
+            _check_delegatees(cert, pool_at, drep_at, name)
+            raise e.StakeRegistrationError(
+                f"{name}: stake credential is not registered (StakeKeyNotRegisteredDELEG)"
+            )
+        _check_delegatees(cert, pool_at, drep_at, name)
+        if kind in _REGISTRATIONS:
             local[cred] = params.key_deposit
             deposits += params.key_deposit
-        else:
+            changes.append((cred, local[cred]))
+        elif kind in _DEREGISTRATIONS:
             held = deposit_of(cred)
             if held is None:
                 raise e.StakeRegistrationError(
                     f"{name}: stake credential is not registered (StakeKeyNotRegisteredDELEG)"
                 )
             reward = 0 if cred in drained or cred in local else view.reward(cred)
+            if kind == 8 and cert[2] != held:
+                rule = "RefundIncorrectDELEG" if pv11 else "IncorrectKeyDepositRefund"
+                raise e.StakeRegistrationError(
+                    f"{name}: refund {cert[2]} != deposit held {held} ({rule})"
+                )
             if reward != 0:
                 raise e.StakeRegistrationError(
                     f"{name}: reward balance is {reward}, must be withdrawn first "
                     "(StakeKeyHasNonZeroRewardAccountBalanceDELEG)"
                 )
-            if kind == 8 and cert[2] != held:
-                raise e.StakeRegistrationError(
-                    f"{name}: refund {cert[2]} != deposit held {held} (IncorrectKeyDepositRefund)"
-                )
             local[cred] = None
             refunds += held
-        changes.append((cred, local[cred]))
-    return changes, deposits, refunds
+            changes.append((cred, None))
+            drep_changes.append((cred, None))  # deregistering drops the vote delegation
+        if drep_at is not None:
+            drep_changes.append((cred, drep_from_cbor(cert[drep_at])))
+    return changes, drep_changes, deposits, refunds
+
+
+def _check_delegatees(cert: list[Any], pool_at: int | None, drep_at: int | None, name: str) -> None:
+    """The devnet registers no pools and no DReps: only the two default DReps can be
+    delegated to (the ledger requires a registered delegatee from protocol 10)."""
+    if pool_at is not None:
+        raise e.DelegateeNotRegistered(
+            f"{name}: stake pool {cert[pool_at].hex()} is not registered (the devnet runs "
+            "no pools) (DelegateeStakePoolNotRegisteredDELEG)"
+        )
+    if drep_at is not None:
+        drep = drep_from_cbor(cert[drep_at])
+        assert drep is not None  # checked by cert_credential
+        if len(drep) > 1:
+            raise e.DelegateeNotRegistered(
+                f"{name}: DRep {'script' if drep[0] == SCRIPT else 'key'} {drep[1:].hex()} is "
+                "not registered (the devnet registers no DReps; delegate to always-abstain "
+                "or always-no-confidence) (DelegateeDRepNotRegisteredDELEG)"
+            )
 
 
 def _check_treasury(tx: DecodedTx) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from chain.devnet.cbor_items import CborMap, CborTag
@@ -46,6 +47,7 @@ from chain.devnet.plutus_tx import (
     resolve_utxos,
 )
 from chain.devnet.purposes import TAG_NUMBERS, NeededScript
+from chain.devnet.rationals import Interval, RationalError, ledger_rational
 
 
 class ScriptContextError(ValueError):
@@ -441,32 +443,83 @@ def _maybe_script_hash(item: Any) -> PlutusData:
     return nothing() if item is None else just(bytestring(item))
 
 
-def _rational(item: Any) -> PlutusData:
-    if isinstance(item, CborTag) and item.tag == 30:
-        item = item.value
-    if not (isinstance(item, list) and len(item) == 2):
-        raise ScriptContextError(f"malformed rational {item!r}")
-    # PlutusTx's Rational is data-encoded like a pair: Constr 0 [numerator, denominator].
-    return constr(0, integer(item[0]), integer(item[1]))
+def _quorum(item: Any) -> PlutusData:
+    try:
+        value = ledger_rational(item, Interval.UNIT, "committee quorum")
+    except RationalError as err:
+        raise ScriptContextError(str(err)) from err
+    # PlutusTx's Rational is data-encoded like a pair: Constr 0 [numerator, denominator],
+    # reduced with a positive denominator (the ledger's `unboundRational`).
+    return constr(0, integer(value.numerator), integer(value.denominator))
+
+
+def _rational_list(value: Fraction) -> PlutusData:
+    return plist([integer(value.numerator), integer(value.denominator)])
+
+
+# The rationals of a Conway parameter update, by key (cardano-ledger ConwayPParams): a0 is
+# a NonNegativeInterval, rho and tau UnitIntervals, the two execution prices
+# NonNegativeIntervals, every voting threshold a UnitInterval, and the reference-script fee
+# per byte a NonNegativeInterval.
+_RATIONAL_PARAMS: dict[int, tuple[Interval, int | None]] = {
+    9: (Interval.NON_NEGATIVE, None),
+    10: (Interval.UNIT, None),
+    11: (Interval.UNIT, None),
+    19: (Interval.NON_NEGATIVE, 2),
+    25: (Interval.UNIT, 5),
+    26: (Interval.UNIT, 10),
+    33: (Interval.NON_NEGATIVE, None),
+}
+# Keys a Conway update may carry; 12-15 (d, extra entropy, protocol version, min UTxO)
+# left the update with earlier eras.
+_UPDATE_KEYS = frozenset(range(12)) | frozenset(range(16, 34))
 
 
 def changed_parameters(item: Any) -> PlutusData:
     """A protocol parameter update as the ledger hands it to guardrail scripts:
-    a map from parameter key to value, rationals as two-element lists."""
+    a map from parameter key to value, rationals as reduced two-element lists."""
     if not isinstance(item, CborMap):
         raise ScriptContextError("parameter update must be a map")
-    return pmap((integer(k), _param_value(v)) for k, v in sorted(item.pairs, key=lambda kv: kv[0]))
+    keys = [k for k, _ in item.pairs]
+    if (
+        not keys
+        or any(type(k) is not int for k in keys)
+        or len(set(keys)) != len(keys)
+        or not set(keys) <= _UPDATE_KEYS
+    ):
+        raise ScriptContextError(f"parameter update has invalid keys {keys}")
+    pairs = sorted(item.pairs, key=lambda kv: int(kv[0]))
+    return pmap((integer(k), _param_value(k, v)) for k, v in pairs)
 
 
-def _param_value(item: Any) -> PlutusData:
-    if isinstance(item, CborTag) and item.tag == 30:
-        return plist([integer(item.value[0]), integer(item.value[1])])
-    if isinstance(item, int):
+def _param_value(key: int, item: Any) -> PlutusData:
+    rational = _RATIONAL_PARAMS.get(key)
+    try:
+        if rational is not None:
+            interval, count = rational
+            what = f"parameter {key}"
+            if count is None:
+                return _rational_list(ledger_rational(item, interval, what))
+            if not (isinstance(item, list) and len(item) == count):
+                raise ScriptContextError(f"{what} must be a list of {count} rationals")
+            return plist(
+                _rational_list(ledger_rational(v, interval, f"{what}[{i}]"))
+                for i, v in enumerate(item)
+            )
+    except RationalError as err:
+        raise ScriptContextError(str(err)) from err
+    return _plain_param_value(key, item)
+
+
+def _plain_param_value(key: int, item: Any) -> PlutusData:
+    if isinstance(item, CborTag):
+        raise ScriptContextError(f"parameter {key} does not take a tagged value {item!r}")
+    if isinstance(item, int) and not isinstance(item, bool):
         return integer(item)
     if isinstance(item, list):
-        return plist(_param_value(i) for i in item)
+        return plist(_plain_param_value(key, i) for i in item)
     if isinstance(item, CborMap):
-        return pmap((_param_value(k), _param_value(v)) for k, v in item.pairs)
+        return pmap((_plain_param_value(key, k), _plain_param_value(key, v)) for k, v in item.pairs)
     raise ScriptContextError(f"unsupported parameter value {item!r}")
 
 
@@ -508,7 +561,7 @@ def governance_action(action: Any) -> PlutusData:
                 _maybe_gov_action_id(action[1]),
                 plist(credential(c) for c in removed),
                 pmap((credential(c), integer(e)) for c, e in added),
-                _rational(action[4]),
+                _quorum(action[4]),
             )
         if kind == 5:
             constitution = constr(0, _maybe_script_hash(action[2][1]))

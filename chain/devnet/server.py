@@ -15,6 +15,7 @@ import binascii
 import hmac
 import json
 import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -24,12 +25,14 @@ from typing import Any, TypeVar
 import cbor2
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chain.devnet import blockfrost_shapes as shapes
+from chain.devnet.addresses import payment_credential_from_bech32
 from chain.devnet.errors import LedgerError, MalformedTransaction, UnknownEntity
 from chain.devnet.explorer import explorer_router
 from chain.devnet.interface import DevnetLedger
@@ -354,6 +357,26 @@ class SubmittedTxs:
 # --- the application ---------------------------------------------------------------------------
 
 
+class CollapseSlashesMiddleware:
+    """Serve `/api/v0//addresses/...` as `/api/v0/addresses/...`.
+
+    Clients join a base URL ending in `/` with paths starting with `/` (Blaze does);
+    Blockfrost's proxy collapses the doubled slash, so the devnet does too.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and "//" in scope["path"]:
+            path = _SLASHES.sub("/", scope["path"])
+            scope = {**scope, "path": path, "raw_path": path.encode()}
+        await self.app(scope, receive, send)
+
+
+_SLASHES = re.compile(r"/{2,}")
+
+
 def create_app(
     ledger: DevnetLedger,
     *,
@@ -530,22 +553,28 @@ def create_app(
             raise _not_found()
         return shapes.address_content(info, ledger.utxos_at(addr))
 
-    @router.get("/addresses/{addr}/utxos")
-    def address_utxos(addr: str, request: Request) -> list[dict[str, Any]]:
-        page = Page(request)
+    def utxos_of(addr: str, unit: str | None) -> list[Any]:
+        # Blockfrost also takes a bech32 payment credential (addr_vkh1... / script1...) in
+        # place of the address: every unspent output locked by that credential, whatever
+        # its stake part.
+        credential = payment_credential_from_bech32(addr)
+        if credential is not None:
+            return ledger.utxos_by_payment(credential, unit)
         address(addr)
         if not ledger.address_known(addr):
             raise _not_found()
-        return [shapes.address_utxo(u) for u in page.slice(ledger.utxos_at(addr))]
+        return ledger.utxos_at(addr, unit)
+
+    @router.get("/addresses/{addr}/utxos")
+    def address_utxos(addr: str, request: Request) -> list[dict[str, Any]]:
+        page = Page(request)
+        return [shapes.address_utxo(u) for u in page.slice(utxos_of(addr, None))]
 
     @router.get("/addresses/{addr}/utxos/{asset}")
     def address_utxos_asset(addr: str, asset: str, request: Request) -> list[dict[str, Any]]:
         page = Page(request)
-        address(addr)
         unit = asset if asset == shapes.LOVELACE else _asset_unit(asset)
-        if not ledger.address_known(addr):
-            raise _not_found()
-        utxos = ledger.utxos_at(addr, None if unit == shapes.LOVELACE else unit)
+        utxos = utxos_of(addr, None if unit == shapes.LOVELACE else unit)
         return [shapes.address_utxo(u) for u in page.slice(utxos)]
 
     @router.get("/addresses/{addr}/transactions")
@@ -657,6 +686,17 @@ def create_app(
             raise _not_found()
         return shapes.asset_content(found)
 
+    @router.get("/assets/{asset}/addresses")
+    def asset_addresses(asset: str, request: Request) -> list[dict[str, Any]]:
+        page = Page(request)
+        unit = _asset_unit(asset)
+        if ledger.asset(unit) is None:
+            raise _not_found()
+        holders = ledger.asset_holders(unit)
+        if request.query_params.get("order", "asc") == "desc":
+            holders = list(reversed(holders))
+        return [{"address": a, "quantity": str(q)} for a, q in page.slice(holders)]
+
     def script_record(script_hash: str) -> Any:
         found = ledger.script(_hex_id(script_hash, "script hash", 56))
         if found is None:
@@ -698,25 +738,10 @@ def create_app(
             raise ApiError(400, "Invalid or malformed stake address format.") from None
         if info.network != network or not stake_address.startswith("stake"):
             raise ApiError(400, "Invalid or malformed stake address format.")
-        balance = ledger.reward_balance(stake_address)
-        if balance is None:
+        found = ledger.account(stake_address)
+        if found is None:  # the chain has never seen this credential
             raise _not_found()
-        return {
-            "stake_address": stake_address,
-            "active": True,
-            "registered": True,
-            "active_epoch": None,
-            # The devnet indexes reward accounts, not UTxOs by stake credential: the amount
-            # it can vouch for is the reward balance.
-            "controlled_amount": str(balance),
-            "rewards_sum": "0",
-            "withdrawals_sum": "0",
-            "reserves_sum": "0",
-            "treasury_sum": "0",
-            "withdrawable_amount": str(balance),
-            "pool_id": None,
-            "drep_id": None,
-        }
+        return shapes.account_content(stake_address, found)
 
     # --- mempool ----------------------------------------------------------------------------
 
@@ -751,7 +776,9 @@ def create_app(
         submitted.add(tx_hash, tx_cbor)
         return JSONResponse(tx_hash)
 
-    async def evaluate(tx_cbor: bytes, additional: Sequence[tuple[bytes, bytes]]) -> Any:
+    async def evaluate(
+        tx_cbor: bytes, additional: Sequence[tuple[bytes, bytes]], version: int
+    ) -> Any:
         _check_tx_shape(tx_cbor)
         try:
             results = await run_in_threadpool(ledger.evaluate, tx_cbor, additional)
@@ -761,17 +788,21 @@ def create_app(
         except LedgerError as exc:
             # A well-formed transaction the ledger cannot evaluate (unknown inputs, ...):
             # Ogmios answers these inside a 200, and clients read them from there.
+            if version == 6:
+                return shapes.evaluation_failure_envelope_v6(exc.reason, exc.rule)
             return shapes.evaluation_failure_envelope(exc.reason, exc.rule)
+        if version == 6:
+            return shapes.evaluation_envelope_v6(results)
         return shapes.evaluation_envelope(results)
 
     @router.post("/utils/txs/evaluate")
     async def evaluate_route(request: Request) -> Any:
-        _ogmios_version(request)
-        return await evaluate(_body_bytes(await request.body()), ())
+        version = _ogmios_version(request)
+        return await evaluate(_body_bytes(await request.body()), (), version)
 
     @router.post("/utils/txs/evaluate/utxos")
     async def evaluate_utxos(request: Request) -> Any:
-        _ogmios_version(request)
+        version = _ogmios_version(request)
         payload = await json_body(request)
         cbor_text = payload.get("cbor")
         if not isinstance(cbor_text, str):
@@ -783,7 +814,7 @@ def create_app(
             additional = [additional_utxo_cbor(item) for item in extra]
         except OgmiosUtxoError as exc:
             raise ApiError(400, f"body/additionalUtxoSet: {exc}") from None
-        return await evaluate(_body_bytes(cbor_text.encode()), additional)
+        return await evaluate(_body_bytes(cbor_text.encode()), additional, version)
 
     # --- administration (not Blockfrost) ---------------------------------------------------------
 
@@ -867,6 +898,17 @@ def create_app(
     app.include_router(router)
     app.include_router(explorer_router(ledger))
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    # Browser dapps call Blockfrost directly, which answers any origin; so does the devnet.
+    # No credentials are involved (the project id and admin token travel as headers).
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=["*"],
+        allow_methods=["GET", "POST", "OPTIONS"],
+        allow_headers=["*"],
+        expose_headers=["*"],
+        max_age=600,
+    )
+    app.add_middleware(CollapseSlashesMiddleware)
     return app
 
 
@@ -910,7 +952,11 @@ def _within(
     return not (upper is not None and position > upper)
 
 
-def _ogmios_version(request: Request) -> None:
+def _ogmios_version(request: Request) -> int:
+    """Blockfrost's `version`: 5 (default, Ogmios v5 JSON-WSP) or 6 (Ogmios v6 JSON-RPC)."""
     version = request.query_params.get("version", "5")
-    if version not in ("5", "5.0"):
-        raise ApiError(400, "querystring/version: the devnet answers in Ogmios v5 shapes only")
+    if version in ("5", "5.0"):
+        return 5
+    if version in ("6", "6.0"):
+        return 6
+    raise ApiError(400, "querystring/version must be 5 or 6 (the Ogmios version to answer as)")

@@ -56,6 +56,10 @@ CREATE TABLE IF NOT EXISTS stake_events(
 CREATE INDEX IF NOT EXISTS stake_events_height ON stake_events(height);
 CREATE TABLE IF NOT EXISTS stake(cred BLOB PRIMARY KEY, deposit INTEGER NOT NULL,
     reward INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS drep_events(
+    height INTEGER NOT NULL, tx_idx INTEGER NOT NULL, seq INTEGER NOT NULL,
+    tx_hash TEXT NOT NULL, cred BLOB NOT NULL, drep BLOB);
+CREATE INDEX IF NOT EXISTS drep_events_height ON drep_events(height);
 CREATE TABLE IF NOT EXISTS mints(
     height INTEGER NOT NULL, tx_idx INTEGER NOT NULL, tx_hash TEXT NOT NULL,
     policy TEXT NOT NULL, name TEXT NOT NULL, quantity TEXT NOT NULL);
@@ -105,6 +109,7 @@ class AppliedTx:
     spent: tuple[tuple[str, int], ...]  # outputs this tx consumes
     outputs: tuple[NewOutput, ...]
     stake: tuple[tuple[bytes, int | None], ...]  # credential -> deposit, None: deregistered
+    dreps: tuple[tuple[bytes, bytes | None], ...]  # credential -> DRep, None: cleared
     mints: tuple[tuple[str, str, int], ...]  # (policy hex, name hex, quantity)
     datums: tuple[tuple[str, bytes], ...]
     scripts: tuple[ScriptRecord, ...]
@@ -221,6 +226,35 @@ class Store:
             for cred, dep, rew in self._db.execute("SELECT cred, deposit, reward FROM stake")
         }
 
+    def drep_state(self) -> dict[bytes, bytes]:
+        """Vote delegations in force: replayed from the events, latest per credential."""
+        state: dict[bytes, bytes | None] = {}
+        for cred, drep in self._db.execute(
+            "SELECT cred, drep FROM drep_events ORDER BY height, tx_idx, seq"
+        ):
+            state[bytes(cred)] = None if drep is None else bytes(drep)
+        return {cred: drep for cred, drep in state.items() if drep is not None}
+
+    def stake_last_event_height(self, cred: bytes) -> int | None:
+        """Height of the block holding the credential's latest (de)registration."""
+        row = self._db.execute(
+            "SELECT MAX(height) FROM stake_events WHERE cred = ?", (cred,)
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def utxos_of(self, keys: Iterable[tuple[str, int]]) -> list[OutputRecord]:
+        """Output records of the given (tx hash, index) pairs, chain order."""
+        records = []
+        for tx_hash, index in keys:
+            row = self._db.execute(
+                f"{_OUTPUT_SELECT} WHERE o.tx_hash = ? AND o.idx = ? AND o.spent_by IS NULL",
+                (tx_hash, index),
+            ).fetchone()
+            if row is not None:
+                records.append(self._output_record(row))
+        records.sort(key=lambda r: (r.block_height or 0, r.tx_hash, r.index))
+        return records
+
     def mempool_entries(self) -> list[tuple[str, bytes]]:
         return [
             (str(h), bytes(c))
@@ -284,6 +318,12 @@ class Store:
                             (cred, deposit),
                         )
                 self._db.executemany(
+                    "INSERT INTO drep_events(height, tx_idx, seq, tx_hash, cred, drep) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [(h, tx_idx, seq, tx.hash, cred, drep)
+                     for seq, (cred, drep) in enumerate(tx.dreps)],
+                )  # fmt: skip
+                self._db.executemany(
                     "INSERT INTO mints(height, tx_idx, tx_hash, policy, name, quantity) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     [(h, tx_idx, tx.hash, p, n, str(q)) for p, n, q in tx.mints],
@@ -342,8 +382,9 @@ class Store:
                     "WHERE spent_height = ?",
                     (height,),
                 )
-                for table in ("outputs", "tx_inputs", "txs", "stake_events", "mints", "datums",
-                              "scripts", "metadata", "address_txs", "blocks"):  # fmt: skip
+                for table in ("outputs", "tx_inputs", "txs", "stake_events", "drep_events",
+                              "mints", "datums", "scripts", "metadata", "address_txs",
+                              "blocks"):  # fmt: skip
                     self._db.execute(f"DELETE FROM {table} WHERE height = ?", (height,))
                 undone.append(
                     RolledBackBlock(

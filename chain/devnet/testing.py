@@ -138,14 +138,18 @@ def running_devnet(
     enable_faults: bool = True,
     admin_token: str | None = None,
     data_dir: Path | None = None,
+    profile: str | None = None,
 ) -> Iterator[RunningDevnet]:
-    """A real Ledger in `data_dir` (default `tmp_path / "devnet"`), served on a free port."""
+    """A real Ledger in `data_dir` (default `tmp_path / "devnet"`), served on a free port,
+    with the parameters of `profile` (default: today's mainnet)."""
     from chain.devnet.ledger import Ledger
+    from chain.devnet.profiles import profile_params
     from chain.devnet.server import create_app
 
     directory = data_dir or Path(tmp_path) / "devnet"
     directory.mkdir(parents=True, exist_ok=True)
-    ledger = Ledger.open(directory, enable_faults=enable_faults)
+    params = profile_params(profile) if profile else None
+    ledger = Ledger.open(directory, params=params, enable_faults=enable_faults)
     try:
         app = create_app(ledger, enable_faults=enable_faults, admin_token=admin_token)
         with block_producer(ledger, block_time), serve_app(app) as root:

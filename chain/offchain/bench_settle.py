@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,21 +39,6 @@ LOCKS_PER_TX = 20
 BUDGET = 1_000
 AGGREGATED_PROVIDERS = 10
 DEADLINE_MS = 3_600_000
-
-
-def deep_evaluation() -> Iterator[None]:
-    """The devnet's uplc evaluator recurses deeper than Python's default limit on the
-    protocol's scripts (in server threads); raise the process-wide limit and the stack of
-    threads started meanwhile."""
-    old_limit = sys.getrecursionlimit()
-    old_stack = threading.stack_size()
-    sys.setrecursionlimit(max(old_limit, 100_000))
-    threading.stack_size(256 * 1024 * 1024)
-    try:
-        yield
-    finally:
-        threading.stack_size(old_stack)
-        sys.setrecursionlimit(old_limit)
 
 
 def _wallet(tag: str, staked: bool = False) -> KeyWallet:

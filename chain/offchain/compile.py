@@ -34,6 +34,7 @@ from opshin.compiler_config import DEFAULT_CONFIG, OPT_O3_CONFIG
 from pycardano import PlutusV3Script, plutus_script_hash
 
 from chain.contracts import types as t
+from chain.deep_stack import deep_recursion
 from chain.offchain.errors import ChainError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -130,15 +131,13 @@ def spec(name: str) -> ValidatorSpec:
 def _compiler_environment() -> Iterator[None]:
     """OpShin resolves `from chain.contracts... import *` through sys.path, and the editable
     install hides the repository root from it; both changes are undone afterwards."""
-    old_limit = sys.getrecursionlimit()
     added = str(REPO_ROOT) not in sys.path
     if added:
         sys.path.insert(0, str(REPO_ROOT))
-    sys.setrecursionlimit(max(old_limit, _RECURSION_LIMIT))
     try:
-        yield
+        with deep_recursion(_RECURSION_LIMIT):
+            yield
     finally:
-        sys.setrecursionlimit(old_limit)
         if added:
             sys.path.remove(str(REPO_ROOT))
 

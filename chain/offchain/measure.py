@@ -46,6 +46,7 @@ from pycardano import (
 from pycardano.key import PaymentSigningKey, PaymentVerificationKey
 
 from chain.contracts import types as t
+from chain.deep_stack import deep_recursion
 from chain.devnet.cost_models import default_cost_models
 from chain.devnet.fees import min_fee
 from chain.devnet.params import ProtocolParams
@@ -291,7 +292,7 @@ def _evaluate(
     tx: Transaction, resolved: dict[TransactionInput, TransactionOutput]
 ) -> list[tuple[int, int]]:
     params = ProtocolParams()
-    with S.deep_recursion():
+    with deep_recursion():
         results = evaluate_redeemers(
             tx.to_cbor(),
             resolved,

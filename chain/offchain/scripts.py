@@ -17,11 +17,8 @@ from the production build's, so it is never deployed.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
-import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +36,7 @@ from pycardano import (
 )
 
 from chain.contracts import types as t
+from chain.deep_stack import deep_recursion
 from chain.offchain.errors import ChainError
 
 BUILD_DIR = Path(__file__).resolve().parents[1] / "contracts" / "build"
@@ -73,18 +71,6 @@ def parameter_titles(name: str, blueprint_path: Path = BLUEPRINT_PATH) -> list[s
         if str(v.get("title", "")).split(".")[0] == name:
             return [p["title"] for p in v.get("parameters", [])]
     raise ScriptLoadError(f"no validator {name!r} in {blueprint_path}")
-
-
-@contextlib.contextmanager
-def deep_recursion(limit: int = 100_000) -> Iterator[None]:
-    """uplc's flat decoder and encoder recurse once per term; real scripts need more than
-    Python's default stack of 1000 frames."""
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, limit))
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(old)
 
 
 def blueprint_path(traces: bool = False) -> Path:

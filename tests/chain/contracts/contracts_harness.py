@@ -17,7 +17,7 @@ from uplc.cost_model import Budget
 
 from chain.contracts import ledger as L
 from chain.contracts import types as T
-from chain.offchain.scripts import deep_recursion
+from chain.deep_stack import deep_recursion
 
 NTX_POLICY = bytes.fromhex("88b60b51a3dcd3a6134bb1c0fdd2837d8cc87abd27dbd0c3a494869f")
 NTX_NAME = b"NTX"

@@ -36,9 +36,11 @@ from pycardano import (
 from pycardano.hash import ScriptHash
 
 from chain.devnet import blockfrost_shapes as shapes
+from chain.devnet.addresses import payment_credential
 from chain.devnet.errors import BadInputs, LedgerError, MalformedTransaction, WrongNetwork
 from chain.devnet.params import GenesisConfig, ProtocolParams
 from chain.devnet.records import (
+    AccountRecord,
     AssetRecord,
     BlockRecord,
     OutputRecord,
@@ -168,6 +170,43 @@ class FakeLedger:
 
     def reward_balance(self, stake_address: str) -> int | None:
         return self.rewards.get(stake_address)
+
+    def _unspent(self) -> list[OutputRecord]:
+        with self._lock:
+            return [
+                o for o in self._outputs.values() if o.spent_by is None and o.block_hash is not None
+            ]
+
+    def utxos_by_payment(self, credential: bytes, unit: str | None = None) -> list[OutputRecord]:
+        out = [
+            o
+            for o in self._unspent()
+            if payment_credential(shapes.decode_output(o.output_cbor).address) == credential
+        ]
+        if unit is not None:
+            out = [o for o in out if shapes.output_holds(shapes.decode_output(o.output_cbor), unit)]
+        return out
+
+    def asset_holders(self, unit: str) -> list[tuple[str, int]]:
+        held: dict[str, int] = {}
+        for o in self._unspent():
+            assets = shapes.decode_output(o.output_cbor).assets  # ((unit hex, quantity), ...)
+            quantity = sum(q for u, q in assets if u == unit)
+            if quantity:
+                held[o.address] = held.get(o.address, 0) + quantity
+        return list(held.items())
+
+    def account(self, stake_address: str) -> AccountRecord | None:
+        reward = self.rewards.get(stake_address)
+        if reward is None:
+            return None
+        return AccountRecord(
+            registered=True,
+            controlled_lovelace=reward,
+            withdrawable=reward,
+            active_epoch=0,
+            drep_id="drep_always_abstain",
+        )
 
     # --- transactions ------------------------------------------------------------------------
     def submit(self, tx_cbor: bytes) -> str:

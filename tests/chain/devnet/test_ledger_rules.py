@@ -23,25 +23,31 @@ from pycardano import (
     Asset,
     AssetName,
     AuxiliaryData,
+    DRep,
+    DRepKind,
     ExecutionUnits,
     InvalidHereAfter,
     Metadata,
     MultiAsset,
     Network,
     PaymentSigningKey,
+    PoolKeyHash,
     RedeemerTag,
     ScriptAll,
     ScriptHash,
     ScriptPubkey,
+    StakeAndVoteDelegation,
     StakeCredential,
     StakeDeregistration,
     StakeDeregistrationConway,
     StakeRegistration,
+    StakeRegistrationAndVoteDelegation,
     StakeRegistrationConway,
     TransactionInput,
     TransactionOutput,
     UTxO,
     VerificationKeyWitness,
+    VoteDelegation,
     plutus_script_hash,
 )
 from pycardano.plutus import datum_hash
@@ -71,8 +77,9 @@ def _reject(h: Harness, tx: bytes, cls: type[e.LedgerError], *needles: str) -> e
 
 def _pay_tx(h: Harness, w: Wallet, lovelace: int = 2_000_000, **kw: object) -> bytes:
     to = Wallet().address
+    kw.setdefault("signers", [w.skey])
     return h.build(inputs=h.utxos(w.address), outputs=[TransactionOutput(to, lovelace)],
-                   change=w.address, signers=[w.skey], **kw)  # type: ignore[arg-type]  # fmt: skip
+                   change=w.address, **kw)  # type: ignore[arg-type]  # fmt: skip
 
 
 # --- positive paths ----------------------------------------------------------------------
@@ -478,9 +485,17 @@ def test_withdrawal_must_be_the_whole_balance(h: Harness) -> None:
     _reject(h, tx, e.WithdrawalError, "withdrawal of 1", "whole reward balance 0")
 
 
+def _delegate_vote(h: Harness, w: Wallet, kind: DRepKind = DRepKind.ALWAYS_ABSTAIN) -> None:
+    tx = _pay_tx(h, w, certificates=[VoteDelegation(_cred(w), DRep(kind))],
+                 signers=[w.skey, w.stake_skey])  # fmt: skip
+    h.ledger.submit(tx)
+    h.block()
+
+
 def test_withdraw_zero_from_a_registered_key_account(h: Harness) -> None:
     w = h.wallet()
     _register(h, w)
+    _delegate_vote(h, w)
     account = bytes(w.stake_address.to_primitive())
     missing_sig = h.build(inputs=h.utxos(w.address), outputs=[], change=w.address,
                           signers=[w.skey], withdrawals={account: 0})  # fmt: skip
@@ -488,6 +503,76 @@ def test_withdraw_zero_from_a_registered_key_account(h: Harness) -> None:
     ok = h.build(inputs=h.utxos(w.address), outputs=[], change=w.address,
                  signers=[w.skey, w.stake_skey], withdrawals={account: 0})  # fmt: skip
     h.ledger.submit(ok)
+
+
+def test_key_account_withdrawal_needs_a_drep_delegation(h: Harness) -> None:
+    # Conway from protocol 10: a key-hash reward account withdraws (even zero) only while
+    # it delegates its vote; the delegation must predate the transaction.
+    w = h.wallet()
+    _register(h, w)
+    account = bytes(w.stake_address.to_primitive())
+    same_tx = h.build(inputs=h.utxos(w.address), outputs=[], change=w.address,
+                      signers=[w.skey, w.stake_skey], withdrawals={account: 0},
+                      certificates=[VoteDelegation(_cred(w), DRep(DRepKind.ALWAYS_ABSTAIN))])  # fmt: skip
+    _reject(h, same_tx, e.WithdrawalNotDelegatedToDRep, "does not delegate to a DRep")
+    _delegate_vote(h, w, DRepKind.ALWAYS_NO_CONFIDENCE)
+    ok = h.build(inputs=h.utxos(w.address), outputs=[], change=w.address,
+                 signers=[w.skey, w.stake_skey], withdrawals={account: 0})  # fmt: skip
+    h.ledger.submit(ok)
+    assert h.ledger.account(str(w.stake_address)).drep_id == "drep_always_no_confidence"  # type: ignore[union-attr]
+
+
+def test_withdrawal_rule_starts_at_protocol_10(tmp_path: Path) -> None:
+    h = Harness(tmp_path, protocol_major_ver=9)
+    try:
+        w = h.wallet()
+        _register(h, w)
+        account = bytes(w.stake_address.to_primitive())
+        h.ledger.submit(h.build(inputs=h.utxos(w.address), outputs=[], change=w.address,
+                                signers=[w.skey, w.stake_skey], withdrawals={account: 0}))  # fmt: skip
+    finally:
+        h.close()
+
+
+def test_vote_registration_delegation_takes_the_deposit_and_deregistration_clears_it(
+    h: Harness,
+) -> None:
+    w = h.wallet()
+    abstain = DRep(DRepKind.ALWAYS_ABSTAIN)
+    wrong = _pay_tx(h, w, deposits=1_000_000, signers=[w.skey, w.stake_skey],
+                    certificates=[StakeRegistrationAndVoteDelegation(_cred(w), abstain, 1_000_000)])  # fmt: skip
+    _reject(h, wrong, e.StakeRegistrationError, "deposit 1000000 != key deposit 2000000",
+            "DepositIncorrectDELEG")  # fmt: skip
+    tx = _pay_tx(h, w, deposits=2_000_000, signers=[w.skey, w.stake_skey],
+                 certificates=[StakeRegistrationAndVoteDelegation(_cred(w), abstain, 2_000_000)])  # fmt: skip
+    h.ledger.submit(tx)
+    h.block()
+    account = h.ledger.account(str(w.stake_address))
+    assert account is not None and account.registered
+    assert account.drep_id == "drep_always_abstain"
+    assert h.ledger.reward_balance(str(w.stake_address)) == 0
+    out = _pay_tx(h, w, refunds=2_000_000, signers=[w.skey, w.stake_skey],
+                  certificates=[StakeDeregistration(_cred(w))])  # fmt: skip
+    h.ledger.submit(out)
+    h.block()
+    gone = h.ledger.account(str(w.stake_address))
+    assert gone is not None and not gone.registered and gone.drep_id is None
+
+
+def test_delegation_to_unregistered_delegatees_is_refused(h: Harness) -> None:
+    w = h.wallet()
+    _register(h, w)
+    drep = DRep(DRepKind.VERIFICATION_KEY_HASH, w.skey.to_verification_key().hash())
+    tx = _pay_tx(h, w, certificates=[VoteDelegation(_cred(w), drep)],
+                 signers=[w.skey, w.stake_skey])  # fmt: skip
+    _reject(h, tx, e.DelegateeNotRegistered, "DelegateeDRepNotRegisteredDELEG")
+    pool = PoolKeyHash(b"\x01" * 28)
+    tx = _pay_tx(h, w, certificates=[StakeAndVoteDelegation(_cred(w), pool, DRep(DRepKind.ALWAYS_ABSTAIN))],
+                 signers=[w.skey, w.stake_skey])  # fmt: skip
+    _reject(h, tx, e.DelegateeNotRegistered, "DelegateeStakePoolNotRegisteredDELEG")
+    unsigned = _pay_tx(h, w, certificates=[VoteDelegation(_cred(w), DRep(DRepKind.ALWAYS_ABSTAIN))],
+                       signers=[w.skey])  # fmt: skip
+    _reject(h, unsigned, e.MissingVKeyWitnesses, "certificate 0 (type 9)")
 
 
 # --- Plutus-related phase-1 rules -------------------------------------------------------------
@@ -676,10 +761,11 @@ def test_ex_units_over_the_per_tx_maximum(h: Harness) -> None:
     w = h.wallet()
     locked = _locked(h, w)
     spare = h.utxos(w.address)
-    huge = ExecutionUnits(14_000_001, 1_000)
+    # Today's mainnet limit (protocol 11): 16.5M memory per transaction.
+    huge = ExecutionUnits(16_500_001, 1_000)
     tx = _script_spend(h, w, locked,
                        redeemers=[redeemer(RedeemerTag.SPEND, _index_of(locked, spare), 0, huge)])  # fmt: skip
-    _reject(h, tx, e.ExUnitsTooBig, "declare 14000001 memory", "maximum is 14000000")
+    _reject(h, tx, e.ExUnitsTooBig, "declare 16500001 memory", "maximum is 16500000")
 
 
 def test_reference_script_fee_is_charged(h: Harness) -> None:

@@ -22,11 +22,7 @@ from plutus_fixtures import (
 from pycardano import PlutusV2Script, PlutusV3Script, RedeemerTag, TransactionOutput
 from uplc.ast import PlutusInteger
 
-from chain.devnet.cost_models import (
-    default_cost_models,
-    plutus_v2_cost_model,
-    plutus_v3_cost_model,
-)
+from chain.devnet.cost_models import default_cost_models, plutus_v3_cost_model
 from chain.devnet.phase2 import evaluate_redeemers, evaluate_script
 from chain.devnet.plutus_data import data_from_json
 from chain.devnet.purposes import needed_scripts
@@ -149,7 +145,9 @@ def test_bad_flat_and_wrong_version_are_clear_errors() -> None:
         evaluate_script(b"\x43\x01\x02\x03", [], "PlutusV3", plutus_v3_cost_model(), DECLARED)
     newer = bytes(uplc_script("(program 1.1.0 (lam c (con unit ())))"))
     with pytest.raises(ValueError, match="not allowed in PlutusV2"):
-        evaluate_script(newer, [PlutusInteger(0)], "PlutusV2", plutus_v2_cost_model(), DECLARED)
+        evaluate_script(
+            newer, [PlutusInteger(0)], "PlutusV2", default_cost_models()["PlutusV2"], DECLARED
+        )
 
 
 def test_evaluation_is_fast_enough_for_the_submit_path(validator: PlutusV3Script) -> None:

@@ -141,6 +141,11 @@ GETS: list[tuple[str, Callable[[S], str], Callable[[BlockFrostApi, S], Any]]] = 
     ),
     ("/assets/{asset}", lambda s: f"/assets/{s.unit}", lambda a, s: a.asset(s.unit)),
     (
+        "/assets/{asset}/addresses",
+        lambda s: f"/assets/{s.unit}/addresses",
+        lambda a, s: a.asset_addresses(s.unit),
+    ),
+    (
         "/scripts/{script_hash}",
         lambda s: f"/scripts/{s.script_hash}",
         lambda a, s: a.script(s.script_hash),
@@ -276,10 +281,10 @@ def test_values_rendered_as_blockfrost_does(served: Served) -> None:
 def test_protocol_parameters_feed_pycardano(served: Served) -> None:
     from pycardano import BlockFrostChainContext
 
-    from chain.devnet.cost_models import plutus_v3_cost_model, plutus_v3_cost_model_names
+    from chain.devnet.cost_models import cost_model_names, plutus_v3_cost_model
 
     params = _get(served, "/epochs/latest/parameters").json()
-    assert list(params["cost_models"]["PlutusV3"]) == plutus_v3_cost_model_names()
+    assert list(params["cost_models"]["PlutusV3"]) == cost_model_names("PlutusV3")
     assert params["cost_models_raw"]["PlutusV3"] == plutus_v3_cost_model()
     ctx = BlockFrostChainContext(project_id="devnet", base_url=served.url[: -len("/v0")])
     pp = ctx.protocol_param

@@ -70,7 +70,7 @@ def test_deploy_and_mint_through_the_cli(operator_env: RunningDevnet, tmp_path: 
     account = operator_env._client.get(
         f"{operator_env.url}/accounts/{deployment.batch_stake_address}"
     )
-    assert account.status_code == 200 and account.json()["active"] is True
+    assert account.status_code == 200 and account.json()["registered"] is True
     config_tx = deployment.config_ref.split("#")[0]
     assert operator_env._client.get(f"{operator_env.url}/txs/{config_tx}").status_code == 200
 
