@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -377,6 +380,56 @@ def test_a_plugged_in_classifier_records_slashes(world: ProtocolWorld, api: Api)
             s, [slash.address], network="devnet", devnet_url=world.devnet.url
         )
     assert slashed.ntx is not None and slashed.ntx >= 1
+
+
+def test_worker_status_shows_the_payout_with_its_transaction(
+    world: ProtocolWorld, api: Api, tmp_path: Path
+) -> None:
+    """The provider's side end to end: a worker registered with its payout address, a real
+    settlement paying that address, the watcher's pass, then `proofnet worker status`
+    (a separate process, over HTTP) shows the payout with its transaction."""
+    from api_support import Worker
+
+    from chain.devnet.testing import serve_app
+    from worker.identity import create_key
+
+    provider = world.providers[2]  # an enterprise address: what Wallet registers
+    key = create_key(tmp_path / "worker.skey")
+    worker = Worker(api.client, key=key.signing_key)
+    worker.register([("NVIDIA A100 80GB", 81920)], payout=Wallet(provider.signing_key))
+    job_id = api.post_job()
+    escrow = lock(world, job_id, 650)
+    api.record_escrow(job_id, escrow)
+    tx_id = settle(world, [Settlement(escrow, ((provider.address, 650),))])
+    pass_until(watcher(world, api.engine), recorded(api.engine, tx_id))
+
+    with serve_app(api.client.app) as url:  # type: ignore[arg-type]
+        argv = [
+            sys.executable,
+            "-m",
+            "proofnet.cli",
+            "worker",
+            "status",
+            "--api-url",
+            url,
+            "--key-file",
+            str(key.path),
+            "--network",
+            "devnet",
+        ]
+        shown = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        as_json = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert f"payout address   {provider.address}" in shown.stdout
+    assert f"tx {tx_id}" in shown.stdout and "650 NTX" in shown.stdout
+    body = json.loads(as_json.stdout)
+    (payout,) = [p for p in body["payouts"] if p["tx_hash"] == tx_id]
+    assert (payout["amount"], payout["job_id"], payout["kind"]) == (650, job_id, "payout")
+    assert body["earned"]["ntx"] >= 650 and body["recorded_to_block"] >= payout["block_height"]
+
+    # Another worker's key sees its own address only; an unregistered key is refused.
+    stranger = Worker(api.client)
+    assert stranger.request("GET", "/api/v1/worker/earnings").status_code == 403
 
 
 # --- restarts and a second watcher ----------------------------------------------------------
