@@ -248,6 +248,26 @@ def test_a_settlement_of_another_deployment_is_not_ours(
     assert {(m.kind, m.ntx) for m in theirs} == {(PAYOUT, 1_000), (REFUND, 200)}
 
 
+def test_a_long_backlog_is_read_in_bounded_steps(world: ProtocolWorld) -> None:
+    """At most `max_txs` transactions a step, whole blocks only: the cursor stops below the
+    first block that did not fit, and the next step resumes there."""
+    small = BlockfrostFollower(world.context.api, max_txs=1)
+    since = small.tip()
+    p = world.providers
+    settled = []
+    for amount in (10, 20):
+        (escrow,) = world.lock([world.job(amount)])
+        settled.append(settle(world, [Settlement(escrow, ((p[0].address, amount),))]))
+    first = follow_from(world, small, since)
+    assert [tx.hash for tx in first.txs] == settled[:1]
+    assert (
+        first.cursor.height
+        < world.context.api.transaction(settled[1], return_type="json")["block_height"]
+    )
+    second = follow_from(world, small, first.cursor)
+    assert [tx.hash for tx in second.txs] == settled[1:]
+
+
 def test_a_backend_that_lies_about_a_transaction_is_refused(
     world: ProtocolWorld, follower: BlockfrostFollower
 ) -> None:
