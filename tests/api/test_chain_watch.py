@@ -86,9 +86,11 @@ class Api:
 
 
 @contextlib.contextmanager
-def api_for(world: ProtocolWorld, url: str) -> Iterator[Api]:
+def api_for(world: ProtocolWorld, url: str, **config_overrides: Any) -> Iterator[Api]:
     engine = make_engine(url)
-    config = ApiConfig(database_url=url, network="devnet", rate_limit_per_minute=100_000)
+    config = ApiConfig(
+        database_url=url, network="devnet", rate_limit_per_minute=100_000, **config_overrides
+    )
     app = create_app(config=config, engine=engine, clock=FakeClock(), run_sweeper=False)
     app.state.run_notifier = False  # deliveries stay in the outbox, where the test reads them
     app.state.chain_context = world.context
@@ -430,6 +432,30 @@ def test_worker_status_shows_the_payout_with_its_transaction(
     # Another worker's key sees its own address only; an unregistered key is refused.
     stranger = Worker(api.client)
     assert stranger.request("GET", "/api/v1/worker/earnings").status_code == 403
+
+
+def test_the_app_runs_the_watcher_and_gives_its_lease_up_on_shutdown(
+    world: ProtocolWorld, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    with api_for(world, url, chain_watch=True, chain_watch_interval_s=0.2) as a:
+        job_id = a.post_job()
+        escrow = lock(world, job_id, 350)
+        tx_id = settle(world, [Settlement(escrow, ((world.providers[0].address, 350),))])
+        deadline = time.monotonic() + PASS_TIMEOUT_S
+        while not rows(a.engine, tx_hash=tx_id):
+            assert time.monotonic() < deadline, "the app's watcher recorded nothing"
+            time.sleep(0.2)
+        engine_url = str(a.engine.url)
+    engine = make_engine(engine_url)
+    try:
+        with Session(engine) as s:
+            cursor = s.get(ChainWatchCursor, world.deployment.batch_hash)
+            assert cursor is not None and cursor.lease_expires_at is not None
+            expires = cursor.lease_expires_at
+        assert expires.replace(tzinfo=None) <= utcnow().replace(tzinfo=None)
+    finally:
+        engine.dispose()
 
 
 # --- restarts and a second watcher ----------------------------------------------------------
