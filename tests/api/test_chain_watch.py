@@ -48,6 +48,8 @@ from chain.offchain.follow.reader import follower_for
 
 PASS_TIMEOUT_S = 90.0
 
+pytestmark = pytest.mark.slow  # a devnet, a deployment and a few dozen transactions
+
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProtocolWorld]:
