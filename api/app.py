@@ -22,6 +22,7 @@ from api.middleware import BodySizeLimit, RateLimit
 from api.migrate import upgrade_head
 from api.routes import api_router
 from api.routes.web import router as web_router
+from api.services import chain_watch
 from api.services.maintenance import sweep
 from proofnet.settings import Settings, build_settings
 
@@ -42,7 +43,9 @@ def create_app(
     than `api.fastpath` (same answers, more CPU per request).
 
     On startup the app migrates the database to head (unless `config.auto_migrate` is off),
-    starts the lease sweeper and, on PostgreSQL, listens for changes other processes make
+    starts the lease sweeper, the chain watcher when `config.chain_watch` is on and a
+    deployment is configured (api.services.chain_watch; `app.state.run_chain_watch = False`
+    keeps it off) and, on PostgreSQL, listens for changes other processes make
     (api.read_caches); all stop with the app.
     """
     settings = settings or build_settings()
@@ -56,11 +59,18 @@ def create_app(
         if config.auto_migrate:
             await run_in_threadpool(upgrade_head, db)
         await read_caches.start(app.state, db)
-        task = asyncio.create_task(_sweeper(app)) if run_sweeper else None
+        tasks = [asyncio.create_task(_sweeper(app))] if run_sweeper else []
+        if chain_watch.wanted(app.state):
+            watch_config = chain_watch.config_of(app.state.config)
+            tasks.append(
+                asyncio.create_task(
+                    chain_watch.run(lambda: chain_watch.build(app.state), watch_config)
+                )
+            )
         try:
             yield
         finally:
-            if task is not None:
+            for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task

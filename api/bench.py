@@ -86,7 +86,7 @@ def seed_database(
     from sqlalchemy import insert
 
     from api.db import make_engine
-    from api.models import ApiToken, Job, Payout, Provider, ProviderGpu, User
+    from api.models import ApiToken, ChainMovement, Job, Provider, ProviderGpu, User
     from api.services.tokens import secret_hash
 
     rng = random.Random(7)
@@ -190,14 +190,26 @@ def seed_database(
                     owned.setdefault(owner, []).append(job_id)
             conn.execute(insert(Job), rows)
             conn.execute(
-                insert(Payout),
+                insert(ChainMovement),
                 [
                     {
-                        "job_id": rng.randint(1, jobs),
-                        "payout_address": addresses[rng.randrange(clients)],
-                        "amount": rng.randint(1, 10**6),
+                        "deployment": "00" * 28,
+                        "kind": "payout",
+                        "action": "settle",
+                        "escrow_tx_id": f"{n:064x}",
+                        "escrow_index": 0,
+                        "job_id": f"{rng.randint(1, jobs):064x}",
                         "tx_hash": f"{n:064x}",
-                        "confirmed_at": now,
+                        "tx_index": 0,
+                        "output_index": 0,
+                        "address": addresses[rng.randrange(clients)],
+                        "lovelace": 1_500_000,
+                        "ntx": rng.randint(1, 10**6),
+                        "block_height": n,
+                        "block_hash": f"{n:064x}",
+                        "slot": n,
+                        "block_time": now,
+                        "recorded_at": now,
                     }
                     for n in range(min(jobs, 5 * clients))
                 ],

@@ -1,11 +1,12 @@
 """What other API processes changed, as PostgreSQL tells it: LISTEN on `proofnet_reads`.
 
-Triggers (migration 0008) announce every committed change the polled reads depend on: a
-job's row, its leases, units and escrow record, a revoked bearer token, a recorded payout.
-`ChangeFeed` holds one connection per process that listens on that channel, on a daemon
-thread, and hands each announcement to its subscribers, which drop what they cached about
-it. So a cache in any process, on any host, learns of a change a few milliseconds after its
-commit, whichever process made it.
+Triggers (migrations 0008, 0010) announce every committed change the polled reads depend
+on: a job's row, its leases, units and escrow record, a revoked bearer token, a movement
+(payout, refund, ...) the chain watcher recorded or removed. `ChangeFeed` holds one
+connection per process that listens on that channel, on a daemon thread, and hands each
+announcement to its subscribers, which drop what they cached about it. So a cache in any
+process, on any host, learns of a change a few milliseconds after its commit, whichever
+process made it.
 
 `live` says whether the feed is listening now. A cache whose freshness rests on the feed
 serves nothing while it is not, and is told to `reset` (forget everything) whenever the feed
@@ -32,7 +33,7 @@ JOB = "j"  # key: job id
 QUEUE = "q"  # key: job id; the queue's membership changed with it
 ESCROW = "e"  # key: job id of the escrow record
 TOKEN = "t"  # key: bearer token hash
-PAYOUT = "p"  # key: payout address
+PAYOUT = "p"  # key: the address a recorded movement (payout, refund) went to
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,12 @@ class ApiConfig:
     # (api/services/clusters.py): idle providers must not wait on it forever.
     cluster_wait_s: int = 600
     cluster_backoff_s: int = 60
+    # The chain watcher (api.services.chain_watch). `proofnet api serve` turns it on from
+    # the settings; bare ApiConfig(...) leaves it off so tests need no chain.
+    chain_watch: bool = False
+    chain_watch_interval_s: float = 10.0
+    chain_watch_lease_ttl_s: float = 60.0
+    chain_watch_confirmations: int = 3
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: object) -> ApiConfig:
@@ -60,6 +66,10 @@ class ApiConfig:
             "cluster_wait_s": settings.api_cluster_wait_s,
             "cluster_backoff_s": settings.api_cluster_backoff_s,
             "auto_migrate": settings.api_auto_migrate,
+            "chain_watch": settings.api_chain_watch,
+            "chain_watch_interval_s": settings.api_chain_watch_interval_s,
+            "chain_watch_lease_ttl_s": settings.api_chain_watch_lease_ttl_s,
+            "chain_watch_confirmations": settings.api_chain_watch_confirmations,
             "claim_requires_escrow": True,
             "oracle_keys": tuple(
                 k.strip().lower() for k in settings.api_oracle_keys.split(",") if k.strip()
@@ -82,10 +92,13 @@ class ApiConfig:
             "settlement_window_s": self.settlement_window_s,
             "cluster_wait_s": self.cluster_wait_s,
             "cluster_backoff_s": self.cluster_backoff_s,
+            "chain_watch_confirmations": self.chain_watch_confirmations,
         }
         for name, value in positive.items():
             if value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
+        if self.chain_watch_interval_s <= 0 or self.chain_watch_lease_ttl_s <= 0:
+            raise ValueError("chain_watch_interval_s and chain_watch_lease_ttl_s must be positive")
 
     @property
     def mainnet(self) -> bool:

@@ -4,8 +4,9 @@ On PostgreSQL the app listens to the change feed (api.change_feed) and:
 
 - keeps job status bodies (api.status_cache), which rely on the feed for their freshness;
 - drops a bearer token from its sign-in cache as soon as any process revokes it, and clears
-  its balance cache as soon as any process records a payout. Both caches keep their own
-  TTLs (5 s) as the bound should an announcement be lost.
+  its balance cache as soon as any process's chain watcher records or removes a movement
+  (payout, refund; migration 0010). Both caches keep their own TTLs (5 s) as the bound
+  should an announcement be lost.
 
 On SQLite there is no feed: job statuses are read every time, and sign-ins and balances are
 cached for their TTLs as before.

@@ -306,6 +306,11 @@ class _Demo:
             # Workers poll; a demo must not rate-limit itself.
             "PROOFNET_API_RATE_LIMIT_PER_MINUTE": "100000",
             "PROOFNET_API_LEASE_TTL_S": "60",
+            # The chain watcher records payouts and refunds from the chain once the
+            # deployment exists (it is written while the API starts).
+            "PROOFNET_DEPLOYMENT_FILE": str(self.workdir / "deployment.json"),
+            "PROOFNET_API_CHAIN_WATCH_INTERVAL_S": "1",
+            "PROOFNET_API_CHAIN_WATCH_CONFIRMATIONS": str(self.options.confirmation_depth),
         }
 
     def deploy_chain(self) -> None:
@@ -639,6 +644,47 @@ class _Demo:
             raise DemoError(f"expected one settlement transaction, found {sorted(txs)}")
         return txs.pop()
 
+    def earnings(self, tx_id: str, headers: dict[str, str]) -> dict[str, str]:
+        """What the API recorded from the chain for this settlement: the submitter's
+        balance shows the remainder back, each paid worker's `proofnet worker status` the
+        payout with its transaction."""
+        api = self.state.api_url
+        submitter = self.state.submitter
+        assert submitter is not None
+        refunds: list[dict[str, Any]] = []
+
+        def recorded() -> bool:
+            body = self.http.get(f"{api}/api/v1/balances/{submitter.address}", headers=headers)
+            if body.status_code != 200:
+                return False
+            refunds[:] = [r for r in body.json()["refunds"] if r["tx_hash"] == tx_id]
+            return bool(refunds)
+
+        self._wait("the API's chain watcher to record the settlement", recorded, 60, 0.5)
+        back = sum(int(r["amount"]) for r in refunds)
+        self.console.print(
+            f"  submitter: {back:,} NTX back from the escrow (settlement remainder), "
+            f"tx {tx_id[:16]}..., block {refunds[0]['block_height']}"
+        )
+        paid: list[str] = []
+        for worker in self.state.workers:
+            argv = ["worker", "status", "--api-url", api, "--network", "devnet"]
+            argv += ["--key-file", str(worker.dir / "worker.skey")]
+            shown = run_role_command(
+                f"{worker.name} status",
+                argv,
+                self.logs / f"{worker.name}.log",
+                env=self._base_env(),
+            )
+            if f"tx {tx_id}" in shown:
+                paid.append(worker.name)
+                self.console.print(f"  $ proofnet worker status  [dim]({worker.name})[/]")
+                for line in shown.splitlines():
+                    self.console.print(f"    {line}", soft_wrap=True, highlight=False)
+        if not paid:
+            raise DemoError(f"no worker's status shows the payout of settlement {tx_id}")
+        return {"paid_workers": ",".join(paid), "submitter_refund_ntx": str(back)}
+
     # --- the summary ----------------------------------------------------------------------
 
     def audit(self, tx_id: str) -> Any:
@@ -799,7 +845,9 @@ class _Demo:
                 tx_id = self.wait_for_loop(headers)
         with self.step("audited from the chain and the published bundle"):
             report = self.audit(tx_id)
-        return self.summary(tx_id, lock_tx, report)
+        with self.step("earnings recorded from the chain by the API (proofnet worker status)"):
+            recorded = self.earnings(tx_id, headers)
+        return {**self.summary(tx_id, lock_tx, report), **recorded}
 
     def api_side(self) -> None:
         self.seed_seniors()

@@ -129,6 +129,14 @@ class Settings(BaseSettings):
     api_auto_migrate: bool = True
     api_workers: int = 1
     api_access_log: bool = True
+    # The chain watcher (api.services.chain_watch): records this deployment's payouts,
+    # refunds and cancels from the chain (needs `deployment_file`); one API process at a
+    # time watches (a lease in the database), each pass every interval.
+    api_chain_watch: bool = True
+    api_chain_watch_interval_s: float = Field(default=10.0, gt=0)
+    api_chain_watch_lease_ttl_s: float = Field(default=60.0, gt=0)
+    # Settled/refunded notifications wait until the transaction is this many blocks deep.
+    api_chain_watch_confirmations: int = Field(default=3, ge=1)
 
     # --- notifications (email over SMTP; empty host = email off) ---------------------------
     smtp_host: str = ""

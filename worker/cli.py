@@ -20,6 +20,7 @@ import typer
 # The request-signing scheme the API checks; re-exported here for callers of the old name.
 from proofnet.messages.worker_auth import request_target, sign_request_headers
 from worker.rate_card_cli import rate_card
+from worker.status_cli import status
 
 app = typer.Typer(no_args_is_help=True, help="Run a proofnet worker on this machine.")
 
@@ -553,6 +554,7 @@ def _make_runtime(
 
 
 app.command("rate-card")(rate_card)
+app.command("status")(status)
 
 
 @app.command()

@@ -3,13 +3,13 @@
 from api.models.approval import Application, Endorsement
 from api.models.auth import ApiToken, AuthChallenge, WorkerRequestNonce
 from api.models.base import TableBase, api_registry
+from api.models.chain_movement import ChainMovement, ChainWatchCursor, ChainWatchPoint
 from api.models.job import Job, Lease
 from api.models.job_escrow import JobEscrow
 from api.models.job_outputs import JobLogLine, JobResult, LeaseUsage
 from api.models.job_unit import JobUnit
 from api.models.measurement import MeasuredRun
 from api.models.notification import NotificationDelivery, NotificationSubscription
-from api.models.payout import Payout
 from api.models.provider import Provider, ProviderGpu, RateCard
 from api.models.rate_card_document import JobRateCard, ProviderRateCard, PublishedRateCard
 from api.models.sealing_key import SealingKey
@@ -21,6 +21,9 @@ __all__ = [
     "ApiToken",
     "Application",
     "AuthChallenge",
+    "ChainMovement",
+    "ChainWatchCursor",
+    "ChainWatchPoint",
     "Endorsement",
     "Job",
     "JobEscrow",
@@ -33,7 +36,6 @@ __all__ = [
     "MeasuredRun",
     "NotificationDelivery",
     "NotificationSubscription",
-    "Payout",
     "Provider",
     "ProviderGpu",
     "ProviderRateCard",

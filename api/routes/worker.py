@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 
 from api.deps import ConfigDep, CurrentProvider, NowDep, SessionDep, SignedWorkerKey
 from api.errors import BadRequest
 from api.models import Job, Lease
+from api.routes.balances import sources_of
+from api.schemas.earnings import EarningsPublic
 from api.schemas.lease import (
     ClaimPublic,
     ClaimRequest,
@@ -26,6 +28,7 @@ from api.schemas.provider import (
 )
 from api.schemas.rate_card import RateCardSetPublic
 from api.services import auth as auth_service
+from api.services import earnings as earnings_service
 from api.services import leases
 from api.services import providers as service
 from api.services.leases import ActiveLease
@@ -80,6 +83,18 @@ def register(
 def heartbeat(provider: CurrentProvider, session: SessionDep, now: NowDep) -> HeartbeatPublic:
     service.heartbeat(session, provider, now)
     return HeartbeatPublic(server_time=now)
+
+
+@router.get("/earnings")
+def earnings(
+    provider: CurrentProvider, session: SessionDep, config: ConfigDep, request: Request
+) -> EarningsPublic:
+    """What this worker's payout address earned on chain (as the chain watcher recorded
+    it), what is pending settlement, and the latest payouts with their transactions."""
+    sources = sources_of(request.app.state)
+    return EarningsPublic.of(
+        earnings_service.provider_earnings(session, sources, provider, network=config.network)
+    )
 
 
 @router.put("/telemetry")

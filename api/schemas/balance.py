@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from api.schemas.common import PublicBody
-from api.services.balances import Amount, Balance
+from api.services.balances import Amount, Balance, MovementView
 
 
 class AmountPublic(PublicBody):
@@ -17,14 +17,53 @@ class AmountPublic(PublicBody):
         return cls(lovelace=amount.lovelace, ntx=amount.ntx, note=amount.note)
 
 
-class PayoutPublic(PublicBody):
+class MovementPublic(PublicBody):
+    """A payout, refund, cancel or slash as the chain recorded it."""
+
+    # payout | refund | cancel | slash
+    kind: str
+    # What spent the escrow: settle | refund | cancel (slash for a bond).
+    action: str
     job_id: str
-    payout_address: str
+    # The escrow UTxO spent, "txid#index".
+    escrow: str
+    # Who received it (who lost it, for a slash).
+    address: str
+    # NTX base units.
     amount: int
+    lovelace: int
     tx_hash: str
+    output_index: int
+    block_height: int
+    block_hash: str
+    slot: int
+    # The block's time.
     confirmed_at: datetime
+    # Blocks on top of the transaction's, its own included; null until the watcher saw a tip.
+    confirmations: int | None
     # Explorer name -> URL of the transaction's page.
     explorer: dict[str, str]
+
+    @classmethod
+    def of(cls, view: MovementView) -> MovementPublic:
+        r = view.row
+        return cls(
+            kind=r.kind,
+            action=r.action,
+            job_id=r.job_id,
+            escrow=r.escrow_ref,
+            address=r.address,
+            amount=r.ntx,
+            lovelace=r.lovelace,
+            tx_hash=r.tx_hash,
+            output_index=r.output_index,
+            block_height=r.block_height,
+            block_hash=r.block_hash,
+            slot=r.slot,
+            confirmed_at=r.block_time,
+            confirmations=r.confirmations,
+            explorer=view.explorer,
+        )
 
 
 class BalancePublic(PublicBody):
@@ -35,9 +74,15 @@ class BalancePublic(PublicBody):
     ntx_unit: str | None
     available: AmountPublic
     in_escrow: AmountPublic
+    # Payouts to these addresses, from the chain (lovelace: the ADA that came with them).
     earned: AmountPublic
     pending_settlement: AmountPublic
-    payouts: list[PayoutPublic]
+    # Escrows returned to these addresses: refunds, settlement remainders, cancels.
+    refunded: AmountPublic
+    # Taken from these addresses' provider bonds.
+    slashed: AmountPublic
+    payouts: list[MovementPublic]
+    refunds: list[MovementPublic]
 
     @classmethod
     def of(cls, b: Balance) -> BalancePublic:
@@ -50,15 +95,8 @@ class BalancePublic(PublicBody):
             in_escrow=AmountPublic.of(b.in_escrow),
             earned=AmountPublic.of(b.earned),
             pending_settlement=AmountPublic.of(b.pending_settlement),
-            payouts=[
-                PayoutPublic(
-                    job_id=p.job_id,
-                    payout_address=p.payout_address,
-                    amount=p.amount,
-                    tx_hash=p.tx_hash,
-                    confirmed_at=p.confirmed_at,
-                    explorer=p.explorer,
-                )
-                for p in b.payouts
-            ],
+            refunded=AmountPublic.of(b.refunded),
+            slashed=AmountPublic.of(b.slashed),
+            payouts=[MovementPublic.of(p) for p in b.payouts],
+            refunds=[MovementPublic.of(p) for p in b.refunds],
         )

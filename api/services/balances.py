@@ -2,10 +2,13 @@
 
 - available: ADA and NTX in UTxOs at the address(es), read through the chain backend;
 - in escrow: budgets of this submitter's recorded job escrows whose UTxO is still unspent;
-- earned: payouts the settlement path reported confirmed to these payout addresses;
-- pending settlement: amounts of this provider's attestations the oracle has verified (or
-  batched) but not settled, read from the oracle's public status endpoint; unknown, and said
-  so, when the oracle cannot be asked.
+- earned, refunded, slashed: what this deployment's scripts paid to (or, for slashes, took
+  from) these addresses, from the earnings record the chain watcher keeps
+  (api.services.chain_watch, api.services.movements), with the latest payouts and refunds,
+  their transactions, blocks and confirmations;
+- pending settlement: amounts of this provider's attestations the oracle has verified,
+  batched or settled whose escrow the record does not show spent yet, read from the
+  oracle's public status endpoint; unknown, and said so, when the oracle cannot be asked.
 
 Chain and oracle lookups go through `CachedLookups`, which keeps answers (failures too) for a
 short TTL (10 s), so a balance costs a few indexed queries and at most one remote call per
@@ -13,7 +16,8 @@ address per TTL, however often it is polled. The assembled balance is itself kep
 address) in `BalanceCache` for `BALANCE_CACHE_TTL_S` (5 s, never longer than the lookups'
 TTL), so a polled balance costs no query at all most of the time: figures read from the
 database (earned, payouts, recorded escrows, completed jobs) show up to 5 s late, except
-that a payout recorded in this process clears the cache at once.
+that a movement the watcher records clears the caches at once (in this process directly,
+in others through the change feed).
 """
 
 from __future__ import annotations
@@ -28,12 +32,12 @@ from typing import Any, Protocol
 
 import httpx
 from pycardano import Address
-from sqlalchemy import Connection, Integer, bindparam, func
-from sqlalchemy import select as sa_select
+from sqlalchemy import Connection, Integer, bindparam, exists
 from sqlmodel import Session, col, select
 
 from api.errors import BadRequest, Forbidden
-from api.models import Job, JobEscrow, Lease, Payout, Provider, User
+from api.models import ChainMovement, Job, JobEscrow, Lease, Provider, User
+from api.services import movements
 from chain.devnet.links import explorer_tx_url
 
 EXPLORERS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -50,7 +54,9 @@ EXPLORERS: dict[str, tuple[tuple[str, str], ...]] = {
         ("cexplorer", "https://cexplorer.io/tx/{}"),
     ),
 }
-PENDING_STATUSES = ("verified", "batched")
+# Attestation statuses whose amount is still to come while the record shows the escrow
+# unspent ("settled": the oracle saw its settlement; the watcher has not recorded it yet).
+PENDING_STATUSES = ("verified", "batched", "settled")
 MAX_PAYOUTS = 50
 # Bounds on remote calls per balance read (each cached): escrows checked, jobs asked about.
 MAX_ESCROW_CHECKS = 100
@@ -252,8 +258,14 @@ class BalanceCache:
             self._cleared_at = self.clock()
 
 
-# Every live balance cache in this process: a recorded payout clears them all.
+# Every live balance cache in this process: a recorded movement clears them all.
 _balance_caches: weakref.WeakSet[BalanceCache] = weakref.WeakSet()
+
+
+def clear_caches() -> None:
+    """Forget every assembled balance in this process (the record changed)."""
+    for cache in list(_balance_caches):
+        cache.clear()
 
 
 # --- whose balance --------------------------------------------------------------------------
@@ -328,12 +340,10 @@ class Amount:
 
 
 @dataclass(frozen=True)
-class PayoutView:
-    job_id: str
-    payout_address: str
-    amount: int
-    tx_hash: str
-    confirmed_at: Any
+class MovementView:
+    """One recorded payout, refund, cancel or slash, with its explorer links."""
+
+    row: movements.MovementRow
     explorer: dict[str, str]
 
 
@@ -346,7 +356,12 @@ class Balance:
     in_escrow: Amount
     earned: Amount
     pending_settlement: Amount
-    payouts: tuple[PayoutView, ...]
+    # Latest payouts to these addresses (kind payout), newest first.
+    payouts: tuple[MovementView, ...]
+    refunded: Amount = Amount(None, 0)
+    slashed: Amount = Amount(None, 0)
+    # Latest escrow returns to these addresses (refunds, settlement remainders, cancels).
+    refunds: tuple[MovementView, ...] = ()
 
 
 def explorer_links(network: str, devnet_url: str, tx_hash: str) -> dict[str, str]:
@@ -357,7 +372,6 @@ def explorer_links(network: str, devnet_url: str, tx_hash: str) -> dict[str, str
 
 @dataclass(frozen=True)
 class _Statements:
-    payouts: Any
     escrows: Any
     completed_jobs: Any
 
@@ -366,31 +380,27 @@ class _Statements:
 def _statements() -> _Statements:
     """The balance queries, built once (each request only binds its parameters)."""
     addresses: Any = bindparam("addresses", expanding=True)
+    m = ChainMovement
+    spent = exists().where(
+        col(m.escrow_tx_id) == col(JobEscrow.tx_id),
+        col(m.escrow_index) == col(JobEscrow.output_index),
+    )
     return _Statements(
-        # The latest payouts and the sum of all of them in one query (the window sum is
-        # taken over every matching row, before the limit).
-        payouts=sa_select(
-            col(Payout.job_id).label("job_pk"),
-            col(Job.job_id).label("job_ref"),
-            col(Payout.payout_address),
-            col(Payout.amount),
-            col(Payout.tx_hash),
-            col(Payout.confirmed_at),
-            func.sum(Payout.amount).over().label("earned"),
-        )
-        .join(Job, col(Job.id) == col(Payout.job_id))
-        .where(col(Payout.payout_address).in_(addresses))
-        .order_by(col(Payout.confirmed_at).desc(), col(Payout.id).desc())
-        .limit(MAX_PAYOUTS),
         escrows=select(JobEscrow.tx_id, JobEscrow.output_index, JobEscrow.budget)
         .join(Job, col(Job.id) == col(JobEscrow.job_id))
         .where(col(Job.owner_id).in_(bindparam("owners", expanding=True)))
         .order_by(col(JobEscrow.recorded_at).desc())
         .limit(MAX_ESCROW_CHECKS),
-        completed_jobs=select(Job.id, Job.job_id)
+        # Jobs this provider completed whose recorded escrow the record does not show spent.
+        completed_jobs=select(Job.id, Job.job_id, JobEscrow.tx_id, JobEscrow.output_index)
         .join(Lease, col(Lease.job_id) == col(Job.id))
         .join(Provider, col(Provider.id) == col(Lease.provider_id))
-        .where(col(Provider.payout_address).in_(addresses), Lease.outcome == "completed")
+        .outerjoin(JobEscrow, col(JobEscrow.job_id) == col(Job.id))
+        .where(
+            col(Provider.payout_address).in_(addresses),
+            Lease.outcome == "completed",
+            ~spent,
+        )
         .order_by(col(Lease.ended_at).desc())
         .limit(bindparam("limit", type_=Integer)),
     )
@@ -435,29 +445,73 @@ def _in_escrow(
     return Amount(None, total, note)
 
 
-def _pending(
-    session: Session | Connection, lookups: CachedLookups, addresses: Sequence[str], paid: set[int]
+def pending_settlement(
+    session: Session | Connection, lookups: CachedLookups, addresses: Sequence[str]
 ) -> Amount:
-    jobs = session.execute(
+    """What the oracle has verified for these payout addresses and the record does not show
+    paid: attestations of jobs they completed, while the attested escrow is unspent."""
+    rows = session.execute(
         _statements().completed_jobs,
-        {"addresses": list(addresses), "limit": MAX_PENDING_JOBS + len(paid)},
+        {"addresses": list(addresses), "limit": 4 * MAX_PENDING_JOBS},
     ).all()
-    unpaid = [job_id for jid, job_id in jobs if jid not in paid][:MAX_PENDING_JOBS]
-    total = 0
+    jobs: dict[str, tuple[str, int] | None] = {}
+    for _pk, job_id, tx_id, index in rows:
+        if job_id not in jobs and len(jobs) < MAX_PENDING_JOBS:
+            jobs[job_id] = None if tx_id is None else (tx_id, int(index))
     wanted = set(addresses)
+    due: list[tuple[tuple[str, int] | None, int]] = []
     try:
-        for job_id in unpaid:
+        for job_id, recorded in jobs.items():
             for att in lookups.job_attestations(job_id):
-                if att.get("status") in PENDING_STATUSES and att.get("payout_address") in wanted:
-                    amount = att.get("amount")
-                    if isinstance(amount, int) and amount >= 0:
-                        total += amount
+                amount = att.get("amount")
+                if (
+                    att.get("status") in PENDING_STATUSES
+                    and att.get("payout_address") in wanted
+                    and isinstance(amount, int)
+                    and amount >= 0
+                ):
+                    due.append((_attested_escrow(att) or recorded, amount))
     except LookupFailed as e:
         return Amount(None, None, f"unknown: {e}")
+    closed = movements.closed_escrows(session, [r for r, _ in due if r is not None])
+    total = sum(amount for ref, amount in due if ref is None or ref not in closed)
     note = (
-        f"over the latest {MAX_PENDING_JOBS} unpaid jobs" if len(unpaid) == MAX_PENDING_JOBS else ""
+        f"over the latest {MAX_PENDING_JOBS} unpaid jobs" if len(jobs) == MAX_PENDING_JOBS else ""
     )
     return Amount(None, total, note)
+
+
+def _attested_escrow(att: dict[str, Any]) -> tuple[str, int] | None:
+    escrow = att.get("escrow")
+    if isinstance(escrow, dict):
+        tx_id, index = escrow.get("tx_id"), escrow.get("index")
+        if isinstance(tx_id, str) and isinstance(index, int):
+            return tx_id, index
+    return None
+
+
+def recorded_movements(
+    session: Session | Connection, addresses: Sequence[str], *, network: str, devnet_url: str
+) -> tuple[Amount, Amount, Amount, tuple[MovementView, ...], tuple[MovementView, ...]]:
+    """(earned, refunded, slashed, latest payouts, latest refunds) of these addresses."""
+    found = movements.totals(session, addresses)
+    earned = movements.sum_of(found, movements.PAYOUT_KINDS)
+    refunded = movements.sum_of(found, movements.REFUND_KINDS)
+    slashed = movements.sum_of(found, movements.SLASH_KINDS)
+
+    def views(kinds: Sequence[str]) -> tuple[MovementView, ...]:
+        return tuple(
+            MovementView(r, explorer_links(network, devnet_url, r.tx_hash))
+            for r in movements.latest(session, addresses, kinds, MAX_PAYOUTS)
+        )
+
+    return (
+        Amount(earned.lovelace, earned.ntx),
+        Amount(refunded.lovelace, refunded.ntx),
+        Amount(None, slashed.ntx),
+        views(movements.PAYOUT_KINDS),
+        views(movements.REFUND_KINDS),
+    )
 
 
 def cached_balance(
@@ -491,19 +545,8 @@ def balance(
         owner_ids = list(
             session.execute(select(User.id).where(col(User.address).in_(addresses))).scalars()
         )
-    payout_rows = session.execute(_statements().payouts, {"addresses": list(addresses)}).all()
-    earned_total = payout_rows[0].earned if payout_rows else 0
-    paid = {p.job_pk for p in payout_rows}
-    payouts = tuple(
-        PayoutView(
-            job_id=p.job_ref,
-            payout_address=p.payout_address,
-            amount=p.amount,
-            tx_hash=p.tx_hash,
-            confirmed_at=p.confirmed_at,
-            explorer=explorer_links(network, devnet_url, p.tx_hash),
-        )
-        for p in payout_rows
+    earned, refunded, slashed, payouts, refunds = recorded_movements(
+        session, addresses, network=network, devnet_url=devnet_url
     )
     result = Balance(
         target=target,
@@ -511,51 +554,17 @@ def balance(
         ntx_unit=ntx_unit,
         available=_available(lookups, addresses),
         in_escrow=_in_escrow(session, lookups, [i for i in owner_ids if i is not None]),
-        earned=Amount(None, int(earned_total)),
-        pending_settlement=_pending(session, lookups, addresses, paid),
+        earned=earned,
+        pending_settlement=pending_settlement(session, lookups, addresses),
         payouts=payouts,
+        refunded=refunded,
+        slashed=slashed,
+        refunds=refunds,
     )
     if cache is not None:
         assert user.id is not None
         cache.put(user.id, target_text, result, started)
     return result
-
-
-def record_payout(
-    session: Session,
-    job: Job,
-    *,
-    payout_address: str,
-    amount: int,
-    tx_hash: str,
-    confirmed_at: Any,
-) -> Payout:
-    """Record a payout confirmed on chain (idempotent per tx and job) and queue the owner's
-    'settled' notification in the same transaction; commits."""
-    from api.services.notifications import notify_settled
-
-    if amount < 0:
-        raise BadRequest("payout amount must not be negative")
-    if len(tx_hash) != 64 or any(c not in "0123456789abcdef" for c in tx_hash):
-        raise BadRequest("tx_hash must be 64 lowercase hex digits")
-    assert job.id is not None
-    row = session.exec(
-        select(Payout).where(Payout.job_id == job.id, Payout.tx_hash == tx_hash)
-    ).first()
-    if row is None:
-        row = Payout(
-            job_id=job.id,
-            payout_address=payout_address,
-            amount=amount,
-            tx_hash=tx_hash,
-            confirmed_at=confirmed_at,
-        )
-        session.add(row)
-    notify_settled(session, job, tx_hash, confirmed_at)
-    session.commit()
-    for cache in list(_balance_caches):
-        cache.clear()
-    return row
 
 
 @dataclass(frozen=True)

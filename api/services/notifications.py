@@ -1,7 +1,8 @@
-"""Notifications on job completion and settlement: a webhook and an email per user.
+"""Notifications on job completion, settlement and refund: a webhook and an email per user.
 
-Delivery is an outbox: `notify_job_completed` / `notify_settled` add rows to the caller's
-transaction, so a notification exists exactly when the event was committed, and a crash
+Delivery is an outbox: `notify_job_completed`, `notify_settled` and `notify_refunded` add
+rows to the caller's transaction (settlements and refunds are queued by the chain watcher,
+api.services.chain_watch, once the transaction is deep enough), so a notification exists exactly when the event was committed, and a crash
 cannot lose one. A dispatcher (one per API process; several may share a database) claims
 due rows under a time-limited lock, sends them, and records the outcome; failures are
 retried with exponential backoff up to `max_attempts`. A crash between sending and
@@ -50,6 +51,7 @@ log = logging.getLogger(__name__)
 
 EVENT_COMPLETED = "job.completed"
 EVENT_SETTLED = "job.settled"
+EVENT_REFUNDED = "job.refunded"
 SIGNATURE_HEADER = "X-Proofnet-Signature"
 DELIVERY_HEADER = "X-Proofnet-Delivery"
 EVENT_HEADER = "X-Proofnet-Event"
@@ -277,10 +279,20 @@ def notify_job_completed(session: Session, job: Job, now: datetime) -> int:
     return _enqueue(session, job, EVENT_COMPLETED, "", body, now)
 
 
-def notify_settled(session: Session, job: Job, tx_hash: str, now: datetime) -> int:
-    """Queue 'job settled in tx_hash' to the owner's webhook and email; the caller commits."""
-    body = {"job_id": job.job_id, "tx_hash": tx_hash}
+def notify_settled(session: Session, job: Job, tx_hash: str, now: datetime, **details: Any) -> int:
+    """Queue 'job settled in tx_hash' to the owner's webhook and email; the caller commits.
+    `details` (escrow, block height, NTX paid and refunded) go into the payload."""
+    body = {"job_id": job.job_id, "tx_hash": tx_hash, **details}
     return _enqueue(session, job, EVENT_SETTLED, tx_hash, body, now)
+
+
+def notify_refunded(
+    session: Session, job: Job, tx_hash: str, action: str, now: datetime, **details: Any
+) -> int:
+    """Queue 'job's escrow returned in tx_hash' (`action`: refund after the deadline, or
+    cancel) to the owner's webhook and email; the caller commits."""
+    body = {"job_id": job.job_id, "tx_hash": tx_hash, "action": action, **details}
+    return _enqueue(session, job, EVENT_REFUNDED, tx_hash, body, now)
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -382,7 +394,16 @@ def _email_text(item: Claimed) -> tuple[str, str]:
     if item.event == EVENT_SETTLED:
         return (
             f"proofnet: job {job[:12]} settled",
-            f"Job {job} was settled on chain in transaction {item.payload.get('tx_hash')}.\n",
+            f"Job {job} was settled on chain in transaction {item.payload.get('tx_hash')}: "
+            f"{item.payload.get('paid_ntx', '?')} NTX paid to providers, "
+            f"{item.payload.get('refunded_ntx', '?')} NTX returned to you.\n",
+        )
+    if item.event == EVENT_REFUNDED:
+        return (
+            f"proofnet: job {job[:12]} escrow returned",
+            f"The escrow of job {job} was returned to you on chain "
+            f"({item.payload.get('action', 'refund')}) in transaction "
+            f"{item.payload.get('tx_hash')}: {item.payload.get('refunded_ntx', '?')} NTX.\n",
         )
     return (
         f"proofnet: job {job[:12]} {item.payload.get('status', 'completed')}",

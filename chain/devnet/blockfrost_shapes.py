@@ -690,6 +690,13 @@ def redeemer_content(r: RedeemerRecord) -> dict[str, Any]:
     }
 
 
+def script_redeemer_content(tx_hash: str, r: RedeemerRecord) -> dict[str, Any]:
+    """One entry of `/scripts/{hash}/redeemers`: a run of the script and its transaction."""
+    entry = {"tx_hash": tx_hash, **redeemer_content(r)}
+    del entry["script_hash"]  # the listing is per script already
+    return entry
+
+
 # --- metadata and datums ----------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ from chain.devnet.records import (
     BlockRecord,
     OutputRecord,
     RedeemerEvaluation,
+    RedeemerRecord,
     ScriptRecord,
     TxRecord,
 )
@@ -61,6 +62,10 @@ class DevnetLedger(Protocol):
 
     def asset(self, unit: str) -> AssetRecord | None: ...
     def script(self, script_hash: str) -> ScriptRecord | None: ...
+    def script_redeemers(self, script_hash: str) -> list[tuple[str, RedeemerRecord]]:
+        """(tx hash, redeemer) of every confirmed run of the script, oldest first."""
+        ...
+
     def datum(self, datum_hash: str) -> bytes | None:
         """CBOR of a datum seen in a witness set or inline in an output."""
         ...

@@ -436,6 +436,10 @@ class Ledger:
         with self._lock:
             return self._store.script(script_hash.lower())
 
+    def script_redeemers(self, script_hash: str) -> list[tuple[str, RedeemerRecord]]:
+        with self._lock:
+            return self._store.script_redeemers(script_hash.lower())
+
     def datum(self, datum_hash: str) -> bytes | None:
         with self._lock:
             return self._store.datum(datum_hash.lower())

@@ -715,6 +715,14 @@ def create_app(
     def script_cbor(script_hash: str) -> dict[str, Any]:
         return shapes.script_cbor_content(script_record(script_hash))
 
+    @router.get("/scripts/{script_hash}/redeemers")
+    def script_redeemers(script_hash: str, request: Request) -> list[dict[str, Any]]:
+        page = Page(request)
+        runs = ledger.script_redeemers(_hex_id(script_hash, "script hash", 56))
+        if not runs and ledger.script(script_hash.lower()) is None:
+            raise _not_found()
+        return [shapes.script_redeemer_content(h, r) for h, r in page.slice(runs)]
+
     def datum_cbor(datum_hash: str) -> bytes:
         found = ledger.datum(_hex_id(datum_hash, "datum hash"))
         if found is None:

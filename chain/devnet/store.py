@@ -535,6 +535,21 @@ class Store:
             )
         ]
 
+    def script_redeemers(self, script_hash: str) -> list[tuple[str, RedeemerRecord]]:
+        """Runs of one script, oldest first. A scan of the transactions' redeemer lists
+        (no index of its own): the devnet's chains are small, and a rollback needs nothing."""
+        found = []
+        for tx_hash, text in self._db.execute(
+            "SELECT hash, redeemers FROM txs WHERE instr(redeemers, ?) > 0 ORDER BY height, idx",
+            (script_hash,),
+        ):
+            found += [
+                (str(tx_hash), r)
+                for r in _redeemers_from_json(text)
+                if r.script_hash == script_hash
+            ]
+        return found
+
     def metadata_label_values(self, label: int) -> list[tuple[str, bytes]]:
         return [
             (str(h), bytes(v))

@@ -11,6 +11,7 @@ import pytest
 from api_support import FakeClock, Wallet, Worker, job_spec, sign_in
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from movement_support import add_movement
 from pycardano import Address, Network, StakeSigningKey
 from sqlalchemy import Engine
 from sqlmodel import select
@@ -19,7 +20,7 @@ from api.app import create_app
 from api.config import ApiConfig
 from api.db import open_session
 from api.models import Job, JobEscrow
-from api.services.balances import explorer_links, record_payout
+from api.services.balances import explorer_links
 from api.services.users import add_senior
 from chain.devnet.testing import RunningDevnet, running_devnet, serve_app
 from proofnet.settings import build_settings
@@ -146,18 +147,20 @@ def test_balance_parts_on_a_devnet(
                 )
             )
             s.commit()
-            record_payout(
+            # The chain watcher saw jobs[0]'s escrow settled: 40 NTX to the provider.
+            add_movement(
                 s,
-                rows[jobs[0]],
-                payout_address=wallet.address,
-                amount=40,
+                address=wallet.address,
+                ntx=40,
                 tx_hash="cd" * 32,
-                confirmed_at=clock(),
+                job_id=jobs[0],
+                escrow=(escrow_tx, 0),
             )
         att = {"payout_address": wallet.address, "amount": 25}
         fake_oracle.attestations = {
             jobs[0]: [dict(att, status="settled")],  # paid already: not pending
-            jobs[1]: [dict(att, status="verified"), dict(att, status="rejected")],
+            # Settled by the oracle but not on the record yet: still pending, not dropped.
+            jobs[1]: [dict(att, status="settled"), dict(att, status="rejected")],
             jobs[2]: [
                 dict(att, status="batched"),
                 dict(att, status="verified", payout_address="addr_test1other"),

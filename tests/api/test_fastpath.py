@@ -14,6 +14,7 @@ from api_support import FakeClock, Wallet, Worker, job_spec, sign_in, wait_for
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from httpx import Response
+from movement_support import add_movement
 from sqlalchemy import Engine, Executable, text, update
 from sqlmodel import Session, col, select
 
@@ -22,7 +23,7 @@ from api.change_feed import Subscriber
 from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.migrate import upgrade_head
-from api.models import ApiToken, Job, Payout, User
+from api.models import ApiToken, Job, User
 from api.services.balances import BalanceCache, BalanceSources, CachedLookups, Holdings
 from api.services.tokens import secret_hash
 from api.services.users import add_senior
@@ -376,16 +377,7 @@ def test_a_payout_recorded_elsewhere_shows_at_once(served: Pair) -> None:
     with Session(served.engine) as session:
         job = session.exec(select(Job).where(Job.job_id == job_id)).one()
         assert job.id is not None
-        session.add(
-            Payout(
-                job_id=job.id,
-                payout_address=wallet.address,
-                amount=40,
-                tx_hash="ab" * 32,
-                confirmed_at=datetime.now(UTC),
-            )
-        )
-        session.commit()
+        add_movement(session, address=wallet.address, ntx=40, tx_hash="ab" * 32, job_id=job_id)
     wait_for(lambda: served.lean.get(path, headers=headers).json()["earned"]["ntx"] == 40, 2)
 
 

@@ -24,7 +24,6 @@ from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.models import Job, NotificationDelivery
 from api.services import notifications as service
-from api.services.balances import record_payout
 from api.services.notifications import NotifierConfig, SignatureError, sign, verify_signature
 
 
@@ -243,18 +242,12 @@ def test_completion_and_settlement_reach_webhook_and_email(
         assert mail["To"] == "me@example.org" and mail["From"] == "jobs@proofnet.test"
         assert job_id[:12] in mail["Subject"] and job_id in mail.get_payload()
 
-        # The settlement callback records the payout and notifies once, however often called.
+        # A settlement (queued by the chain watcher) is delivered once, however often queued.
         with open_session(engine) as s:
             job = s.exec(select(Job).where(Job.job_id == job_id)).one()
             for _ in range(2):
-                record_payout(
-                    s,
-                    job,
-                    payout_address=wallet.address,
-                    amount=5,
-                    tx_hash="ab" * 32,
-                    confirmed_at=clock(),
-                )
+                service.notify_settled(s, job, "ab" * 32, clock(), paid_ntx=5, refunded_ntx=0)
+                s.commit()
         wait_for(lambda: len(receiver.received) == 2 and len(mailbox.messages) == 2, timeout=10)
         settled = receiver.received[1]
         assert settled["event"] == "job.settled" and settled["body"]["tx_hash"] == "ab" * 32

@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 
 from api_support import FakeClock, Wallet, Worker, job_spec, sign_in
 from fastapi.testclient import TestClient
+from movement_support import add_movement
 from sqlalchemy import update
 from sqlmodel import Session, col, select
 
-from api.models import ApiToken, Job, Payout
+from api.models import ApiToken, Job
 from api.services.auth import TOKEN_CACHE_TTL_S, TokenCache
 from api.services.balances import (
     BALANCE_CACHE_TTL_S,
@@ -19,7 +20,7 @@ from api.services.balances import (
     BalanceSources,
     CachedLookups,
     Holdings,
-    record_payout,
+    clear_caches,
 )
 from api.services.jobs import MATCHING_CACHE_TTL_S, MatchingCache
 from api.services.tokens import secret_hash
@@ -173,28 +174,13 @@ def test_balance_cache_bounds_and_authorization(
     job = session.exec(select(Job).where(Job.job_id == _post(client, headers))).one()
     assert job.id is not None
 
-    # Recorded by this process: the cache is cleared at once.
-    record_payout(
-        session,
-        job,
-        payout_address=wallet.address,
-        amount=40,
-        tx_hash="ab" * 32,
-        confirmed_at=datetime.now(UTC),
-    )
+    # Recorded by this process's chain watcher, which clears the caches at once.
+    add_movement(session, address=wallet.address, ntx=40, tx_hash="ab" * 32, job_id=job.job_id)
+    clear_caches()
     assert client.get(path, headers=headers).json()["earned"]["ntx"] == 40
 
     # Recorded elsewhere: shows within BALANCE_CACHE_TTL_S.
-    session.add(
-        Payout(
-            job_id=job.id,
-            payout_address=wallet.address,
-            amount=2,
-            tx_hash="cd" * 32,
-            confirmed_at=datetime.now(UTC),
-        )
-    )
-    session.commit()
+    add_movement(session, address=wallet.address, ntx=2, tx_hash="cd" * 32, job_id=job.job_id)
     assert client.get(path, headers=headers).json()["earned"]["ntx"] == 40
     tick.t += BALANCE_CACHE_TTL_S
     again = client.get(path, headers=headers).json()

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from api_support import FakeClock, Wallet, job_spec
 from fastapi.testclient import TestClient
+from movement_support import add_movement
 from pycardano import Address, Network, UTxO
 from pycardano.cip import cip8
 from sqlmodel import select
@@ -31,6 +32,7 @@ from api.db import make_engine, open_session
 from api.migrate import upgrade_head
 from api.models import Job, JobEscrow, User
 from api.routes.web import WEB_DIR
+from api.services.balances import clear_caches
 from api.services.users import add_senior
 from chain.devnet.testing import serve_app
 
@@ -433,6 +435,28 @@ def test_a_submitter_posts_a_job_and_locks_its_escrow_and_seniors_endorse_in_the
     assert world.holdings()[1] == WALLET_NTX - BUDGET
     page.click("#refresh-jobs")
     page.wait_for_selector(f'#job-rows tr[data-job="{job_id}"]')
+
+    # What the chain watcher records (api.services.chain_watch) shows under Balances: the
+    # payout and the refund with their transaction and block.
+    with open_session(engine) as session:
+        add_movement(session, address=world.wallet.address, ntx=1_234, tx_hash="ab" * 32)
+        add_movement(
+            session,
+            address=world.wallet.address,
+            ntx=66,
+            tx_hash="cd" * 32,
+            kind="refund",
+            action="refund",
+            job_id=job_id,
+        )
+    clear_caches()
+    page.click("#refresh-balances")
+    payout = page.wait_for_selector(f'#payouts li[data-tx="{"ab" * 32}"]')
+    assert payout is not None and "1,234 NTX" in payout.inner_text()
+    assert "in block 1" in payout.inner_text()
+    refund = page.inner_text('#refunds li[data-kind="refund"]')
+    assert "66 NTX back from job" in refund and "(refund)" in refund
+    assert _ntx(page, "earned") == "1234" and _ntx(page, "refunded") == "66"
 
     shot = tmp_path / "main.png"
     page.screenshot(path=str(shot), full_page=True)

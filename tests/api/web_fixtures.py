@@ -27,7 +27,7 @@ from pycardano import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chain" / "offchain"))
 
-from protocol_fixtures import ProtocolWorld, protocol_world  # noqa: E402
+from protocol_fixtures import ProtocolWorld, protocol_world, wallet  # noqa: E402, F401
 
 WALLET_LOVELACE = 500_000_000
 WALLET_NTX = 50_000_000

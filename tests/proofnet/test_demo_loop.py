@@ -116,6 +116,44 @@ def test_demo_settles_the_job_as_attested(
     assert Address.from_primitive(provider).network == Network.TESTNET
 
 
+@pytest.mark.slow
+def test_the_api_records_the_payout_and_the_refund_from_the_chain(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """After the real settlement the API's chain watcher recorded it: the paid worker's
+    `proofnet worker status` shows the payout with the settlement's hash, the submitter's
+    balance the remainder back; the API's record matches the ledger's outputs."""
+    data, completed = demo_run
+    out = completed.stdout
+    assert completed.returncode == 0, out + completed.stderr
+    found = re.search(r"^settlement tx: ([0-9a-f]{64})$", out, re.M)
+    assert found is not None
+    tx_hash = found.group(1)
+    status = out[out.index("$ proofnet worker status") :]
+    assert f"tx {tx_hash}" in status
+    assert f"{demo_job.PRICE:,} NTX  job " in status
+    back = demo_job.BUDGET - demo_job.PRICE
+    assert (
+        f"submitter: {back:,} NTX back from the escrow (settlement remainder), tx {tx_hash[:16]}"
+        in out
+    )
+
+    datum, _held, received = settled_escrow(data, tx_hash)
+    submitter = str(address_from_data(datum.submitter, Network.TESTNET))
+    with sqlite3.connect(data / "api" / "api.db") as db:
+        rows = db.execute(
+            "SELECT kind, action, address, ntx, job_id FROM chain_movements WHERE tx_hash = ?",
+            (tx_hash,),
+        ).fetchall()
+    assert {(k, a, addr, n) for k, a, addr, n, _ in rows} == {
+        ("payout", "settle", provider, amount)
+        for provider, amount in received.items()
+        if provider != submitter and amount > 0
+    } | {("refund", "settle", submitter, back)}
+    assert {job for *_, job in rows} == {bytes(datum.job_id).hex()}
+    assert f"payout address   {next(a for _k, _a, a, _n, _j in rows if _k == 'payout')}" in status
+
+
 def _bundle_app(bodies: dict[str, bytes]) -> FastAPI:
     """An oracle's bundle route, serving what the proposer stored."""
     app = FastAPI()

@@ -172,35 +172,51 @@ async function loadBalances() {
       el("td", { class: "num" }, ada(amount.lovelace)),
       el("td", { class: "num", "data-ntx": String(amount.ntx ?? "") }, ntx(amount.ntx)),
     );
-  rows.replaceChildren(
+  const lines = [
     line("Available", b.available, "available"),
     line("In escrow", b.in_escrow, "in_escrow"),
     line("Earned", b.earned, "earned"),
     line("Pending settlement", b.pending_settlement, "pending_settlement"),
-  );
+    line("Refunded", b.refunded, "refunded"),
+  ];
+  if (b.slashed && b.slashed.ntx) lines.push(line("Slashed", b.slashed, "slashed"));
+  rows.replaceChildren(...lines);
   const notes = [b.available, b.in_escrow, b.earned, b.pending_settlement]
     .map((a) => a.note)
     .filter(Boolean);
   $("balances-note").textContent = notes.join(" ");
-  const payouts = $("payouts");
-  if (!b.payouts.length) {
-    payouts.replaceChildren(el("li", {}, "None yet."));
+  showMovements($("payouts"), b.payouts, "for job");
+  showMovements($("refunds"), b.refunds || [], "back from job");
+}
+
+// Payouts and refunds as the API's chain watcher recorded them: each with its transaction,
+// block and confirmations, and explorer links.
+function showMovements(list, movements, verb) {
+  if (!movements.length) {
+    list.replaceChildren(el("li", {}, "None yet."));
     return;
   }
-  payouts.replaceChildren(
-    ...b.payouts.map((p) =>
-      el(
+  const what = { settle: "settlement", refund: "refund", cancel: "cancel", slash: "slash" };
+  list.replaceChildren(
+    ...movements.map((m) => {
+      const depth =
+        m.confirmations === null || m.confirmations === undefined
+          ? ""
+          : `, ${m.confirmations} confirmation${m.confirmations === 1 ? "" : "s"}`;
+      return el(
         "li",
-        {},
-        `${ntx(p.amount)} NTX for job `,
-        el("code", {}, shortId(p.job_id)),
-        ` on ${new Date(p.confirmed_at).toLocaleString()} `,
-        ...Object.entries(p.explorer).flatMap(([name, url]) => [
+        { "data-tx": m.tx_hash, "data-kind": m.kind },
+        `${ntx(m.amount)} NTX ${verb} `,
+        el("code", {}, m.job_id ? shortId(m.job_id) : "—"),
+        ` (${what[m.action] || m.action}) on ${new Date(m.confirmed_at).toLocaleString()}, tx `,
+        el("code", { title: m.tx_hash }, shortId(m.tx_hash)),
+        ` in block ${m.block_height}${depth}`,
+        ...Object.entries(m.explorer).flatMap(([name, url]) => [
           " ",
           el("a", { href: url, rel: "noopener noreferrer", target: "_blank" }, name),
         ]),
-      ),
-    ),
+      );
+    }),
   );
 }
 

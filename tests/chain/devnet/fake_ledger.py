@@ -59,6 +59,10 @@ def _h256(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=32).hexdigest()
 
 
+# The fake does not resolve scripts: every redeemer it records names this script.
+REDEEMER_SCRIPT_HASH = "ab" * 28
+
+
 class FakeLedger:
     def __init__(self, *, system_start: int = 1_700_000_000, network_id: int = 0) -> None:
         from chain.devnet.cost_models import default_cost_models
@@ -167,6 +171,14 @@ class FakeLedger:
 
     def datum(self, datum_hash: str) -> bytes | None:
         return self._datums.get(datum_hash)
+
+    def script_redeemers(self, script_hash: str) -> list[tuple[str, RedeemerRecord]]:
+        return [
+            (tx.hash, r)
+            for tx in self._txs.values()
+            for r in tx.redeemers
+            if r.script_hash == script_hash
+        ]
 
     def reward_balance(self, stake_address: str) -> int | None:
         return self.rewards.get(stake_address)
@@ -442,7 +454,7 @@ class FakeLedger:
                         mem=r.ex_units.mem,
                         steps=r.ex_units.steps,
                         fee=int(r.ex_units.mem * 0.0577 + r.ex_units.steps * 0.0000721) + 1,
-                        script_hash="ab" * 28,
+                        script_hash=REDEEMER_SCRIPT_HASH,
                         redeemer_data_hash=_h256(data),
                         redeemer_data_cbor=data,
                         datum_hash=None,

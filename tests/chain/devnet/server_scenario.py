@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import cbor2
-from fake_ledger import FakeLedger
+from fake_ledger import REDEEMER_SCRIPT_HASH, FakeLedger
 from pycardano import (
     Address,
     AlonzoMetadata,
@@ -65,6 +65,8 @@ class Scenario:
     unit: str
     inline_datum_hash: str
     hashed_datum_hash: str
+    # The script whose runs `/scripts/{hash}/redeemers` lists in this scenario.
+    redeemer_script: str
 
 
 def _key(seed: int) -> PaymentSigningKey:
@@ -164,6 +166,7 @@ def build(ledger: FakeLedger, submit: Callable[[bytes], str] | None = None) -> S
         unit=unit,
         inline_datum_hash=_blake(INLINE_DATUM),
         hashed_datum_hash=_blake(HASHED_DATUM),
+        redeemer_script=REDEEMER_SCRIPT_HASH,
     )
 
 
@@ -253,4 +256,5 @@ def build_real(devnet: RunningDevnet) -> Scenario:
         # The ledger learns datums from witness sets and inline outputs; this scenario's
         # hashed datum never appeared in a witness set, so look the inline one up instead.
         hashed_datum_hash=_blake(INLINE_DATUM),
+        redeemer_script=script_hash.payload.hex(),
     )

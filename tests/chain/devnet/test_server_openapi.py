@@ -161,6 +161,11 @@ GETS: list[tuple[str, Callable[[S], str], Callable[[BlockFrostApi, S], Any]]] = 
         lambda a, s: a.script_cbor(s.script_hash),
     ),
     (
+        "/scripts/{script_hash}/redeemers",
+        lambda s: f"/scripts/{s.redeemer_script}/redeemers",
+        lambda a, s: a.script_redeemers(s.redeemer_script),
+    ),
+    (
         "/scripts/datum/{datum_hash}",
         lambda s: f"/scripts/datum/{s.inline_datum_hash}",
         lambda a, s: a.script_datum(s.inline_datum_hash),
