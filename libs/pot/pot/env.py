@@ -1,27 +1,67 @@
 """The environment a job command runs in: what the worker sets, what the job reads.
 
-The worker sets these in the job's container before running its commands; training code
-reads them through `JobEnv.read` (or `ProofOfTraining.from_env`).
+The worker (and a verifier replaying a segment) sets these before running the job's
+commands and the harness; training code reads them through `JobEnv.read` (or
+`ProofOfTraining.from_env`), the harness through `pot.cli`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from pot.canonical import CanonicalJSONError, canonical_json
+from pot.schedule import Schedule, ScheduleError
+from pot.seeds import derive_data_seed
 
 JOB_DIR = "PROOFNET_JOB_DIR"  # the job's work dir; results and pot/ go under it
 JOB_SEED = "PROOFNET_JOB_SEED"  # the spec's seed, decimal
 JOB_NONCE = "PROOFNET_JOB_NONCE"  # nonce revealed at claim time, hex (16-64 bytes)
 POT_K = "PROOFNET_POT_K"  # steps per checkpoint, from the spec's proof params
 POT_SPOT_CHECKS = "PROOFNET_POT_SPOT_CHECKS"  # optional: m, for information
+# The schedule (set together, when the spec declares one): total optimiser steps (epochs
+# already resolved), examples in the data set, examples per step.
+POT_STEPS = "PROOFNET_POT_STEPS"
+POT_DATASET_SIZE = "PROOFNET_POT_DATASET_SIZE"
+POT_BATCH_SIZE = "PROOFNET_POT_BATCH_SIZE"
+# The trainer the harness drives ("module:Class") and its configuration (a JSON object).
+POT_TRAINER = "PROOFNET_POT_TRAINER"
+POT_CONFIG = "PROOFNET_POT_CONFIG"
+# Where the network's own copy of this library is, as the job sees it (first on PYTHONPATH).
+PYTHON_LIB = "PROOFNET_PYTHON_LIB"
 
 _HEX = re.compile(r"(?:[0-9a-f]{2}){16,64}")
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+# "package.module:Class": a module importable from the job's repository, and a class in it.
+TRAINER_REF = re.compile(rf"{_IDENT}(?:\.{_IDENT})*:{_IDENT}")
+MAX_CONFIG_BYTES = 16 * 1024
 
 
 class JobEnvError(ValueError):
     """A variable the job needs is missing or malformed."""
+
+
+def check_trainer_ref(ref: str) -> str:
+    if not isinstance(ref, str) or len(ref) > 200 or not TRAINER_REF.fullmatch(ref):
+        raise JobEnvError(f"a trainer is named 'module:Class' (module dotted), got {ref!r:.80}")
+    return ref
+
+
+def encode_config(config: Mapping[str, Any]) -> bytes:
+    """A trainer's configuration as canonical JSON (what the spec signs and the env carries)."""
+    if not isinstance(config, Mapping):
+        raise JobEnvError("a trainer's configuration is a JSON object")
+    try:
+        data = canonical_json(dict(config))
+    except CanonicalJSONError as exc:
+        raise JobEnvError(f"trainer configuration: {exc}") from exc
+    if len(data) > MAX_CONFIG_BYTES:
+        raise JobEnvError(f"trainer configuration exceeds {MAX_CONFIG_BYTES} bytes as JSON")
+    return data
 
 
 @dataclass(frozen=True)
@@ -30,15 +70,41 @@ class JobEnv:
     job_seed: int
     nonce: bytes
     steps_per_checkpoint: int
+    # Declared by the spec (None for a job that records its proof with its own loop).
+    schedule: Schedule | None = None
+    trainer: str | None = None
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.schedule is not None and (
+            self.schedule.steps_per_checkpoint != self.steps_per_checkpoint
+        ):
+            raise JobEnvError("the schedule's checkpoint interval is not steps_per_checkpoint")
+        if self.trainer is not None:
+            check_trainer_ref(self.trainer)
+        encode_config(self.config)
+
+    @property
+    def data_seed(self) -> int:
+        return derive_data_seed(self.job_seed, self.nonce)
 
     def to_environ(self) -> dict[str, str]:
         """What the worker passes to the container."""
-        return {
+        out = {
             JOB_DIR: str(self.job_dir),
             JOB_SEED: str(self.job_seed),
             JOB_NONCE: self.nonce.hex(),
             POT_K: str(self.steps_per_checkpoint),
         }
+        if self.schedule is not None:
+            out[POT_STEPS] = str(self.schedule.total_steps)
+            out[POT_DATASET_SIZE] = str(self.schedule.dataset_size)
+            out[POT_BATCH_SIZE] = str(self.schedule.batch_size)
+        if self.trainer is not None:
+            out[POT_TRAINER] = self.trainer
+        if self.config:
+            out[POT_CONFIG] = encode_config(self.config).decode("utf-8")
+        return out
 
     @classmethod
     def read(cls, environ: Mapping[str, str]) -> JobEnv:
@@ -57,7 +123,49 @@ class JobEnv:
             job_seed=int(seed_text),
             nonce=bytes.fromhex(nonce_text),
             steps_per_checkpoint=int(k_text),
+            schedule=_read_schedule(environ, int(k_text)),
+            trainer=check_trainer_ref(environ[POT_TRAINER]) if environ.get(POT_TRAINER) else None,
+            config=_read_config(environ.get(POT_CONFIG, "")),
         )
+
+
+def _read_schedule(environ: Mapping[str, str], k: int) -> Schedule | None:
+    names = (POT_STEPS, POT_DATASET_SIZE, POT_BATCH_SIZE)
+    given = [n for n in names if environ.get(n)]
+    if not given:
+        return None
+    if len(given) != len(names):
+        missing = sorted(set(names) - set(given))
+        raise JobEnvError(f"a schedule needs all of {', '.join(names)}; missing {missing}")
+    values = {}
+    for name in names:
+        text = environ[name]
+        if not text.isdigit():
+            raise JobEnvError(f"{name} must be a decimal integer, got {text[:40]!r}")
+        values[name] = int(text)
+    try:
+        return Schedule(
+            total_steps=values[POT_STEPS],
+            steps_per_checkpoint=k,
+            dataset_size=values[POT_DATASET_SIZE],
+            batch_size=values[POT_BATCH_SIZE],
+        )
+    except ScheduleError as exc:
+        raise JobEnvError(f"schedule: {exc}") from exc
+
+
+def _read_config(text: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    if len(text) > MAX_CONFIG_BYTES:
+        raise JobEnvError(f"{POT_CONFIG} exceeds {MAX_CONFIG_BYTES} bytes")
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise JobEnvError(f"{POT_CONFIG} is not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise JobEnvError(f"{POT_CONFIG} must be a JSON object")
+    return value
 
 
 # --- units of topology jobs (docs/topologies.md) --------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from worker.pot.manifest import INDICES_MAGIC, ProofError
+from pot.manifest import INDICES_MAGIC, ProofError
 
 
 class SegmentIndices:

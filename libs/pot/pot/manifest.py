@@ -8,7 +8,7 @@ Checkpoint i (i = 0 is the initial state) is committed by leaf i:
      (null for i = 0), "update_norm": ||w_i - w_(i-1)||_2 as a decimal string (null for i = 0)}
 
 encoded as canonical JSON; the root is the RFC 6962 Merkle root over those encodings
-(`proofnet.messages.merkle`). The update norm is committed so the verifier's "top-2 by update
+(`pot.merkle`). The update norm is committed so the verifier's "top-2 by update
 norm" choice is fixed before it asks, and can be checked on the segments it replays.
 """
 
@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from proofnet.messages.canonical import CanonicalJSONError, canonical_json, parse_canonical_json
-from proofnet.messages.merkle import InclusionProof, MerkleTree
+from pot.canonical import CanonicalJSONError, canonical_json, parse_canonical_json
+from pot.merkle import InclusionProof, MerkleTree
 
 MANIFEST_VERSION = 1
+# A manifest commits one leaf per segment; an oracle fetches and checks all of them.
+MAX_SEGMENTS = 10_000
 MANIFEST_NAME = "manifest.json"
 STATE_DOMAIN = b"proofnet/pot/state/v1"
 INDICES_MAGIC = b"proofnet-indices/v1\n"
@@ -130,13 +132,9 @@ class Manifest:
         first = self.leaves[0]
         if first.step != 0 or first.data is not None or first.loss is not None:
             raise ProofError("leaf 0 must be the initial checkpoint (step 0, no data, no loss)")
-        k = self.steps_per_checkpoint
+        # Which step each leaf must be at, how many leaves there must be and which data
+        # they must commit is the schedule's to say (`pot.conformance`), not the manifest's.
         for i, leaf in enumerate(self.leaves[1:], start=1):
-            last = i == len(self.leaves) - 1
-            expected = i * k
-            # Only the final segment may be shorter than k (training ended mid-segment).
-            if leaf.step != expected and not (last and (i - 1) * k < leaf.step < expected):
-                raise ProofError(f"leaf {i} is at step {leaf.step}; expected {expected}")
             if leaf.data is None or leaf.update_norm is None:
                 raise ProofError(f"leaf {i} must commit its data indices and update norm")
 
@@ -194,6 +192,8 @@ class Manifest:
             raise ProofError(f"manifest lacks {exc}") from exc
         if not isinstance(k, int) or not isinstance(seed, int) or not isinstance(leaves, list):
             raise ProofError("manifest fields have the wrong types")
+        if len(leaves) > MAX_SEGMENTS + 1:
+            raise ProofError(f"manifest commits {len(leaves) - 1} segments; at most {MAX_SEGMENTS}")
         manifest = cls(
             steps_per_checkpoint=k,
             data_seed=seed,

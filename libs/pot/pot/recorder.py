@@ -22,15 +22,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
 
 import numpy as np
 
-from worker.pot import env
-from worker.pot.indices import SegmentIndices
-from worker.pot.manifest import (
+from pot import env
+from pot.indices import SegmentIndices
+from pot.manifest import (
     MANIFEST_NAME,
     Leaf,
     Manifest,
@@ -42,45 +40,16 @@ from worker.pot.manifest import (
     state_hash,
     weights_path,
 )
-from worker.pot.seeds import derive_data_seed
-from worker.pot.tensors import (
+from pot.seeds import derive_data_seed
+from pot.tensors import (
     check_arrays,
     decimal_string,
     l2_norm_of_difference,
     write_tensors,
 )
+from pot.trainer import TrainingState
 
 POT_SUBDIR = "pot"
-
-
-@dataclass(frozen=True)
-class TrainingState:
-    """Everything needed to continue training bit for bit from a checkpoint.
-
-    `params` are the weights that are hashed and compared (include buffers such as batch-norm
-    statistics); `optimizer` holds the optimizer's arrays; `rng` is any JSON value that
-    restores every random generator the step uses (dropout, augmentation).
-    """
-
-    params: Mapping[str, np.ndarray]
-    optimizer: Mapping[str, np.ndarray] = field(default_factory=dict)
-    rng: Any = None
-
-
-class Trainer(Protocol):
-    """What replay needs from a job's training code."""
-
-    def state(self) -> TrainingState:
-        """A snapshot of the current state (copies or views; the recorder copies what it keeps)."""
-        ...
-
-    def restore(self, state: TrainingState) -> None:
-        """Reset to `state` exactly, including optimizer and RNG state."""
-        ...
-
-    def train_step(self, step: int, indices: np.ndarray) -> float:
-        """One optimiser step on the examples at `indices`; return the loss."""
-        ...
 
 
 class ProofOfTraining:
@@ -123,7 +92,7 @@ class ProofOfTraining:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProofOfTraining:
-        """Build from the variables the worker sets for a job (see `worker.pot.env`)."""
+        """Build from the variables the worker sets for a job (see `pot.env`)."""
         job = env.JobEnv.read(os.environ if environ is None else environ)
         return cls.for_job(
             job.job_dir,
@@ -259,19 +228,3 @@ class ProofOfTraining:
             loss=loss,
             update_norm=norm,
         )
-
-
-def run_training(
-    trainer: Trainer,
-    pot: ProofOfTraining,
-    batches: Callable[[int], np.ndarray],
-    total_steps: int,
-) -> Manifest:
-    """The standard loop: `batches(step)` gives the indices for 1-based `step`."""
-    pot.start(trainer.state())
-    for step in range(1, total_steps + 1):
-        indices = batches(step)
-        loss = trainer.train_step(step, indices)
-        if pot.record_step(indices, loss):
-            pot.commit(trainer.state())
-    return pot.finish(trainer.state())

@@ -8,10 +8,12 @@ from decimal import Decimal
 
 import numpy as np
 
-from worker.pot.tensors import parse_decimal
+from pot.tensors import parse_decimal
 
 DATA_SEED_DOMAIN = b"proofnet/pot/data-seed/v1"
 SPOT_CHECK_DOMAIN = b"proofnet/pot/spot-check/v1"
+DRAW_MESSAGE_DOMAIN = b"proofnet/pot/spot-check-draw/v1"
+DRAW_SEED_DOMAIN = b"proofnet/pot/spot-check-seed/v1"
 MAX_SEED = 2**64 - 1
 
 
@@ -71,6 +73,27 @@ def _norm_key(norm: str | None) -> Decimal:
     return parse_decimal(norm)
 
 
+def draw_message(commitment: bytes) -> bytes:
+    """What an oracle signs to draw the segments it checks: a domain tag and the digest of
+    what the provider signed (its attestation, which names the proof's root).
+
+    The provider signs first; the oracle's signature over it is unknown to the provider
+    until the oracle reveals it, so the provider cannot know which segments will be
+    replayed when it commits. Ed25519 signs deterministically, so the oracle cannot draw
+    again either, and anyone with its public key can check a draw.
+    """
+    if not isinstance(commitment, bytes) or len(commitment) != 32:
+        raise ValueError("the commitment must be a 32-byte digest")
+    return DRAW_MESSAGE_DOMAIN + commitment
+
+
+def draw_seed(signature: bytes) -> bytes:
+    """The spot-check seed from the oracle's signature over `draw_message(...)`."""
+    if not isinstance(signature, bytes) or len(signature) < 32:
+        raise ValueError("the draw signature must be at least 32 bytes")
+    return hashlib.sha256(DRAW_SEED_DOMAIN + signature).digest()
+
+
 def select_spot_checks(
     update_norms: Sequence[str | None],
     *,
@@ -78,24 +101,28 @@ def select_spot_checks(
     random_count: int,
     top: int = 2,
 ) -> tuple[int, ...]:
-    """Segments to re-execute: the `top` largest by update norm plus `random_count` others.
+    """Segments to re-execute: `random_count` drawn uniformly from ALL segments, plus the
+    `top` largest by committed update norm.
 
     `update_norms[i]` is the committed norm of segment i + 1 (segments are numbered from 1,
-    segment s running from checkpoint s-1 to s). Ties go to the earlier segment. The random
-    picks are uniform without replacement over the remaining segments, drawn from
-    SHA-256(domain || seed || counter), so any party with the seed gets the same answer.
-    The seed must be unknown to the worker until its root is committed (oracle randomness).
+    segment s running from checkpoint s-1 to s). The random picks carry the guarantee: they
+    are uniform without replacement over every segment, whatever the norms say, so a prover
+    that fakes a fraction f of the segments is caught with probability at least
+    1 - (1 - f)^random_count, also when it commits small norms for the faked ones. The
+    norm picks only add the segments a large faked jump would hide in (ties go to the
+    earlier segment). Draws are SHA-256(domain || seed || counter) with rejection sampling,
+    so any party with the seed gets the same answer; the seed must be unknown to the
+    prover until its root is committed (`draw_seed`).
     """
     if top < 0 or random_count < 0:
         raise ValueError("top and random_count must be >= 0")
     if not isinstance(seed, bytes) or len(seed) < 16:
         raise ValueError("seed must be at least 16 bytes")
     n = len(update_norms)
-    ranked = sorted(range(n), key=lambda i: (-_norm_key(update_norms[i]), i))
-    chosen = set(ranked[:top])
-    remaining = [i for i in range(n) if i not in chosen]
+    remaining = list(range(n))
+    chosen: set[int] = set()
     counter = 0
-    for _ in range(min(random_count, len(remaining))):
+    for _ in range(min(random_count, n)):
         # Rejection sampling keeps the pick unbiased for any len(remaining).
         bound = len(remaining)
         limit = (1 << 64) - ((1 << 64) % bound)
@@ -106,6 +133,8 @@ def select_spot_checks(
             if draw < limit:
                 break
         chosen.add(remaining.pop(draw % bound))
+    ranked = sorted(range(n), key=lambda i: (-_norm_key(update_norms[i]), i))
+    chosen.update(ranked[:top])
     return tuple(sorted(i + 1 for i in chosen))
 
 

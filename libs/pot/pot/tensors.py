@@ -204,11 +204,24 @@ def l2_norm(a: Mapping[str, np.ndarray]) -> float:
 def relative_distance(
     replayed: Mapping[str, np.ndarray], committed: Mapping[str, np.ndarray]
 ) -> float:
-    """||replayed - committed|| / ||committed||: the Proof-of-Learning comparison."""
-    diff = l2_norm_of_difference(replayed, committed)
+    """||replayed - committed|| / ||committed|| over the floating-point arrays: the
+    Proof-of-Learning comparison. Integer and boolean arrays (step counters, the states of
+    random generators) must match exactly, else the distance is infinite: folded into the
+    norm, a large integer state would make any change of the weights look negligible."""
+    if replayed.keys() != committed.keys():
+        raise TensorFormatError(
+            f"array names differ: {sorted(replayed.keys() ^ committed.keys())[:5]}"
+        )
+    floats = [n for n in committed if committed[n].dtype.kind == "f"]
+    for name in committed:
+        if name not in floats and not np.array_equal(replayed[name], committed[name]):
+            return math.inf
+    diff = l2_norm_of_difference(
+        {n: replayed[n] for n in floats}, {n: committed[n] for n in floats}
+    )
     if diff == 0.0:
         return 0.0
-    norm = l2_norm(committed)
+    norm = l2_norm({n: committed[n] for n in floats})
     return diff / norm if norm > 0.0 else math.inf
 
 

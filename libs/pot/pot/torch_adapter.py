@@ -1,9 +1,13 @@
-"""PyTorch adapter for the proof-of-training recorder (torch is optional, imported lazily).
+"""PyTorch adapter: a `pot.trainer.Trainer` over a torch model and optimizer (the `torch`
+extra; torch is imported lazily). A job's trainer builds its model and hands it over:
 
-    from worker.pot.torch_adapter import TorchTrainer, configure_determinism
-    configure_determinism(job_seed)           # before anything touches CUDA
-    trainer = TorchTrainer(model, optimizer, loss_fn, batch_fn)
-    manifest = run_training(trainer, pot, sampler.indices, total_steps)
+    from pot.torch_adapter import TorchTrainer, configure_determinism
+
+    class Trainer(TorchTrainer):
+        def __init__(self, ctx):
+            configure_determinism(ctx.job_seed)       # before anything touches CUDA
+            model = ...; optimizer = ...
+            super().__init__(model, optimizer, loss_fn, batch=lambda idx: (x[idx], y[idx]))
 
 Replays are bitwise only on the same GPU model, toolkit and image (cuBLAS reproducibility);
 elsewhere the job's tolerance applies. bfloat16 tensors are stored as their raw 16-bit
@@ -19,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from worker.pot.recorder import TrainingState
+from pot.trainer import TrainingState
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
@@ -32,7 +36,7 @@ def _torch() -> Any:
         import torch
     except ImportError as exc:  # pragma: no cover - exercised only without torch
         raise ImportError(
-            "worker.pot.torch_adapter needs PyTorch: pip install 'proofnet[torch]'"
+            "pot.torch_adapter needs PyTorch: pip install 'proofnet-pot[torch]'"
         ) from exc
     return torch
 

@@ -1,37 +1,31 @@
-"""A reference training job: a one-hidden-layer MLP in numpy, with proof of training.
+"""A reference training job: a one-hidden-layer MLP in numpy, trained by the harness.
 
-Runs as a job command. The worker sets PROOFNET_JOB_DIR, PROOFNET_JOB_SEED,
-PROOFNET_JOB_NONCE and PROOFNET_POT_K (see `worker.pot.env`); flags override them.
+The job's spec names the trainer and its configuration; the harness trains it (on a
+worker) and replays its segments (on a verifier) through the same calls:
 
-    python -m worker.pot.examples.numpy_mlp train --steps 500
-    python -m worker.pot.examples.numpy_mlp replay --segment 3 --root <hex>
+    "proof": {"trainer": "mlp:MLPTrainer",           # a repository module re-exporting it
+              "config": {"hidden": 64, "lr": "0.05"},
+              "schedule": {"steps": 500, "dataset_size": 2048, "batch_size": 64},
+              "steps_per_checkpoint": 100, ...}
 
-`train` writes `<job dir>/pot/` (checkpoints, data indices, manifest) and
-`<job dir>/results/metrics.json`; `replay` re-executes one segment as the verifier does and
-exits 1 when it does not match. `make_trainer` is the oracle's replay entry point (a
-repository's `proofnet_replay.py` re-exports it, see `oracle.spotcheck`). The data set is synthetic (a random teacher network drawn
-from the job seed), so the job needs no download; hyperparameters are flags, which makes
-them part of the signed commands.
+The data set is synthetic (a random teacher network drawn from the job seed, as many
+examples as the schedule's dataset_size), so the job needs no download. `finish` writes
+`results/metrics.json` and `results/model.weights`. `MLPModel` is the numerics, shared
+with the relay example.
+
+Standard library + numpy only.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from worker.pot import env
-from worker.pot.manifest import ProofError
-from worker.pot.recorder import POT_SUBDIR, ProofOfTraining, TrainingState, run_training
-from worker.pot.replay import ReplayResult, replay_segment
-from worker.pot.seeds import BatchSampler, derive_data_seed
-from worker.pot.tensors import decimal_string, write_tensors
+from pot.tensors import decimal_string, write_tensors
+from pot.trainer import TrainContext, TrainingState
 
 PARAM_NAMES = ("W1", "b1", "W2", "b2")
 
@@ -58,8 +52,8 @@ def make_dataset(seed: int, cfg: MLPConfig) -> tuple[np.ndarray, np.ndarray]:
     return x, y.astype(np.int64)
 
 
-class MLPTrainer:
-    """Implements `worker.pot.recorder.Trainer`: SGD with momentum, softmax cross-entropy."""
+class MLPModel:
+    """The numerics: SGD with momentum, softmax cross-entropy (a `pot.trainer.Trainer`)."""
 
     def __init__(self, x: np.ndarray, y: np.ndarray, cfg: MLPConfig, init_seed: int) -> None:
         self.x, self.y, self.cfg = x, y, cfg
@@ -90,6 +84,13 @@ class MLPTrainer:
     def restore(self, state: TrainingState) -> None:
         if set(state.params) != set(PARAM_NAMES):
             raise ValueError(f"checkpoint has parameters {sorted(state.params)}")
+        for name in PARAM_NAMES:
+            got, want = state.params[name], self.params[name]
+            if got.shape != want.shape or got.dtype != want.dtype:
+                raise ValueError(
+                    f"checkpoint {name} is {got.dtype}{list(got.shape)}, the model's "
+                    f"{want.dtype}{list(want.shape)}"
+                )
         self.params = {k: np.array(state.params[k], copy=True) for k in PARAM_NAMES}
         self.velocity = {
             k: np.array(state.optimizer[f"velocity.{k}"], copy=True) for k in PARAM_NAMES
@@ -137,126 +138,40 @@ class MLPTrainer:
         return float((np.argmax(logits, axis=1) == self.y).mean())
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="numpy_mlp", description=(__doc__ or "").split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("train", "replay"):
-        p = sub.add_parser(name)
-        p.add_argument("--job-dir", type=Path, help=f"default: ${env.JOB_DIR}")
-        p.add_argument("--seed", type=int, help=f"job seed; default: ${env.JOB_SEED}")
-        p.add_argument("--nonce", help=f"claim nonce, hex; default: ${env.JOB_NONCE}")
-        p.add_argument("--k", type=int, help=f"steps per checkpoint; default: ${env.POT_K}")
-        p.add_argument("--examples", type=int, default=MLPConfig.examples)
-        p.add_argument("--hidden", type=int, default=MLPConfig.hidden)
-        p.add_argument("--batch-size", type=int, default=MLPConfig.batch_size)
-        p.add_argument("--lr", type=float, default=MLPConfig.lr)
-        if name == "train":
-            p.add_argument("--steps", type=int, default=500)
-        else:
-            p.add_argument("--segment", type=int, required=True)
-            p.add_argument("--root", help="the attested proof-of-training root (hex)")
-            p.add_argument("--tolerance-ppm", type=int, default=0)
-    return parser
+class MLPTrainer(MLPModel):
+    """The harness's trainer: configuration from `ctx.config` (hidden, lr, momentum,
+    input_noise as integers or decimal strings), data and initialisation from the job seed,
+    batch size and data set size from the schedule."""
 
+    def __init__(self, ctx: TrainContext) -> None:
+        cfg = MLPConfig(
+            examples=ctx.schedule.dataset_size,
+            features=ctx.integer("features", MLPConfig.features),
+            hidden=ctx.integer("hidden", MLPConfig.hidden),
+            classes=ctx.integer("classes", MLPConfig.classes),
+            batch_size=ctx.schedule.batch_size,
+            lr=ctx.decimal("lr", str(MLPConfig.lr)),
+            momentum=ctx.decimal("momentum", str(MLPConfig.momentum)),
+            input_noise=ctx.decimal("input_noise", str(MLPConfig.input_noise)),
+        )
+        x, y = make_dataset(ctx.job_seed, cfg)
+        super().__init__(x, y, cfg, init_seed=ctx.job_seed)
+        self.ctx = ctx
+        self.last = (0, float("nan"))
 
-def _job_env(args: argparse.Namespace) -> env.JobEnv:
-    base = dict(os.environ)
-    overrides = {
-        env.JOB_DIR: args.job_dir,
-        env.JOB_SEED: args.seed,
-        env.JOB_NONCE: args.nonce,
-        env.POT_K: args.k,
-    }
-    base.update({k: str(v) for k, v in overrides.items() if v is not None})
-    return env.JobEnv.read(base)
+    def train_step(self, step: int, indices: np.ndarray) -> float:
+        loss = super().train_step(step, indices)
+        self.last = (step, loss)
+        return loss
 
-
-def _trainer(job: env.JobEnv, cfg: MLPConfig) -> MLPTrainer:
-    x, y = make_dataset(job.job_seed, cfg)
-    return MLPTrainer(x, y, cfg, init_seed=job.job_seed)
-
-
-def train(job: env.JobEnv, cfg: MLPConfig, steps: int) -> dict[str, object]:
-    pot = ProofOfTraining.for_job(
-        job.job_dir,
-        job_seed=job.job_seed,
-        nonce=job.nonce,
-        steps_per_checkpoint=job.steps_per_checkpoint,
-    )
-    trainer = _trainer(job, cfg)
-    sampler = BatchSampler(pot.data_seed, cfg.examples, cfg.batch_size)
-    manifest = run_training(trainer, pot, sampler.indices, steps)
-    results = job.job_dir / "results"
-    results.mkdir(parents=True, exist_ok=True)
-    metrics = {
-        "accuracy": decimal_string(trainer.accuracy()),
-        "final_loss": manifest.leaves[-1].loss,
-        "steps": manifest.total_steps,
-    }
-    (results / "metrics.json").write_text(json.dumps(metrics, sort_keys=True) + "\n")
-    write_tensors(results / "model.weights", trainer.params)
-    return {"pot_root": manifest.root, "segments": manifest.segments, "metrics": metrics}
-
-
-def replay(job: env.JobEnv, cfg: MLPConfig, segment: int, root: str | None) -> ReplayResult:
-    trainer = _trainer(job, cfg)
-    sampler = BatchSampler(derive_data_seed(job.job_seed, job.nonce), cfg.examples, cfg.batch_size)
-    result = replay_segment(
-        job.job_dir / POT_SUBDIR,
-        segment,
-        trainer,
-        expected_root=root,
-        expected_indices=sampler.indices,
-    )
-    return result
-
-
-def train_arguments(commands: Sequence[Sequence[str]]) -> argparse.Namespace:
-    """The flags of the job's `train` command (the first argv with a `train` sub-command)."""
-    for argv in commands:
-        if "train" in argv:
-            rest = list(argv[list(argv).index("train") :])
-            try:
-                return _parser().parse_args(rest)
-            except SystemExit as exc:  # argparse exits on bad flags; a replay must not
-                raise ValueError(f"cannot parse the train command {rest!r}") from exc
-    raise ValueError("the job's commands have no `train` sub-command")
-
-
-def make_trainer(
-    job: env.JobEnv, commands: Sequence[Sequence[str]]
-) -> tuple[MLPTrainer, Callable[[int], np.ndarray]]:
-    """The trainer of the job's `train` command, at the hyperparameters its flags set, and
-    the data order (batch indices per step) derived from the job seed and claim nonce."""
-    args = train_arguments(commands)
-    cfg = MLPConfig(
-        examples=args.examples, hidden=args.hidden, batch_size=args.batch_size, lr=args.lr
-    )
-    sampler = BatchSampler(derive_data_seed(job.job_seed, job.nonce), cfg.examples, cfg.batch_size)
-    return _trainer(job, cfg), sampler.indices
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        job = _job_env(args)
-    except env.JobEnvError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    cfg = MLPConfig(
-        examples=args.examples, hidden=args.hidden, batch_size=args.batch_size, lr=args.lr
-    )
-    if args.command == "train":
-        print(json.dumps(train(job, cfg, args.steps), sort_keys=True))
-        return 0
-    try:
-        result = replay(job, cfg, args.segment, args.root)
-    except ProofError as exc:
-        print(f"error: proof rejected: {exc}", file=sys.stderr)
-        return 3
-    print(json.dumps(result.to_json(), sort_keys=True))
-    return 0 if result.passes(args.tolerance_ppm) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    def finish(self) -> Mapping[str, object]:
+        results = self.ctx.results_dir
+        results.mkdir(parents=True, exist_ok=True)
+        metrics = {
+            "accuracy": decimal_string(self.accuracy()),
+            "final_loss": decimal_string(self.last[1]),
+            "steps": self.last[0],
+        }
+        (results / "metrics.json").write_text(json.dumps(metrics, sort_keys=True) + "\n")
+        write_tensors(results / "model.weights", self.params)
+        return metrics

@@ -1,27 +1,24 @@
 """A relay pipeline's training code: the numpy MLP, trained stage by stage across workers.
 
-Each entry point runs as the command of one unit of a relay job (docs/topologies.md) and
-reads what the worker sets (`worker.pot.env.JobEnv` and `UnitEnv`):
+A stage is trained by the harness with `StageTrainer` (the spec's `proof.trainer`, e.g.
+"relay:StageTrainer" in a repository module that re-exports it); the other units run this
+module's commands (docs/topologies.md), reading what the worker sets (`pot.env.UnitEnv`):
 
-    python -m worker.pot.examples.numpy_relay train --steps 200      # a stage
-    python -m worker.pot.examples.numpy_relay evaluate               # an evaluation
-    python -m worker.pot.examples.numpy_relay average                # an aggregation
-    python -m worker.pot.examples.numpy_relay make-shards --out DIR  # data for a demo/test
+    python -m pot.examples.numpy_relay evaluate               # an evaluation
+    python -m pot.examples.numpy_relay average                # an aggregation
+    python -m pot.examples.numpy_relay make-shards --out DIR  # data for a demo/test
 
-`train` starts from the stage's input checkpoints (PROOFNET_INPUT_CHECKPOINTS: none at the
-start of a branch, so the model's seeded initialisation; one to continue from; several are
-averaged), trains on its shards (PROOFNET_SHARDS) with proof of training (`<job dir>/pot/`,
-the same recorder as `numpy_mlp`), and writes its model and optimizer state to
-PROOFNET_CHECKPOINT_OUT and its metrics to `results/metrics.json`. `evaluate` writes
-`{"loss": "<decimal>", "accuracy": "<decimal>"}` to PROOFNET_METRICS_OUT. `average` writes
-the element-wise mean of its input checkpoints. A checkpoint and a data shard are
-`worker.pot.tensors` bundles (checkpoint: W1, b1, W2, b2 and velocity.*; shard: x, y).
+A stage starts from its input checkpoints (PROOFNET_INPUT_CHECKPOINTS: none at the start of
+a branch, so the model's seeded initialisation; one to continue from; several are
+averaged), trains on its shards (PROOFNET_SHARDS, together the schedule's dataset_size
+examples), and `finish` writes its model and optimizer state to PROOFNET_CHECKPOINT_OUT and
+its metrics to `results/metrics.json`. A replay of a stage is given the stage's shards and
+no input checkpoint: it starts from the committed checkpoint that opens the segment.
+`evaluate` writes `{"loss": "<decimal>", "accuracy": "<decimal>"}` to PROOFNET_METRICS_OUT;
+`average` writes the element-wise mean of its input checkpoints. A checkpoint and a data
+shard are `pot.tensors` bundles (checkpoint: W1, b1, W2, b2 and velocity.*; shard: x, y).
 
-`make_trainer` is the oracle's replay entry point for a stage (a repository's
-`proofnet_replay.py` re-exports it, see `oracle.spotcheck`): the oracle runs it with the
-stage's unit environment (PROOFNET_UNIT_INDEX, PROOFNET_SHARDS holding the stage's own data).
-
-Standard library + numpy only: a training repository vendors it (proofnet.demo_job).
+Standard library + numpy only.
 """
 
 from __future__ import annotations
@@ -31,16 +28,15 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from worker.pot import env
-from worker.pot.examples.numpy_mlp import PARAM_NAMES, MLPConfig, MLPTrainer
-from worker.pot.recorder import ProofOfTraining, run_training
-from worker.pot.seeds import BatchSampler, derive_data_seed
-from worker.pot.tensors import decimal_string, read_tensors, write_tensors
+from pot import env
+from pot.examples.numpy_mlp import PARAM_NAMES, MLPConfig, MLPModel
+from pot.tensors import decimal_string, read_tensors, write_tensors
+from pot.trainer import TrainContext, TrainingState
 
 VELOCITY = "velocity."
 CHECKPOINT_NAMES = (*PARAM_NAMES, *(VELOCITY + n for n in PARAM_NAMES))
@@ -106,7 +102,7 @@ def average(checkpoints: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.nda
     return {n: np.mean([c[n] for c in checkpoints], axis=0) for n in CHECKPOINT_NAMES}
 
 
-def checkpoint_of(trainer: MLPTrainer) -> dict[str, np.ndarray]:
+def checkpoint_of(trainer: MLPModel) -> dict[str, np.ndarray]:
     return {
         **trainer.params,
         **{VELOCITY + n: v for n, v in trainer.velocity.items()},
@@ -124,7 +120,7 @@ def _trainer(
     lr: float,
     job_seed: int,
     unit_index: int,
-) -> MLPTrainer:
+) -> MLPModel:
     if start is not None:
         hidden, classes = start["W2"].shape
         if start["W1"].shape[0] != x.shape[1]:
@@ -144,7 +140,7 @@ def _trainer(
     )
     # Every branch start draws the same initialisation from the job seed (so branches can
     # be averaged); each stage draws its own augmentation noise.
-    trainer = MLPTrainer(x, y, cfg, init_seed=job_seed)
+    trainer = MLPModel(x, y, cfg, init_seed=job_seed)
     trainer.noise = np.random.Generator(
         np.random.PCG64(np.random.SeedSequence(job_seed, spawn_key=(3, unit_index)))
     )
@@ -154,7 +150,7 @@ def _trainer(
     return trainer
 
 
-def _loss_and_accuracy(trainer: MLPTrainer) -> tuple[float, float]:
+def _loss_and_accuracy(trainer: MLPModel) -> tuple[float, float]:
     _, logits = trainer.forward(trainer.x)
     logits = logits - logits.max(axis=1, keepdims=True)
     log_probs = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
@@ -173,56 +169,59 @@ def _start_from(unit: env.UnitEnv) -> dict[str, np.ndarray] | None:
     return inputs[0] if len(inputs) == 1 else average(inputs)
 
 
-def train_stage(
-    job: env.JobEnv,
-    unit: env.UnitEnv,
-    *,
-    steps: int,
-    hidden: int,
-    classes: int,
-    batch_size: int,
-    lr: float,
-) -> dict[str, object]:
-    if unit.checkpoint_out is None:
-        raise RelayError(f"a stage needs {env.CHECKPOINT_OUT}")
-    x, y = load_shards(unit.shards)
-    trainer = _trainer(
-        x,
-        y,
-        start=_start_from(unit),
-        hidden=hidden,
-        classes=classes,
-        batch_size=batch_size,
-        lr=lr,
-        job_seed=job.job_seed,
-        unit_index=unit.index,
-    )
-    pot = ProofOfTraining.for_job(
-        job.job_dir,
-        job_seed=job.job_seed,
-        nonce=job.nonce,
-        steps_per_checkpoint=job.steps_per_checkpoint,
-    )
-    sampler = BatchSampler(pot.data_seed, len(x), trainer.cfg.batch_size)
-    every = max(1, steps // 10)
+class StageTrainer:
+    """The harness's trainer for a relay stage (config: hidden, classes, lr as integers or
+    decimal strings; batch size and data set size from the schedule)."""
 
-    def batches(step: int) -> np.ndarray:
-        if step % every == 0:
-            print(f"relay stage {unit.index}: step {step}/{steps}", flush=True)
-        return sampler.indices(step)
+    def __init__(self, ctx: TrainContext) -> None:
+        unit = ctx.unit
+        if unit is None or unit.kind != "stage":
+            raise RelayError("StageTrainer trains relay stages: the unit must be a stage")
+        x, y = load_shards(unit.shards)
+        ctx.check_dataset_size(len(x))
+        # A replay starts from the committed checkpoint, never from the stage's inputs.
+        start = _start_from(unit) if ctx.mode == "train" else None
+        self.model = _trainer(
+            x,
+            y,
+            start=start,
+            hidden=ctx.integer("hidden", MLPConfig.hidden),
+            classes=ctx.integer("classes", MLPConfig.classes),
+            batch_size=ctx.schedule.batch_size,
+            lr=ctx.decimal("lr", str(MLPConfig.lr)),
+            job_seed=ctx.job_seed,
+            unit_index=unit.index,
+        )
+        self.ctx, self.unit = ctx, unit
+        self.last = (0, float("nan"))
 
-    manifest = run_training(trainer, pot, batches, steps)
-    write_tensors(unit.checkpoint_out, checkpoint_of(trainer))
-    loss, accuracy = _loss_and_accuracy(trainer)
-    metrics = {
-        "accuracy": decimal_string(accuracy),
-        "final_loss": manifest.leaves[-1].loss,
-        "steps": manifest.total_steps,
-    }
-    results = job.job_dir / "results"
-    results.mkdir(parents=True, exist_ok=True)
-    (results / "metrics.json").write_text(json.dumps(metrics, sort_keys=True) + "\n")
-    return {"stage": unit.index, "pot_root": manifest.root, "metrics": metrics}
+    def state(self) -> TrainingState:
+        return self.model.state()
+
+    def restore(self, state: TrainingState) -> None:
+        self.model.restore(state)
+
+    def train_step(self, step: int, indices: np.ndarray) -> float:
+        loss = self.model.train_step(step, indices)
+        self.last = (step, loss)
+        if step % max(1, self.ctx.schedule.total_steps // 10) == 0:
+            print(f"relay stage {self.unit.index}: step {step}", flush=True)
+        return loss
+
+    def finish(self) -> Mapping[str, object]:
+        if self.unit.checkpoint_out is None:
+            raise RelayError(f"a stage needs {env.CHECKPOINT_OUT}")
+        write_tensors(self.unit.checkpoint_out, checkpoint_of(self.model))
+        _, accuracy = _loss_and_accuracy(self.model)
+        metrics = {
+            "accuracy": decimal_string(accuracy),
+            "final_loss": decimal_string(self.last[1]),
+            "steps": self.last[0],
+        }
+        results = self.ctx.results_dir
+        results.mkdir(parents=True, exist_ok=True)
+        (results / "metrics.json").write_text(json.dumps(metrics, sort_keys=True) + "\n")
+        return {"stage": self.unit.index, **metrics}
 
 
 def evaluate(unit: env.UnitEnv) -> dict[str, str]:
@@ -254,59 +253,9 @@ def average_inputs(unit: env.UnitEnv) -> str:
     return write_tensors(unit.checkpoint_out, averaged)
 
 
-def make_trainer(
-    job: env.JobEnv, commands: Sequence[Sequence[str]]
-) -> tuple[MLPTrainer, Callable[[int], np.ndarray]]:
-    """A stage's trainer for a replay, and its data order (batch indices per step).
-
-    The hyperparameters are the flags of the job's `train` command; the data are the
-    stage's shards (PROOFNET_SHARDS, as the stage had them); the unit index seeds the
-    stage's augmentation noise as in `train_stage`. No input checkpoint is read: a replayed
-    segment starts from the committed checkpoint that opens it.
-    """
-    args = _train_arguments(commands)
-    unit = env.UnitEnv.read(os.environ)
-    if unit.kind != "stage":
-        raise RelayError(f"only stages train and are replayed, not a {unit.kind} unit")
-    x, y = load_shards(unit.shards)
-    trainer = _trainer(
-        x,
-        y,
-        start=None,
-        hidden=args.hidden,
-        classes=args.classes,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        job_seed=job.job_seed,
-        unit_index=unit.index,
-    )
-    sampler = BatchSampler(
-        derive_data_seed(job.job_seed, job.nonce), len(x), trainer.cfg.batch_size
-    )
-    return trainer, sampler.indices
-
-
-def _train_arguments(commands: Sequence[Sequence[str]]) -> argparse.Namespace:
-    """The flags of the job's `train` command (the first argv with a `train` sub-command)."""
-    for argv in commands:
-        if "train" in argv:
-            rest = list(argv[list(argv).index("train") :])
-            try:
-                return _parser().parse_args(rest)
-            except SystemExit as exc:  # argparse exits on bad flags; a replay must not
-                raise RelayError(f"cannot parse the train command {rest!r}") from exc
-    raise RelayError("the job's commands have no `train` sub-command")
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="numpy_relay", description=(__doc__ or "").split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    train = sub.add_parser("train", help="train one stage")
-    train.add_argument("--steps", type=int, default=200)
-    train.add_argument("--hidden", type=int, default=MLPConfig.hidden)
-    train.add_argument("--classes", type=int, default=MLPConfig.classes)
-    train.add_argument("--batch-size", type=int, default=MLPConfig.batch_size)
-    train.add_argument("--lr", type=float, default=MLPConfig.lr)
     sub.add_parser("evaluate", help="evaluate the input checkpoint on the unit's data")
     sub.add_parser("average", help="average the input checkpoints")
     shards = sub.add_parser("make-shards", help="write synthetic data shards")
@@ -336,19 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         unit = env.UnitEnv.read(os.environ)
         if args.command == "evaluate":
             print(json.dumps(evaluate(unit), sort_keys=True))
-        elif args.command == "average":
-            print(json.dumps({"checkpoint": average_inputs(unit)}))
         else:
-            result = train_stage(
-                env.JobEnv.read(os.environ),
-                unit,
-                steps=args.steps,
-                hidden=args.hidden,
-                classes=args.classes,
-                batch_size=args.batch_size,
-                lr=args.lr,
-            )
-            print(json.dumps(result, sort_keys=True))
+            print(json.dumps({"checkpoint": average_inputs(unit)}))
     except (env.JobEnvError, RelayError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

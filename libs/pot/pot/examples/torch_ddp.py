@@ -3,7 +3,11 @@
 Runs as the last command of a multi-node job, which the worker starts under torchrun (see
 docs/topologies.md); gloo on CPU, NCCL when the node leased GPUs.
 
-    torchrun ... --no-python python3 -m worker.pot.examples.torch_ddp --steps 30
+    torchrun ... --no-python python3 -m pot.examples.torch_ddp --steps 30
+
+A cluster's processes run their own loop (the harness is single-process), so this job
+calls the recorder directly; when the spec declares a schedule, its steps, data set size
+and batch size override the flags, and the first process's proof follows it.
 
 Every process trains on its own batches (drawn from its node's claim nonce, so no two nodes
 see the same order) and DDP averages the gradients, so every replica holds the same weights
@@ -23,10 +27,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from worker.pot import env
-from worker.pot.recorder import ProofOfTraining, TrainingState
-from worker.pot.seeds import BatchSampler, derive_data_seed
-from worker.pot.tensors import decimal_string, write_tensors
+from pot import env
+from pot.recorder import ProofOfTraining
+from pot.seeds import BatchSampler, derive_data_seed
+from pot.tensors import decimal_string, write_tensors
+from pot.trainer import TrainingState
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,6 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend)
     try:
+        if job.schedule is not None:
+            args.steps = job.schedule.total_steps
+            args.examples = job.schedule.dataset_size
+            args.batch_size = job.schedule.batch_size
         rank, world = dist.get_rank(), dist.get_world_size()
         print(f"node {unit.node_rank}: process {rank} of {world} ({backend})", flush=True)
         torch.manual_seed(job.job_seed)
