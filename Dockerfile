@@ -10,7 +10,8 @@ ARG BASE_IMAGE=python:3.11-slim-bookworm
 # settings, markers) keeps the cached dependency layer below.
 FROM ${BASE_IMAGE} AS requirements
 COPY pyproject.toml /src/
-RUN python3 -c 'import tomllib; p = tomllib.load(open("/src/pyproject.toml", "rb")); print("\n".join(p["build-system"]["requires"] + p["project"]["dependencies"]))' >/requirements.txt
+# proofnet-pot is a distribution of this repository (libs/pot), installed from source below.
+RUN python3 -c 'import tomllib; p = tomllib.load(open("/src/pyproject.toml", "rb")); print("\n".join(d for d in p["build-system"]["requires"] + p["project"]["dependencies"] if not d.startswith("proofnet-pot")))' >/requirements.txt
 
 FROM ${BASE_IMAGE} AS build
 ARG PIP_OFFLINE=
@@ -24,12 +25,13 @@ COPY --from=requirements /requirements.txt ./
 RUN /opt/proofnet/bin/pip install ${PIP_OFFLINE:+--no-index} --find-links /wheels \
       -c requirements.lock -r requirements.txt
 COPY pyproject.toml README.md ./
+COPY libs/pot ./libs/pot
 COPY proofnet ./proofnet
 COPY chain ./chain
 COPY oracle ./oracle
 COPY worker ./worker
 COPY api ./api
-RUN /opt/proofnet/bin/pip install --no-deps --no-build-isolation . \
+RUN /opt/proofnet/bin/pip install --no-deps --no-build-isolation ./libs/pot . \
  && /opt/proofnet/bin/proofnet --help >/dev/null
 
 FROM ${BASE_IMAGE}

@@ -8,9 +8,11 @@ PYTEST_ARGS ?=
 
 .PHONY: demo test lint typecheck unit install node clean
 
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml libs/pot/pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	# The proof-of-training library first: the project depends on it and no index serves it.
+	$(BIN)/python -m pip install -q -c requirements.lock -e libs/pot
 	$(BIN)/python -m pip install -q -c requirements.lock -e '.[dev]'
 	touch $(STAMP)
 
@@ -30,11 +32,11 @@ demo: $(STAMP)
 	$(BIN)/proofnet demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check proofnet chain oracle worker api scripts tests
-	$(BIN)/ruff format --check proofnet chain oracle worker api scripts tests
+	$(BIN)/ruff check libs/pot/pot proofnet chain oracle worker api scripts tests
+	$(BIN)/ruff format --check libs/pot/pot proofnet chain oracle worker api scripts tests
 
 typecheck: $(STAMP)
-	$(BIN)/mypy proofnet chain oracle worker api
+	$(BIN)/mypy libs/pot/pot proofnet chain oracle worker api
 
 unit: $(STAMP) $(NODE_STAMP)
 	$(BIN)/pytest -n 2 $(PYTEST_ARGS)

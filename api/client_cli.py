@@ -1,9 +1,13 @@
 """`proofnet job ...`: a submitter's command line, signing with a Cardano key file.
 
-    proofnet job submit SPEC.json --key-file K [--api-url U] [--lock] [--seal-with S]
+    proofnet job init DIR --framework numpy|pytorch|tensorflow   (a job repository)
+    proofnet job validate SPEC | try SPEC                        (before posting)
+    proofnet job submit SPEC --key-file K [--api-url U] [--lock] [--seal-with S]
     proofnet job status JOB_ID | logs JOB_ID [--follow] | cancel JOB_ID
     proofnet job results JOB_ID [--out DIR] [--decrypt-with S]
     proofnet job refund JOB_ID
+
+SPEC is a JSON file, or YAML (`.yaml`, `.yml`) that people can comment.
 
 Signing in is a CIP-8 signature by the key file's payment key (what a browser wallet's
 `signData` makes); the session token is cached per API URL and address in a 0600 file under
@@ -33,6 +37,7 @@ from pycardano import (
 )
 from pycardano.cip import cip8
 
+from proofnet.job_authoring.spec_file import SpecFileError, read_spec_file
 from proofnet.messages.result_paths import ResultNameError, check_result_name
 from proofnet.messages.sealing import (
     SealingError,
@@ -303,14 +308,14 @@ def submit(
         Path | None, typer.Option("--seal-with", help="X25519 key file; created if missing")
     ] = None,
 ) -> None:
-    """Post SPEC.json (optionally sealing results to a key, and locking the escrow)."""
+    """Post SPEC (optionally sealing results to a key, and locking the escrow)."""
     client = _client(key_file, api_url)
 
     def go() -> dict[str, Any]:
         try:
-            spec = json.loads(spec_file.read_text())
-        except (OSError, ValueError) as e:
-            raise JobCliError(f"cannot read the job spec {spec_file}: {e}") from e
+            spec = read_spec_file(spec_file)
+        except SpecFileError as e:
+            raise JobCliError(str(e)) from e
         if seal_with is not None:
             key = load_sealing_key(seal_with) if seal_with.exists() else None
             client.register_sealing_key(key or generate_sealing_key(seal_with))
@@ -381,3 +386,106 @@ def cancel(job_id: str, key_file: KeyFile, api_url: ApiUrl = None) -> None:
 def refund(job_id: str, key_file: KeyFile, api_url: ApiUrl = None) -> None:
     """Take the escrow back after its deadline (the key file pays the fee)."""
     _print(_run(lambda: _client(key_file, api_url).refund(job_id)))
+
+
+# --- writing a job ----------------------------------------------------------------------------
+
+
+@app.command()
+def init(
+    directory: Path,
+    framework: Annotated[
+        str, typer.Option("--framework", help="numpy | pytorch | tensorflow")
+    ] = "numpy",
+    repo_url: Annotated[
+        str | None, typer.Option("--repo-url", help="where you will push it (spec model.repo_url)")
+    ] = None,
+) -> None:
+    """Write a job repository to DIR: a trainer on the proof-of-training harness, job.yaml
+    (every field commented), a Dockerfile and a README."""
+    from proofnet.job_authoring.templates import TemplateError, write_template
+
+    try:
+        written = write_template(directory, framework, repo_url=repo_url)
+    except TemplateError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
+    for path in written:
+        typer.echo(f"wrote {path}")
+    typer.echo(
+        f"next: cd {directory} && proofnet job try job.yaml && proofnet job validate job.yaml"
+    )
+
+
+@app.command()
+def validate(spec_file: Path) -> None:
+    """Check SPEC: one line per problem, naming its field (exit 2 when there is one)."""
+    from proofnet.job_authoring.validation import explain, summary
+
+    try:
+        doc = read_spec_file(spec_file)
+    except SpecFileError as e:
+        typer.echo(f"file: {e}", err=True)
+        raise typer.Exit(2) from e
+    spec, problems = explain(doc)
+    for problem in problems:
+        typer.echo(problem.line(), err=True)
+    if problems:
+        raise typer.Exit(2)
+    assert spec is not None
+    for line in summary(spec):
+        typer.echo(line)
+    typer.echo(f"{spec_file}: valid")
+
+
+@app.command(name="try")
+def try_(
+    spec_file: Path,
+    repo: Annotated[
+        Path | None, typer.Option("--repo", help="the job's repository (default: SPEC's folder)")
+    ] = None,
+    work_dir: Annotated[
+        Path | None, typer.Option("--work-dir", help="where runs go (default: <repo>/runs)")
+    ] = None,
+) -> None:
+    """Train SPEC's trainer here with the proof-of-training harness, as a provider would, and
+    replay its first and last segments, as a verifier would."""
+    from proofnet.job_authoring.trial import TrialError, try_job
+    from proofnet.job_authoring.validation import parse_problems
+
+    try:
+        doc = read_spec_file(spec_file)
+    except SpecFileError as e:
+        typer.echo(f"file: {e}", err=True)
+        raise typer.Exit(2) from e
+    spec, problems = parse_problems(doc)
+    if spec is None:
+        for problem in problems:
+            typer.echo(problem.line(), err=True)
+        raise typer.Exit(2)
+    repo_dir = repo or spec_file.resolve().parent
+    try:
+        report = try_job(spec, repo_dir, work_dir or repo_dir / "runs")
+    except TrialError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from e
+    typer.echo(
+        f"trained {report.steps} steps in {report.train_seconds:.1f}s: {report.segments} "
+        f"segments, root {report.pot_root} ({report.job_dir})"
+    )
+    typer.echo(f"results: {json.dumps(report.results)}")
+    replayed = ", ".join(map(str, report.replayed))
+    if report.ok:
+        typer.echo(f"segments {replayed} replay bit for bit; checkpoint 0 is the seed's: OK")
+        return
+    if not report.replay_passed:
+        typer.echo(
+            f"segments {replayed} do not replay: the training is not deterministic", err=True
+        )
+    if not report.from_seed:
+        typer.echo(
+            "checkpoint 0 is not what the trainer builds from the job seed: initialise from "
+            "ctx.job_seed only",
+            err=True,
+        )
+    raise typer.Exit(1)

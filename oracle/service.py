@@ -58,8 +58,10 @@ def context_from_settings(
         spot_checker=LocalSpotChecker(
             feed,
             repos,
+            sign=lambda message: key.signing_key.sign(message).signature,
             timeout_s=spot_check_timeout_s,
             data_cache=Path(settings.data_dir) / "oracle" / "data",
+            harness_root=Path(settings.data_dir) / "oracle" / "harness",
         )
         if spot_checks
         else None,

@@ -1,61 +1,70 @@
-"""Proof-of-training spot checks: replay a few committed segments of a job and compare.
+"""Proof-of-training spot checks: check a proof against the schedule, replay drawn segments.
 
-The oracle fetches the job's manifest and the checkpoint files it needs from the API's
-content store (the worker uploads its `pot/` directory as results named `pot/<file>`),
-picks the segments with a seed drawn only now (after the worker signed its root), fetches
-the job's training code at the pinned commit, and replays the segments in a subprocess
-under a time limit: the code is the submitter's, not the oracle's.
+The oracle fetches the job's manifest from the API's content store (the worker uploads its
+`pot/` directory as results named `pot/<file>`) and checks it without job code
+(`oracle.proof_checks`: the attested root, the declared schedule, the seed-derived data
+order). It then draws the segments to replay with its own signature over the attestation
+(randomness the provider could not know when it signed), fetches the checkpoint files they
+need and the job's trainer at the pinned commit, and replays them with the network's
+harness (`python -m pot replay`, from this installation's copy of `pot`) in a subprocess
+under a time limit, in a clean environment. The oracle judges the hashes the replay
+reports against its own copy of the manifest.
 
-The work is described by a `SpotCheckRequest` (JSON) and answered by a JSON report, so a
-verification job can later be handed to another worker instead of run here: whoever runs
-`python -m oracle.spotcheck_runner` with the request on stdin, in a directory holding the
-repository and the proof files, gives the same answer.
-
-Training code convention: the repository's root holds `proofnet_replay.py` with
-`make_trainer(job: worker.pot.env.JobEnv, commands: list[list[str]])` returning a
-`worker.pot.Trainer`, or `(trainer, expected_indices)` where `expected_indices(step)`
-recomputes the committed data indices from the job's data seed.
+The work is described by a `SpotCheckRequest` (JSON) and answered by the harness's JSON
+report, so it can be handed to a verifier worker instead of run here: whoever runs the
+harness with the request's environment, in a directory holding the repository and the
+proof files, gives the same report.
 
 A relay stage trained on its own shards of `spec.data`, so its replay needs them: the oracle
-fetches the stage's planned shards (SHA-256 checked, like a worker does) into `data/` of the
-work dir, and `make_trainer` runs with the stage's unit environment as the stage had it
-(`PROOFNET_UNIT_KIND`, `PROOFNET_UNIT_INDEX`, `PROOFNET_SHARDS`; no input checkpoints: a
-replayed segment starts from the committed checkpoint that opens it).
+fetches the stage's planned shards (SHA-256 checked) into `data/` of the work dir, and the
+harness runs with the stage's unit environment (`PROOFNET_UNIT_KIND`, `PROOFNET_UNIT_INDEX`,
+`PROOFNET_SHARDS`; no input checkpoints: a replayed segment starts from the committed
+checkpoint that opens it).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
-import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from worker.pot.manifest import (
+from oracle.proof_checks import (
+    TOP_BY_NORM,
+    Draw,
+    ProofRejected,
+    Sign,
+    check_manifest,
+    draw_segments,
+)
+from oracle.stage_data import StageDataError, fetch_shards
+from pot import launch
+from pot.env import INPUT_CHECKPOINTS, SHARDS, UNIT_INDEX, UNIT_KIND, JobEnv
+from pot.manifest import (
     MANIFEST_NAME,
     Manifest,
     ProofError,
-    indices_path,
     optimizer_path,
     rng_path,
     weights_path,
 )
-from worker.pot.seeds import derive_data_seed, select_spot_checks
+from pot.schedule import Schedule
+from pot.tensors import parse_decimal
 
 if TYPE_CHECKING:
     from oracle.feed import ApiFeed, JobInfo
     from proofnet.messages.attestation import Attestation
 
 POT_PREFIX = "pot/"
-REPLAY_MODULE = "proofnet_replay"
 
 
 class SpotCheckUnavailable(Exception):
@@ -67,7 +76,7 @@ class SpotCheckVerdict:
     passed: bool
     reason: str | None  # an oracle.verify.Reason value when not passed
     message: str
-    seed: str = ""  # hex; chosen by the oracle after the root was committed
+    seed: str = ""  # hex; drawn by the oracle after the root was committed
     segments: tuple[int, ...] = ()
     report: dict[str, Any] | None = None
 
@@ -78,16 +87,17 @@ class SpotChecker(Protocol):
 
 @dataclass(frozen=True)
 class SpotCheckRequest:
-    """A self-contained replay job: what to replay and how to judge it."""
+    """A self-contained replay job: whose trainer, which proof, which segments."""
 
     job_id: str
     repo_url: str
     commit: str
-    commands: tuple[tuple[str, ...], ...]
     pot_root: str
     job_seed: int
     nonce: str
-    steps_per_checkpoint: int
+    trainer: str
+    config: dict[str, Any]
+    schedule: dict[str, int]  # total_steps, steps_per_checkpoint, dataset_size, batch_size
     segments: tuple[int, ...]
     tolerance_ppm: int
     # A relay stage's replay: its unit index and its data files (relative to the work dir,
@@ -101,14 +111,26 @@ class SpotCheckRequest:
     @classmethod
     def from_json(cls, text: str | bytes) -> SpotCheckRequest:
         obj = json.loads(text)
-        obj["commands"] = tuple(tuple(c) for c in obj["commands"])
         obj["segments"] = tuple(obj["segments"])
         obj["shards"] = tuple(obj.get("shards", ()))
         return cls(**obj)
 
+    def job_env(self, job_dir: Path) -> JobEnv:
+        schedule = Schedule(**self.schedule)
+        return JobEnv(
+            job_dir=job_dir,
+            job_seed=self.job_seed,
+            nonce=bytes.fromhex(self.nonce),
+            steps_per_checkpoint=schedule.steps_per_checkpoint,
+            schedule=schedule,
+            trainer=self.trainer,
+            config=self.config,
+        )
+
 
 def needed_files(segments: tuple[int, ...]) -> list[str]:
-    """The proof files (names inside pot/) replaying `segments` reads."""
+    """The proof files (names inside pot/) replaying `segments` reads: the checkpoints that
+    open and close each (the data indices are recomputed from the seed)."""
     names: set[str] = set()
     for s in segments:
         for i in (s - 1, s):
@@ -116,7 +138,6 @@ def needed_files(segments: tuple[int, ...]) -> list[str]:
                 p.name
                 for p in (weights_path(Path(), i), optimizer_path(Path(), i), rng_path(Path(), i))
             )
-        names.add(indices_path(Path(), s).name)
     return sorted(names)
 
 
@@ -181,20 +202,59 @@ class RepoCache:
         archive.unlink()
 
 
+def replay_environ(request: SpotCheckRequest, work_dir: Path, python_lib: Path) -> dict[str, str]:
+    """The harness's whole environment: the job's variables and a bare minimum, nothing
+    of the oracle's own (settings, keys, tokens)."""
+    environ = {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": str(work_dir),
+        "LANG": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": str(python_lib),
+        launch.PYTHON_LIB: str(python_lib),
+        **request.job_env(work_dir).to_environ(),
+    }
+    if request.unit_index is not None:
+        environ.update(
+            {
+                UNIT_KIND: "stage",
+                UNIT_INDEX: str(request.unit_index),
+                SHARDS: ":".join(str(work_dir / s) for s in request.shards),
+                INPUT_CHECKPOINTS: "",
+            }
+        )
+    return environ
+
+
 def run_request(
-    request: SpotCheckRequest, work_dir: Path, *, timeout_s: float, python: str = sys.executable
+    request: SpotCheckRequest,
+    work_dir: Path,
+    *,
+    timeout_s: float,
+    python_lib: Path,
+    python: str = sys.executable,
 ) -> dict[str, Any]:
-    """Run the replay subprocess in `work_dir` (holding `repo/` and `pot/`); its JSON report."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PROOFNET_")}
-    # The runner imports worker.pot from this installation, the training code from repo/.
-    repo_root = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([repo_root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    """Run the harness's replay in `work_dir` (holding `repo/` and `pot/`); its JSON report."""
+    argv = launch.harness_argv(
+        python,
+        "replay",
+        "--root",
+        request.pot_root,
+        "--segments",
+        ",".join(str(s) for s in request.segments),
+        "--tolerance-ppm",
+        str(request.tolerance_ppm),
+        "--code-dir",
+        str(work_dir / "repo"),
+        "--pot-dir",
+        str(work_dir / "pot"),
+    )
     try:
         done = subprocess.run(
-            [python, "-m", "oracle.spotcheck_runner", str(work_dir)],
-            input=request.to_json(),
-            cwd=work_dir,
-            env=env,
+            list(argv),
+            cwd=work_dir / "repo",
+            env=replay_environ(request, work_dir, python_lib),
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -214,17 +274,23 @@ def run_request(
 
 @dataclass
 class LocalSpotChecker:
-    """Runs spot checks on this machine (the oracle's own verifier)."""
+    """Runs spot checks on this machine (the oracle's own verifier).
+
+    `sign` is the oracle key's signing function: its signature over each attestation
+    draws the segments replayed (`oracle.proof_checks`).
+    """
 
     feed: ApiFeed
     repos: RepoCache
+    sign: Sign
     timeout_s: float = 600.0
-    top: int = 2  # the segments with the largest update norm, as ProofParams documents
+    top: int = TOP_BY_NORM
     work_root: Path | None = None
     python: str = sys.executable
     # Where fetched data shards are kept by SHA-256 (a stage's shards are fetched once).
     data_cache: Path | None = None
-    _seed: Any = field(default=secrets.token_bytes)
+    # Where this oracle's copy of the harness is kept (a temporary directory if None).
+    harness_root: Path | None = None
 
     def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict:
         from oracle.feed import ArtifactMissing, FeedError
@@ -244,35 +310,35 @@ class LocalSpotChecker:
             manifest = Manifest.from_bytes(raw)
         except ProofError as exc:
             return SpotCheckVerdict(False, Reason.POT_INVALID, str(exc))
-        if manifest.root != att.pot_root:
+        try:
+            check_manifest(manifest, att, spec)
+        except ProofRejected as exc:
+            return SpotCheckVerdict(False, exc.reason, exc.message)
+        if spec.proof.trainer is None:
             return SpotCheckVerdict(
                 False,
-                Reason.POT_ROOT_MISMATCH,
-                f"manifest root {manifest.root} is not the attested root {att.pot_root}",
+                Reason.SPOT_CHECK_FAILED,
+                "the spec names no trainer (proof.trainer): no segment can be replayed",
             )
-        nonce = bytes.fromhex(att.nonce)
-        if manifest.steps_per_checkpoint != spec.proof.steps_per_checkpoint:
-            return SpotCheckVerdict(
-                False, Reason.POT_INVALID, "manifest's steps per checkpoint differ from the spec"
-            )
-        if manifest.data_seed != derive_data_seed(spec.seed, nonce):
-            return SpotCheckVerdict(
-                False, Reason.POT_INVALID, "manifest's data seed is not derived from seed and nonce"
-            )
-        seed = self._seed(32)
-        segments = select_spot_checks(
-            manifest.update_norms(), seed=seed, random_count=spec.proof.spot_checks, top=self.top
-        )
+        draw = draw_segments(manifest, att, spec, self.sign, top=self.top)
+        schedule = spec.schedule
+        assert schedule is not None  # check_manifest refuses a spec without one
         request = SpotCheckRequest(
             job_id=job.job_id,
             repo_url=spec.model.repo_url,
             commit=spec.model.commit,
-            commands=tuple(tuple(c) for c in spec.commands),
             pot_root=att.pot_root,
             job_seed=spec.seed,
             nonce=att.nonce,
-            steps_per_checkpoint=spec.proof.steps_per_checkpoint,
-            segments=segments,
+            trainer=spec.proof.trainer,
+            config=dict(spec.proof.config or {}),
+            schedule={
+                "total_steps": schedule.total_steps,
+                "steps_per_checkpoint": schedule.steps_per_checkpoint,
+                "dataset_size": schedule.dataset_size,
+                "batch_size": schedule.batch_size,
+            },
+            segments=draw.segments,
             tolerance_ppm=spec.proof.tolerance_ppm,
         )
         with tempfile.TemporaryDirectory(prefix="spotcheck-", dir=self.work_root) as tmp:
@@ -282,7 +348,7 @@ class LocalSpotChecker:
             pot = work / "pot"
             pot.mkdir()
             (pot / MANIFEST_NAME).write_bytes(raw)
-            for name in needed_files(segments):
+            for name in needed_files(draw.segments):
                 try:
                     (pot / name).write_bytes(self.feed.artifact(job.job_id, prefix + name))
                 except ArtifactMissing:
@@ -290,14 +356,20 @@ class LocalSpotChecker:
                         False,
                         Reason.POT_MISSING,
                         f"pot/{name} was not uploaded",
-                        seed.hex(),
-                        segments,
+                        draw.seed.hex(),
+                        draw.segments,
                     )
                 except FeedError as exc:
                     raise SpotCheckUnavailable(str(exc)) from exc
             self.repos.export(spec.model.repo_url, spec.model.commit, work / "repo")
-            report = run_request(request, work, timeout_s=self.timeout_s, python=self.python)
-        return verdict_from_report(report, seed.hex(), segments)
+            lib = launch.install(self.harness_root or work / ".harness")
+            report = run_request(
+                request, work, timeout_s=self.timeout_s, python_lib=lib, python=self.python
+            )
+        report["draw_signature"] = draw.signature.hex()
+        # A job, or a stage that opens a branch, starts from what the trainer builds.
+        from_scratch = att.unit is None or not att.unit.inputs
+        return judge(report, manifest, draw, request.tolerance_ppm, from_scratch=from_scratch)
 
     def _with_stage_data(
         self, request: SpotCheckRequest, index: int, job: JobInfo, work: Path
@@ -305,7 +377,6 @@ class LocalSpotChecker:
         """Fetch the planned shards of stage `index` into `work/data/`; the request that
         replays with them. (The unit was checked against the plan before the spot check.)"""
         from proofnet.messages.topology import plan
-        from worker.workspace import WorkspaceError, fetch_data
 
         spec = job.spec
         if spec.topology is None:
@@ -316,8 +387,8 @@ class LocalSpotChecker:
             raise SpotCheckUnavailable(f"unit {index} is not a planned stage of {job.job_id}")
         shards = [spec.data[i] for i in unit.shards]
         try:
-            paths = fetch_data(shards, work / "data", cache_dir=self.data_cache)
-        except WorkspaceError as exc:
+            paths = fetch_shards(shards, work / "data", cache_dir=self.data_cache)
+        except StageDataError as exc:
             # The data host failing (or serving other bytes) is not the provider's doing.
             raise SpotCheckUnavailable(f"stage {index}'s data: {exc}") from exc
         return replace(
@@ -327,20 +398,78 @@ class LocalSpotChecker:
         )
 
 
-def verdict_from_report(
-    report: dict[str, Any], seed: str, segments: tuple[int, ...]
+def _replayed(result: Mapping[str, Any], leaf_weights: str, tolerance_ppm: int) -> bool:
+    if result.get("weights_hash") == leaf_weights:
+        return True
+    try:
+        distance = float(parse_decimal(str(result.get("distance"))))
+    except ArithmeticError:
+        return False
+    return tolerance_ppm > 0 and distance * 1_000_000 <= tolerance_ppm
+
+
+def _norm_consistent(result: Mapping[str, Any], committed: str | None) -> bool:
+    if committed is None:
+        return False
+    try:
+        claimed = float(parse_decimal(committed))
+        recomputed = float(parse_decimal(str(result.get("update_norm"))))
+    except ArithmeticError:
+        return False
+    return math.isclose(claimed, recomputed, rel_tol=1e-6, abs_tol=1e-12)
+
+
+def judge(
+    report: dict[str, Any],
+    manifest: Manifest,
+    draw: Draw,
+    tolerance_ppm: int,
+    *,
+    from_scratch: bool,
 ) -> SpotCheckVerdict:
+    """The verdict on a replay's report, against the oracle's own copy of the manifest:
+    every drawn segment replayed to its committed weights with a consistent update norm,
+    and (for a job that starts from scratch) checkpoint 0 is what the trainer builds."""
     from oracle.verify import Reason
 
+    seed, segments = draw.seed.hex(), draw.segments
     status = report.get("status")
     message = str(report.get("message", ""))[:2000]
-    if status == "passed":
-        return SpotCheckVerdict(True, None, "", seed, segments, report)
     if status == "proof_error":
         return SpotCheckVerdict(False, Reason.POT_INVALID, message, seed, segments, report)
-    if status == "failed":
-        return SpotCheckVerdict(False, Reason.SPOT_CHECK_FAILED, message, seed, segments, report)
-    # The job's own replay code crashed or is missing: the proof cannot be confirmed.
-    return SpotCheckVerdict(
-        False, Reason.SPOT_CHECK_FAILED, f"replay error: {message}", seed, segments, report
-    )
+    if status not in ("passed", "failed"):
+        # The job's trainer crashed or could not be loaded: the proof cannot be confirmed.
+        return SpotCheckVerdict(
+            False, Reason.SPOT_CHECK_FAILED, f"replay error: {message}", seed, segments, report
+        )
+    results = report.get("results")
+    by_segment = {r.get("segment"): r for r in (results if isinstance(results, list) else [])}
+    failed = []
+    for segment in segments:
+        result = by_segment.get(segment)
+        leaf = manifest.leaves[segment]
+        if (
+            not isinstance(result, dict)
+            or not _replayed(result, leaf.weights, tolerance_ppm)
+            or not _norm_consistent(result, leaf.update_norm)
+        ):
+            failed.append(segment)
+    if failed:
+        return SpotCheckVerdict(
+            False,
+            Reason.SPOT_CHECK_FAILED,
+            f"segments {failed} do not replay to their committed checkpoints",
+            seed,
+            segments,
+            report,
+        )
+    if from_scratch and report.get("initial_weights_hash") != manifest.leaves[0].weights:
+        return SpotCheckVerdict(
+            False,
+            Reason.POT_INITIAL_STATE_MISMATCH,
+            "checkpoint 0 is not the state the job's trainer builds from the job seed",
+            seed,
+            segments,
+            report,
+        )
+    return SpotCheckVerdict(True, None, "", seed, segments, report)

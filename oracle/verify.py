@@ -82,6 +82,12 @@ class Reason(StrEnum):
     POT_MISSING = "pot_missing"
     POT_INVALID = "pot_invalid"
     POT_ROOT_MISMATCH = "pot_root_mismatch"
+    # The proof against the spec's schedule (oracle.proof_checks, pot.conformance).
+    POT_NO_SCHEDULE = "pot_no_schedule"
+    POT_SCHEDULE_MISMATCH = "pot_schedule_mismatch"
+    POT_STEPS_OUT_OF_ORDER = "pot_steps_out_of_order"
+    POT_DATA_ORDER_MISMATCH = "pot_data_order_mismatch"
+    POT_INITIAL_STATE_MISMATCH = "pot_initial_state_mismatch"
     SPOT_CHECK_FAILED = "spot_check_failed"
     # Units of topology jobs (oracle.unit_checks).
     UNIT_MISSING = units.UNIT_MISSING

@@ -1,12 +1,12 @@
-"""The demo's training job: a local git repository with the numpy MLP and its replay entry
-point, committed on the fly, and the job spec that pins that commit.
+"""The demo's training job: a local git repository holding the trainer, committed on the
+fly, and the job spec that pins that commit and names the trainer.
 
-The repository holds `train.py` (runs `worker.pot.examples.numpy_mlp`), `proofnet_replay.py`
-(the oracle's spot-check entry point, `oracle.spotcheck`) and the proof-of-training package
-they import (standard library + numpy only), so a worker's process runtime and an oracle's
-replay both run it with nothing but python3 and numpy. The spec names it by an https URL
-(what a spec must carry); workers and oracles are pointed at the local path with git's
-`insteadOf` rewrite.
+The repository holds `mlp.py`, whose `MLPTrainer` is the numpy MLP of `pot.examples` (a
+real repository holds its own trainer there: `proofnet job init`). Nothing else: the
+worker trains it with the network's harness and an oracle replays it with the same, both
+from their own copy of `pot`, so the job needs nothing but python3 and numpy. The spec
+names the repository by an https URL (what a spec must carry); workers and oracles are
+pointed at the local path with git's `insteadOf` rewrite.
 """
 
 from __future__ import annotations
@@ -30,17 +30,16 @@ STEPS_PER_CHECKPOINT = 10
 PRICE = 2_500_000  # NTX base units the provider is paid (fixed price)
 BUDGET = 3_000_000  # what the escrow locks; the rest goes back to the submitter
 
-TRAIN_PY = '''"""numpy MLP training with proof of training (worker.pot.examples.numpy_mlp)."""
-import sys
+HIDDEN = 64
+BATCH_SIZE = 64
+EXAMPLES = 512
 
-from worker.pot.examples.numpy_mlp import main
+TRAINER_PY = '''"""The demo job's trainer: the numpy MLP of pot's examples, trained by the harness."""
 
-sys.exit(main(sys.argv[1:]))
+from pot.examples.numpy_mlp import MLPTrainer
+
+__all__ = ["MLPTrainer"]
 '''
-REPLAY_PY = '''"""The oracle's replay entry point: make_trainer(job_env, commands)."""
-from worker.pot.examples.numpy_mlp import make_trainer  # noqa: F401
-'''
-_SOURCE = Path(__file__).resolve().parents[1]
 
 
 class DemoJobError(RuntimeError):
@@ -92,32 +91,14 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def vendor_pot_library(repo: Path) -> None:
-    """Copy the proof-of-training library (numpy only) into a model repository, as a
-    training repository vendors it, so its jobs run in images without proofnet installed."""
-    for rel in ("proofnet/__init__.py", "worker/__init__.py"):
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text("")
-    messages = repo / "proofnet" / "messages"
-    messages.mkdir()
-    for name in ("__init__.py", "canonical.py", "merkle.py"):
-        shutil.copy(_SOURCE / "proofnet" / "messages" / name, messages / name)
-    shutil.copytree(
-        _SOURCE / "worker" / "pot",
-        repo / "worker" / "pot",
-        ignore=shutil.ignore_patterns("__pycache__", "torch_adapter.py"),
-    )
-
-
 def commit_repo(root: Path, name: str, files: dict[str, str], message: str) -> FixtureRepo:
-    """A fresh repository `root/name` (served as URL_PREFIX + name) holding the vendored
-    proof-of-training library and `files`, committed."""
+    """A fresh repository `root/name` (served as URL_PREFIX + name) holding `files`,
+    committed."""
     repo = root / name
     if repo.exists():
         shutil.rmtree(repo)
     repo.mkdir(parents=True)
     _git(repo, "init", "--quiet")
-    vendor_pot_library(repo)
     for rel, text in files.items():
         (repo / rel).write_text(text)
     _git(repo, "add", "-A")
@@ -130,7 +111,7 @@ def create_repo(root: Path) -> FixtureRepo:
     return commit_repo(
         root,
         "numpy-mlp.git",
-        {"train.py": TRAIN_PY, "proofnet_replay.py": REPLAY_PY},
+        {"mlp.py": TRAINER_PY},
         "numpy MLP with proof of training",
     )
 
@@ -141,9 +122,7 @@ def job_spec(commit: str, *, seed: int = SEED) -> dict[str, Any]:
         "model": {"repo_url": REPO_URL, "commit": commit},
         "framework": "numpy",
         "image": IMAGE,
-        "commands": [
-            ["python3", "train.py", "train", "--steps", str(STEPS), "--examples", "512"],
-        ],
+        "commands": [],
         "resources": {
             "gpus": 0,
             "gpu_memory_mb": 0,
@@ -160,6 +139,9 @@ def job_spec(commit: str, *, seed: int = SEED) -> dict[str, Any]:
         "pricing": {"kind": "fixed", "amount": PRICE},
         "seed": seed,
         "proof": {
+            "trainer": "mlp:MLPTrainer",
+            "config": {"hidden": HIDDEN, "lr": "0.05"},
+            "schedule": {"steps": STEPS, "dataset_size": EXAMPLES, "batch_size": BATCH_SIZE},
             "steps_per_checkpoint": STEPS_PER_CHECKPOINT,
             "spot_checks": 2,
             "tolerance_ppm": 0,

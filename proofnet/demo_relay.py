@@ -1,6 +1,6 @@
 """`proofnet demo --shape relay` (and `--shape stopped`): the loop with a relay pipeline.
 
-    3 stages, each on its own data shard (worker.pot.examples.numpy_relay), an evaluation
+    3 stages, each on its own data shard (pot.examples.numpy_relay's StageTrainer), an evaluation
     after stage 1 (every 2 stages) and on the final model -> one escrow for the whole job
     -> three workers take the units, each downloading the checkpoint the stage before it
     produced and refusing it unless its SHA-256 is the one the API recorded
@@ -62,15 +62,17 @@ BUDGET = 2_500_000
 WORKERS = 3  # one more than the single job's: hand-offs between providers show
 UNIT_GRACE_S = 20
 
-RELAY_PY = '''"""Relay units: train a stage, evaluate (worker.pot.examples.numpy_relay)."""
+BATCH_SIZE = 64
+
+RELAY_PY = '''"""Relay units: StageTrainer trains a stage (the harness), main evaluates."""
 import sys
 
-from worker.pot.examples.numpy_relay import main
+from pot.examples.numpy_relay import StageTrainer, main
 
-sys.exit(main(sys.argv[1:]))
-'''
-REPLAY_PY = '''"""The oracle's replay entry point for a stage: make_trainer(job_env, commands)."""
-from worker.pot.examples.numpy_relay import make_trainer  # noqa: F401
+__all__ = ["StageTrainer"]
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
 '''
 JOB_OVER = ("completed", "stopped", "failed", "cancelled")
 
@@ -108,18 +110,18 @@ class RelayData:
 
 
 def create_repo(root: Path) -> demo_job.FixtureRepo:
-    """The relay training code and its replay entry point, committed under `root`."""
+    """The relay's training and evaluation code, committed under `root`."""
     return demo_job.commit_repo(
         root,
         REPO_NAME,
-        {"relay.py": RELAY_PY, "proofnet_replay.py": REPLAY_PY},
+        {"relay.py": RELAY_PY},
         "numpy MLP trained stage by stage, with proof of training",
     )
 
 
 def make_data(root: Path) -> RelayData:
     """Three training shards and a held-out shard, labelled by one teacher network."""
-    from worker.pot.examples.numpy_relay import make_shards
+    from pot.examples.numpy_relay import make_shards
 
     # One call, so every shard is labelled by the same teacher; the last one is held out
     # (examples the stages never train on).
@@ -144,12 +146,11 @@ def _shard(path: Path) -> dict[str, str]:
 def job_spec(commit: str, data: RelayData, *, threshold: str, seed: int) -> dict[str, Any]:
     """Stages 0-2 in a chain, stage i on shard i; evaluations of stage 1 (unit 3) and of
     the final model (unit 4). Priced at exactly what paying every unit costs."""
-    train = ["python3", "relay.py", "train", "--steps", str(STEPS), "--hidden", str(HIDDEN)]
     return {
         "model": {"repo_url": REPO_URL, "commit": commit},
         "framework": "numpy",
         "image": demo_job.IMAGE,
-        "commands": [train],
+        "commands": [],
         "resources": {
             "gpus": 0,
             "gpu_memory_mb": 0,
@@ -166,6 +167,10 @@ def job_spec(commit: str, data: RelayData, *, threshold: str, seed: int) -> dict
         "pricing": {"kind": "fixed", "amount": STAGES * STAGE_AMOUNT + 2 * EVAL_AMOUNT},
         "seed": seed,
         "proof": {
+            "trainer": "relay:StageTrainer",
+            "config": {"hidden": HIDDEN, "classes": CLASSES},
+            # Per stage: its shard holds EXAMPLES examples.
+            "schedule": {"steps": STEPS, "dataset_size": EXAMPLES, "batch_size": BATCH_SIZE},
             "steps_per_checkpoint": STEPS_PER_CHECKPOINT,
             "spot_checks": 1,
             "tolerance_ppm": 0,

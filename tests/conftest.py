@@ -17,6 +17,9 @@ _REPO = _TESTS.parent
 # repository root is importable too (a regular package always wins over a namespace one).
 if str(_REPO) not in sys.path:
     sys.path.append(str(_REPO))
+# Likewise tests/pot must not shadow the proof-of-training library (libs/pot/pot).
+if str(_REPO / "libs" / "pot") not in sys.path:
+    sys.path.append(str(_REPO / "libs" / "pot"))
 
 # Fixture plugins are plain modules beside their tests (there are no __init__.py files under
 # tests/), so their directories go on sys.path before pytest imports them by name.

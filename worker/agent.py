@@ -8,9 +8,10 @@ One job at a time:
 2. keep the lease alive from a background thread; a lost lease stops the job, which is
    then never attested;
 3. check out the model repository at the pinned commit, fetch the data, prepare the image;
-4. run the spec's commands in order in the runtime, under the spec's limits, with the
-   proof-of-training environment, streaming logs to the API and a local file, metered by
-   the telemetry sampler;
+4. run the spec's commands in order in the runtime, then (when the spec names a trainer)
+   the network's proof-of-training harness (`worker.harness`), under the spec's limits,
+   with the proof-of-training environment, streaming logs to the API and a local file,
+   metered by the telemetry sampler;
 5. a failed run (non-zero exit, OOM, timeout) is reported via /fail and never attested; a
    successful one has its declared results hashed and uploaded (with its `pot/` proof files
    when the spec declares `pot/**`, for the oracles' spot checks), and its attestation (PoT
@@ -60,7 +61,7 @@ from proofnet.messages.attestation import (
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.topology import MultiNode
 from proofnet.settings import absolute
-from worker import units
+from worker import harness, units
 from worker.api_client import (
     ApiClient,
     ApiClientError,
@@ -82,7 +83,6 @@ from worker.identity import WorkerKey
 from worker.lease_keeper import LeaseKeeper
 from worker.log_shipper import LogShipper
 from worker.oracle_client import OracleClient, Outbox, OutboxEntry, send_with_retries
-from worker.pot.env import JobEnv
 from worker.pricing import PricingError, RateCard
 from worker.rate_cards import RateCardBook
 from worker.results import (
@@ -163,6 +163,11 @@ class AgentConfig:
     @property
     def data_cache_dir(self) -> Path:
         return self.work_dir / "cache" / "data"
+
+    @property
+    def harness_dir(self) -> Path:
+        """Where the worker's copy of the proof-of-training library is kept for jobs."""
+        return self.work_dir / "harness"
 
 
 @dataclass(frozen=True)
@@ -477,7 +482,7 @@ class Agent:
             raise _Failed(f"image {spec.image}: {e}") from e
         self._check_lease(keeper)
 
-        commands: Sequence[Sequence[str]] = spec.commands
+        commands: Sequence[Sequence[str]] = harness.training_commands(spec)
         extra_env: dict[str, str] = {}
         if unit is not None:
             commands, extra_env = self._unit_run(
@@ -816,12 +821,11 @@ class Agent:
         """Run `commands` in order; command number `networked` (1-based) as a cluster node."""
         cfg, spec = self.config, claimed.spec
         mount_point = MOUNT_POINT
-        job_env = JobEnv(
-            job_dir=self._seen_job_dir(job_dir),
-            job_seed=spec.seed,
-            nonce=bytes.fromhex(claimed.nonce),
-            steps_per_checkpoint=spec.proof.steps_per_checkpoint,
-        )
+        job_env = spec.job_env(self._seen_job_dir(job_dir), bytes.fromhex(claimed.nonce))
+        try:
+            python_lib = harness.provide_library(cfg.harness_dir)
+        except OSError as e:
+            raise _Failed(f"cannot provide the proof-of-training harness: {e}") from e
         resources = Resources(
             cpus=float(spec.resources.cpus),
             memory_bytes=spec.resources.ram_mb * 2**20,
@@ -850,7 +854,7 @@ class Agent:
                     run = RunResult(None, RunReason.KILLED_BY_REQUEST, "worker shutting down", 0.0)
                     break
                 keeper.message = f"running command {i}/{len(commands)}"
-                shipper.note(f"command {i}/{len(commands)}: {' '.join(argv)[:300]}")
+                shipper.note(f"command {i}/{len(commands)}: {harness.describe(argv)[:300]}")
                 run_spec = RunSpec(
                     image=spec.image,
                     argv=tuple(argv),
@@ -862,6 +866,7 @@ class Agent:
                     wall_clock_limit_s=remaining,
                     mount_point=mount_point,
                     job_id=f"{_tag(claimed, short=True)}-c{i}",
+                    python_lib=python_lib,
                 )
                 try:
                     handle = self.runtime.run(run_spec, on_log=shipper.add, log_file=log_file)

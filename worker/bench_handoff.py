@@ -2,7 +2,7 @@
 against the compute of the stage that made it.
 
 A real API process on loopback (SQLite, local blob store) holds a two-stage relay job. One
-worker key claims stage 0 and runs the numpy relay stage (`worker.pot.examples.numpy_relay`,
+worker key claims stage 0 and runs the numpy relay stage (`pot.examples.numpy_relay`,
 as a job process, with proof of training) on a shard, sized so that its checkpoint (weights
 and optimizer state) is `size_mb` MiB. The hand-off is then timed the way the agent does it:
 
@@ -34,12 +34,12 @@ from typing import Any
 
 import httpx
 
+from pot import env, launch
+from pot.examples.numpy_relay import make_shards
 from proofnet.messages.jobspec import JobSpec
 from proofnet.processes import free_port
 from worker.api_client import ApiClient
 from worker.identity import bind_payout_address, create_key
-from worker.pot import env
-from worker.pot.examples.numpy_relay import make_shards
 from worker.results import sha256_file
 
 MiB = 2**20
@@ -221,13 +221,12 @@ def _register(url: str, key_file: Path, payout: str) -> ApiClient:
     return client
 
 
-def _spec(shards: list[Path], hidden: int, steps: int, k: int) -> dict[str, Any]:
-    train = ["python3", "relay.py", "train", "--steps", str(steps), "--hidden", str(hidden)]
+def _spec(shards: list[Path], hidden: int, steps: int, k: int, examples: int) -> dict[str, Any]:
     return {
         "model": {"repo_url": "https://git.example.invalid/relay.git", "commit": "0" * 40},
         "framework": "numpy",
         "image": "proofnet/bench-numpy@sha256:" + "0" * 64,
-        "commands": [[*train, "--classes", str(CLASSES), "--lr", "0.002"]],
+        "commands": [],
         "resources": {
             "gpus": 0,
             "gpu_memory_mb": 0,
@@ -243,7 +242,14 @@ def _spec(shards: list[Path], hidden: int, steps: int, k: int) -> dict[str, Any]
         "results": [],
         "pricing": {"kind": "fixed", "amount": 2},
         "seed": 1,
-        "proof": {"steps_per_checkpoint": k, "spot_checks": 1, "tolerance_ppm": 0},
+        "proof": {
+            "trainer": "pot.examples.numpy_relay:StageTrainer",
+            "config": {"hidden": hidden, "classes": CLASSES, "lr": "0.002"},
+            "schedule": {"steps": steps, "dataset_size": examples, "batch_size": 64},
+            "steps_per_checkpoint": k,
+            "spot_checks": 1,
+            "tolerance_ppm": 0,
+        },
         "topology": {
             "kind": "relay",
             "stages": [{"shards": [0]}, {"shards": [1], "after": [0]}],
@@ -254,24 +260,20 @@ def _spec(shards: list[Path], hidden: int, steps: int, k: int) -> dict[str, Any]
 
 
 def _run_stage(job_dir: Path, shard: Path, nonce: str, spec: dict[str, Any]) -> float:
-    """Stage 0's compute, as the job process the worker would start; wall seconds."""
-    argv = spec["commands"][0][2:]  # after `python3 relay.py`
+    """Stage 0's compute, as the harness the worker would start; wall seconds."""
+    lib = launch.install(job_dir.parent / "harness")
     environ = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
-        **env.JobEnv(
-            job_dir=job_dir,
-            job_seed=spec["seed"],
-            nonce=bytes.fromhex(nonce),
-            steps_per_checkpoint=spec["proof"]["steps_per_checkpoint"],
-        ).to_environ(),
+        "PYTHONPATH": str(lib),
+        env.PYTHON_LIB: str(lib),
+        **JobSpec.from_dict(spec).job_env(job_dir, bytes.fromhex(nonce)).to_environ(),
         **env.UnitEnv(
             kind="stage", index=0, shards=(shard,), checkpoint_out=job_dir / CHECKPOINT
         ).to_environ(),
     }
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "worker.pot.examples.numpy_relay", *argv],
+        list(launch.harness_argv(sys.executable, "train")),
         env=environ,
         cwd=job_dir,
         capture_output=True,
@@ -304,7 +306,7 @@ def run_handoff_bench(
             classes=CLASSES,
             seed=1,
         )
-        spec = _spec(shards, hidden, steps, steps_per_checkpoint)
+        spec = _spec(shards, hidden, steps, steps_per_checkpoint, examples)
         job_id = JobSpec.from_dict(spec).job_id
         submitter = _Wallet()
         payout = _Wallet().address

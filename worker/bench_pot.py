@@ -11,9 +11,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from worker.pot.examples.numpy_mlp import MLPConfig, MLPTrainer, make_dataset
-from worker.pot.recorder import ProofOfTraining
-from worker.pot.seeds import BatchSampler
+from pot.examples.numpy_mlp import MLPConfig, MLPModel, make_dataset
+from pot.recorder import ProofOfTraining
+from pot.seeds import BatchSampler
 
 OVERHEAD_TARGET = 0.03
 VERIFY_TARGET_PER_S = 2000.0
@@ -56,7 +56,7 @@ class AttestationRates:
 def _run(cfg: MLPConfig, steps: int, k: int, pot_dir: Path | None) -> tuple[float, float]:
     """(total seconds, seconds inside recorder calls)."""
     x, y = make_dataset(7, cfg)
-    trainer = MLPTrainer(x, y, cfg, init_seed=7)
+    trainer = MLPModel(x, y, cfg, init_seed=7)
     sampler = BatchSampler(7, cfg.examples, cfg.batch_size)
     pot = None
     if pot_dir is not None:

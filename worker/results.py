@@ -24,11 +24,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from pot.manifest import MANIFEST_NAME, Manifest, ProofError
+from pot.recorder import POT_SUBDIR
 from proofnet.messages.jobspec import ResultSpec
 from proofnet.messages.result_paths import ResultNameError, check_result_name, declared_by
 from proofnet.messages.sealing import seal
-from worker.pot.manifest import MANIFEST_NAME, Manifest, ProofError
-from worker.pot.recorder import POT_SUBDIR
 
 MAX_RESULTS = 256  # what an attestation can name
 PROOF_PREFIX = POT_SUBDIR + "/"

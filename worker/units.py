@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pot.env import UnitEnv
 from proofnet.messages.jobspec import DataShard, JobSpec
 from proofnet.messages.topology import MultiNode, Relay
+from worker import harness
 from worker.api_client import ApiClient, ApiUnavailable
-from worker.pot.env import UnitEnv
 from worker.results import CollectedResult, sha256_file
 from worker.unit_claim import UnitAssignment
 
@@ -79,7 +80,8 @@ def unit_data(spec: JobSpec, unit: UnitAssignment) -> list[DataShard]:
 
 def unit_commands(spec: JobSpec, unit: UnitAssignment) -> tuple[tuple[str, ...], ...]:
     """What a unit runs: an evaluation its command, an aggregation the aggregate command,
-    stages and nodes the spec's commands (a node's last one under torchrun, see cluster)."""
+    a stage the spec's commands and the harness (`worker.harness`), a node the spec's
+    commands (its last one under torchrun, see cluster)."""
     topo = topology_of(spec)
     if unit.kind == "eval":
         assert isinstance(topo, Relay) and topo.evaluation is not None
@@ -87,6 +89,8 @@ def unit_commands(spec: JobSpec, unit: UnitAssignment) -> tuple[tuple[str, ...],
     if unit.kind == "aggregate":
         assert isinstance(topo, Relay) and topo.aggregate_command is not None
         return (tuple(topo.aggregate_command),)
+    if unit.kind == "stage":
+        return harness.training_commands(spec)
     return tuple(tuple(argv) for argv in spec.commands)
 
 

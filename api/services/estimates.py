@@ -131,6 +131,11 @@ def workload_of(spec: JobSpec | dict[str, Any]) -> str:
         "commands": raw.get("commands"),
         "data": sorted(str(d.get("sha256")) for d in data if isinstance(d, dict)),
     }
+    # What the harness trains is part of the work; specs without it keep their fingerprint.
+    proof: dict[str, Any] = raw["proof"] if isinstance(raw.get("proof"), dict) else {}
+    for key in ("trainer", "config", "schedule"):
+        if proof.get(key) is not None:
+            doc[f"proof.{key}"] = proof[key]
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 

@@ -1,6 +1,6 @@
 """The job spec: what a submitter asks for, fixed before any worker sees it.
 
-Everything that determines the work (code, image, data, hyperparameters via the commands,
+Everything that determines the work (code, image, data, the trainer and its configuration,
 seed, proof-of-training parameters, price) is in here, so `job_id` commits to all of it:
 
     job_id = SHA-256(b"proofnet/jobspec/v1" || canonical JSON of the spec)
@@ -14,10 +14,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
+from pot.env import JobEnv, JobEnvError, check_trainer_ref, encode_config
+from pot.schedule import Schedule, ScheduleError, derive_schedule
 from proofnet.messages.canonical import CanonicalJSONError, canonical_json, parse_canonical_json
 from proofnet.messages.fields import (
     Digest,
@@ -32,6 +35,8 @@ from proofnet.messages.shards import DataShard
 from proofnet.messages.topology import MultiNode, Relay, Topology, total_amount
 
 JOB_ID_DOMAIN = b"proofnet/jobspec/v1"
+# Fields of `proof` left out of the canonical encoding when unset (added with the harness).
+_PROOF_OPTIONAL = ("trainer", "config", "schedule")
 COMMAND_HASH_DOMAIN = b"proofnet/commands/v1"
 JOBSPEC_VERSION = 1
 MAX_SEED = 2**64 - 1
@@ -150,16 +155,111 @@ class RateCardPrice(Frozen):
 Pricing = Annotated[FixedPrice | RateCardPrice, Field(discriminator="kind")]
 
 
-class ProofParams(Frozen):
-    """Proof-of-training parameters (see notes/compute.md)."""
+def _trainer_ref(value: str) -> str:
+    try:
+        return check_trainer_ref(value)
+    except JobEnvError as exc:
+        raise ValueError(str(exc)) from None
 
+
+class FrozenConfig(dict[str, Any]):
+    """A trainer's configuration, immutable like the rest of the spec (nested objects are
+    frozen too, arrays become tuples); it hashes by its canonical encoding."""
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("a job spec is immutable")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+    __ior__ = _refuse  # type: ignore[assignment]
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(canonical_json(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenConfig, (dict(self),))
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return FrozenConfig({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _config(value: dict[str, Any]) -> FrozenConfig:
+    try:
+        encode_config(value)
+    except JobEnvError as exc:
+        raise ValueError(str(exc)) from None
+    frozen: FrozenConfig = _freeze(value)
+    return frozen
+
+
+TrainerRef = Annotated[str, AfterValidator(_trainer_ref)]
+TrainerConfig = Annotated[dict[str, Any], AfterValidator(_config)]
+
+
+class TrainingSchedule(Frozen):
+    """What the job trains: `steps` optimiser steps, or `epochs` passes over `dataset_size`
+    examples in batches of `batch_size` (exactly one of steps and epochs). The data order of
+    every step is drawn from the seed over `dataset_size` indices (`pot.seeds`)."""
+
+    steps: PosInt | None = None
+    epochs: PosInt | None = None
+    dataset_size: PosInt
+    batch_size: PosInt
+
+    @model_validator(mode="after")
+    def _steps_or_epochs(self) -> TrainingSchedule:
+        if (self.steps is None) == (self.epochs is None):
+            raise ValueError("declare exactly one of steps and epochs")
+        return self
+
+
+class ProofParams(Frozen):
+    """Proof-of-training parameters (see docs/jobs.md and notes/compute.md)."""
+
+    # The trainer the harness drives ("module:Class" in the repository), its configuration
+    # (a JSON object; numbers other than integers as decimal strings) and the schedule the
+    # proof must commit. A job without a schedule cannot be verified by any oracle.
+    trainer: TrainerRef | None = None
+    config: TrainerConfig | None = None
+    schedule: TrainingSchedule | None = None
     # A checkpoint commitment every k optimiser steps; segment = k steps.
     steps_per_checkpoint: Annotated[int, Field(ge=1, le=1_000_000)] = 100
-    # Segments re-executed at random on top of the top-2 by update norm.
-    spot_checks: Annotated[int, Field(ge=0, le=1000)] = 3
+    # Segments re-executed, drawn at random from all of them, on top of the top-2 by
+    # committed update norm.
+    spot_checks: Annotated[int, Field(ge=1, le=1000)] = 3
     # Relative L2 distance (parts per million) accepted when a replay runs on hardware other
     # than the worker's; replays on the same GPU model and image must match bitwise.
     tolerance_ppm: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+
+    @model_validator(mode="after")
+    def _trainer_needs_schedule(self) -> ProofParams:
+        if self.trainer is not None and self.schedule is None:
+            raise ValueError("a trainer needs a schedule: the harness trains what it declares")
+        if self.config is not None and self.trainer is None:
+            raise ValueError("config is the trainer's configuration: it needs a trainer")
+        if self.schedule is not None:
+            self.resolved_schedule()  # refuses schedules no harness could train or check
+        return self
+
+    def resolved_schedule(self) -> Schedule | None:
+        """The schedule as the harness runs it (`pot.schedule.derive_schedule`)."""
+        s = self.schedule
+        if s is None:
+            return None
+        try:
+            return derive_schedule(
+                steps=s.steps,
+                epochs=s.epochs,
+                dataset_size=s.dataset_size,
+                batch_size=s.batch_size,
+                steps_per_checkpoint=self.steps_per_checkpoint,
+            )
+        except ScheduleError as exc:
+            raise ValueError(f"schedule: {exc}") from None
 
 
 class JobSpec(Frozen):
@@ -167,7 +267,9 @@ class JobSpec(Frozen):
     model: ModelSource
     framework: Framework
     image: ImageRef
-    commands: Annotated[TupleOf[Argv], Field(min_length=1, max_length=64)]
+    # Run in order before the harness trains `proof.trainer` (none is needed then); a job
+    # without a trainer trains in them.
+    commands: Annotated[TupleOf[Argv], Field(max_length=64)]
     resources: Resources
     data: Annotated[TupleOf[DataShard], Field(max_length=10_000)] = ()
     results: Annotated[TupleOf[ResultSpec], Field(max_length=256)] = ()
@@ -177,6 +279,17 @@ class JobSpec(Frozen):
     proof: ProofParams = ProofParams()
     # Absent: one unit of work for one worker. Present: see proofnet.messages.topology.
     topology: Topology | None = None
+
+    @model_validator(mode="after")
+    def _something_runs(self) -> JobSpec:
+        if not self.commands and self.proof.trainer is None:
+            raise ValueError("commands is empty and proof.trainer is not set: nothing would run")
+        if isinstance(self.topology, MultiNode) and self.proof.trainer is not None:
+            raise ValueError(
+                "a multi_node job's processes run their own loop: record the proof with "
+                "pot.ProofOfTraining in the commands, not with proof.trainer"
+            )
+        return self
 
     @model_validator(mode="after")
     def _topology_fits(self) -> JobSpec:
@@ -208,7 +321,34 @@ class JobSpec(Frozen):
         if body["topology"] is None:
             # Single-unit specs keep the encoding (and job ids) they had before topologies.
             del body["topology"]
+        # ... and specs without a harness the one they had before it.
+        for name in _PROOF_OPTIONAL:
+            if body["proof"][name] is None:
+                del body["proof"][name]
+        if body["proof"].get("schedule") is not None:
+            schedule = body["proof"]["schedule"]
+            for name in ("steps", "epochs"):
+                if schedule[name] is None:
+                    del schedule[name]
         return canonical_json(body)
+
+    @property
+    def schedule(self) -> Schedule | None:
+        """The training schedule the proof must commit (None: the spec declares none)."""
+        return self.proof.resolved_schedule()
+
+    def job_env(self, job_dir: Path, nonce: bytes) -> JobEnv:
+        """The proof-of-training environment of this job's commands and harness (`pot.env`)
+        under claim nonce `nonce`: what the worker sets, and a verifier replaying it."""
+        return JobEnv(
+            job_dir=job_dir,
+            job_seed=self.seed,
+            nonce=nonce,
+            steps_per_checkpoint=self.proof.steps_per_checkpoint,
+            schedule=self.schedule,
+            trainer=self.proof.trainer,
+            config=dict(self.proof.config or {}),
+        )
 
     @property
     def job_id(self) -> str:

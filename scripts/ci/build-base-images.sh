@@ -211,7 +211,9 @@ build_wheelhouse() {
     # The same list the Dockerfile installs: build requirements plus runtime dependencies.
     "$python" -c 'import sys, tomllib
 p = tomllib.load(open(sys.argv[1], "rb"))
-print("\n".join(p["build-system"]["requires"] + p["project"]["dependencies"]))' \
+deps = p["build-system"]["requires"] + p["project"]["dependencies"]
+# proofnet-pot is built from libs/pot with the image, not fetched.
+print("\n".join(d for d in deps if not d.startswith("proofnet-pot")))' \
         "$repo/pyproject.toml" >"$reqs"
     local key dir
     key="$( (cat "$reqs" "$repo/requirements.lock"; echo "py$version") | sha256sum | cut -c1-16)"

@@ -127,6 +127,17 @@ def test_workload_ignores_seed_and_price_but_not_code() -> None:
     c = _spec(commands=[["python", "other.py"]])
     assert workload_of(a) == workload_of(b) == workload_of(a.model_dump(mode="json"))
     assert workload_of(a) != workload_of(c)
+    # What the harness trains is the work too: another config or schedule is another workload.
+    trained = {
+        "trainer": "trainer:Trainer",
+        "config": {"lr": "0.1"},
+        "schedule": {"steps": 100, "dataset_size": 64, "batch_size": 8},
+    }
+    d = _spec(proof=trained)
+    e = _spec(proof={**trained, "config": {"lr": "0.2"}})
+    f = _spec(proof={**trained, "schedule": {"epochs": 3, "dataset_size": 64, "batch_size": 8}})
+    assert len({workload_of(a), workload_of(d), workload_of(e), workload_of(f)}) == 4
+    assert workload_of(d) == workload_of(_spec(seed=5, proof=trained))
 
 
 def _register_priced(worker: Worker, client: TestClient) -> str:

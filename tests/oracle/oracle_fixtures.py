@@ -287,8 +287,8 @@ def make_world(
     )
 
 
-def replay_repo(path: Path, replay_py: str, message: str) -> tuple[str, str]:
-    """A git repository at `path` whose `proofnet_replay.py` is `replay_py`, committed:
+def trainer_repo(path: Path, files: Mapping[str, str], message: str) -> tuple[str, str]:
+    """A git repository at `path` holding `files` (a job's trainer modules), committed:
     (file:// URL, commit) as a job spec names its model."""
 
     def git(*args: str) -> str:
@@ -301,7 +301,8 @@ def replay_repo(path: Path, replay_py: str, message: str) -> tuple[str, str]:
         ).stdout.strip()
 
     git("init", "-q")
-    (path / "proofnet_replay.py").write_text(replay_py)
+    for name, text in files.items():
+        (path / name).write_text(text)
     git("add", ".")
     git("commit", "-q", "-m", message)
     return f"file://{path}", git("rev-parse", "HEAD")

@@ -1,8 +1,8 @@
 """Spot checks of relay stages: the oracle replays a stage with the stage's own data.
 
 A stage trains on its planned shards of `spec.data`; the oracle fetches those shards
-(SHA-256 checked) and runs the repository's `proofnet_replay.make_trainer` with the stage's
-unit environment. A real stage run (worker.pot.examples.numpy_relay) passes; the same proof
+(SHA-256 checked) and runs the network's harness over the repository's trainer with the
+stage's unit environment. A real stage run (pot.examples.numpy_relay) passes; the same proof
 recorded over another shard than the plan gives the stage does not replay; data that no
 longer hash to the spec's pin leave the check undecided (retried), never failed.
 """
@@ -16,27 +16,29 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from oracle_fixtures import FakeFeed, replay_repo
+from nacl.signing import SigningKey
+from oracle_fixtures import FakeFeed, trainer_repo
 
 from oracle.feed import JobInfo
 from oracle.feed_units import unit_result_name
 from oracle.spotcheck import LocalSpotChecker, RepoCache, SpotCheckRequest, SpotCheckUnavailable
 from oracle.verify import Reason
+from pot import env, harness
+from pot.examples.numpy_relay import StageTrainer, make_shards
+from pot.seeds import derive_data_seed
+from pot.trainer import TrainContext
 from proofnet.messages.attestation import Attestation
 from proofnet.messages.jobspec import JobSpec
-from worker.pot import env
-from worker.pot.examples.numpy_relay import make_shards, train_stage
-from worker.pot.manifest import Manifest
 
 SPEC_URL = "https://example.org/relay.git"
-REPLAY = "from worker.pot.examples.numpy_relay import make_trainer  # noqa: F401\n"
-TRAIN = ["python3", "relay.py", "train", "--steps", "20", "--hidden", "16"]
+RELAY_PY = "from pot.examples.numpy_relay import StageTrainer  # noqa: F401\n"
+ORACLE_KEY = SigningKey(b"\x07" * 32)
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    return replay_repo(
-        tmp_path_factory.mktemp("relay-replay-repo"), REPLAY, "relay replay entry point"
+    return trainer_repo(
+        tmp_path_factory.mktemp("relay-replay-repo"), {"relay.py": RELAY_PY}, "relay trainer"
     )
 
 
@@ -55,7 +57,7 @@ def _spec(commit: str, shards: list[Path]) -> JobSpec:
             "model": {"repo_url": SPEC_URL, "commit": commit},
             "framework": "numpy",
             "image": "proofnet/test@sha256:" + "e" * 64,
-            "commands": [TRAIN],
+            "commands": [],
             "resources": {
                 "gpus": 0,
                 "gpu_memory_mb": 0,
@@ -68,7 +70,14 @@ def _spec(commit: str, shards: list[Path]) -> JobSpec:
             "results": [{"path": "pot/**", "kind": "model"}],
             "pricing": {"kind": "fixed", "amount": 300},
             "seed": secrets.randbelow(2**63),
-            "proof": {"steps_per_checkpoint": 5, "spot_checks": 2, "tolerance_ppm": 0},
+            "proof": {
+                "trainer": "relay:StageTrainer",
+                "config": {"hidden": 16, "classes": 4},
+                "schedule": {"steps": 20, "dataset_size": 128, "batch_size": 64},
+                "steps_per_checkpoint": 5,
+                "spot_checks": 2,
+                "tolerance_ppm": 0,
+            },
             "topology": {
                 "kind": "relay",
                 "stages": [
@@ -86,20 +95,26 @@ def _spec(commit: str, shards: list[Path]) -> JobSpec:
 def _run_stage(
     work: Path, spec: JobSpec, index: int, nonce: str, data: Path
 ) -> tuple[dict[str, bytes], str]:
-    """Stage `index` trained for real on `data` (from the model's initialisation); its
-    proof files by feed name, and its proof-of-training root."""
-    job = env.JobEnv(
-        job_dir=work, job_seed=spec.seed, nonce=bytes.fromhex(nonce), steps_per_checkpoint=5
-    )
+    """Stage `index` trained for real on `data` (from the model's initialisation) by the
+    harness; its proof files by feed name, and its proof-of-training root."""
     unit = env.UnitEnv(kind="stage", index=index, shards=(data,), checkpoint_out=work / "ckpt")
-    # The flags of TRAIN, the rest at their defaults: what the replay parses them as.
-    train_stage(job, unit, steps=20, hidden=16, classes=4, batch_size=64, lr=0.05)
+    schedule = spec.schedule
+    assert schedule is not None
+    ctx = TrainContext(
+        mode="train",
+        job_dir=work,
+        job_seed=spec.seed,
+        data_seed=derive_data_seed(spec.seed, bytes.fromhex(nonce)),
+        schedule=schedule,
+        config=dict(spec.proof.config or {}),
+        unit=unit,
+    )
+    manifest = harness.train(StageTrainer(ctx), ctx, work / "pot")
     files = {
         unit_result_name(index, f"pot/{p.name}"): p.read_bytes()
         for p in sorted((work / "pot").iterdir())
     }
-    root = Manifest.from_bytes(files[unit_result_name(index, "pot/manifest.json")]).root
-    return files, root
+    return files, manifest.root
 
 
 def _check(
@@ -111,11 +126,18 @@ def _check(
     checker = LocalSpotChecker(
         feed,  # type: ignore[arg-type]
         RepoCache(tmp_path / "repos", url_map={SPEC_URL: repo[0]}),
+        sign=lambda message: ORACLE_KEY.sign(message).signature,
         timeout_s=120,
         data_cache=tmp_path / "data-cache",
     )
-    # What the check reads of the attestation: its unit, proof root and claim nonce.
-    att = SimpleNamespace(unit=SimpleNamespace(index=1, kind="stage"), pot_root=root, nonce=nonce)
+    # What the check reads of the attestation: its unit (stage 1 builds on stage 0), proof
+    # root, claim nonce and the digest the oracle's draw signs.
+    att = SimpleNamespace(
+        unit=SimpleNamespace(index=1, kind="stage", inputs=("f" * 64,)),
+        pot_root=root,
+        nonce=nonce,
+        leaf_hash=lambda: bytes.fromhex(root),
+    )
     job = JobInfo(job_id=spec.job_id, spec=spec, status="running", escrow=None, lease=None)
     return checker.check(cast(Attestation, att), job), checker
 
@@ -163,18 +185,24 @@ def test_a_stage_request_round_trips_as_json() -> None:
         job_id="a" * 64,
         repo_url="file:///r",
         commit="b" * 40,
-        commands=(("python", "relay.py", "train"),),
         pot_root="c" * 64,
         job_seed=7,
         nonce="d" * 32,
-        steps_per_checkpoint=5,
+        trainer="relay:StageTrainer",
+        config={"hidden": 16},
+        schedule={
+            "total_steps": 20,
+            "steps_per_checkpoint": 5,
+            "dataset_size": 128,
+            "batch_size": 64,
+        },
         segments=(1, 3),
         tolerance_ppm=0,
         unit_index=2,
         shards=("data/shard-2.bin",),
     )
     assert SpotCheckRequest.from_json(request.to_json()) == request
-    # A request written before stages were replayed (no unit fields) still reads.
+    # A single-unit request (no unit fields) reads too.
     old = request.to_json().replace(', "shards": ["data/shard-2.bin"]', "")
     old = old.replace(', "unit_index": 2', "")
     assert SpotCheckRequest.from_json(old).unit_index is None

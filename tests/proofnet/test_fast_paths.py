@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from nacl.signing import SigningKey
 
+from pot import canonical
 from proofnet.messages import address as address_module
-from proofnet.messages import canonical
 from proofnet.messages.address import (
     AddressError,
     bech32_decode,

@@ -103,7 +103,7 @@ def test_rate_card_pricing() -> None:
         ({"model": {"repo_url": "https://x/y", "commit": "abc"}}, "40 lowercase hex"),
         ({"model": {"repo_url": "ftp://x/y", "commit": "0" * 40}}, "repo_url"),
         ({"framework": "jax"}, "framework"),
-        ({"commands": []}, "at least 1"),
+        ({"commands": []}, "nothing would run"),
         ({"commands": [[]]}, "non-empty argv"),
         ({"commands": "python train.py"}, "commands"),
         ({"seed": -1}, "seed"),
@@ -153,3 +153,91 @@ def test_frozen() -> None:
     with pytest.raises(ValidationError):
         spec.seed = 7  # type: ignore[misc]
     assert hash(spec) == hash(JobSpec.from_dict(spec_dict()))
+
+
+# --- the trainer and the schedule the proof must commit --------------------------------------
+
+TRAINED = {
+    "trainer": "train:Trainer",
+    "config": {"lr": "0.05", "layers": [64, 32], "augment": {"flip": True}},
+    "schedule": {"epochs": 3, "dataset_size": 60_000, "batch_size": 64},
+    "steps_per_checkpoint": 500,
+}
+
+
+def test_a_trainer_spec_derives_its_schedule_and_job_environment(tmp_path: Any) -> None:
+    spec = JobSpec.from_dict(spec_dict(commands=[], proof=TRAINED))
+    schedule = spec.schedule
+    assert schedule is not None
+    assert (schedule.total_steps, schedule.segments) == (3 * 937, 6)
+    env = spec.job_env(tmp_path, b"\x01" * 16)
+    assert env.trainer == "train:Trainer" and env.schedule == schedule
+    assert env.config == {"lr": "0.05", "layers": (64, 32), "augment": {"flip": True}}
+    environ = env.to_environ()
+    assert environ["PROOFNET_POT_STEPS"] == "2811"
+    assert (
+        environ["PROOFNET_POT_CONFIG"] == '{"augment":{"flip":true},"layers":[64,32],"lr":"0.05"}'
+    )
+    # The configuration is part of the spec: immutable, hashed, in the job id.
+    with pytest.raises(TypeError):
+        spec.proof.config["lr"] = "1"  # type: ignore[index]
+    other = {**TRAINED, "config": {**TRAINED["config"], "lr": "0.06"}}
+    assert JobSpec.from_dict(spec_dict(commands=[], proof=other)).job_id != spec.job_id
+    assert JobSpec.from_canonical(spec.canonical_bytes()) == spec
+    assert hash(spec) == hash(JobSpec.from_dict(spec_dict(commands=[], proof=TRAINED)))
+
+
+def test_specs_without_a_harness_keep_their_encoding_and_job_id() -> None:
+    """Job ids are commitments: adding the harness fields changed no existing id."""
+    raw = JobSpec.from_dict(spec_dict()).canonical_bytes()
+    proof = json.loads(raw)["proof"]
+    assert proof == {"spot_checks": 3, "steps_per_checkpoint": 100, "tolerance_ppm": 0}
+    by_steps = {**TRAINED, "schedule": {"steps": 10, "dataset_size": 64, "batch_size": 8}}
+    encoded = json.loads(JobSpec.from_dict(spec_dict(proof=by_steps)).canonical_bytes())
+    assert encoded["proof"]["schedule"] == {"batch_size": 8, "dataset_size": 64, "steps": 10}
+
+
+@pytest.mark.parametrize(
+    ("proof", "fragment"),
+    [
+        ({"trainer": "train:Trainer"}, "a trainer needs a schedule"),
+        ({"config": {"lr": "1"}}, "it needs a trainer"),
+        ({**TRAINED, "trainer": "train.py"}, "module:Class"),
+        ({**TRAINED, "config": {"lr": 0.05}}, "floats are not allowed"),
+        ({**TRAINED, "config": {"blob": "x" * 20_000}}, "exceeds 16384 bytes"),
+        ({**TRAINED, "schedule": {"dataset_size": 10, "batch_size": 2}}, "exactly one"),
+        (
+            {**TRAINED, "schedule": {"steps": 5, "epochs": 1, "dataset_size": 9, "batch_size": 2}},
+            "exactly one",
+        ),
+        ({**TRAINED, "schedule": {"epochs": 1, "dataset_size": 9, "batch_size": 10}}, "exceeds"),
+        (
+            {**TRAINED, "steps_per_checkpoint": 1}
+            | {"schedule": {"steps": 20_000, "dataset_size": 64, "batch_size": 8}},
+            "raise steps_per_checkpoint",
+        ),
+        ({**TRAINED, "spot_checks": 0}, "spot_checks"),
+    ],
+)
+def test_trainer_and_schedule_errors_name_the_field(proof: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(JobSpecError, match=fragment):
+        JobSpec.from_dict(spec_dict(commands=[], proof=proof))
+
+
+def test_a_cluster_job_records_its_own_proof() -> None:
+    topology = {
+        "kind": "multi_node",
+        "nodes": 2,
+        "nproc_per_node": 1,
+        "node_amount": 5,
+        "checkpoint": "model.bin",
+    }
+    with pytest.raises(JobSpecError, match="multi_node"):
+        JobSpec.from_dict(
+            spec_dict(proof=TRAINED, topology=topology, pricing={"kind": "fixed", "amount": 10})
+        )
+    schedule_only = {k: v for k, v in TRAINED.items() if k not in ("trainer", "config")}
+    spec = JobSpec.from_dict(
+        spec_dict(proof=schedule_only, topology=topology, pricing={"kind": "fixed", "amount": 10})
+    )
+    assert spec.schedule is not None

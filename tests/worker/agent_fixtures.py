@@ -38,7 +38,7 @@ from api.routes.oracle_feed import escrow_script_hash
 from api.services.users import add_senior
 from api.storage import LocalBlobStore
 from chain.devnet.testing import serve_app
-from proofnet.demo_job import vendor_pot_library
+from pot.manifest import Manifest
 from proofnet.messages.attestation import (
     Attestation,
     AttestationError,
@@ -51,7 +51,6 @@ from worker.agent import Agent, AgentConfig, JobOutcome
 from worker.api_client import ApiClient
 from worker.identity import WorkerKey, bind_payout_address, create_key
 from worker.oracle_client import OracleClient
-from worker.pot.manifest import Manifest
 from worker.runtime.base import Runtime
 from worker.telemetry import TelemetrySampler
 from worker.workspace import RepoCache
@@ -63,14 +62,12 @@ NETWORK = "devnet"
 REPO_URL = "https://git.example.test/numpy-mlp.git"
 REPO = Path(__file__).resolve().parents[2]
 
-# The job's training entry point, committed into the fixture repository with the
-# proof-of-training package it imports (standard library + numpy only).
-TRAIN_PY = '''"""numpy MLP training with proof of training (worker/pot/examples/numpy_mlp.py)."""
-import sys
+# The job's trainer, committed into the fixture repository; the worker's harness trains it
+# (with the worker's own copy of `pot`, which the repository does not carry).
+TRAINER_PY = '''"""The job's trainer: the numpy MLP of pot's examples."""
+from pot.examples.numpy_mlp import MLPTrainer
 
-from worker.pot.examples.numpy_mlp import main
-
-sys.exit(main(sys.argv[1:]))
+__all__ = ["MLPTrainer"]
 '''
 WAIT_PY = '''"""Block until the file named on the command line exists (lets a test pace a job)."""
 import os
@@ -113,13 +110,12 @@ class FixtureRepo:
 
 @pytest.fixture(scope="session")
 def model_repo(tmp_path_factory: pytest.TempPathFactory) -> FixtureRepo:
-    """A local git repo holding train.py, wait.py and the PoT code they import."""
+    """A local git repo holding the trainer (mlp.py) and wait.py."""
     root = tmp_path_factory.mktemp("git")
     repo = root / "numpy-mlp.git"
     repo.mkdir()
     _git(repo, "init", "--quiet")
-    vendor_pot_library(repo)
-    (repo / "train.py").write_text(TRAIN_PY)
+    (repo / "mlp.py").write_text(TRAINER_PY)
     (repo / "wait.py").write_text(WAIT_PY)
     (repo / "README").write_text("first commit: not the one jobs pin\n")
     _git(repo, "add", "-A")
@@ -127,7 +123,7 @@ def model_repo(tmp_path_factory: pytest.TempPathFactory) -> FixtureRepo:
     commit = _git(repo, "rev-parse", "HEAD")
     # A later commit on the branch: the worker must check out the pinned one, not the tip.
     (repo / "README").write_text("second commit\n")
-    (repo / "train.py").write_text("raise SystemExit('wrong commit')\n")
+    (repo / "mlp.py").write_text("raise SystemExit('wrong commit')\n")
     _git(repo, "commit", "--quiet", "-am", "later work")
     return FixtureRepo(
         path=repo,
@@ -149,8 +145,8 @@ def job_spec(
         "model": {"repo_url": REPO_URL, "commit": repo.commit},
         "framework": "numpy",
         "image": image,
-        "commands": commands
-        or [["python3", "train.py", "train", "--steps", str(steps), "--examples", "256"]],
+        # Run before the harness trains proof.trainer.
+        "commands": commands or [],
         "resources": {
             "gpus": 0,
             "gpu_memory_mb": 0,
@@ -167,7 +163,13 @@ def job_spec(
         ],
         "pricing": {"kind": "fixed", "amount": amount},
         "seed": secrets.randbelow(2**63),
-        "proof": {"steps_per_checkpoint": 10, "spot_checks": 2, "tolerance_ppm": 0},
+        "proof": {
+            "trainer": "mlp:MLPTrainer",
+            "schedule": {"steps": steps, "dataset_size": 256, "batch_size": 64},
+            "steps_per_checkpoint": 10,
+            "spot_checks": 2,
+            "tolerance_ppm": 0,
+        },
     }
 
 

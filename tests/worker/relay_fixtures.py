@@ -12,24 +12,28 @@ from typing import Any
 
 import pytest
 
+from pot.examples.numpy_relay import make_shards
 from proofnet.demo_job import commit_repo
-from worker.pot.examples.numpy_relay import make_shards
 
 RELAY_REPO_URL = "https://git.example.test/relay.git"
 IMAGE = "proofnet/test-numpy@sha256:" + "e" * 64
 CHECKPOINT = "model.bin"
 
-RELAY_PY = '''"""Relay units: train a stage, evaluate, average (worker.pot.examples.numpy_relay)."""
+RELAY_PY = '''"""Relay units: StageTrainer trains a stage (the harness), main evaluates and
+averages (pot.examples.numpy_relay)."""
 import sys
 
-from worker.pot.examples.numpy_relay import main
+from pot.examples.numpy_relay import StageTrainer, main
 
-sys.exit(main(sys.argv[1:]))
+__all__ = ["StageTrainer"]
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
 '''
-DDP_PY = '''"""A multi-node job's training under torchrun (worker.pot.examples.torch_ddp)."""
+DDP_PY = '''"""A multi-node job's training under torchrun (pot.examples.torch_ddp)."""
 import sys
 
-from worker.pot.examples.torch_ddp import main
+from pot.examples.torch_ddp import main
 
 sys.exit(main(sys.argv[1:]))
 '''
@@ -119,8 +123,8 @@ def relay_spec(
 ) -> dict[str, Any]:
     """Three stages in a chain, each on its own shard, evaluated after stage 1 and at the end
     (units: stages 0-2, then evaluations of stages 1 and 2 as units 3 and 4)."""
-    train = ["python3", "relay.py", "train", "--steps", str(steps), "--hidden", "32"]
-    commands = [train] if hold_dir is None else [["python3", "hold.py", str(hold_dir)], train]
+    # A stage runs these, then the harness trains proof.trainer on the stage's shard.
+    commands = [] if hold_dir is None else [["python3", "hold.py", str(hold_dir)]]
     n_evals = len([i for i in range(3) if (i + 1) % every == 0 or i == 2])
     return {
         "model": {"repo_url": RELAY_REPO_URL, "commit": repo.commit},
@@ -135,7 +139,14 @@ def relay_spec(
         ],
         "pricing": {"kind": "fixed", "amount": 3 * stage_amount + n_evals * eval_amount},
         "seed": secrets.randbelow(2**63),
-        "proof": {"steps_per_checkpoint": 20, "spot_checks": 1, "tolerance_ppm": 0},
+        "proof": {
+            "trainer": "relay:StageTrainer",
+            "config": {"hidden": 32, "classes": 4},
+            "schedule": {"steps": steps, "dataset_size": 512, "batch_size": 64},
+            "steps_per_checkpoint": 20,
+            "spot_checks": 1,
+            "tolerance_ppm": 0,
+        },
         "topology": {
             "kind": "relay",
             "stages": [

@@ -69,9 +69,9 @@ def test_failing_command_is_reported_and_later_commands_do_not_run(
 ) -> None:
     spec = job_spec(
         model_repo,
+        # The harness (training) would run after it.
         commands=[
             ["python3", "-c", "import sys; print('bad input', file=sys.stderr); sys.exit(3)"],
-            ["python3", "train.py", "train", "--steps", "10"],
         ],
     )
     job_id = api_server.submit(spec)

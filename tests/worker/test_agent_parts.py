@@ -23,12 +23,12 @@ def test_checkout_is_the_pinned_commit_and_reuses_the_mirror(
 ) -> None:
     cache = RepoCache(tmp_path / "cache", rewrites=model_repo.rewrites)
     first = cache.checkout(REPO_URL, model_repo.commit, tmp_path / "a")
-    assert "from worker.pot" in (first / "train.py").read_text()  # not the later tip
+    assert "from pot" in (first / "mlp.py").read_text()  # not the later tip
     mirror = cache.mirror_path(REPO_URL)
     assert (mirror / "refs" / "proofnet" / model_repo.commit).exists()
     # A second checkout reuses the mirror (the commit is already there).
     again = cache.checkout(REPO_URL, model_repo.commit, tmp_path / "b")
-    assert (again / "train.py").read_text() == (first / "train.py").read_text()
+    assert (again / "mlp.py").read_text() == (first / "mlp.py").read_text()
     with pytest.raises(WorkspaceError, match="not in"):
         cache.checkout(REPO_URL, "0" * 40, tmp_path / "c")
     with pytest.raises(WorkspaceError, match="not empty"):

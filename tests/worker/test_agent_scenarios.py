@@ -89,10 +89,7 @@ def test_killed_worker_lease_expires_and_job_completes_on_another_worker(
     go = tmp_path / "go"
     spec = job_spec(
         model_repo,
-        commands=[
-            ["python3", "wait.py", str(go)],
-            ["python3", "train.py", "train", "--steps", "40", "--examples", "256"],
-        ],
+        commands=[["python3", "wait.py", str(go)]],  # then the harness trains
     )
     job_id = api_server.submit(spec)
 

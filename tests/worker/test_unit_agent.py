@@ -28,6 +28,12 @@ from relay_fixtures import (  # noqa: F401  (fixtures)
 )
 from unit_fakes import ESCROW, FakeApi, FakeOracle, claim_body
 
+from pot import env, harness
+from pot.examples import numpy_relay
+from pot.manifest import Manifest, weights_path
+from pot.schedule import Schedule
+from pot.tensors import read_tensors
+from pot.trainer import TrainContext
 from proofnet.messages.attestation import verify_attestation
 from proofnet.messages.jobspec import JobSpec
 from worker import units
@@ -35,10 +41,6 @@ from worker.agent import Agent, AgentConfig
 from worker.api_client import ApiClient
 from worker.identity import create_key
 from worker.oracle_client import OracleClient
-from worker.pot import env
-from worker.pot.examples import numpy_relay
-from worker.pot.manifest import Manifest, weights_path
-from worker.pot.tensors import read_tensors
 from worker.runtime.process_runtime import ProcessRuntime
 from worker.telemetry import TelemetrySampler
 from worker.workspace import RepoCache
@@ -104,13 +106,16 @@ def rig_factory(tmp_path: Path, relay_repo: RelayRepo) -> Iterator[Any]:  # noqa
 
 
 def _stage0_checkpoint(tmp_path: Path, data: Shards) -> bytes:
-    job = env.JobEnv(tmp_path / "s0", job_seed=3, nonce=b"\x07" * 32, steps_per_checkpoint=10)
-    job.job_dir.mkdir()
-    unit = env.UnitEnv(
-        kind="stage", index=0, shards=(data.train[0],), checkpoint_out=job.job_dir / "c"
-    )
-    numpy_relay.train_stage(job, unit, steps=20, hidden=32, classes=4, batch_size=32, lr=0.05)
-    return (job.job_dir / "c").read_bytes()
+    """Stage 0's checkpoint, trained by the harness as another worker would."""
+    job_dir = tmp_path / "s0"
+    job_dir.mkdir()
+    unit = env.UnitEnv(kind="stage", index=0, shards=(data.train[0],), checkpoint_out=job_dir / "c")
+    schedule = Schedule(total_steps=20, steps_per_checkpoint=10, dataset_size=512, batch_size=32)
+    ctx = TrainContext("train", job_dir, 3, 7, schedule, {"hidden": 32, "classes": 4}, unit)
+    trainer = numpy_relay.StageTrainer(ctx)
+    harness.train(trainer, ctx, job_dir / "pot")
+    trainer.finish()
+    return (job_dir / "c").read_bytes()
 
 
 def test_stage_trains_from_its_verified_input_and_attests_the_chain(

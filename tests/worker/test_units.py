@@ -24,6 +24,12 @@ from relay_fixtures import (  # noqa: F401  (fixtures)
 )
 from unit_fakes import FakeApi, claim_body
 
+from pot import env, harness
+from pot.examples import numpy_relay
+from pot.manifest import Manifest, weights_path
+from pot.schedule import Schedule
+from pot.tensors import read_tensors
+from pot.trainer import TrainContext
 from proofnet.messages.jobspec import JobSpec
 from worker import units
 from worker.api_client import ApiClient, BadClaim, InputRejected, LeaseLost, parse_claim
@@ -37,10 +43,6 @@ from worker.cluster import (
 )
 from worker.identity import load_or_create_key
 from worker.lease_keeper import LeaseKeeper
-from worker.pot import env
-from worker.pot.examples import numpy_relay
-from worker.pot.manifest import Manifest, weights_path
-from worker.pot.tensors import read_tensors
 from worker.unit_claim import parse_cluster
 
 SHA = "1" * 64
@@ -347,20 +349,29 @@ def test_relay_model_trains_on_from_a_checkpoint_evaluates_and_averages(
     tmp_path: Path,
     shards: Shards,  # noqa: F811
 ) -> None:
-    job = env.JobEnv(tmp_path / "s0", job_seed=5, nonce=b"\x01" * 32, steps_per_checkpoint=10)
-    job.job_dir.mkdir()
+    def train_stage(job_dir: Path, unit: env.UnitEnv, steps: int, hidden: int) -> Manifest:
+        """A stage as the worker's harness trains it."""
+        job_dir.mkdir()
+        schedule = Schedule(
+            total_steps=steps, steps_per_checkpoint=10, dataset_size=512, batch_size=32
+        )
+        ctx = TrainContext(
+            "train", job_dir, 5, unit.index + 7, schedule, {"hidden": hidden, "classes": 4}, unit
+        )
+        trainer = numpy_relay.StageTrainer(ctx)
+        manifest = harness.train(trainer, ctx, job_dir / "pot")
+        trainer.finish()
+        return manifest
+
     first = env.UnitEnv(
         kind="stage", index=0, shards=(shards.train[0],), checkpoint_out=tmp_path / "c0"
     )
-    out0 = numpy_relay.train_stage(
-        job, first, steps=30, hidden=16, classes=4, batch_size=32, lr=0.05
-    )
-    manifest = Manifest.load(job.job_dir / "pot")
-    assert out0["pot_root"] == manifest.root and manifest.total_steps == 30
+    manifest = train_stage(tmp_path / "s0", first, steps=30, hidden=16)
+    assert manifest.total_steps == 30
     c0, _ = read_tensors(tmp_path / "c0")
     assert set(c0) == set(numpy_relay.CHECKPOINT_NAMES) and c0["W1"].shape == (32, 16)
     # The proof's first checkpoint is the model the stage started from.
-    start, _ = read_tensors(weights_path(job.job_dir / "pot", 0))
+    start, _ = read_tensors(weights_path(tmp_path / "s0" / "pot", 0))
     init = numpy_relay._trainer(
         *numpy_relay.load_shards(first.shards),
         start=None,
@@ -373,8 +384,6 @@ def test_relay_model_trains_on_from_a_checkpoint_evaluates_and_averages(
     )
     assert all(np.array_equal(start[n], init.params[n]) for n in numpy_relay.PARAM_NAMES)
 
-    job1 = env.JobEnv(tmp_path / "s1", job_seed=5, nonce=b"\x02" * 32, steps_per_checkpoint=10)
-    job1.job_dir.mkdir()
     second = env.UnitEnv(
         kind="stage",
         index=1,
@@ -382,8 +391,9 @@ def test_relay_model_trains_on_from_a_checkpoint_evaluates_and_averages(
         shards=(shards.train[1],),
         checkpoint_out=tmp_path / "c1",
     )
-    numpy_relay.train_stage(job1, second, steps=20, hidden=99, classes=4, batch_size=32, lr=0.05)
-    started, _ = read_tensors(weights_path(job1.job_dir / "pot", 0))
+    # The input checkpoint's shape wins over the configured one when a stage continues.
+    train_stage(tmp_path / "s1", second, steps=20, hidden=99)
+    started, _ = read_tensors(weights_path(tmp_path / "s1" / "pot", 0))
     assert all(np.array_equal(started[n], c0[n]) for n in numpy_relay.PARAM_NAMES)
 
     ev = env.UnitEnv(

@@ -134,6 +134,10 @@ class RunSpec:
     tmpfs_bytes: int = 64 * 1024 * 1024
     # Used to name/label the job so a provider can find it with ordinary tools.
     job_id: str | None = None
+    # A host directory of Python packages the network provides (its copy of the `pot`
+    # harness): read-only to the job and first on its PYTHONPATH, its path as the job sees
+    # it in PROOFNET_PYTHON_LIB (`pot.launch`).
+    python_lib: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.image or not isinstance(self.image, str):
@@ -161,6 +165,10 @@ class RunSpec:
             )
         if self.tmpfs_bytes < 0:
             raise InvalidRunSpec("tmpfs_bytes must be >= 0")
+        if self.python_lib is not None and not (
+            self.python_lib.is_absolute() and self.python_lib.is_dir()
+        ):
+            raise InvalidRunSpec(f"python_lib {self.python_lib} is not an absolute directory")
         if self.job_id is not None and not re.match(
             r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$", self.job_id
         ):

@@ -32,6 +32,8 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.images import Image
 from docker.types import DeviceRequest, LogConfig
 
+from pot.env import PYTHON_LIB
+from pot.launch import LIB_MOUNT
 from worker.runtime.base import (
     EngineUnavailable,
     GpuRuntimeUnavailable,
@@ -339,6 +341,11 @@ class DockerRuntime(Runtime):
         res = spec.resources
         network_mode = self._network_mode(spec)
         env = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", **spec.env}
+        volumes = {str(work_dir): {"bind": spec.mount_point, "mode": "rw"}}
+        if spec.python_lib is not None:
+            volumes[str(spec.python_lib)] = {"bind": LIB_MOUNT, "mode": "ro"}
+            env[PYTHON_LIB] = LIB_MOUNT
+            env["PYTHONPATH"] = LIB_MOUNT
         labels = {MANAGED_LABEL: "1", JOB_LABEL: spec.job_id or "", NETWORK_LABEL: network_mode}
         name = f"proofnet-{spec.job_id or 'job'}-{secrets.token_hex(4)}"
         kwargs: dict[str, Any] = {
@@ -349,7 +356,7 @@ class DockerRuntime(Runtime):
             "environment": env,
             "user": user,
             "working_dir": spec.mount_point,
-            "volumes": {str(work_dir): {"bind": spec.mount_point, "mode": "rw"}},
+            "volumes": volumes,
             "read_only": spec.read_only_root,
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],

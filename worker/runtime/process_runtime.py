@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import IO
 
+from pot.env import PYTHON_LIB
 from worker.runtime.base import (
     InvalidRunSpec,
     JobStartFailed,
@@ -142,6 +143,9 @@ class ProcessRuntime(Runtime):
             # Empty hides all GPUs, so a job that asked for none gets none.
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(res.gpus))
         env.update(spec.env)
+        if spec.python_lib is not None:
+            env[PYTHON_LIB] = str(spec.python_lib)
+            env["PYTHONPATH"] = str(spec.python_lib)
         limits = self._limits(spec)
 
         def preexec() -> None:

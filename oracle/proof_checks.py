@@ -1,0 +1,96 @@
+"""What an oracle checks of a proof of training without running job code.
+
+Before any segment is replayed, the uploaded manifest must be the one the provider attested
+(its root) and commit the schedule the spec declared (`pot.conformance`: the checkpoint
+interval, the number of segments, the step of every checkpoint, and the data indices of
+every segment recomputed from the job seed and the claim nonce). A spec without a schedule
+cannot be checked, so its proof is refused: nothing ties it to an amount of training.
+
+Then the segments to replay are drawn from all of them with randomness the provider could
+not know when it signed: the oracle's Ed25519 signature over the attestation's leaf hash
+(`pot.seeds.draw_message`), hashed into a seed. Ed25519 signs deterministically, so the
+oracle cannot draw twice to pick its segments either, and anyone with its public key can
+check a draw. Reads and writes nothing: callers pass the manifest and a signing function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pot import conformance
+from pot.manifest import Manifest
+from pot.seeds import derive_data_seed, draw_message, draw_seed, select_spot_checks
+from proofnet.messages.attestation import Attestation
+from proofnet.messages.jobspec import JobSpec
+
+# The segments with the largest committed update norm, replayed on top of the random picks.
+TOP_BY_NORM = 2
+
+Sign = Callable[[bytes], bytes]
+
+
+class ProofRejected(Exception):
+    """The proof is refused before any replay; `reason` is an `oracle.verify.Reason`."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def _reason(kind: str) -> str:
+    from oracle.verify import Reason
+
+    return {
+        conformance.CHECKPOINT_INTERVAL: Reason.POT_SCHEDULE_MISMATCH,
+        conformance.SEGMENT_COUNT: Reason.POT_SCHEDULE_MISMATCH,
+        conformance.STEP_ORDER: Reason.POT_STEPS_OUT_OF_ORDER,
+        conformance.DATA_SEED: Reason.POT_DATA_ORDER_MISMATCH,
+        conformance.DATA_ORDER: Reason.POT_DATA_ORDER_MISMATCH,
+    }[kind]
+
+
+def check_manifest(manifest: Manifest, att: Attestation, spec: JobSpec) -> None:
+    """Raise `ProofRejected` unless `manifest` is the attested one and follows the spec's
+    schedule under the attested nonce."""
+    from oracle.verify import Reason
+
+    if manifest.root != att.pot_root:
+        raise ProofRejected(
+            Reason.POT_ROOT_MISMATCH,
+            f"manifest root {manifest.root} is not the attested root {att.pot_root}",
+        )
+    schedule = spec.schedule
+    if schedule is None:
+        raise ProofRejected(
+            Reason.POT_NO_SCHEDULE,
+            "the spec declares no training schedule (proof.schedule): the proof cannot be "
+            "tied to the training the job asked for",
+        )
+    data_seed = derive_data_seed(spec.seed, bytes.fromhex(att.nonce))
+    violation = conformance.check_conformance(manifest, schedule, data_seed)
+    if violation is not None:
+        raise ProofRejected(_reason(violation.kind), violation.message)
+
+
+@dataclass(frozen=True)
+class Draw:
+    """Which segments an oracle replays, and the signature that fixed them."""
+
+    signature: bytes
+    seed: bytes
+    segments: tuple[int, ...]
+
+
+def draw_segments(
+    manifest: Manifest, att: Attestation, spec: JobSpec, sign: Sign, *, top: int = TOP_BY_NORM
+) -> Draw:
+    """The spec's `spot_checks` segments drawn at random from all of them, plus the `top`
+    largest by committed update norm, from the oracle's signature over the attestation."""
+    signature = sign(draw_message(att.leaf_hash()))
+    seed = draw_seed(signature)
+    segments = select_spot_checks(
+        manifest.update_norms(), seed=seed, random_count=spec.proof.spot_checks, top=top
+    )
+    return Draw(signature=signature, seed=seed, segments=segments)

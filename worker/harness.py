@@ -1,0 +1,40 @@
+"""The proof-of-training harness as this worker provides it to jobs.
+
+A spec that names a trainer (`proof.trainer`) trains through the harness: the worker runs
+the spec's commands, then `python3 -m pot train` (through `pot.launch`'s bootstrap) with
+the job's environment. The library it runs is the worker's own copy of `pot`, copied once
+into a content-addressed directory under the work dir and mounted read-only into the
+job's container (the process runtime puts it on PYTHONPATH), never one the job's image or
+repository ships.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pot import launch
+from proofnet.messages.jobspec import JobSpec
+
+# The job image's interpreter: the harness needs python3 (>= 3.10) and numpy there.
+PYTHON = "python3"
+
+
+def training_commands(spec: JobSpec) -> tuple[tuple[str, ...], ...]:
+    """What a training run (a single-unit job, a relay stage) executes, in order."""
+    commands = tuple(tuple(argv) for argv in spec.commands)
+    if spec.proof.trainer is not None:
+        commands += (launch.harness_argv(PYTHON, "train"),)
+    return commands
+
+
+def provide_library(root: Path) -> Path:
+    """The directory holding this worker's copy of `pot` (what RunSpec.python_lib mounts)."""
+    return launch.install(root)
+
+
+def describe(argv: Sequence[str]) -> str:
+    """A command as the job's log shows it (the bootstrap's source is noise there)."""
+    if len(argv) >= 3 and argv[1] == "-c" and argv[2] == launch.BOOTSTRAP:
+        return f"{argv[0]} -m pot {' '.join(argv[3:])} (the network's harness)"
+    return " ".join(argv)
