@@ -30,13 +30,13 @@ def test_a_relative_cache_and_workspace_work_from_any_directory(
     assert cache.root == tmp_path / "state" / "cache"
     first = cache.checkout(REPO_URL, model_repo.commit, Path("jobs/one"))
     assert first == tmp_path / "jobs" / "one"
-    assert "from worker.pot" in (first / "train.py").read_text()
+    assert "from pot.examples.numpy_mlp" in (first / "mlp.py").read_text()
     # Started elsewhere later: the cache is still the one it was made with.
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     again = cache.checkout(REPO_URL, model_repo.commit, tmp_path / "jobs" / "two")
-    assert (again / "train.py").read_text() == (first / "train.py").read_text()
+    assert (again / "mlp.py").read_text() == (first / "mlp.py").read_text()
     assert not (elsewhere / "state").exists()
 
 
@@ -63,7 +63,7 @@ def test_one_cache_serves_concurrent_checkouts_of_a_new_repository(
     for t in threads:
         t.join()
     assert errors == []
-    texts = {(tmp_path / f"job{n}" / "train.py").read_text() for n in range(4)}
+    texts = {(tmp_path / f"job{n}" / "mlp.py").read_text() for n in range(4)}
     assert len(texts) == 1
     assert [p.name for p in (tmp_path / "cache").glob("*.git")] == [
         cache.mirror_path(REPO_URL).name
@@ -104,7 +104,7 @@ def test_an_unusable_cache_is_this_machines_fault(tmp_path: Path, model_repo: Fi
     assert isinstance(raised.value, HostFault)
     # Honest twin: the same machine, repaired, checks the job out.
     blocked.unlink()
-    assert (cache.checkout(REPO_URL, model_repo.commit, tmp_path / "job") / "train.py").exists()
+    assert (cache.checkout(REPO_URL, model_repo.commit, tmp_path / "job") / "mlp.py").exists()
 
 
 def test_missing_git_is_this_machines_fault(tmp_path: Path, model_repo: FixtureRepo) -> None:  # noqa: F811
