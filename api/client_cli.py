@@ -362,7 +362,11 @@ def submit(
             out["escrow"] = client.lock(str(out["job"]["job_id"]))
         return out
 
-    _print(_run(go))
+    done = _run(go)
+    _print(done)
+    if lock:
+        job_id = str(done["job"]["job_id"])
+        typer.echo(escrow_summary(_run(lambda: client.escrow(job_id))), err=True)
 
 
 @app.command()

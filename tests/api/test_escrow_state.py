@@ -7,64 +7,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from api_support import FakeClock, Wallet, Worker, job_spec, sign_in
+from escrow_support import ESCROW_TX, attach_chain, record_escrow
 from fastapi.testclient import TestClient
 from movement_support import add_movement
-from sqlmodel import Session, select
+from sqlmodel import Session
 
-from api.models import Job, JobEscrow
-from api.services.balances import BalanceSources, CachedLookups, Holdings, clear_caches
-from proofnet.when import ms_of
+from api.services.balances import clear_caches
 
-ESCROW_TX = "e1" * 32
 WHEN = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d(:\d\d)? UTC \((in [0-9a-z ]+|[0-9a-z ]+ ago|now)\)")
-
-
-class Chain:
-    """The chain as balances read it: which escrow outputs are unspent."""
-
-    def __init__(self) -> None:
-        self.spent: set[tuple[str, int]] = set()
-
-    def holdings(self, address: str) -> Holdings:
-        return Holdings(0, 0)
-
-    def output_unspent(self, tx_id: str, index: int) -> bool:
-        return (tx_id, index) not in self.spent
-
-
-def _attach_chain(client: TestClient) -> Chain:
-    chain = Chain()
-    lookups = CachedLookups(chain, None, ttl_s=0.0)
-    client.app.state.balance_sources = BalanceSources(  # type: ignore[attr-defined]
-        lookups, "http://127.0.0.1:3030/api/v0", "ab" * 28 + "4e5458"
-    )
-    return chain
 
 
 def _post(client: TestClient, headers: dict[str, str]) -> str:
     response = client.post("/api/v1/jobs", json={"spec": job_spec()}, headers=headers)
     assert response.status_code == 201, response.text
     return str(response.json()["job_id"])
-
-
-def _record(session: Session, job_id: str, clock: FakeClock, *, deadline_in_s: int) -> None:
-    job = session.exec(select(Job).where(Job.job_id == job_id)).one()
-    assert job.id is not None
-    session.add(
-        JobEscrow(
-            job_id=job.id,
-            tx_id=ESCROW_TX,
-            output_index=0,
-            budget=1_000_000,
-            deadline_ms=ms_of(clock() + timedelta(seconds=deadline_in_s)),
-            recorded_at=clock(),
-        )
-    )
-    session.commit()
 
 
 def _escrow(client: TestClient, job_id: str, headers: dict[str, str]) -> dict[str, Any]:
@@ -83,12 +42,12 @@ def test_a_locked_escrow_offers_the_cancel_and_says_when_a_refund_opens(
     session: Session,
     clock: FakeClock,
 ) -> None:
-    _attach_chain(client)
+    attach_chain(client)
     _wallet, headers = approved
     job_id = _post(client, headers)
     assert _escrow(client, job_id, headers)["state"] == "none"
 
-    _record(session, job_id, clock, deadline_in_s=3 * 3600 + 600)
+    record_escrow(session, job_id, clock, deadline_in_s=3 * 3600 + 600)
     body = _escrow(client, job_id, headers)
     assert (body["state"], body["tx_id"], body["budget"]) == ("locked", ESCROW_TX, 1_000_000)
     assert body["deadline"].endswith("UTC (in 3 h 10 min)"), body["deadline"]
@@ -110,10 +69,10 @@ def test_once_a_provider_leased_the_job_the_cancel_says_when_work_started_and_re
     clock: FakeClock,
     worker_factory: Callable[[], Worker],
 ) -> None:
-    _attach_chain(client)
+    attach_chain(client)
     _wallet, headers = approved
     job_id = _post(client, headers)
-    _record(session, job_id, clock, deadline_in_s=5 * 3600)
+    record_escrow(session, job_id, clock, deadline_in_s=5 * 3600)
     worker = worker_factory()
     registered = worker.register([("NVIDIA A100-SXM4-80GB", 81920)])
     claimed = worker.claim()
@@ -143,10 +102,10 @@ def test_the_record_of_the_chain_tells_settled_paid_and_returned_in_any_browser(
     session: Session,
     clock: FakeClock,
 ) -> None:
-    chain = _attach_chain(client)
+    chain = attach_chain(client)
     wallet, headers = approved
     job_id = _post(client, headers)
-    _record(session, job_id, clock, deadline_in_s=3600)
+    record_escrow(session, job_id, clock, deadline_in_s=3600)
 
     # Spent on chain before the watcher recorded it: "spent", not "locked".
     chain.spent.add((ESCROW_TX, 0))
@@ -187,10 +146,10 @@ def test_the_record_of_the_chain_tells_settled_paid_and_returned_in_any_browser(
 def test_someone_elses_job_reads_as_missing(
     client: TestClient, approved: tuple[Wallet, dict[str, str]], session: Session, clock: FakeClock
 ) -> None:
-    _attach_chain(client)
+    attach_chain(client)
     _wallet, headers = approved
     job_id = _post(client, headers)
-    _record(session, job_id, clock, deadline_in_s=60)
+    record_escrow(session, job_id, clock, deadline_in_s=60)
     stranger = sign_in(client, Wallet())
     assert client.get(f"/api/v1/jobs/{job_id}/escrow", headers=stranger).status_code == 404
     build = client.post(f"/api/v1/jobs/{job_id}/escrow/cancel/build", json={}, headers=stranger)
@@ -200,7 +159,7 @@ def test_someone_elses_job_reads_as_missing(
 def test_the_network_tells_clients_how_to_show_amounts_and_which_wallets_fit(
     client: TestClient,
 ) -> None:
-    _attach_chain(client)
+    attach_chain(client)
     body = client.get("/api/v1/network").json()
     assert body["network"] == "devnet" and body["network_id"] == 0
     assert body["ntx"] == {"ticker": "NTX", "decimals": 6, "unit": "ab" * 28 + "4e5458"}
