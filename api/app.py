@@ -87,7 +87,8 @@ def create_app(
         version="1",
         lifespan=lifespan,
         openapi_url="/api/v1/openapi.json",
-        docs_url="/api/v1/docs",
+        # Served by api.routes.web from files in the installed packages (no CDN).
+        docs_url=None,
         redoc_url=None,
     )
     app.state.settings = settings

@@ -3,9 +3,15 @@
     proofnet job init DIR --framework numpy|pytorch|tensorflow   (a job repository)
     proofnet job validate SPEC | try SPEC                        (before posting)
     proofnet job submit SPEC --key-file K [--api-url U] [--lock] [--seal-with S]
-    proofnet job status JOB_ID | logs JOB_ID [--follow] | cancel JOB_ID
+    proofnet job status JOB_ID | logs JOB_ID [--follow]
     proofnet job results JOB_ID [--out DIR] [--decrypt-with S]
-    proofnet job refund JOB_ID
+    proofnet job lock JOB_ID        lock the escrow of a job submitted without --lock
+    proofnet job escrow JOB_ID      where the escrow stands; what can be done, and when
+    proofnet job cancel JOB_ID      cancel; the escrow comes back at once if no work started
+    proofnet job refund JOB_ID      take the escrow back after its deadline
+
+Times are shown in UTC and from now ("2026-12-03 14:00 UTC (in 3 h 10 min)"), never as
+slots; amounts in NTX and in base units.
 
 SPEC is a JSON file, or YAML (`.yaml`, `.yml`) that people can comment.
 
@@ -50,6 +56,7 @@ from proofnet.messages.sealing import (
 )
 
 SHA256_HEADER = "X-Content-SHA256"
+TERMINAL = ("completed", "stopped", "failed", "cancelled")
 
 
 class JobCliError(Exception):
@@ -187,8 +194,44 @@ class JobClient:
     def status(self, job_id: str) -> dict[str, Any]:
         return dict(self._call("GET", f"/jobs/{job_id}"))
 
-    def cancel(self, job_id: str) -> dict[str, Any]:
+    def cancel_job(self, job_id: str) -> dict[str, Any]:
         return dict(self._call("POST", f"/jobs/{job_id}/cancel"))
+
+    def escrow(self, job_id: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"/jobs/{job_id}/escrow"))
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        """Cancel the job, and return its escrow at once through the quorum-signed cancel
+        while no provider has leased it; otherwise say when a refund is possible."""
+        job = self.status(job_id)
+        if job["status"] not in TERMINAL:
+            job = self.cancel_job(job_id)
+        out: dict[str, Any] = {"job_id": job_id, "status": job["status"]}
+        escrow = self.escrow(job_id)
+        out["escrow"] = escrow
+        if escrow["state"] != "locked":
+            return out
+        if not escrow["cancel"]["possible"]:
+            out["returned"] = None
+            out["message"] = f"the escrow stays locked: {escrow['cancel']['message']}"
+            return out
+        built = self._call("POST", f"/jobs/{job_id}/escrow/cancel/build", json={})
+        witness = self._sign_tx(built["tx_cbor"])
+        done = self._call(
+            "POST",
+            f"/jobs/{job_id}/escrow/cancel/submit",
+            json={"tx_cbor": built["tx_cbor"], "witness_set": witness},
+        )
+        out["returned"] = {
+            "tx_id": done["tx_id"],
+            "to": built["returned_to"],
+            "oracles": built["oracles"],
+        }
+        out["message"] = (
+            f"the whole escrow ({escrow['budget']} NTX base units) goes back to "
+            f"{built['returned_to']} in transaction {done['tx_id']}"
+        )
+        return out
 
     def logs(self, job_id: str, after: int = 0) -> dict[str, Any]:
         return dict(self._call("GET", f"/jobs/{job_id}/logs", params={"after": after}))
@@ -324,7 +367,11 @@ def submit(
             out["escrow"] = client.lock(str(out["job"]["job_id"]))
         return out
 
-    _print(_run(go))
+    done = _run(go)
+    _print(done)
+    if lock:
+        job_id = str(done["job"]["job_id"])
+        typer.echo(escrow_summary(_run(lambda: client.escrow(job_id))), err=True)
 
 
 @app.command()
@@ -378,8 +425,39 @@ def results(
 
 
 @app.command()
+def lock(job_id: str, key_file: KeyFile, api_url: ApiUrl = None) -> None:
+    """Lock the escrow of a job submitted without --lock (the key file pays and signs)."""
+    client = _client(key_file, api_url)
+    done = _run(lambda: client.lock(job_id))
+    _print(done)
+    if done.get("escrow"):
+        escrow = _run(lambda: client.escrow(job_id))
+        typer.echo(escrow_summary(escrow), err=True)
+    else:
+        typer.echo(
+            f"submitted in {done['tx_id']}; not on chain yet: `proofnet job escrow {job_id}` "
+            "shows when it is recorded",
+            err=True,
+        )
+
+
+@app.command()
+def escrow(job_id: str, key_file: KeyFile, api_url: ApiUrl = None) -> None:
+    """Where the job's escrow stands, and what can be done next (and from when)."""
+    found = _run(lambda: _client(key_file, api_url).escrow(job_id))
+    _print(found)
+    typer.echo(escrow_summary(found), err=True)
+
+
+@app.command()
 def cancel(job_id: str, key_file: KeyFile, api_url: ApiUrl = None) -> None:
-    _print(_run(lambda: _client(key_file, api_url).cancel(job_id)))
+    """Cancel the job. While no provider has leased it, its escrow comes back at once (the
+    oracles co-sign, the key file signs and pays the fee); otherwise says when a refund is
+    possible."""
+    done = _run(lambda: _client(key_file, api_url).cancel(job_id))
+    _print(done)
+    if done.get("message"):
+        typer.echo(done["message"], err=True)
 
 
 @app.command()
@@ -489,3 +567,31 @@ def try_(
             err=True,
         )
     raise typer.Exit(1)
+
+
+def escrow_summary(escrow: dict[str, Any]) -> str:
+    """One paragraph a person reads: times in UTC and from now, never slots."""
+    state = escrow["state"]
+    if state == "none":
+        return "no escrow is recorded for this job (lock it: proofnet job lock JOB_ID)"
+    ref = f"{escrow['tx_id']}#{escrow['index']}"
+    lines = [f"escrow {ref}: {state}; budget {escrow['budget']} NTX base units"]
+    closing = escrow.get("closing")
+    if closing:
+        depth = closing.get("confirmations")
+        lines.append(
+            f"{closing['action']} in {closing['tx_hash']} (block {closing['block_height']}"
+            + (f", {depth} confirmations" if depth is not None else "")
+            + f"): paid {closing['paid_ntx']}, returned {closing['returned_ntx']}"
+        )
+        lines += [f"  {name}: {url}" for name, url in closing.get("explorer", {}).items()]
+    else:
+        lines.append(f"deadline {escrow['deadline']}")
+        for what in ("cancel", "refund"):
+            action = escrow[what]
+            lines.append(
+                f"{what}: {'possible now' if action['possible'] else 'not now'}: {action['message']}"
+            )
+    if escrow.get("note"):
+        lines.append(escrow["note"])
+    return "\n".join(lines)

@@ -49,6 +49,11 @@ class ApiConfig:
     chain_watch_interval_s: float = 10.0
     chain_watch_lease_ttl_s: float = 60.0
     chain_watch_confirmations: int = 3
+    # Oracles asked to co-sign escrow cancels (api.services.cancel_quorum), base URLs.
+    cancel_oracle_urls: tuple[str, ...] = ()
+    # How amounts are shown: NTX = base units / 10**ntx_decimals.
+    ntx_decimals: int = 6
+    ntx_ticker: str = "NTX"
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: object) -> ApiConfig:
@@ -71,6 +76,13 @@ class ApiConfig:
             "chain_watch_lease_ttl_s": settings.api_chain_watch_lease_ttl_s,
             "chain_watch_confirmations": settings.api_chain_watch_confirmations,
             "claim_requires_escrow": True,
+            "cancel_oracle_urls": tuple(
+                u.strip().rstrip("/")
+                for u in (settings.api_cancel_oracle_urls or settings.oracle_url).split(",")
+                if u.strip()
+            ),
+            "ntx_decimals": settings.ntx_decimals,
+            "ntx_ticker": settings.ntx_ticker,
             "oracle_keys": tuple(
                 k.strip().lower() for k in settings.api_oracle_keys.split(",") if k.strip()
             ),

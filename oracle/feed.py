@@ -66,6 +66,10 @@ class JobInfo:
     rate_card: RateCardDocument | None = None
     # A topology job's units in index order (`oracle.feed_units`); empty for a single unit.
     units: tuple[UnitInfo, ...] = ()
+    # When a provider first leased the job or a unit of it (POSIX ms), None while none has;
+    # `work_reported` is False when the API did not say (an older API): then it is unknown.
+    work_started_ms: int | None = None
+    work_reported: bool = False
     # Derived from the spec once (hashing the commands costs a canonical encoding).
     image_digest: str = field(init=False, compare=False)
     command_hash: str = field(init=False, compare=False)
@@ -194,6 +198,12 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
         results=MappingProxyType(dict(results_raw)),
         rate_card=parse_rate_card(obj.get("rate_card"), spec),
         units=parse_units(obj.get("units"), spec),
+        work_started_ms=(
+            None
+            if obj.get("work_started_at") is None
+            else _ms(obj.get("work_started_at"), "work_started_at")
+        ),
+        work_reported="work_started_at" in obj,
     )
 
 

@@ -155,4 +155,19 @@ class SpotCheckRecord(OracleTable, table=True):
     duration_ms: float = 0.0
 
 
+class CancelledEscrow(OracleTable, table=True):
+    """An escrow whose cancel this oracle co-signed (`oracle.settlement.cancel`): from then
+    on no attestation for it is verified, batched or co-signed, so the oracle never signs
+    both a cancel and a settlement of one escrow (the row is never deleted: a cancel that
+    never reached the chain leaves a job the API has cancelled anyway)."""
+
+    __tablename__ = "oracle_cancelled_escrows"
+
+    escrow_ref: str = Field(primary_key=True, max_length=80)
+    job_id: str = Field(max_length=64, index=True)
+    # The id of the cancel transaction this oracle signed (the first, if asked again).
+    cancel_tx_id: str = Field(max_length=64)
+    signed_at: datetime = Field(sa_type=TZ_DATETIME)
+
+
 metadata = oracle_registry.metadata

@@ -18,6 +18,7 @@ from sqlalchemy import select as core_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from oracle import cancel_marks
 from oracle.db import open_session
 from oracle.models import (
     PAYABLE_STATUSES,
@@ -99,9 +100,14 @@ class StoreSnapshot:
     payable: dict[str, tuple[int, str]]
     # escrow out-ref -> unit index -> its payable attestation (escrows of unit attestations)
     units: dict[str, dict[int, PayableUnit]] = field(default_factory=dict)
+    # escrow out-ref -> why it is not paid: this oracle co-signed its cancel
+    cancelled: dict[str, str] = field(default_factory=dict)
 
     def holder_of_leaf(self, leaf_hash: str) -> int | None:
         return self.leaves.get(leaf_hash)
+
+    def cancelled_escrow(self, escrow: str) -> str | None:
+        return self.cancelled.get(escrow)
 
     def payable_for_escrow(self, escrow: str) -> tuple[int, str] | None:
         return self.payable.get(escrow)
@@ -308,10 +314,12 @@ class AttestationStore:
                     units[str(ref)][int(unit)] = PayableUnit(
                         int(ident), str(status), output, attested_nonce(bytes(cose))
                     )
+        marks = cancel_marks.find(self.engine, sorted(set(escrows)))
         return StoreSnapshot(
             leaves={str(leaf): int(i) for leaf, i in held if i is not None},
             payable={str(r): (int(i), str(st)) for r, i, st in payable if i is not None},
             units=units,
+            cancelled={ref: m.describe() for ref, m in marks.items()},
         )
 
     # The two replay lookups run once per verification: Core statements, built once, on a
@@ -328,6 +336,11 @@ class AttestationStore:
         if row is None or row[0] is None:
             return None
         return int(row[0]), str(row[1])
+
+    def cancelled_escrow(self, escrow: str) -> str | None:
+        """Why `escrow` is not paid when this oracle co-signed its cancel, else None."""
+        found = cancel_marks.find(self.engine, [escrow]).get(escrow)
+        return None if found is None else found.describe()
 
     def payable_units(self, escrow: str) -> Mapping[int, PayableUnit]:
         """The payable unit attestations of escrow out-ref `escrow`, by unit index."""

@@ -66,6 +66,7 @@ class Reason(StrEnum):
     ESCROW_WRONG_UNIT = "escrow_wrong_unit"
     ESCROW_WRONG_BATCH = "escrow_wrong_batch"
     ESCROW_EXPIRED = "escrow_expired"
+    ESCROW_CANCELLED = "escrow_cancelled"
     REPLAYED = "replayed"
     ALREADY_SETTLED = "already_settled"
     ESCROW_ALREADY_CLAIMED = "escrow_already_claimed"
@@ -117,6 +118,11 @@ class StoreView(Protocol):
 
     def payable_units(self, escrow: str) -> Mapping[int, units.PayableUnit]:
         """The payable unit attestations of escrow out-ref `escrow`, by unit index."""
+        ...
+
+    def cancelled_escrow(self, escrow: str) -> str | None:
+        """Why escrow out-ref `escrow` is never paid (this oracle co-signed its cancel), or
+        None."""
         ...
 
 
@@ -252,6 +258,8 @@ def verify(
             )
             units.escrow_covers_plan(att, job, escrow.datum.budget, locked)
         passed.append("escrow_on_chain")
+        _check_not_cancelled(att, ctx)
+        passed.append("escrow_not_cancelled")
         payable = None
         if unit is not None:
             ref = att.domain.escrow
@@ -373,6 +381,13 @@ def _check_escrow_on_chain(att: Attestation, ctx: VerificationContext) -> Escrow
             f"amount {att.amount} exceeds escrow {name}'s budget {datum.budget} (locked {locked})",
         )
     return out
+
+
+def _check_not_cancelled(att: Attestation, ctx: VerificationContext) -> None:
+    ref = att.domain.escrow
+    why = ctx.store.cancelled_escrow(escrow_ref(ref.tx_id, ref.index))
+    if why is not None:
+        raise _Rejected(Reason.ESCROW_CANCELLED, why)
 
 
 def _check_store(att: Attestation, ctx: VerificationContext, own_id: int | None, leaf: str) -> None:

@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     # Which unit counts as NTX is configuration: policy id hex + asset name hex.
     ntx_policy_id: str = ""
     ntx_asset_name: str = "4e5458"
+    # How people read NTX amounts: base units / 10**decimals (NTX has 6, as ADA does).
+    ntx_decimals: int = Field(default=6, ge=0, le=18)
+    ntx_ticker: str = Field(default="NTX", min_length=1, max_length=12)
 
     # --- storage -------------------------------------------------------------------------
     database_url: str = Field(default_factory=lambda: f"sqlite:///{user_data_dir() / _SQLITE_FILE}")
@@ -137,6 +140,9 @@ class Settings(BaseSettings):
     api_chain_watch_lease_ttl_s: float = Field(default=60.0, gt=0)
     # Settled/refunded notifications wait until the transaction is this many blocks deep.
     api_chain_watch_confirmations: int = Field(default=3, ge=1)
+    # Oracles (comma-separated base URLs) the API asks to co-sign a submitter's escrow
+    # cancel (oracle.settlement.cancel); empty: `oracle_url` alone.
+    api_cancel_oracle_urls: str = ""
 
     # --- notifications (email over SMTP; empty host = email off) ---------------------------
     smtp_host: str = ""

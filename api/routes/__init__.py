@@ -6,7 +6,9 @@ from api.routes import (
     approvals,
     auth,
     balances,
+    escrow_cancel,
     escrow_refund,
+    escrow_state,
     escrow_tx,
     estimates,
     health,
@@ -38,3 +40,5 @@ api_router.include_router(oracle_feed.router)
 api_router.include_router(escrow_tx.router)
 api_router.include_router(sealing_keys.router)
 api_router.include_router(escrow_refund.router)
+api_router.include_router(escrow_cancel.router)
+api_router.include_router(escrow_state.router)

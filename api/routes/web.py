@@ -1,15 +1,19 @@
-"""The web app: static files from `api/web/`, the page at `/` and its assets under `/app/`.
+"""The web app: static files from `api/web/`, the page at `/` and its assets under `/app/`;
+and the OpenAPI reference at `/api/v1/docs` (`/docs` redirects there).
 
 Plain files, no build step; everything the page loads comes from this server (the content
 security policy forbids anything else), so a running app never downloads from elsewhere.
+Swagger UI's own files come from the `fastapi-offline` package (pinned in the lock), read
+from the installed package: nothing is fetched from a CDN at run time.
 """
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
 from fastapi import APIRouter, HTTPException
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, RedirectResponse, Response
 
 router = APIRouter(include_in_schema=False)
 
@@ -25,6 +29,12 @@ _TYPES = {
     ".ico": "image/x-icon",
     ".json": "application/json",
     ".txt": "text/plain; charset=utf-8",
+}
+# The files of Swagger UI the docs page loads, from the fastapi-offline package.
+SWAGGER_FILES = {
+    "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+    "swagger-ui.css": "text/css; charset=utf-8",
+    "favicon.png": "image/png",
 }
 
 SECURITY_HEADERS = {
@@ -62,3 +72,39 @@ def index() -> FileResponse:
 @router.get("/app/{path:path}")
 def asset(path: str) -> FileResponse:
     return _file(path or "index.html")
+
+
+# Swagger UI sets inline styles; scripts still come from this server only.
+DOCS_HEADERS = {
+    **SECURITY_HEADERS,
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+        "frame-ancestors 'none'; form-action 'self'"
+    ),
+}
+
+
+@router.get("/api/v1/docs")
+def docs() -> FileResponse:
+    """The OpenAPI reference (Swagger UI over /api/v1/openapi.json)."""
+    return FileResponse(WEB_DIR / "docs.html", media_type=_TYPES[".html"], headers=DOCS_HEADERS)
+
+
+@router.get("/docs")
+def docs_redirect() -> RedirectResponse:
+    return RedirectResponse("/api/v1/docs", status_code=308)
+
+
+@router.get("/api/v1/docs/assets/{name}")
+def docs_asset(name: str) -> Response:
+    media_type = SWAGGER_FILES.get(name)
+    if media_type is None:
+        raise HTTPException(404, f"no such file of the API reference: {name[:100]!r}")
+    body = (files("fastapi_offline") / "static" / name).read_bytes()
+    return Response(
+        body,
+        media_type=media_type,
+        # The file changes only with the pinned package: cache it, but revalidate daily.
+        headers={**DOCS_HEADERS, "Cache-Control": "public, max-age=86400"},
+    )

@@ -5,10 +5,8 @@ builds the unsigned refund with the wallet as fee payer, the wallet signs its fe
 and the API submits. The refund always pays the escrow back to the submitter the datum
 names, whoever pays the fee.
 
-Cancelling before the deadline is not offered here: the escrow's cancel path needs an
-oracle quorum's signatures as well as the submitter's, so a job is cancelled through the
-API (`POST /jobs/{id}/cancel`), and its escrow either returned by the oracles' batch or
-refunded here once the deadline passes.
+Before the deadline, a job no provider ever leased gets its escrow back through the cancel
+path instead (submitter and oracle quorum sign: api.services.escrow_cancel).
 """
 
 from __future__ import annotations
@@ -29,6 +27,7 @@ from api.services.escrow_tx import (
     parse_wallet_utxos,
 )
 from api.services.jobs import get_job
+from proofnet.when import when_text
 
 
 class TooEarly(ApiError):
@@ -84,6 +83,7 @@ def build_refund_tx(
     from pycardano import Address
 
     from chain.offchain.builders import BuilderError, build_refund
+    from chain.offchain.builders.errors import DeadlineNotPassed
     from chain.offchain.builders.onchain import escrow_datum_of
 
     row = _escrow_row(session, owner, job_id)
@@ -92,9 +92,12 @@ def build_refund_tx(
     payer_utxos = None if wallet_utxos is None else parse_wallet_utxos(wallet_utxos)
     try:
         built = build_refund(context, deployment, [escrow], payer, payer_utxos)
+    except DeadlineNotPassed as exc:
+        raise TooEarly(
+            f"job {job_id}'s escrow cannot be refunded yet: refund possible after the "
+            f"deadline {when_text(exc.refund_from_ms, exc.chain_now_ms)} (chain time)"
+        ) from exc
     except BuilderError as exc:
-        if "deadline not passed" in str(exc):
-            raise TooEarly(f"job {job_id}'s escrow cannot be refunded yet: {exc}") from exc
         raise BadRequest(f"cannot build the refund: {exc}") from exc
     if built.built.fee > MAX_FEE_LOVELACE:
         raise BadRequest(f"the refund would cost {built.built.fee} lovelace; refusing")

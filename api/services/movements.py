@@ -159,6 +159,43 @@ def latest(
     ]
 
 
+def for_escrow(session: Session, tx_id: str, index: int) -> list[MovementRow]:
+    """Every recorded movement out of one escrow (its settlement, refund or cancel), in
+    output order, with confirmations."""
+    m, c = ChainMovement, ChainWatchCursor
+    tip = (
+        select(c.tip_height)  # type: ignore[call-overload]
+        .where(col(c.deployment) == col(m.deployment))
+        .scalar_subquery()
+    )
+    rows = session.execute(
+        select(m, (tip - col(m.block_height) + literal(1)).label("confirmations"))  # type: ignore[call-overload]
+        .where(col(m.escrow_tx_id) == tx_id, col(m.escrow_index) == index)
+        .order_by(col(m.block_height), col(m.tx_index), col(m.output_index))
+    ).all()
+    out = []
+    for row, confirmations in rows:
+        out.append(
+            MovementRow(
+                kind=row.kind,
+                action=row.action,
+                job_id=row.job_id,
+                escrow_ref=f"{row.escrow_tx_id}#{row.escrow_index}",
+                address=row.address,
+                lovelace=int(row.lovelace),
+                ntx=int(row.ntx),
+                tx_hash=row.tx_hash,
+                output_index=int(row.output_index),
+                block_height=int(row.block_height),
+                block_hash=row.block_hash,
+                slot=int(row.slot),
+                block_time=row.block_time,
+                confirmations=None if confirmations is None else max(int(confirmations), 0),
+            )
+        )
+    return out
+
+
 def closed_escrows(
     conn: Session | Connection, refs: Sequence[tuple[str, int]]
 ) -> set[tuple[str, int]]:

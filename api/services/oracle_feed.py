@@ -39,6 +39,13 @@ def completing_lease(session: Session, job: Job) -> Lease | None:
     ).first()
 
 
+def first_lease(session: Session, job: Job) -> Lease | None:
+    """The job's first lease (of the job or any of its units): when work on it started."""
+    return session.exec(
+        select(Lease).where(Lease.job_id == job.id).order_by(col(Lease.created_at), col(Lease.id))
+    ).first()
+
+
 def job_feed(session: Session, job_id: str) -> dict[str, Any]:
     job = session.exec(select(Job).where(Job.job_id == job_id)).first()
     if job is None:
@@ -46,6 +53,7 @@ def job_feed(session: Session, job_id: str) -> dict[str, Any]:
     spec = JobSpec.from_dict(job.spec)
     escrow = session.exec(select(JobEscrow).where(JobEscrow.job_id == job.id)).first()
     lease = completing_lease(session, job)
+    started = first_lease(session, job)
     lease_view = None
     results: dict[str, str] = {}
     if lease is not None:
@@ -71,6 +79,9 @@ def job_feed(session: Session, job_id: str) -> dict[str, Any]:
         "results": results,
         # The document a rate-card spec names: the oracle recomputes the price from it.
         "rate_card": rate_cards.feed_document(session, spec),
+        # When a provider first leased the job (or a unit of it); null while none has. An
+        # oracle co-signs an escrow's cancel only while this is null.
+        "work_started_at": None if started is None else _iso(started.created_at),
     }
     if job.unit_count:
         # A job with a topology is paid per unit: no job-level lease or results.

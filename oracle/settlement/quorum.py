@@ -132,6 +132,9 @@ class _BundleStore:
     def payable_units(self, escrow: str) -> Mapping[int, PayableUnit]:
         return {**self.base.payable_units(escrow), **self.units.get(escrow, {})}
 
+    def cancelled_escrow(self, escrow: str) -> str | None:
+        return self.base.cancelled_escrow(escrow)  # type: ignore[no-any-return]
+
 
 class IntakeVerifier:
     """The intake's pipeline (`oracle.verify.verify`) against this oracle's own store and

@@ -4,6 +4,10 @@
   hash in the transaction metadata commits to (auditors fetch it here).
 - `POST /api/v1/quorum/sign` (`{"tx_cbor": hex, "bundle": json text}`): a co-signer's
   review of a proposed batch; 200 `{"witness": hex}` or 409 `{"detail": reason}`.
+- `POST /api/v1/quorum/cancel` (`{"tx_cbor": hex}`): the review of an escrow cancel the API
+  forwards for a submitter (`oracle.settlement.cancel`); 200 `{"witness": hex}` or 409.
+- `GET /api/v1/quorum/identity`: `{"key_hash": hex}`, the payment key hash this oracle signs
+  with (what a cancel must name as a required signer).
 
 The routes read `app.state.settlement_db` (set by the settlement lifespan hook, falling back
 to the intake's `app.state.engine`) and `app.state.settlement_cosigner`.
@@ -23,6 +27,8 @@ from .models import SettlementBundle
 router = APIRouter()
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 MAX_SIGN_BODY = 2_000_000
+# A cancel is a few kB; its hex twice that.
+MAX_CANCEL_BODY = 64_000
 
 
 def _db(request: Request) -> Any:
@@ -75,6 +81,41 @@ async def quorum_sign(request: Request) -> dict[str, str]:
         raise HTTPException(400, f"body must be {{tx_cbor: hex, bundle: json}}: {exc}") from exc
     try:
         witness = await run_in_threadpool(cosigner.review, tx_cbor, bundle_body)
+    except QuorumRefusal as exc:
+        raise HTTPException(409, exc.reason) from exc
+    except ChainUnavailable as exc:
+        raise HTTPException(503, f"chain backend unavailable: {exc}") from exc
+    return {"witness": witness.hex()}
+
+
+def _cancel_cosigner(request: Request) -> Any:
+    cosigner = getattr(request.app.state, "cancel_cosigner", None)
+    if cosigner is None:
+        raise HTTPException(503, "this oracle does not co-sign escrow cancels")
+    return cosigner
+
+
+@router.get("/api/v1/quorum/identity")
+async def quorum_identity(request: Request) -> dict[str, str]:
+    return {"key_hash": _cancel_cosigner(request).key_hash.payload.hex()}
+
+
+@router.post("/api/v1/quorum/cancel")
+async def quorum_cancel(request: Request) -> dict[str, str]:
+    from .ports import ChainUnavailable
+    from .quorum import QuorumRefusal
+
+    cosigner = _cancel_cosigner(request)
+    raw = await request.body()
+    if len(raw) > MAX_CANCEL_BODY:
+        raise HTTPException(413, f"body larger than {MAX_CANCEL_BODY} bytes")
+    try:
+        payload = await request.json()
+        tx_cbor = bytes.fromhex(payload["tx_cbor"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise HTTPException(400, f"body must be {{tx_cbor: hex}}: {exc}") from exc
+    try:
+        witness = await run_in_threadpool(cosigner.review, tx_cbor)
     except QuorumRefusal as exc:
         raise HTTPException(409, exc.reason) from exc
     except ChainUnavailable as exc:

@@ -114,6 +114,7 @@ def settlement_extensions(
     """Lifespan hooks and routers for `oracle.app.create_app`. The bundle and quorum routes
     are always served; the scheduler runs only when settlement is enabled. The database is
     `db`, else the app's own (`app.state.engine`)."""
+    from .cancel import CancelCoSigner
     from .quorum import CoSigner
     from .routes import router
 
@@ -133,6 +134,7 @@ def settlement_extensions(
                 build_engine, settings, config, signing_key, store, registry
             )
             app.state.settlement_cosigner = CoSigner.for_engine(engine, app)
+            app.state.cancel_cosigner = CancelCoSigner.for_engine(engine, app)
             holder = config.holder or default_holder()
             scheduler = SettlementScheduler(
                 engine, ProposerLeaseGuard(store, holder, config.lease_ttl_s), config.interval_s

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from api_support import Wallet, job_spec
+from escrow_support import attach_chain, record_escrow
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -44,9 +46,11 @@ def test_submit_status_logs_cancel_and_the_cached_session(
     assert third.status(job_id)["job_id"] == job_id
     assert json.loads(cache.read_text())["token"] not in {"stale", saved["token"]}
 
+    cancelled = cli.cancel(job_id)
+    assert cancelled["status"] == "cancelled" and cancelled["escrow"]["state"] == "none"
+    # Cancelling again changes nothing and says so; it does not fail.
     assert cli.cancel(job_id)["status"] == "cancelled"
-    with pytest.raises(JobCliError, match="HTTP 4"):
-        cli.cancel(job_id)
+    assert cli.status(job_id)["status"] == "cancelled"
 
 
 def test_unapproved_submitter_gets_a_clear_error(client: TestClient, tmp_path: Path) -> None:
@@ -88,3 +92,45 @@ def test_key_file_cli_reports_errors(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1
     assert "error:" in result.output and "not a payment signing key" in result.output
+
+
+def test_escrow_and_cancel_commands_say_when_in_utc_and_never_in_slots(
+    client: TestClient,
+    approved: tuple[Wallet, dict[str, str]],
+    session: Any,
+    clock: Any,
+    worker_factory: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`proofnet job escrow` and `job cancel` on a locked job a provider has leased: the
+    escrow stays locked, and the command says when work started and when a refund opens."""
+    wallet, _headers = approved
+    attach_chain(client)
+    cli = _cli(client, wallet, tmp_path / "s.json")
+    monkeypatch.setattr("api.client_cli._client", lambda *_a: cli)
+    job_id = cli.submit(job_spec())["job_id"]
+    runner = CliRunner()
+    args = ["--key-file", str(tmp_path / "unused.skey")]
+    (tmp_path / "unused.skey").write_text("unused")
+
+    none = runner.invoke(app, ["escrow", job_id, *args])
+    assert none.exit_code == 0 and "no escrow is recorded" in none.output
+
+    record_escrow(session, job_id, clock, deadline_in_s=3 * 3600 + 600)
+    worker = worker_factory()
+    worker.register([("NVIDIA A100-SXM4-80GB", 81920)])
+    assert worker.claim().status_code == 200
+    shown = runner.invoke(app, ["escrow", job_id, *args])
+    assert shown.exit_code == 0, shown.output
+    assert (
+        "UTC (in 3 h 10 min)" in shown.output and "cancel: not now: work started at" in shown.output
+    )
+
+    cancelled = runner.invoke(app, ["cancel", job_id, *args])
+    assert cancelled.exit_code == 0, cancelled.output
+    assert "the escrow stays locked: work started at" in cancelled.output
+    assert "refund possible after the deadline" in cancelled.output
+    assert " UTC (in 3 h 10 min)" in cancelled.output
+    assert "slot" not in (none.output + shown.output + cancelled.output).lower()
+    assert cli.status(job_id)["status"] == "cancelled"

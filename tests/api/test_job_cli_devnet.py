@@ -70,8 +70,10 @@ def test_lock_then_refund_after_the_deadline(
     assert world.holdings()[1] == ntx_before - BUDGET
 
     # Before the deadline the API refuses with a clear answer; after it, the refund lands.
-    with pytest.raises(JobCliError, match="425|deadline"):
+    with pytest.raises(JobCliError, match="425") as early:
         cli.refund(job_id)
+    assert "refund possible after the deadline" in str(early.value)
+    assert " UTC (in " in str(early.value) and "slot" not in str(early.value)
     deadline = time.monotonic() + 120
     while True:
         try:

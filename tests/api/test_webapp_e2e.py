@@ -12,29 +12,40 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-from api_support import FakeClock, Wallet, job_spec
+from api_support import FakeClock, Wallet, Worker, job_spec
 from fastapi.testclient import TestClient
 from movement_support import add_movement
+from nacl.signing import SigningKey
 from pycardano import Address, Network, UTxO
 from pycardano.cip import cip8
 from sqlmodel import select
 from web_fixtures import WALLET_NTX, EscrowWorld, escrow_world, witness_set_hex
 
 from api.app import create_app
+from api.client_cli import JobClient
 from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.migrate import upgrade_head
 from api.models import Job, JobEscrow, User
 from api.routes.web import WEB_DIR
 from api.services.balances import clear_caches
+from api.services.cancel_quorum import Member
 from api.services.users import add_senior
 from chain.devnet.testing import serve_app
+from oracle.db import make_engine as make_oracle_engine
+from oracle.feed_client import HttpApiFeed
+from oracle.schema import create_tables
+from oracle.settlement.cancel import CancelCoSigner
+from oracle.settlement.chain_view import BlockfrostChainView
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -85,6 +96,27 @@ def test_nothing_in_the_app_loads_from_elsewhere() -> None:
             assert (path.parent / target).resolve().is_file(), (path, target)
 
 
+def test_the_api_reference_is_served_from_this_server_without_a_cdn(client: TestClient) -> None:
+    moved = client.get("/docs", follow_redirects=False)
+    assert moved.status_code == 308 and moved.headers["location"] == "/api/v1/docs"
+    page = client.get("/api/v1/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "script-src 'self';" in page.headers["content-security-policy"]
+    scripts = re.findall(r'src="([^"]+)"', page.text)
+    assert scripts == ["/api/v1/docs/assets/swagger-ui-bundle.js", "/app/js/docs.js"]
+    for path in (*scripts, "/api/v1/docs/assets/swagger-ui.css", "/app/docs.css"):
+        asset = client.get(path)
+        assert asset.status_code == 200, path
+    bundle = client.get(scripts[0])
+    assert bundle.headers["content-type"].startswith("text/javascript")
+    assert len(bundle.content) > 500_000 and b"SwaggerUIBundle" in bundle.content
+    for bad in ("/api/v1/docs/assets/redoc.standalone.js", "/api/v1/docs/assets/..%2fcore.py"):
+        assert client.get(bad).status_code == 404, bad
+    paths = client.get("/api/v1/openapi.json").json()["paths"]
+    assert "/api/v1/jobs/{job_id}/escrow/cancel/build" in paths
+    assert "/api/v1/jobs/{job_id}/escrow" in paths and "/api/v1/network" in paths
+
+
 # --- the browser run ---------------------------------------------------------------------
 
 
@@ -114,6 +146,11 @@ def browser() -> Iterator[Any]:
             launched.close()
 
 
+ICON = (
+    "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 20 20'%3E"
+    "%3Ccircle cx='10' cy='10' r='9' fill='%231f5f8b'/%3E%3C/svg%3E"
+)
+
 # The CIP-30 wallet the page sees: every call goes to a Python function of this test.
 WALLET_SCRIPT = """
 (() => {
@@ -133,11 +170,29 @@ WALLET_SCRIPT = """
   window.cardano = Object.assign(window.cardano || {}, {
     testwallet: {
       name: "Test wallet",
-      icon: "",
+      icon: "%ICON%",
       apiVersion: "0.1.0",
       enable: async () => api,
       isEnabled: async () => true,
     },
+  });
+})();
+""".replace("%ICON%", ICON)
+
+# A second wallet in the same browser, on mainnet: the page must refuse it before signing.
+MAINNET_WALLET_SCRIPT = """
+(() => {
+  const refuse = async () => { window.pnMainnetCalls = (window.pnMainnetCalls || 0) + 1;
+    throw { code: -1, info: "the mainnet wallet must not be asked to sign" }; };
+  const api = {
+    getNetworkId: async () => 1,
+    getUsedAddresses: async () => [], getUnusedAddresses: async () => [],
+    getChangeAddress: refuse, getRewardAddresses: async () => [], getUtxos: refuse,
+    getBalance: async () => "00", signData: refuse, signTx: refuse, submitTx: refuse,
+  };
+  window.cardano = Object.assign(window.cardano || {}, {
+    mainwallet: { name: "Mainnet wallet", icon: "", apiVersion: "0.1.0",
+      enable: async () => api, isEnabled: async () => true },
   });
 })();
 """
@@ -190,18 +245,52 @@ class InjectedWallet:
         context.add_init_script(WALLET_SCRIPT)
 
 
+@dataclass
+class Served:
+    root: str
+    world: EscrowWorld
+    engine: Any
+    config: ApiConfig
+    clock: FakeClock
+    app: Any
+    oracle_engine: Any
+
+
+class InProcessQuorum:
+    """The API's cancel quorum, with the oracle's co-signer called in this process (its
+    checks run for real, over the API's signed feed and its own store; only the HTTP hop
+    between API and oracle is left out: test_escrow_cancel.py covers it)."""
+
+    def __init__(self, cosigner: Any) -> None:
+        self.cosigner = cosigner
+
+    def members(self) -> list[Member]:
+        return [Member("in-process oracle", self.cosigner.key_hash.payload.hex())]
+
+    def cosign(self, member: Member, tx_cbor: str) -> bytes:
+        return bytes(self.cosigner.review(bytes.fromhex(tx_cbor)))
+
+
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, EscrowWorld, Any, ApiConfig]]:
-    """The API on a real port, backed by a devnet with the protocol deployed."""
+def served(tmp_path: Path) -> Iterator[Served]:
+    """The API on a real port, backed by a devnet with the protocol deployed, and one oracle
+    co-signing cancels."""
     from api.services.balances import BalanceSources, CachedLookups, ContextChainReader
 
     with escrow_world(tmp_path / "world") as world:
+        oracle_wallet = world.world.oracle_quorum[0]
+        oracle_ed25519 = SigningKey(oracle_wallet.signing_key.payload)
         config = ApiConfig(
             database_url=f"sqlite:///{tmp_path / 'api.db'}",
             network="devnet",
             rate_limit_per_minute=100_000,
             claim_requires_escrow=True,
             approval_endorsements=2,
+            oracle_keys=(bytes(oracle_ed25519.verify_key).hex(),),
+            # One attempt and a minute to settle: a one-second job's deadline passes about a
+            # minute of chain time after locking (a few seconds of wall time on the devnet).
+            max_attempts=1,
+            settlement_window_s=65,
         )
         engine = make_engine(config.database_url)
         upgrade_head(engine)
@@ -215,11 +304,23 @@ def served(tmp_path: Path) -> Iterator[tuple[str, EscrowWorld, Any, ApiConfig]]:
             CachedLookups(chain, None, ttl_s=0.5), world.world.devnet.url, unit
         )
         app.state.balance_sources = sources
+        oracle_engine = make_oracle_engine(f"sqlite:///{tmp_path / 'oracle.db'}")
+        create_tables(oracle_engine)
         with open_session(engine) as session:  # pre-approved, as seniors are
             add_senior(session, config, world.wallet.address, clock())
         with serve_app(app) as root:
-            yield root, world, engine, config
+            app.state.cancel_quorum = InProcessQuorum(
+                CancelCoSigner(
+                    world.world.deployment,
+                    BlockfrostChainView(world.world.devnet.url),
+                    oracle_wallet.signing_key,
+                    HttpApiFeed(root, oracle_ed25519, "devnet", ttl_s=0.0),
+                    oracle_engine,
+                )
+            )
+            yield Served(root, world, engine, config, clock, app, oracle_engine)
         engine.dispose()
+        oracle_engine.dispose()
 
 
 def _ntx(page: Any, row: str) -> str:
@@ -230,9 +331,9 @@ def _ntx(page: Any, row: str) -> str:
 
 def _sign_in(page: Any, address: str) -> None:
     """Connect the injected wallet and sign in with a genuine CIP-8 signature."""
-    page.wait_for_selector('#wallet-select option[value="testwallet"]', state="attached")
-    page.select_option("#wallet-select", "testwallet")
-    page.click("#connect")
+    choice = '#wallet-list button[data-wallet="testwallet"]'
+    page.wait_for_selector(choice)
+    page.click(choice)
     page.wait_for_function(
         "a => document.getElementById('account-address').textContent === a", arg=address
     )
@@ -266,13 +367,13 @@ def _approval_flow(
     browser: Any,
     page: Any,
     senior: InjectedWallet,
-    served: tuple[str, EscrowWorld, Any, ApiConfig],
+    served: Served,
     tmp_path: Path,
 ) -> None:
     """A new wallet applies on a phone; the senior on `page` endorses it with a wallet
     signature, a second senior on a phone does too, and the applicant follows it, as
     "1 of 2 endorsements, by ..." and then "approved"."""
-    root, world, engine, config = served
+    root, world, engine, config = served.root, served.world, served.engine, served.config
     errors: list[str] = []
     applicant = InjectedWallet(world, Wallet())
     mobile = _phone_page(browser, applicant, root, errors)
@@ -339,9 +440,9 @@ def _approval_flow(
 
 @pytest.mark.slow
 def test_a_submitter_posts_a_job_and_locks_its_escrow_and_seniors_endorse_in_the_browser(
-    browser: Any, served: tuple[str, EscrowWorld, Any, ApiConfig], tmp_path: Path
+    browser: Any, served: Served, tmp_path: Path
 ) -> None:
-    root, world, engine, _config = served
+    root, world, engine = served.root, served.world, served.engine
     context = browser.new_context(viewport={"width": 1280, "height": 1400})
     wallet = InjectedWallet(world)
     wallet.install(context)
@@ -375,7 +476,7 @@ def test_a_submitter_posts_a_job_and_locks_its_escrow_and_seniors_endorse_in_the
     page.fill("#f-commands", "python train.py --epochs 1")
     page.fill("#f-gpus", "0")
     page.fill("#f-gpu-mem", "0")
-    page.fill("#f-price", str(BUDGET))
+    page.fill("#f-price", "2.5")  # NTX, with its six decimals: BUDGET base units
     page.fill("#f-seed", "42")
     page.click("#post-job")
     page.wait_for_selector("#form-errors li")
@@ -402,10 +503,7 @@ def test_a_submitter_posts_a_job_and_locks_its_escrow_and_seniors_endorse_in_the
 
     # Sign the escrow in the wallet; the API submits and records it.
     page.click("#lock-escrow")
-    page.wait_for_function(
-        "() => (document.getElementById('job-escrow').textContent || '').includes('(recorded)')",
-        timeout=120_000,
-    )
+    page.wait_for_selector('#job-escrow[data-state="locked"]', timeout=120_000)
     assert wallet.calls.count("signTx") == 1 and "utxos" in wallet.calls
     ref = page.inner_text("#escrow-ref")
     tx_id, index = ref.split("#")
@@ -421,7 +519,7 @@ def test_a_submitter_posts_a_job_and_locks_its_escrow_and_seniors_endorse_in_the
         "() => !document.getElementById('job-reason').textContent.startsWith('waiting for its escrow')"
     )
     assert page.inner_text("#job-status") == "queued"
-    assert page.is_disabled("#lock-escrow")  # one escrow per job
+    assert page.is_hidden("#lock-escrow")  # one escrow per job
 
     # The balance dropped by the budget.
     expected = str(WALLET_NTX - BUDGET)
@@ -452,10 +550,10 @@ def test_a_submitter_posts_a_job_and_locks_its_escrow_and_seniors_endorse_in_the
     clear_caches()
     page.click("#refresh-balances")
     payout = page.wait_for_selector(f'#payouts li[data-tx="{"ab" * 32}"]')
-    assert payout is not None and "1,234 NTX" in payout.inner_text()
+    assert payout is not None and "0.001234 NTX" in payout.inner_text()
     assert "in block 1" in payout.inner_text()
     refund = page.inner_text('#refunds li[data-kind="refund"]')
-    assert "66 NTX back from job" in refund and "(refund)" in refund
+    assert "0.000066 NTX back from job" in refund and "(refund)" in refund
     assert _ntx(page, "earned") == "1234" and _ntx(page, "refunded") == "66"
 
     shot = tmp_path / "main.png"
@@ -468,7 +566,7 @@ def test_a_submitter_posts_a_job_and_locks_its_escrow_and_seniors_endorse_in_the
         "#jobs",
         "#job",
         "#job-form",
-        "#lock-escrow",
+        "#cancel-job",
         "#approvals",
     ):
         assert page.is_visible(selector), selector
@@ -479,3 +577,237 @@ def test_a_submitter_posts_a_job_and_locks_its_escrow_and_seniors_endorse_in_the
     assert not console_errors, json.dumps(console_errors)
     assert refused == [f"409 POST {root}/api/v1/jobs"], refused
     context.close()
+
+
+# --- money back, the state from the API, and every page at desktop and phone width ---------
+
+DESKTOP = {"width": 1280, "height": 900}
+
+
+def _context(browser: Any, viewport: dict[str, int], wallet: InjectedWallet) -> Any:
+    phone = viewport["width"] < 600
+    context = browser.new_context(viewport=viewport, is_mobile=phone, has_touch=phone)
+    wallet.install(context)
+    return context
+
+
+def _page(context: Any, root: str, errors: list[str], outside: list[str]) -> Any:
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # Nothing the app or the docs load may come from elsewhere (the wallet icon is data:).
+    page.on(
+        "request",
+        lambda r: outside.append(r.url) if not r.url.startswith((root, "data:")) else None,
+    )
+    return page
+
+
+def _layout(page: Any, shots: Path, name: str, *visible: str) -> None:
+    """The page fits its viewport (no sideways scrolling), its key elements are visible,
+    and its screenshot is saved for a person to look at."""
+    assert _fits_the_screen(page), (name, page.evaluate("document.documentElement.scrollWidth"))
+    for selector in visible:
+        assert page.is_visible(selector), (name, selector)
+    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+    assert (shots / f"{name}.png").stat().st_size > 5_000
+
+
+def _locked_from_the_cli(served: Served, amount: int, max_duration_s: int = 3600) -> str:
+    """A job posted and locked with `proofnet job` (the key file client), not the browser."""
+    cli = JobClient(served.root, served.world.wallet.signing_key, http=httpx.Client(timeout=120))
+    spec = job_spec()
+    spec["resources"]["max_duration_s"] = max_duration_s
+    spec["pricing"] = {"kind": "fixed", "amount": amount}
+    job_id = str(cli.submit(spec)["job_id"])
+    assert cli.lock(job_id)["recorded"] is True
+    return job_id
+
+
+def _open_job(page: Any, job_id: str, state: str) -> None:
+    page.click("#refresh-jobs")
+    page.click(f'#job-rows tr[data-job="{job_id}"] button')
+    page.wait_for_function("j => document.getElementById('job-id').textContent === j", arg=job_id)
+    page.wait_for_selector(f'#job-escrow[data-state="{state}"]')
+
+
+def _no_slots(page: Any) -> None:
+    assert "slot" not in page.inner_text("body").lower()
+
+
+@pytest.mark.slow
+def test_money_back_and_the_state_from_the_api_at_desktop_and_phone_width(
+    browser: Any, served: Served, tmp_path: Path
+) -> None:
+    root, world = served.root, served.world
+    shots = tmp_path / "screens"
+    shots.mkdir()
+    errors: list[str] = []
+    outside: list[str] = []
+    wallet = InjectedWallet(world)
+
+    # A provider with a price, online: shown before posting.
+    provider = Worker(TestClient(served.app), clock=served.clock)
+    provider.register([("NVIDIA A100-SXM4-80GB", 81920)])
+    priced = provider.request(
+        "PUT", "/api/v1/worker/rate-card", {"rates": {"NVIDIA A100-SXM4-80GB": 1_750_000}}
+    )
+    assert priced.status_code == 200, priced.text
+
+    # The signed-out page on a phone: the network badge and the wallet chooser fit.
+    phone = _context(browser, PHONE, wallet)
+    mobile = _page(phone, root, errors, outside)
+    mobile.goto(root + "/")
+    mobile.wait_for_selector('#wallet-list button[data-wallet="testwallet"]')
+    assert mobile.inner_text("#network-badge") == "devnet"
+    _layout(mobile, shots, "signed-out-phone", "#network-badge", "#wallet-list", "#post")
+
+    # Desktop: two wallets, each with its name (and icon); the mainnet one is refused before
+    # it is asked for anything.
+    desktop = _context(browser, DESKTOP, wallet)
+    desktop.add_init_script(MAINNET_WALLET_SCRIPT)
+    page = _page(desktop, root, errors, outside)
+    page.goto(root + "/")
+    page.wait_for_selector('#wallet-list button[data-wallet="mainwallet"]')
+    choice = '#wallet-list button[data-wallet="testwallet"]'
+    assert page.inner_text(choice) == "Test wallet"
+    assert page.get_attribute(f"{choice} img", "src") == ICON
+    page.click('#wallet-list button[data-wallet="mainwallet"]')
+    page.wait_for_selector("#notice.error")
+    assert "this API settles on devnet" in page.inner_text("#notice")
+    assert "bad" in str(page.get_attribute("#network-badge", "class"))
+    assert page.evaluate("window.pnMainnetCalls || 0") == 0 and wallet.calls == []
+    assert page.is_hidden("#sign-in")
+    _sign_in(page, world.wallet.address)
+    assert "good" in str(page.get_attribute("#network-badge", "class"))
+
+    # Before posting: the providers online with their price, and the estimate.
+    page.wait_for_selector("#provider-rows tr[data-provider]")
+    assert "NVIDIA A100-SXM4-80GB: 1.75" in page.inner_text("#provider-rows")
+    spec = job_spec()
+    page.fill("#f-repo", spec["model"]["repo_url"])
+    page.fill("#f-commit", spec["model"]["commit"])
+    page.fill("#f-image", spec["image"])
+    page.fill("#f-price", "2.5")
+    page.click("#estimate-job")
+    page.wait_for_selector("#estimate:not([hidden]) [data-estimate=cost]")
+    assert page.get_attribute("#estimate [data-estimate=cost]", "data-cap") == "2500000"
+    assert "at most 2.5 NTX locked in escrow" in page.inner_text("#estimate")
+
+    # A job locked from the CLI shows its real state here; cancelling it before any work
+    # returns the whole escrow at once (the wallet signs, the oracle co-signs).
+    ntx_start = world.holdings()[1]
+    cancelled = _locked_from_the_cli(served, 3_000_000)
+    _open_job(page, cancelled, "locked")
+    assert "3 NTX" in page.inner_text("#job-escrow")
+    assert re.search(
+        r"deadline \d{4}-\d\d-\d\d \d\d:\d\d(:\d\d)? UTC \(in ", page.inner_text("#job-escrow")
+    )
+    assert page.inner_text("#cancel-job") == "Cancel and take the escrow back"
+    assert "no provider has started the job" in page.inner_text("#escrow-hint")
+    assert page.get_attribute("#job-escrow a[data-explorer=devnet]", "href").startswith(
+        world.world.devnet.url.removesuffix("/api/v0") + "/explorer/tx/"
+    )
+    _no_slots(page)
+    _layout(page, shots, "job-locked-desktop", "#job-escrow", "#cancel-job", "#refund-escrow")
+    signed = wallet.calls.count("signTx")
+    page.click("#cancel-job")
+    page.wait_for_function(
+        "() => document.getElementById('notice').textContent.includes('comes back')"
+    )
+    assert wallet.calls.count("signTx") == signed + 1
+    page.wait_for_selector('#job-escrow:not([data-state="locked"])')
+    assert page.inner_text("#job-status") == "cancelled"
+    end = time.monotonic() + 60
+    while world.holdings()[1] != ntx_start and time.monotonic() < end:
+        time.sleep(0.25)
+    assert world.holdings()[1] == ntx_start  # all of it, at once
+
+    # A settled job viewed in another browser (a phone): what was paid, what came back, the
+    # settlement transaction with its block, confirmations and explorer link.
+    settled = _locked_from_the_cli(served, 2_500_000)
+    with open_session(served.engine) as session:
+        escrow = session.exec(
+            select(JobEscrow).join(Job).where(Job.job_id == settled)  # type: ignore[arg-type]
+        ).one()
+        ref = (escrow.tx_id, escrow.output_index)
+        add_movement(
+            session,
+            address=Wallet().address,
+            ntx=1_500_000,
+            tx_hash="5e" * 32,
+            job_id=settled,
+            escrow=ref,
+            block_height=3,
+        )
+        add_movement(
+            session,
+            address=world.wallet.address,
+            ntx=1_000_000,
+            tx_hash="5e" * 32,
+            kind="refund",
+            job_id=settled,
+            escrow=ref,
+            output_index=1,
+            block_height=3,
+        )
+    clear_caches()
+    _sign_in(mobile, world.wallet.address)
+    _open_job(mobile, settled, "settled")
+    closing = mobile.inner_text("#escrow-closing")
+    assert "Settled in" in closing and "block 3" in closing
+    assert "paid 1.5 NTX to providers, returned 1 NTX" in closing
+    assert mobile.is_visible("#escrow-closing a[data-explorer=devnet]")
+    _no_slots(mobile)
+    _layout(mobile, shots, "job-settled-phone", "#job-escrow", "#balances", "#jobs")
+
+    # Base units on request, everywhere amounts are shown.
+    mobile.click("#units-toggle")
+    mobile.wait_for_function(
+        "() => document.getElementById('escrow-closing').textContent"
+        ".includes('paid 1,500,000 base units')"
+    )
+    assert mobile.inner_text("#ntx-head") == "NTX base units"
+    mobile.click("#units-toggle")
+    mobile.wait_for_function(
+        "() => document.getElementById('escrow-closing').textContent.includes('paid 1.5 NTX')"
+    )
+
+    # A refund after the deadline, one click in the wallet: a one-second job's deadline
+    # passes on chain about a minute after locking (seconds of wall time on the devnet).
+    refunded = _locked_from_the_cli(served, 1_000_000, max_duration_s=1)
+    ntx_locked = world.holdings()[1]
+    _open_job(page, refunded, "locked")
+    assert page.is_disabled("#refund-escrow")
+    assert "refund possible after the deadline" in page.inner_text("#escrow-hint")
+    with open_session(served.engine) as session:
+        deadline_ms = session.exec(
+            select(JobEscrow.deadline_ms).join(Job).where(Job.job_id == refunded)  # type: ignore[arg-type]
+        ).one()
+    world.world.wait_until_chain_ms(deadline_ms + 2_000)
+    served.clock.advance(max(0.0, (deadline_ms - served.clock().timestamp() * 1000) / 1000) + 2)
+    page.wait_for_selector("#refund-escrow:not([disabled])", timeout=30_000)
+    page.click("#refund-escrow")
+    page.wait_for_function(
+        "() => document.getElementById('notice').textContent.includes('Refund submitted')"
+    )
+    end = time.monotonic() + 60
+    while world.holdings()[1] != ntx_locked + 1_000_000 and time.monotonic() < end:
+        time.sleep(0.25)
+    assert world.holdings()[1] == ntx_locked + 1_000_000
+    _layout(page, shots, "job-refunded-desktop", "#job-escrow", "#balances")
+    _layout(mobile, shots, "signed-in-phone", "#balances", "#post", "#jobs", "#job")
+
+    # The OpenAPI page, served without a CDN, at both widths.
+    for name, tab in (("docs-desktop", page), ("docs-phone", mobile)):
+        tab.goto(root + "/docs")
+        tab.wait_for_selector(".swagger-ui .opblock")
+        assert tab.url == root + "/api/v1/docs"
+        assert tab.locator(".swagger-ui .opblock").count() > 20
+        assert "escrow/cancel/build" in tab.inner_text(".swagger-ui")
+        _layout(tab, shots, name, ".swagger-ui .info", ".docs-top")
+
+    assert not errors, json.dumps(errors)
+    assert not outside, outside
+    phone.close()
+    desktop.close()

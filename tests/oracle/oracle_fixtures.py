@@ -127,9 +127,13 @@ class MemoryStoreView:
     leaves: dict[str, int] = field(default_factory=dict)
     payable: dict[str, tuple[int, str]] = field(default_factory=dict)
     units: dict[str, dict[int, PayableUnit]] = field(default_factory=dict)
+    cancelled: dict[str, str] = field(default_factory=dict)
 
     def holder_of_leaf(self, leaf_hash: str) -> int | None:
         return self.leaves.get(leaf_hash)
+
+    def cancelled_escrow(self, escrow: str) -> str | None:
+        return self.cancelled.get(escrow)
 
     def payable_for_escrow(self, escrow: str) -> tuple[int, str] | None:
         return self.payable.get(escrow)

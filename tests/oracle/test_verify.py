@@ -251,3 +251,12 @@ def test_unreachable_backends_mean_retry_not_rejection(world: World) -> None:
     assert result.outcome == "retry" and result.reason is None and "backend down" in result.message
     result = verify(world.sign(), world.context(feed=DownFeed()))
     assert result.outcome == "retry" and "API down" in result.message
+
+
+def test_an_escrow_this_oracle_co_signed_a_cancel_for_is_never_paid(world: World) -> None:
+    ref = escrow_ref(world.escrow.tx_id, world.escrow.index)
+    world.store.cancelled[ref] = "this oracle co-signed the cancel of escrow " + ref
+    result = rejected(world)
+    assert result.reason == Reason.ESCROW_CANCELLED and "co-signed the cancel" in result.message
+    world.store.cancelled.clear()
+    assert verify(world.sign(), world.context()).ok

@@ -1,5 +1,8 @@
 // The job form as a JobSpec (proofnet/messages/jobspec.py), checked the way the server
 // checks it so most mistakes are caught before posting; the server still has the last word.
+// The price is typed in NTX (with the network's decimals) unless base units are shown.
+
+import { parseNtx } from "./amounts.js";
 
 const IMAGE = /^(?:[A-Za-z0-9.-]+(?::[0-9]+)?\/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$/;
 const REPO = /^(?:https|ssh|git):\/\/[^\s/]+\/\S+$/;
@@ -97,7 +100,13 @@ export function readJobForm(form) {
       errors.push(["results", `result line must be "relative/glob json|csv|model": ${line.slice(0, 60)}`]);
     } else results.push({ path, kind });
   }
-  const amount = integer(form, "amount", errors, "price", 1);
+  let amount = 0;
+  try {
+    amount = parseNtx(v("amount"));
+    if (amount < 1) errors.push(["amount", "price must be more than nothing"]);
+  } catch (e) {
+    errors.push(["amount", `price must be ${e.message}`]);
+  }
   const seedText = v("seed");
   let seed = 0;
   if (!/^\d+$/.test(seedText) || BigInt(seedText) > MAX_SEED) {

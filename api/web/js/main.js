@@ -1,23 +1,35 @@
-// The page: connect a CIP-30 wallet, sign in, post jobs, lock their escrow, follow them.
+// The page: choose a CIP-30 wallet (checked against the API's network), sign in, see
+// balances, estimate and post jobs, lock, cancel or refund their escrow, follow them.
+// Every state shown comes from the API; the browser keeps only the session token and
+// display preferences.
 
 import { ApiError, download, get, post, setToken, token } from "./api.js";
 import { Approvals, applicationStatus } from "./approvals.js";
+import { ada, ntxNumber, ntxText, setBaseUnits, unitLabel, units } from "./amounts.js";
 import { el } from "./dom.js";
+import { EscrowPanel } from "./escrow.js";
 import { randomSeed, readJobForm } from "./jobform.js";
+import { showEstimate, showProviders } from "./market.js";
 import { ConnectedWallet, availableWallets } from "./wallet.js";
+import { isoMs, whenText } from "./when.js";
 
 const $ = (id) => document.getElementById(id);
 const POLL_MS = 2000;
-const ESCROW_RECORD_TRIES = 60;
+// While a finished job's escrow is still locked, it is looked at this often (refund opens).
+const ESCROW_POLL_TICKS = 5;
+const TERMINAL = ["completed", "failed", "cancelled", "stopped"];
 
 const state = {
+  network: null,
   wallet: null,
+  walletName: "",
   address: sessionStorage.getItem("proofnet.address"),
   me: null,
   job: null,
   status: null,
   logCursor: 0,
   poll: null,
+  ticks: 0,
 };
 
 function notify(text, kind = "ok") {
@@ -41,48 +53,104 @@ async function busy(button, action) {
     fail(e);
   } finally {
     button.disabled = false;
-    syncJobButtons();
+    escrow.sync();
   }
 }
 
-// What the selected job allows: no escrow twice, nothing once it is over.
-function syncJobButtons() {
-  if (!state.job) return;
-  const terminal = ["completed", "failed", "cancelled"].includes(state.status);
-  const saved = JSON.parse(localStorage.getItem(escrowKey(state.job)) || "null");
-  $("cancel-job").disabled = terminal;
-  $("lock-escrow").disabled = terminal || Boolean(saved && saved.tx_id);
+const shortId = (id) => `${id.slice(0, 10)}…${id.slice(-6)}`;
+
+// --- network and units -------------------------------------------------------------------
+
+async function loadNetwork() {
+  const n = await get("/api/v1/network");
+  state.network = n;
+  units.ticker = n.ntx.ticker;
+  units.decimals = n.ntx.decimals;
+  const badge = $("network-badge");
+  badge.textContent = n.network;
+  badge.dataset.network = n.network;
+  badge.title = `This API settles on ${n.network} (${n.network_id === 1 ? "mainnet" : "a test network"}); wallets must be on it too`;
+  showUnits();
 }
 
-const ada = (lovelace) => (lovelace === null || lovelace === undefined ? "—" : (lovelace / 1e6).toFixed(6));
-const ntx = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en"));
-const shortId = (id) => `${id.slice(0, 10)}…${id.slice(-6)}`;
+function showUnits() {
+  $("units-toggle").checked = units.base;
+  $("ntx-head").textContent = unitLabel();
+  $("budget-head").textContent = `Budget (${unitLabel()})`;
+  $("price-unit").textContent = unitLabel();
+}
+
+async function toggleUnits(on) {
+  // The price typed so far keeps its value in the new unit.
+  const input = $("f-price");
+  let price = null;
+  try {
+    price = readJobForm($("job-form")).spec.pricing.amount;
+  } catch {
+    price = null;
+  }
+  setBaseUnits(on);
+  showUnits();
+  if (price) input.value = ntxNumber(price).replaceAll(",", "");
+  escrow.render();
+  await Promise.all([loadBalances(), loadJobs(), showProviders()]);
+}
 
 // --- wallet and sign-in -------------------------------------------------------------
 
 function listWallets() {
-  const select = $("wallet-select");
   const found = availableWallets();
-  const current = select.value;
-  select.replaceChildren(...found.map((w) => el("option", { value: w.id }, w.name)));
-  if (found.some((w) => w.id === current)) select.value = current;
-  $("connect").disabled = !found.length;
+  const list = $("wallet-list");
+  list.replaceChildren(
+    ...found.map((w) =>
+      el(
+        "li",
+        {},
+        el(
+          "button",
+          {
+            type: "button",
+            class: "wallet-choice secondary",
+            "data-wallet": w.id,
+            "aria-pressed": String(state.wallet !== null && state.wallet.id === w.id),
+            onclick: (e) => busy(e.currentTarget, () => connect(w)),
+          },
+          ...(w.icon ? [el("img", { src: w.icon, alt: "", width: "20", height: "20" })] : []),
+          w.name,
+        ),
+      ),
+    ),
+  );
   $("wallet-hint").textContent = found.length ? "" : "No CIP-30 wallet found in this browser.";
 }
 
-async function connect() {
-  const id = $("wallet-select").value;
-  state.wallet = await ConnectedWallet.connect(id);
-  state.address = await state.wallet.address();
+async function connect(choice) {
+  const wallet = await ConnectedWallet.connect(choice.id);
+  const wanted = state.network ? state.network.network_id : null;
+  const has = await wallet.networkId();
+  const badge = $("network-badge");
+  if (wanted !== null && has !== wanted) {
+    badge.classList.add("bad");
+    badge.classList.remove("good");
+    throw new Error(
+      `${choice.name} is on ${has === 1 ? "mainnet" : "a test network"}, but this API settles on ` +
+        `${state.network.network}: switch the wallet's network, then choose it again. Nothing was signed.`,
+    );
+  }
+  badge.classList.add("good");
+  badge.classList.remove("bad");
+  state.wallet = wallet;
+  state.walletName = choice.name;
+  state.address = await wallet.address();
   sessionStorage.setItem("proofnet.address", state.address);
   $("account-address").textContent = state.address;
-  $("sign-in").hidden = false;
-  $("connect").textContent = "Reconnect";
-  notify(`Connected ${id}. Sign in to continue.`);
+  $("sign-in").hidden = Boolean(state.me);
+  listWallets();
+  notify(state.me ? `Connected ${choice.name}.` : `Connected ${choice.name}. Sign in to continue.`);
 }
 
 async function signIn() {
-  if (!state.wallet) throw new Error("connect a wallet first");
+  if (!state.wallet) throw new Error("choose a wallet first");
   const challenge = await post("/api/v1/auth/challenge", { address: state.address });
   const signed = await state.wallet.signMessage(state.address, challenge.message);
   const issued = await post("/api/v1/auth/verify", {
@@ -170,7 +238,8 @@ async function loadBalances() {
       { "data-balance": key },
       el("th", { scope: "row", title: amount.note || "" }, label),
       el("td", { class: "num" }, ada(amount.lovelace)),
-      el("td", { class: "num", "data-ntx": String(amount.ntx ?? "") }, ntx(amount.ntx)),
+      // data-ntx: base units, whatever is shown.
+      el("td", { class: "num", "data-ntx": String(amount.ntx ?? "") }, ntxNumber(amount.ntx)),
     );
   const lines = [
     line("Available", b.available, "available"),
@@ -206,9 +275,9 @@ function showMovements(list, movements, verb) {
       return el(
         "li",
         { "data-tx": m.tx_hash, "data-kind": m.kind },
-        `${ntx(m.amount)} NTX ${verb} `,
+        `${ntxText(m.amount)} ${verb} `,
         el("code", {}, m.job_id ? shortId(m.job_id) : "—"),
-        ` (${what[m.action] || m.action}) on ${new Date(m.confirmed_at).toLocaleString()}, tx `,
+        ` (${what[m.action] || m.action}) ${whenText(isoMs(m.confirmed_at))}, tx `,
         el("code", { title: m.tx_hash }, shortId(m.tx_hash)),
         ` in block ${m.block_height}${depth}`,
         ...Object.entries(m.explorer).flatMap(([name, url]) => [
@@ -239,8 +308,8 @@ async function loadJobs() {
         { "data-job": job.job_id, "aria-selected": String(state.job === job.job_id) },
         el("td", {}, el("button", { type: "button", class: "secondary", onclick: open }, shortId(job.job_id))),
         el("td", { class: `status-${job.status}` }, job.status),
-        el("td", { class: "num" }, ntx(price)),
-        el("td", {}, new Date(job.created_at).toLocaleString()),
+        el("td", { class: "num" }, ntxNumber(price)),
+        el("td", {}, whenText(isoMs(job.created_at))),
       );
     }),
   );
@@ -252,15 +321,33 @@ function markInvalid(form, errors) {
   $("form-errors").replaceChildren(...errors.map(([, msg]) => el("li", {}, msg)));
 }
 
-async function postJob(event) {
-  event.preventDefault();
+// The form's spec, or null with the errors shown next to it.
+function checkedSpec() {
   const form = $("job-form");
   const { spec, errors } = readJobForm(form);
   markInvalid(form, errors);
   if (errors.length) {
     form.elements[errors[0][0]]?.focus();
-    return;
+    return null;
   }
+  return spec;
+}
+
+async function estimateJob() {
+  const spec = checkedSpec();
+  if (!spec) return;
+  if (!state.me) throw new Error("sign in to estimate a job");
+  try {
+    await showEstimate(spec);
+  } catch (e) {
+    $("form-errors").replaceChildren(el("li", {}, `No estimate: ${e.message}`));
+  }
+}
+
+async function postJob(event) {
+  event.preventDefault();
+  const spec = checkedSpec();
+  if (!spec) return;
   if (!state.me) throw new Error("sign in before posting a job");
   let job;
   try {
@@ -275,34 +362,16 @@ async function postJob(event) {
   await selectJob(job.job_id);
 }
 
-function escrowKey(jobId) {
-  return `proofnet.escrow.${jobId}`;
-}
-
-function showEscrow(jobId) {
-  const saved = localStorage.getItem(escrowKey(jobId));
-  const box = $("job-escrow");
-  if (!saved) {
-    box.textContent = "not locked (or locked from another browser)";
-    return;
-  }
-  const e = JSON.parse(saved);
-  box.replaceChildren(
-    `${ntx(e.budget)} NTX locked until ${new Date(e.deadline_ms).toLocaleString()} in `,
-    el("code", { id: "escrow-ref" }, `${e.tx_id}#${e.index}`),
-    e.recorded ? " (recorded)" : " (submitted, waiting for the chain)",
-  );
-}
-
 async function selectJob(jobId) {
   stopPolling();
   state.job = jobId;
   state.status = null;
   state.logCursor = 0;
+  state.ticks = 0;
   $("job").hidden = false;
   $("job-id").textContent = jobId;
   $("job-logs").textContent = "";
-  showEscrow(jobId);
+  escrow.clear();
   for (const row of document.querySelectorAll("#job-rows tr[data-job]")) {
     row.setAttribute("aria-selected", String(row.dataset.job === jobId));
   }
@@ -318,6 +387,16 @@ function stopPolling() {
 async function refreshJob() {
   const jobId = state.job;
   if (!jobId) return;
+  state.ticks += 1;
+  const terminalBefore = TERMINAL.includes(state.status);
+  if (terminalBefore) {
+    // The job is over: only its escrow can still change (a refund opens, a settlement lands).
+    const e = escrow.state;
+    if (state.ticks % ESCROW_POLL_TICKS === 0 && e && ["locked", "spent"].includes(e.state)) {
+      await escrow.load(jobId);
+    }
+    return;
+  }
   const st = await get(`/api/v1/jobs/${jobId}/status`);
   if (state.job !== jobId) return;
   $("job-status").textContent = st.status;
@@ -326,8 +405,7 @@ async function refreshJob() {
   $("job-progress").value = st.progress;
   $("job-progress-text").textContent = `${Math.round(st.progress * 100)}% ${st.progress_message}`;
   state.status = st.status;
-  const terminal = ["completed", "failed", "cancelled"].includes(st.status);
-  syncJobButtons();
+  await escrow.load(jobId);
   const logs = await get(`/api/v1/jobs/${jobId}/logs?after=${state.logCursor}`);
   if (state.job !== jobId) return;
   if (logs.lines.length) {
@@ -360,63 +438,14 @@ async function refreshJob() {
         )
       : [el("li", {}, "None yet.")]),
   );
-  if (terminal) stopPolling();
 }
 
-async function lockEscrow() {
-  const jobId = state.job;
-  if (!state.wallet) throw new Error("connect the wallet that signed in to sign the escrow");
-  notify("Building the escrow transaction…");
-  const built = await post(`/api/v1/jobs/${jobId}/escrow/build`, {
-    change_address: await state.wallet.changeAddress(),
-    utxos: await state.wallet.utxos(),
-  });
-  notify(`Sign in your wallet: lock ${ntx(built.budget)} NTX (fee ${ada(built.fee_lovelace)} ADA).`);
-  const witnessSet = await state.wallet.signTx(built.tx_cbor);
-  const done = await post(`/api/v1/jobs/${jobId}/escrow/submit`, {
-    tx_cbor: built.tx_cbor,
-    witness_set: witnessSet,
-  });
-  const record = {
-    tx_id: done.tx_id,
-    index: done.escrow_index,
-    budget: built.budget,
-    deadline_ms: built.deadline_ms,
-    recorded: done.recorded,
-  };
-  localStorage.setItem(escrowKey(jobId), JSON.stringify(record));
-  showEscrow(jobId);
-  if (!done.recorded) {
-    notify(`Escrow submitted in ${shortId(done.tx_id)}; waiting for the chain to confirm it…`);
-    await recordWhenConfirmed(jobId, record);
-  }
-  notify(`Escrow locked in transaction ${done.tx_id}.`);
-  await Promise.all([refreshJob(), loadBalances()]);
+async function afterMoney() {
+  state.status = null; // read the job again: a cancel changes it
+  await Promise.all([refreshJob(), loadBalances(), loadJobs()]);
 }
 
-async function recordWhenConfirmed(jobId, record) {
-  for (let i = 0; i < ESCROW_RECORD_TRIES; i++) {
-    await new Promise((r) => setTimeout(r, 5000));
-    try {
-      await post(`/api/v1/jobs/${jobId}/escrow`, { tx_id: record.tx_id, index: record.index });
-      record.recorded = true;
-      localStorage.setItem(escrowKey(jobId), JSON.stringify(record));
-      showEscrow(jobId);
-      return;
-    } catch (e) {
-      if (!(e instanceof ApiError) || e.status !== 400) throw e; // 400: not on chain yet
-    }
-  }
-  throw new Error("the escrow transaction is not on chain yet; reload later to check");
-}
-
-async function cancelJob() {
-  await post(`/api/v1/jobs/${state.job}/cancel`);
-  notify("Job cancelled.");
-  await Promise.all([refreshJob(), loadJobs()]);
-}
-
-// --- approvals (api/web/js/approvals.js) -------------------------------------------------
+// --- approvals (api/web/js/approvals.js) and the escrow (api/web/js/escrow.js) -------------
 
 const approvals = new Approvals({
   wallet: () => state.wallet,
@@ -427,22 +456,35 @@ const approvals = new Approvals({
   busy,
 });
 
+const escrow = new EscrowPanel({
+  wallet: () => state.wallet,
+  notify,
+  job: () => state.job,
+  status: () => state.status,
+});
+
 // --- start -----------------------------------------------------------------------------
 
 function start() {
   $("f-seed").value = randomSeed();
+  showUnits();
+  loadNetwork()
+    .then(() => showProviders())
+    .catch(fail);
   listWallets();
   // Wallet extensions inject window.cardano after the page loads.
   setTimeout(listWallets, 500);
   setTimeout(listWallets, 2000);
-  $("connect").addEventListener("click", (e) => busy(e.currentTarget, connect));
+  $("units-toggle").addEventListener("change", (e) => toggleUnits(e.currentTarget.checked).catch(fail));
   $("sign-in").addEventListener("click", (e) => busy(e.currentTarget, signIn));
   $("sign-out").addEventListener("click", (e) => busy(e.currentTarget, signOut));
   $("apply-form").addEventListener("submit", (e) => apply(e).catch(fail));
   $("refresh-application").addEventListener("click", (e) => busy(e.currentTarget, loadAccount));
   $("job-form").addEventListener("submit", (e) => busy($("post-job"), () => postJob(e)));
-  $("lock-escrow").addEventListener("click", (e) => busy(e.currentTarget, lockEscrow));
-  $("cancel-job").addEventListener("click", (e) => busy(e.currentTarget, cancelJob));
+  $("estimate-job").addEventListener("click", (e) => busy(e.currentTarget, estimateJob));
+  $("lock-escrow").addEventListener("click", (e) => busy(e.currentTarget, () => escrow.lock().then(afterMoney)));
+  $("cancel-job").addEventListener("click", (e) => busy(e.currentTarget, () => escrow.cancel().then(afterMoney)));
+  $("refund-escrow").addEventListener("click", (e) => busy(e.currentTarget, () => escrow.refund().then(afterMoney)));
   $("refresh-jobs").addEventListener("click", (e) => busy(e.currentTarget, loadJobs));
   $("refresh-balances").addEventListener("click", (e) => busy(e.currentTarget, loadBalances));
   if (token()) loadAccount().catch(fail);

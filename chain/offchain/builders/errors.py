@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from chain.offchain.errors import ChainError
+from proofnet.when import when_text
 
 
 class BuilderError(ChainError):
@@ -21,3 +22,16 @@ class ScriptEvaluationError(BuilderError):
     def __init__(self, message: str, failures: str) -> None:
         super().__init__(f"{message}: {failures}")
         self.failures = failures
+
+
+class DeadlineNotPassed(BuilderError):
+    """A refund asked for before the escrow's deadline; `refund_from_ms` is the first chain
+    time (POSIX ms) a refund can start at, `chain_now_ms` the chain's time when asked."""
+
+    def __init__(self, refund_from_ms: int, chain_now_ms: int) -> None:
+        super().__init__(
+            "deadline not passed: refund possible after "
+            f"{when_text(refund_from_ms, chain_now_ms)} (chain time)"
+        )
+        self.refund_from_ms = refund_from_ms
+        self.chain_now_ms = chain_now_ms

@@ -24,7 +24,7 @@ from chain.contracts import types as t
 from chain.offchain.builders import assembly as A
 from chain.offchain.builders.chain_time import ChainClock, tip_slot
 from chain.offchain.builders.deployment import Deployment
-from chain.offchain.builders.errors import BuilderError
+from chain.offchain.builders.errors import BuilderError, DeadlineNotPassed
 from chain.offchain.builders.onchain import (
     address_from_data,
     escrow_datum_of,
@@ -32,6 +32,7 @@ from chain.offchain.builders.onchain import (
     out_ref_text,
 )
 from chain.offchain.builders.protocol_utxos import ProtocolUtxos, resolve
+from proofnet.when import when_text
 
 DEFAULT_HORIZON_SLOTS = 600
 
@@ -82,9 +83,7 @@ def build_refund(
     now = tip_slot(context)
     start = max(clock.slot_after(d.deadline) for d in datums)
     if start > now:
-        raise BuilderError(
-            f"deadline not passed: refund possible from slot {start}, the chain is at {now}"
-        )
+        raise DeadlineNotPassed(clock.posix_ms(start), clock.posix_ms(now))
     plan = A.TxPlan(
         change_address=payer,
         script_inputs=[A.ScriptInput(u, t.Refund(i)) for i, u in enumerate(escrows)],
@@ -118,7 +117,9 @@ def build_cancel(
         if isinstance(d.cancel_allowed_until, t.SomePosixTime):
             ttl = min(ttl, clock.slot_at_or_before(d.cancel_allowed_until.time))
     if ttl <= now:
-        raise BuilderError("the cancel window of an escrow has closed")
+        raise BuilderError(
+            f"the cancel window of an escrow closed at {when_text(clock.posix_ms(ttl), clock.posix_ms(now))}"
+        )
     submitters = [VerificationKeyHash(d.submitter_pkh) for d in datums]
     signers = list(dict.fromkeys([*submitters, *oracle_signers]))
     config_ref = protocol.config.input
