@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from proofnet.messages.envelope import MAGIC_BYTES, is_sealed
 from worker.pot.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -284,7 +285,14 @@ class LocalSpotChecker:
             (pot / MANIFEST_NAME).write_bytes(raw)
             for name in needed_files(segments):
                 try:
-                    (pot / name).write_bytes(self.feed.artifact(job.job_id, prefix + name))
+                    self.feed.save_artifact(job.job_id, prefix + name, pot / name)
+                    with (pot / name).open("rb") as f:
+                        if is_sealed(f.read(MAGIC_BYTES)):
+                            # A sealed job's proof files are for its submitter and the
+                            # verifiers the oracles draw; an oracle never opens them.
+                            raise SpotCheckUnavailable(
+                                f"pot/{name} is sealed: a drawn verifier must replay it"
+                            )
                 except ArtifactMissing:
                     return SpotCheckVerdict(
                         False,

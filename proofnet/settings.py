@@ -109,6 +109,10 @@ class Settings(BaseSettings):
     # --- API -----------------------------------------------------------------------------
     approval_endorsements: int = Field(default=5, ge=1)
     api_max_body_bytes: int = 1_048_576
+    # Per file: results, checkpoints and proof files stream to the store in resumable
+    # chunks, so this is not bounded by memory (api_max_body_bytes limits JSON bodies).
+    api_max_upload_bytes: int = Field(default=10 * 2**30, ge=1)
+    api_upload_session_ttl_s: int = Field(default=24 * 3600, ge=60)
     api_rate_limit_per_minute: int = 600
     api_challenge_ttl_s: int = 300
     api_token_ttl_s: int = 86_400

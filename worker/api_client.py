@@ -13,7 +13,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +36,22 @@ LEASE_PATH = "/api/v1/worker/leases/{token}"
 CONTENT_SHA256_HEADER = "X-Content-SHA256"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 1 << 20
+# Bytes per upload request: what a dropped connection costs at most, and what one
+# request's signature covers.
+UPLOAD_CHUNK_BYTES = 32 << 20
+
+
+def _read_range(path: Path, offset: int, length: int) -> Iterator[bytes]:
+    """Bytes [offset, offset+length) of the file, in blocks of at most 1 MiB."""
+    with Path(path).open("rb") as f:
+        f.seek(offset)
+        left = length
+        while left > 0:
+            block = f.read(min(_CHUNK, left))
+            if not block:
+                raise OSError(f"{path} is shorter than it was ({offset + length - left} bytes)")
+            left -= len(block)
+            yield block
 
 
 class ApiClientError(Exception):
@@ -300,20 +316,110 @@ class ApiClient:
         )
         return self._lease_state(body)
 
-    def upload_result(self, token: str, name: str, data: bytes, sha256: str) -> dict[str, Any]:
-        path = self._lease(token, "/results/" + quote(name, safe="/"))
-        response = self.request(
-            "PUT",
-            path,
-            body=data,
-            content_type="application/octet-stream",
-            headers={CONTENT_SHA256_HEADER: sha256},
-            lease=True,
+    def upload_file(
+        self,
+        token: str,
+        name: str,
+        path: Path,
+        sha256: str,
+        *,
+        size: int | None = None,
+        chunk_bytes: int = UPLOAD_CHUNK_BYTES,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Upload the file at `path` as result `name` (SHA-256 `sha256`) in resumable chunks.
+
+        The API's upload session for (name, size, hash) is opened or found again, and the
+        bytes go from its offset on: a call after a dropped connection or a restart sends
+        only what the API does not hold. Never more than one read block (1 MiB) of the file
+        is in memory: each chunk is read twice, once to hash it for the request's signature
+        and once to send it. `on_progress(offset)` hears the API's offset after each chunk.
+        Returns the stored result (name, sha256, size)."""
+        path = Path(path)
+        if size is None:
+            size = path.stat().st_size
+        if chunk_bytes < 1:
+            raise ValueError("chunk_bytes must be positive")
+        declared = {"name": name, "size": size, "sha256": sha256}
+        answer = self._upload_answer(
+            self._json("POST", self._lease(token, "/uploads"), declared, lease=True), name
         )
-        answer = response.json()
-        if not isinstance(answer, dict) or answer.get("sha256") != sha256:
-            raise ApiRefused(f"the API recorded result {name!r} with another hash: {answer!r}")
-        return answer
+        while not answer["complete"]:
+            upload_id, offset = str(answer["id"]), int(answer["offset"])
+            if on_progress is not None:
+                on_progress(offset)
+            length = min(chunk_bytes, size - offset)
+            answer = self._put_chunk(token, upload_id, path, offset, length, size, name)
+        if on_progress is not None:
+            on_progress(size)
+        result = answer.get("result")
+        if not isinstance(result, dict) or result.get("sha256") != sha256:
+            raise ApiRefused(f"the API recorded result {name!r} with another hash: {result!r}")
+        return result
+
+    @staticmethod
+    def _upload_answer(body: Any, name: str) -> dict[str, Any]:
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("offset"), int)
+            or not isinstance(body.get("complete"), bool)
+            or (not body["complete"] and not isinstance(body.get("id"), str))
+        ):
+            raise ApiUnavailable(f"the API's answer about the upload of {name!r} is malformed")
+        return body
+
+    def _put_chunk(
+        self, token: str, upload_id: str, path: Path, offset: int, length: int, size: int, name: str
+    ) -> dict[str, Any]:
+        url_path = self._lease(token, f"/uploads/{quote(upload_id, safe='')}")
+        digest = hashlib.sha256()
+        for block in _read_range(path, offset, length):
+            digest.update(block)
+        url = httpx.URL(self.base_url + url_path)
+        headers = sign_request_headers(
+            self.key.signing_key,
+            network=self.network,
+            method="PUT",
+            path=request_target(url.raw_path.decode("ascii")),
+            body_sha256=digest.hexdigest(),
+        )
+        headers["Content-Type"] = "application/octet-stream"
+        headers["Content-Length"] = str(length)
+        headers["Content-Range"] = (
+            f"bytes {offset}-{offset + length - 1}/{size}" if length else f"bytes */{size}"
+        )
+        current = self._http.timeout
+        read = current.read
+        if offset + length >= size:
+            # The last chunk also stores the file (an S3 multipart upload of all of it).
+            read = max(read or 30.0, 60.0 + size / (20 << 20))
+        timeout = httpx.Timeout(
+            connect=current.connect, read=read, write=current.write, pool=current.pool
+        )
+        try:
+            response = self._http.request(
+                "PUT",
+                url,
+                content=_read_range(path, offset, length),
+                headers=headers,
+                timeout=timeout,
+            )
+        except httpx.TransportError as e:
+            raise ApiUnavailable(f"the upload of {name!r} broke off at byte {offset}: {e}") from e
+        if response.status_code == 409:
+            # Not where the API is (an earlier chunk landed after all, or another request of
+            # ours still writes): carry on from the API's offset, or retry later.
+            state = self._upload_answer(
+                self._json("GET", self._lease(token, f"/uploads/{upload_id}"), lease=True), name
+            )
+            if state["offset"] == offset:
+                raise ApiUnavailable(f"upload of {name!r}: {_detail(response)}", 409)
+            return state
+        self._raise_for(response, "PUT", url_path, lease=True)
+        try:
+            return self._upload_answer(response.json(), name)
+        except ValueError as e:
+            raise ApiUnavailable(f"the API answered the upload of {name!r} with non-JSON") from e
 
     def download_input(
         self, token: str, position: int, dest: Path, expected_sha256: str

@@ -6,8 +6,8 @@ worker key claims stage 0 and runs the numpy relay stage (`worker.pot.examples.n
 as a job process, with proof of training) on a shard, sized so that its checkpoint (weights
 and optimizer state) is `size_mb` MiB. The hand-off is then timed the way the agent does it:
 
-* upload: hash the checkpoint, read it, PUT it as the lease's `checkpoint/<name>` result
-  (the API hashes and stores it);
+* upload: hash the checkpoint and stream it as the lease's `checkpoint/<name>` result in
+  resumable chunks (`ApiClient.upload_file`; the API hashes and stores it);
 * complete: the lease's completion naming the checkpoint's hash (which releases stage 1);
 * claim: a second worker key claims stage 1, whose claim pins that hash;
 * download: stream input checkpoint 0 through the lease to disk, SHA-256 verified on
@@ -308,7 +308,7 @@ def run_handoff_bench(
         job_id = JobSpec.from_dict(spec).job_id
         submitter = _Wallet()
         payout = _Wallet().address
-        with _api(work, max_body=int(2 * size_mb * MiB) + MiB, senior=submitter.address) as url:
+        with _api(work, max_body=MiB, senior=submitter.address) as url:
             with httpx.Client(base_url=url, timeout=60) as http:
                 headers = submitter.sign_in(http)
                 _ok(http.post("/api/v1/jobs", json={"spec": spec}, headers=headers))
@@ -355,9 +355,7 @@ def _measure(
 
     started = time.perf_counter()
     digest = sha256_file(checkpoint)
-    data = checkpoint.read_bytes()
-    first.upload_result(stage0.lease_token, f"checkpoint/{CHECKPOINT}", data, digest)
-    del data
+    first.upload_file(stage0.lease_token, f"checkpoint/{CHECKPOINT}", checkpoint, digest)
     upload_s = time.perf_counter() - started
 
     started = time.perf_counter()
