@@ -7,6 +7,7 @@ Requests are signed with the oracle's Ed25519 key in the worker request scheme
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -28,9 +29,11 @@ from oracle.feed import (
     parse_worker,
 )
 from oracle.feed_units import JOB_OVER_STATUSES
+from proofnet.messages.key_grant import KeyRequest
 from proofnet.messages.worker_auth import request_target, sign_request_headers
 
 FEED_PREFIX = "/api/v1/oracle"
+KEY_REQUESTS_PATH = f"{FEED_PREFIX}/key-requests"
 # `artifact` holds an upload in memory: only for manifests. Proof files (full weights)
 # stream to disk with `save_artifact`.
 MAX_ARTIFACT_IN_MEMORY = 64 << 20
@@ -171,6 +174,29 @@ class HttpApiFeed:
         if expected is None or digest.hexdigest() != expected:
             raise FeedDataError(f"upload {name!r} of job {job_id} does not match its recorded hash")
         return size
+
+    def request_keys(self, request: KeyRequest) -> int:
+        """Post a key request this oracle signed (a drawn verifier needs the content keys
+        of a sealed job's proof files); the API's id for it, to follow its grant."""
+        assert self.client is not None
+        body = json.dumps(request.to_json()).encode()
+        headers = sign_request_headers(
+            self.signing_key,
+            network=self.network,
+            method="POST",
+            path=KEY_REQUESTS_PATH,
+            body=body,
+        )
+        headers["Content-Type"] = "application/json"
+        try:
+            response = self.client.post(KEY_REQUESTS_PATH, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise FeedError(f"API feed unreachable (key request): {exc}") from exc
+        if response.status_code not in (200, 201):
+            raise FeedError(
+                f"the API refused the key request: {response.status_code}: {response.text[:300]}"
+            )
+        return int(response.json()["id"])
 
     def artifact(self, job_id: str, name: str) -> bytes:
         parts: list[bytes] = []

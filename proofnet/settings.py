@@ -179,6 +179,9 @@ class Settings(BaseSettings):
     # Address the other nodes of a multi-node job reach this machine at (node 0 hosts the
     # torchrun rendezvous there).
     worker_advertise_host: str = "127.0.0.1"
+    # Comma-separated Ed25519 keys (hex) of the oracles whose requests for the keys of this
+    # worker's sealed proof files (for a drawn verifier) it answers; empty: it answers none.
+    worker_oracle_keys: str = ""
     # Docker runtime: run cluster nodes with the host's network (and so its egress), which
     # multi-node training needs; without it the worker claims no cluster nodes.
     worker_allow_cluster_networking: bool = False

@@ -79,6 +79,7 @@ from worker.cluster import (
 )
 from worker.faults import HostFault
 from worker.identity import WorkerKey
+from worker.key_grants import GrantResponder
 from worker.lease_keeper import LeaseKeeper
 from worker.log_shipper import LogShipper
 from worker.oracle_client import OracleClient, Outbox, OutboxEntry, send_with_retries
@@ -141,6 +142,10 @@ class AgentConfig:
     # hosts the rendezvous there), and how long a node waits for its cluster to form.
     advertise_host: str = "127.0.0.1"
     cluster_wait_s: float = 300.0
+    # Oracles whose key requests for this worker's sealed proof files it answers (for the
+    # verifiers they draw), and how often it looks for them (worker.key_grants).
+    trusted_oracle_keys: tuple[str, ...] = ()
+    key_request_poll_s: float = 30.0
 
     def __post_init__(self) -> None:
         # Absolute once and for all: git runs inside job dirs, runtimes mount them by path.
@@ -268,6 +273,33 @@ class Agent:
     def run(self, *, max_jobs: int | None = None, once: bool = False) -> AgentStats:
         """Claim and run jobs until stopped, `max_jobs` jobs ran, or (`once`) the first claim
         attempt found no job or its job ended."""
+        responder = self._grant_responder()
+        try:
+            return self._run(max_jobs=max_jobs, once=once)
+        finally:
+            if responder is not None:
+                responder.stop()
+
+    def _grant_responder(self) -> GrantResponder | None:
+        """Answer key requests for this worker's sealed proof files in the background, so a
+        verifier is not kept waiting by whatever job runs here."""
+        if not self.config.trusted_oracle_keys:
+            log.info(
+                "no trusted oracle keys: key requests for sealed proof files go unanswered "
+                "(set PROOFNET_WORKER_ORACLE_KEYS or --oracle-key)"
+            )
+            return None
+        responder = GrantResponder(
+            self.api,
+            self.seal_keys,
+            self.config.trusted_oracle_keys,
+            self.key.public_key_hex,
+            interval_s=self.config.key_request_poll_s,
+        )
+        responder.start()
+        return responder
+
+    def _run(self, *, max_jobs: int | None, once: bool) -> AgentStats:
         outcomes: list[JobOutcome] = []
         failures = 0
         self.flush_outbox()

@@ -34,6 +34,8 @@ CLAIM_PATH = "/api/v1/worker/claim"
 HEARTBEAT_PATH = "/api/v1/worker/heartbeat"
 LEASE_PATH = "/api/v1/worker/leases/{token}"
 CONTENT_SHA256_HEADER = "X-Content-SHA256"
+KEY_REQUESTS_PATH = "/api/v1/worker/key-requests"
+KEY_GRANTS_PATH = "/api/v1/worker/key-grants"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 1 << 20
 # Bytes per upload request: what a dropped connection costs at most, and what one
@@ -430,42 +432,44 @@ class ApiClient:
         their SHA-256 is `expected_sha256` (the one the claim pinned) is it renamed to
         `dest`. Anything else is deleted and raises InputRejected. Returns (size, sha256).
         """
+        path = self._lease(token, f"/inputs/{int(position)}")
+        return self._download(
+            path, Path(dest), expected_sha256, what=f"input checkpoint {position}", lease=True
+        )
+
+    def _download(
+        self,
+        path: str,
+        dest: Path,
+        expected_sha256: str,
+        *,
+        what: str,
+        lease: bool = False,
+        attempts: int = 5,
+    ) -> tuple[int, str]:
+        """Stream `path` to a temporary file beside `dest`, hashing it; a transfer that breaks
+        off is resumed from where it stopped (`Range`). Renamed to `dest` only when it hashes
+        to `expected_sha256`; InputRejected otherwise."""
         if not _SHA256.fullmatch(expected_sha256):
             raise ValueError("expected_sha256 must be 64 lowercase hex digits")
-        path = self._lease(token, f"/inputs/{int(position)}")
-        dest = Path(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        request = self._signed_request("GET", path)
-        try:
-            response = self._http.send(request, stream=True)
-        except httpx.TransportError as e:
-            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e}") from e
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".input-")
+        digest, size = hashlib.sha256(), 0
         try:
             with os.fdopen(fd, "wb") as out:
-                try:
-                    if response.status_code >= 400:
-                        response.read()
-                        self._raise_for(response, "GET", path, lease=True)
-                    announced = response.headers.get(CONTENT_SHA256_HEADER)
-                    if announced is not None and announced != expected_sha256:
-                        raise InputRejected(
-                            f"input checkpoint {position} is announced as SHA-256 {announced}, "
-                            f"but the claim pinned {expected_sha256}; refusing it"
+                for attempt in range(attempts):
+                    try:
+                        size = self._download_from(
+                            path, out, digest, size, what, lease, expected_sha256
                         )
-                    digest, size = hashlib.sha256(), 0
-                    for chunk in response.iter_bytes(_CHUNK):
-                        digest.update(chunk)
-                        out.write(chunk)
-                        size += len(chunk)
-                except httpx.TransportError as e:
-                    raise ApiUnavailable(f"input checkpoint {position} broke off: {e}") from e
-                finally:
-                    response.close()
+                        break
+                    except ApiUnavailable:
+                        if attempt == attempts - 1:
+                            raise
             got = digest.hexdigest()
             if got != expected_sha256:
                 raise InputRejected(
-                    f"input checkpoint {position} arrived with SHA-256 {got} ({size} bytes), "
+                    f"{what} arrived with SHA-256 {got} ({size} bytes), "
                     f"not the {expected_sha256} the claim pinned; refusing it"
                 )
             os.replace(tmp, dest)
@@ -473,6 +477,75 @@ class ApiClient:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         return size, got
+
+    def _download_from(
+        self,
+        path: str,
+        out: Any,
+        digest: Any,
+        have: int,
+        what: str,
+        lease: bool,
+        expected_sha256: str,
+    ) -> int:
+        headers = {"Range": f"bytes={have}-"} if have else None
+        request = self._signed_request("GET", path, headers=headers)
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError as e:
+            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e}") from e
+        try:
+            if response.status_code >= 400:
+                response.read()
+                self._raise_for(response, "GET", path, lease=lease)
+            announced = response.headers.get(CONTENT_SHA256_HEADER)
+            if announced is not None and announced != expected_sha256:
+                raise InputRejected(
+                    f"{what} is announced as SHA-256 {announced}, but {expected_sha256} "
+                    "was pinned; refusing it"
+                )
+            if have and response.status_code != 206:
+                raise ApiUnavailable(f"the API did not resume {what} at byte {have}")
+            for chunk in response.iter_bytes(_CHUNK):
+                digest.update(chunk)
+                out.write(chunk)
+                have += len(chunk)
+        except httpx.TransportError as e:
+            raise ApiUnavailable(f"{what} broke off at byte {have}: {e}") from e
+        finally:
+            response.close()
+        return have
+
+    # --- keys of sealed proof files (proofnet/messages/key_grant.py) ------------------------
+
+    def key_requests(self) -> list[dict[str, Any]]:
+        """Oracle-signed requests for keys of this worker's sealed uploads, unanswered."""
+        body = self._json("GET", KEY_REQUESTS_PATH)
+        if not isinstance(body, list):
+            raise ApiUnavailable("the API's list of key requests is malformed")
+        return [r for r in body if isinstance(r, dict)]
+
+    def grant_keys(self, request_id: int, grants: Mapping[str, Mapping[str, str]]) -> None:
+        self._json(
+            "POST",
+            f"{KEY_REQUESTS_PATH}/{int(request_id)}/grant",
+            {"grants": {name: dict(stanza) for name, stanza in grants.items()}},
+        )
+
+    def key_grant(self, request_id: int) -> dict[str, Any]:
+        """A grant for a request naming this worker as verifier (ApiRefused 409: pending)."""
+        body = self._json("GET", f"{KEY_GRANTS_PATH}/{int(request_id)}")
+        if not isinstance(body, dict):
+            raise ApiUnavailable("the API's key grant is malformed")
+        return body
+
+    def download_granted(
+        self, request_id: int, name: str, dest: Path, expected_sha256: str
+    ) -> tuple[int, str]:
+        """Stream the sealed bytes of a granted file to `dest`, checked against the hash the
+        API recorded for the upload (what the provider's attestation covers)."""
+        path = f"{KEY_GRANTS_PATH}/{int(request_id)}/files/{quote(name, safe='/')}"
+        return self._download(path, Path(dest), expected_sha256, what=f"granted file {name}")
 
     def append_logs(self, token: str, lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         body = self._json("POST", self._lease(token, "/logs"), {"lines": list(lines)}, lease=True)

@@ -10,6 +10,7 @@ from api.models.job_unit import JobUnit
 from api.models.measurement import MeasuredRun
 from api.models.notification import NotificationDelivery, NotificationSubscription
 from api.models.payout import Payout
+from api.models.proof_key_request import ProofKeyRequest
 from api.models.provider import Provider, ProviderGpu, RateCard
 from api.models.rate_card_document import JobRateCard, ProviderRateCard, PublishedRateCard
 from api.models.sealing_key import SealingKey
@@ -34,6 +35,7 @@ __all__ = [
     "NotificationDelivery",
     "NotificationSubscription",
     "Payout",
+    "ProofKeyRequest",
     "Provider",
     "ProviderGpu",
     "ProviderRateCard",

@@ -436,20 +436,18 @@ def lease_input(
     session: SessionDep,
     store: BlobStoreDep,
     now: NowDep,
+    range_header: Annotated[str | None, Header(alias="Range")] = None,
 ) -> StreamingResponse:
     """Input checkpoint `position` (in `unit.inputs` order) of the unit this lease is for;
-    check its SHA-256 against the claim's `unit.inputs[position].sha256`."""
+    check its SHA-256 against the claim's `unit.inputs[position].sha256`. `Range: bytes=N-`
+    resumes a broken-off download."""
     ref = service.lease_input(session, provider, token, position, now)
-    try:
-        chunks = store.open_chunks(ref.sha256)
-    except BlobMissing as e:
-        raise NotFound(
-            f"input checkpoint {position} (of unit {ref.unit}) is missing from storage"
-        ) from e
-    return StreamingResponse(
-        chunks,
-        media_type="application/octet-stream",
-        headers={CONTENT_SHA256_HEADER: ref.sha256, "Content-Length": str(ref.size)},
+    return stream_blob(
+        store,
+        ref.sha256,
+        ref.size,
+        range_header,
+        f"input checkpoint {position} (of unit {ref.unit})",
     )
 
 
