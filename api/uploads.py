@@ -119,22 +119,28 @@ class UploadStaging:
 
     # --- sessions -------------------------------------------------------------------------
 
-    def create(self, lease_id: int, name: str, size: int, sha256: str | None) -> UploadSession:
-        """A new session for `name`, or the open one of this lease that declared the same
-        name, size and hash (so a worker that lost the id resumes where it was)."""
+    def open_count(self, lease_id: int) -> int:
+        with contextlib.suppress(FileNotFoundError):
+            return sum(1 for _ in self._dir(lease_id).glob("*.json"))
+        return 0
+
+    def find(self, lease_id: int, name: str, size: int, sha256: str | None) -> UploadSession | None:
+        """The open session of this lease that declared the same name, size and hash (so a
+        worker that lost the id resumes where it was); sweeps stale sessions first."""
+        self.sweep()
+        if sha256 is None:
+            return None
+        for session in self.sessions(lease_id):
+            if (session.name, session.size, session.sha256) == (name, size, sha256):
+                return session
+        return None
+
+    def new(self, lease_id: int, name: str, size: int, sha256: str | None) -> UploadSession:
+        """A fresh session, never shared with an earlier one."""
         if type(size) is not int or size < 0:
             raise ValueError("an upload's size is a non-negative integer")
         if sha256 is not None and not _SHA256.fullmatch(sha256):
             raise ValueError("an upload's SHA-256 is 64 lowercase hex digits")
-        self.sweep()
-        if sha256 is not None:
-            for session in self.sessions(lease_id):
-                if (session.name, session.size, session.sha256) == (name, size, sha256):
-                    return session
-        return self.new(lease_id, name, size, sha256)
-
-    def new(self, lease_id: int, name: str, size: int, sha256: str | None) -> UploadSession:
-        """A fresh session, never shared with an earlier one."""
         session = UploadSession(
             id=secrets.token_hex(16),
             lease_id=lease_id,
@@ -239,7 +245,9 @@ class UploadStaging:
     @contextlib.contextmanager
     def writing(self, session: UploadSession) -> Iterator[ChunkWriter]:
         """Exclusive access to the session's bytes; UploadBusy when another request has it."""
-        _, part, _, lock = self._paths(session.lease_id, session.id)
+        meta, part, _, lock = self._paths(session.lease_id, session.id)
+        if not meta.exists():
+            raise UploadNotFound(f"upload {session.id} is gone")
         try:
             lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
         except FileNotFoundError as e:
@@ -254,6 +262,9 @@ class UploadStaging:
             try:
                 handle = part.open("r+b")
             except FileNotFoundError as e:
+                # Discarded while we waited for the lock: leave no lock file behind either.
+                with contextlib.suppress(FileNotFoundError):
+                    lock.unlink()
                 raise UploadNotFound(f"upload {session.id} is gone") from e
             with handle:
                 yield ChunkWriter(self, session, handle, self.offset(session))

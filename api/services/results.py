@@ -91,6 +91,17 @@ def _check_upload(active: ActiveLease, name: str, size: int, max_bytes: int) -> 
         raise PayloadTooLarge(f"result {name!r} is {size} bytes; the limit is {max_bytes}")
 
 
+def _new_upload(
+    staging: UploadStaging, lease_id: int, name: str, size: int, sha256: str | None
+) -> UploadSession:
+    # Each upload in flight holds disk on the API host: no more than a lease may store.
+    if staging.open_count(lease_id) >= MAX_RESULTS_PER_LEASE:
+        raise PayloadTooLarge(
+            f"a lease may have at most {MAX_RESULTS_PER_LEASE} uploads in progress"
+        )
+    return staging.new(lease_id, name, size, sha256)
+
+
 def start_upload(
     session: Session,
     staging: UploadStaging,
@@ -112,7 +123,9 @@ def start_upload(
     row = _result_row(session, lease_id, name)
     if row is not None and (row.sha256, row.size) == (sha256, size):
         return UploadStart(upload=None, offset=size, stored=row)
-    upload = staging.create(lease_id, name, size, sha256)
+    upload = staging.find(lease_id, name, size, sha256) or _new_upload(
+        staging, lease_id, name, size, sha256
+    )
     return UploadStart(upload=upload, offset=staging.offset(upload), stored=None)
 
 
@@ -134,7 +147,7 @@ def one_shot_upload(
     lease_id = active.lease.id
     assert lease_id is not None
     session.rollback()
-    return staging.new(lease_id, name, size, sha256)
+    return _new_upload(staging, lease_id, name, size, sha256)
 
 
 def upload_of(

@@ -253,3 +253,27 @@ def test_upload_ids_that_leave_the_staging_dir_are_refused(
         answer = _chunk(worker, token, bad, b"xyz", "bytes 0-2/3")
         assert answer.status_code == 404, (bad, answer.text)
     assert _state(worker, token, upload_id)["offset"] == 0
+
+
+def test_uploads_in_flight_are_capped_per_lease(
+    leased: tuple[Worker, str, dict[str, str]],
+    store: LocalBlobStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each open session holds disk on the API host: a lease cannot open more than it may
+    store, but resuming one it has is never refused."""
+    from api.services import results
+
+    monkeypatch.setattr(results, "MAX_RESULTS_PER_LEASE", 2)
+    worker, token, _ = leased
+    first = _declare(worker, token, "out/a.bin", b"a")
+    assert first.status_code == 201
+    assert _declare(worker, token, "out/b.bin", b"b").status_code == 201
+    third = _declare(worker, token, "out/c.bin", b"c")
+    assert third.status_code == 413 and "in progress" in third.json()["detail"]
+    again = _declare(worker, token, "out/a.bin", b"a")
+    assert again.status_code == 201 and again.json()["id"] == first.json()["id"]
+    # Finishing one frees its place.
+    done = _chunk(worker, token, first.json()["id"], b"a", "bytes 0-0/1")
+    assert done.status_code == 200 and done.json()["complete"]
+    assert _declare(worker, token, "out/c.bin", b"c").status_code == 201
