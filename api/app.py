@@ -22,6 +22,7 @@ from api.middleware import BodySizeLimit, RateLimit
 from api.migrate import upgrade_head
 from api.routes import api_router
 from api.routes.web import router as web_router
+from api.routes.worker_io import streams_body
 from api.services import chain_watch
 from api.services.maintenance import sweep
 from proofnet.settings import Settings, build_settings
@@ -106,7 +107,7 @@ def create_app(
     # lean read path (inside both, so both apply to it).
     if lean_reads:
         app.add_middleware(LeanReads, state=app.state)
-    app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes, streams=streams_body)
     app.add_middleware(RateLimit, per_minute=config.rate_limit_per_minute)
     return app
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,13 +45,12 @@ from pycardano import (
 from pycardano.cip import cip8
 
 from proofnet.job_authoring.spec_file import SpecFileError, read_spec_file
+from proofnet.messages.envelope import MAGIC_BYTES, open_file, open_sealed, sealed_version
 from proofnet.messages.result_paths import ResultNameError, check_result_name
 from proofnet.messages.sealing import (
     SealingError,
     generate_sealing_key,
-    is_sealed,
     load_sealing_key,
-    open_sealed,
     public_key_hex,
     sealing_key_message,
 )
@@ -244,7 +244,8 @@ class JobClient:
     def results(
         self, job_id: str, out_dir: Path, *, decrypt_with: bytes | None = None
     ) -> list[SavedResult]:
-        """Download every result, check its SHA-256, and open sealed ones with the key."""
+        """Download every result (streamed to disk, resumed after a dropped connection),
+        check its SHA-256, and open sealed ones with the key."""
         saved = []
         for row in self._call("GET", f"/jobs/{job_id}/results"):
             name = str(row["name"])
@@ -252,26 +253,73 @@ class JobClient:
                 check_result_name(name)  # never write outside out_dir
             except ResultNameError as e:
                 raise JobCliError(f"the API named a result {name!r}: {e}") from e
-            response = self._request("GET", f"/jobs/{job_id}/results/{name}")
-            if response.status_code != 200:
-                raise JobCliError(f"cannot download {name}: HTTP {response.status_code}")
-            data = response.content
-            digest = hashlib.sha256(data).hexdigest()
-            if digest != row["sha256"]:
-                raise JobCliError(f"{name}: downloaded bytes hash to {digest}, not {row['sha256']}")
-            sealed = is_sealed(data)
-            if sealed:
-                if decrypt_with is None:
-                    raise JobCliError(f"{name} is sealed: pass --decrypt-with SEALING_KEY")
-                try:
-                    data = open_sealed(data, private_key=decrypt_with, name=name).data
-                except SealingError as e:
-                    raise JobCliError(f"{name}: {e}") from e
             path = out_dir / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-            saved.append(SavedResult(name=name, path=path, sha256=digest, sealed=sealed))
+            fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".download-")
+            os.close(fd)
+            tmp = Path(tmp_name)
+            try:
+                digest = self._download(f"/jobs/{job_id}/results/{name}", tmp, name)
+                if digest != row["sha256"]:
+                    raise JobCliError(
+                        f"{name}: downloaded bytes hash to {digest}, not {row['sha256']}"
+                    )
+                with tmp.open("rb") as f:
+                    version = sealed_version(f.read(MAGIC_BYTES))
+                if version is not None and decrypt_with is None:
+                    raise JobCliError(f"{name} is sealed: pass --decrypt-with SEALING_KEY")
+                try:
+                    if version == 2:
+                        assert decrypt_with is not None
+                        open_file(tmp, path, private_key=decrypt_with, name=name)
+                    elif version == 1:
+                        assert decrypt_with is not None
+                        opened = open_sealed(tmp.read_bytes(), private_key=decrypt_with, name=name)
+                        path.write_bytes(opened.data)
+                    else:
+                        os.replace(tmp, path)
+                except SealingError as e:
+                    raise JobCliError(f"{name}: {e}") from e
+            finally:
+                tmp.unlink(missing_ok=True)
+            saved.append(SavedResult(name=name, path=path, sha256=digest, sealed=bool(version)))
         return saved
+
+    def _download(self, path: str, dest: Path, name: str, attempts: int = 5) -> str:
+        """Stream `path` into `dest`, asking for the rest (`Range`) after a broken-off
+        transfer; the SHA-256 of all of it."""
+        digest, have = hashlib.sha256(), 0
+        with dest.open("wb") as out:
+            for attempt in range(attempts):
+                headers = self._headers()
+                if have:
+                    headers["Range"] = f"bytes={have}-"
+                try:
+                    with self.http.stream(
+                        "GET", self._url(path), headers=headers, timeout=60
+                    ) as response:
+                        if response.status_code == 401 and attempt == 0:
+                            self._token = None
+                            self.sign_in()
+                            continue
+                        if response.status_code not in (200, 206) or (
+                            have and response.status_code != 206
+                        ):
+                            response.read()
+                            raise JobCliError(
+                                f"cannot download {name}: HTTP {response.status_code}"
+                            )
+                        for block in response.iter_bytes(1 << 20):
+                            out.write(block)
+                            digest.update(block)
+                            have += len(block)
+                    return digest.hexdigest()
+                except httpx.TransportError as e:
+                    if attempt == attempts - 1:
+                        raise JobCliError(f"the download of {name} kept breaking off: {e}") from e
+                except httpx.HTTPError as e:
+                    raise JobCliError(f"cannot reach the API at {self.api_url}: {e}") from e
+        raise JobCliError(f"cannot download {name}: the API keeps refusing the session")
 
     # --- transactions -------------------------------------------------------------------
 

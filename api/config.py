@@ -16,7 +16,13 @@ class ApiConfig:
     database_url: str
     network: str
     approval_endorsements: int = 5
+    # The JSON body limit of every route but the streaming uploads (api.middleware).
     max_body_bytes: int = 1_048_576
+    # The per-file limit of a result, checkpoint or proof file upload (streamed to disk in
+    # chunks, never held in memory, so it can be far larger than max_body_bytes).
+    max_upload_bytes: int = 10 * 2**30
+    # An upload session nobody wrote to for this long is removed with its staged bytes.
+    upload_session_ttl_s: int = 24 * 3600
     rate_limit_per_minute: int = 600
     challenge_ttl_s: int = 300
     token_ttl_s: int = 24 * 3600
@@ -62,6 +68,8 @@ class ApiConfig:
             "network": settings.network,
             "approval_endorsements": settings.approval_endorsements,
             "max_body_bytes": settings.api_max_body_bytes,
+            "max_upload_bytes": settings.api_max_upload_bytes,
+            "upload_session_ttl_s": settings.api_upload_session_ttl_s,
             "rate_limit_per_minute": settings.api_rate_limit_per_minute,
             "challenge_ttl_s": settings.api_challenge_ttl_s,
             "token_ttl_s": settings.api_token_ttl_s,
@@ -96,6 +104,8 @@ class ApiConfig:
         positive = {
             "approval_endorsements": self.approval_endorsements,
             "max_body_bytes": self.max_body_bytes,
+            "max_upload_bytes": self.max_upload_bytes,
+            "upload_session_ttl_s": self.upload_session_ttl_s,
             "rate_limit_per_minute": self.rate_limit_per_minute,
             "challenge_ttl_s": self.challenge_ttl_s,
             "token_ttl_s": self.token_ttl_s,

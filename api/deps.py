@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -22,6 +23,7 @@ from api.reads import ReadPool
 from api.services.auth import TokenCache, cached_user_for_token, user_for_token
 from api.services.tokens import secret_hash
 from proofnet.messages.worker_auth import (
+    SignedRequest,
     WorkerAuthError,
     parse_headers,
     request_message,
@@ -156,14 +158,9 @@ async def _request_body(request: Request) -> bytes:
     return await request.body()
 
 
-def get_signed_worker_key(
-    request: Request,
-    body: Annotated[bytes, Depends(_request_body)],
-    session: SessionDep,
-    config: ConfigDep,
-    now: NowDep,
-) -> str:
-    """The worker public key that signed this request (registered or not)."""
+def signed_headers(request: Request, config: ApiConfig, now: datetime) -> SignedRequest:
+    """The request's signature headers, well formed and within the clock skew; checked
+    before any body is read. The signature itself needs the body's hash: `check_signature`."""
     try:
         signed = parse_headers(request.headers)
     except WorkerAuthError as e:
@@ -173,6 +170,19 @@ def get_signed_worker_key(
             f"worker request timestamp is more than {config.worker_request_skew_s}s away "
             "from the server clock; check the worker's clock"
         )
+    return signed
+
+
+def check_signature(
+    request: Request,
+    signed: SignedRequest,
+    body_sha256: str,
+    session: Session,
+    config: ApiConfig,
+    now: datetime,
+) -> str:
+    """Verify the signature over the request and its body's SHA-256 and spend the nonce;
+    the worker key that signed."""
     path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     message = request_message(
         network=config.network,
@@ -180,7 +190,7 @@ def get_signed_worker_key(
         path=path,
         timestamp=signed.timestamp,
         nonce=signed.nonce,
-        body=body,
+        body_sha256=body_sha256,
     )
     try:
         verify_request(signed, message)
@@ -195,14 +205,30 @@ def get_signed_worker_key(
     return signed.worker_key
 
 
-SignedWorkerKey = Annotated[str, Depends(get_signed_worker_key)]
+def get_signed_worker_key(
+    request: Request,
+    body: Annotated[bytes, Depends(_request_body)],
+    session: SessionDep,
+    config: ConfigDep,
+    now: NowDep,
+) -> str:
+    """The worker public key that signed this request (registered or not)."""
+    signed = signed_headers(request, config, now)
+    return check_signature(request, signed, hashlib.sha256(body).hexdigest(), session, config, now)
 
 
-def get_current_provider(worker_key: SignedWorkerKey, session: SessionDep) -> Provider:
+def provider_of(session: Session, worker_key: str) -> Provider:
     provider = session.exec(select(Provider).where(Provider.worker_key == worker_key)).first()
     if provider is None:
         raise Forbidden("this worker key is not registered: POST /api/v1/worker/register first")
     return provider
+
+
+SignedWorkerKey = Annotated[str, Depends(get_signed_worker_key)]
+
+
+def get_current_provider(worker_key: SignedWorkerKey, session: SessionDep) -> Provider:
+    return provider_of(session, worker_key)
 
 
 CurrentProvider = Annotated[Provider, Depends(get_current_provider)]

@@ -31,6 +31,14 @@ class Conflict(ApiError):
     status_code = 409
 
 
+class LengthRequired(ApiError):
+    status_code = 411
+
+
+class RangeNotSatisfiable(ApiError):
+    status_code = 416
+
+
 class Unprocessable(ApiError):
     """Well-formed JSON whose content cannot be accepted (e.g. a unit report of the wrong
     shape)."""

@@ -36,14 +36,25 @@ class BodySizeLimit:
 
     The body is read (up to the limit) before the app runs, then replayed to it, so an
     oversized chunked upload is cut off without ever being held in full.
+
+    Requests `streams(method, path)` names pass untouched: their routes stream the body to
+    disk and enforce their own, per-route limit (uploads: `max_upload_bytes`).
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        streams: Callable[[str, str], bool] | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.streams = streams
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (
+            self.streams is not None and self.streams(scope["method"], scope["path"])
+        ):
             await self.app(scope, receive, send)
             return
         too_big = f"request body is larger than the limit of {self.max_bytes} bytes"

@@ -14,14 +14,20 @@ store's file name. A blob's name is only known once all its bytes were hashed, s
 
 A digest the caller declared is checked before anything lands under `blobs/`, so no reader
 ever sees an object whose name is not its content's hash.
+
+Resumable uploads collect on local disk first (`staging_dir`, api.uploads) and then stream
+here through `put_file` as one multipart upload: S3 cannot hash an object for us, and a
+part must be 5 MiB, so the API host stages and hashes, and S3 receives a complete file.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from api.storage import BlobMissing, BlobRef, BlobStore, DigestMismatch, StorageError, _check_digest
@@ -44,7 +50,11 @@ class S3BlobStore(BlobStore):
         prefix: str = "",
         buffer_bytes: int = _PART_BYTES,
         client: Any = None,
+        staging_dir: Path | None = None,
     ) -> None:
+        """`staging_dir`: where uploads wait on local disk before they stream here; it must
+        outlive the process for an upload to resume after a restart (`blob_store_for` puts
+        it under the data dir). Without one, a private temporary directory."""
         if not bucket:
             raise ValueError("an S3 result store needs a bucket name")
         if prefix and not prefix.endswith("/"):
@@ -54,6 +64,11 @@ class S3BlobStore(BlobStore):
         self.bucket = bucket
         self.prefix = prefix
         self.buffer_bytes = buffer_bytes
+        self.staging_dir = (
+            Path(staging_dir)
+            if staging_dir is not None
+            else Path(tempfile.mkdtemp(prefix="proofnet-s3-staging-"))
+        )
         if client is None:
             import boto3
             from botocore.config import Config
@@ -203,11 +218,12 @@ class S3BlobStore(BlobStore):
         except BotoCoreError as e:
             raise self._error("read a blob", e) from e
 
-    def open_chunks(self, sha256: str) -> Iterator[bytes]:
+    def open_chunks(self, sha256: str, *, start: int = 0) -> Iterator[bytes]:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        extra = {"Range": f"bytes={start}-"} if start > 0 else {}
         try:
-            answer = self.client.get_object(Bucket=self.bucket, Key=self._key(sha256))
+            answer = self.client.get_object(Bucket=self.bucket, Key=self._key(sha256), **extra)
         except ClientError as e:
             if str(e.response.get("Error", {}).get("Code")) in _NOT_FOUND:
                 raise BlobMissing(f"no blob {sha256}") from e

@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -116,7 +117,13 @@ class ApiFeed(Protocol):
         ...
 
     def artifact(self, job_id: str, name: str) -> bytes:
-        """The uploaded bytes of result `name` (checked against its recorded hash)."""
+        """The uploaded bytes of a small result `name` (a manifest), checked against its
+        recorded hash; FeedDataError when it is larger than a manifest can be."""
+        ...
+
+    def save_artifact(self, job_id: str, name: str, dest: Path) -> int:
+        """Stream upload `name` into the file `dest` (never whole in memory), checked against
+        its recorded hash; its size. Nothing is left at `dest` when the check fails."""
         ...
 
 
@@ -272,3 +279,8 @@ class StaticApiFeed:
             return self.artifacts[(job_id, name)]
         except KeyError:
             raise ArtifactMissing(f"job {job_id} has no upload {name!r}") from None
+
+    def save_artifact(self, job_id: str, name: str, dest: Path) -> int:
+        data = self.artifact(job_id, name)
+        Path(dest).write_bytes(data)
+        return len(data)

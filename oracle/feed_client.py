@@ -7,10 +7,12 @@ Requests are signed with the oracle's Ed25519 key in the worker request scheme
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -27,9 +29,15 @@ from oracle.feed import (
     parse_worker,
 )
 from oracle.feed_units import JOB_OVER_STATUSES
+from proofnet.messages.key_grant import KeyRequest
 from proofnet.messages.worker_auth import request_target, sign_request_headers
 
 FEED_PREFIX = "/api/v1/oracle"
+KEY_REQUESTS_PATH = f"{FEED_PREFIX}/key-requests"
+# `artifact` holds an upload in memory: only for manifests. Proof files (full weights)
+# stream to disk with `save_artifact`.
+MAX_ARTIFACT_IN_MEMORY = 64 << 20
+_READ_BYTES = 1 << 20
 
 
 def job_path(job_id: str) -> str:
@@ -128,13 +136,78 @@ class HttpApiFeed:
             self._store(("worker", worker_key), info)
         return info
 
-    def artifact(self, job_id: str, name: str) -> bytes:
-        response = self._get(artifact_path(job_id, name), "artifact")
-        if response is None:
-            raise ArtifactMissing(f"job {job_id} has no upload {name!r}")
-        data = response.content
+    def _stream(self, job_id: str, name: str, sink: Callable[[bytes], object], cap: int) -> int:
+        """Stream upload `name` into `sink`, hashing it; its size once it matches the hash
+        the job records (FeedDataError otherwise, or past `cap` bytes)."""
+        assert self.client is not None
+        path = artifact_path(job_id, name)
+        headers = sign_request_headers(
+            self.signing_key, network=self.network, method="GET", path=request_target(path)
+        )
+        digest, size = hashlib.sha256(), 0
+        try:
+            with self.client.stream("GET", path, headers=headers) as response:
+                if response.status_code == 404:
+                    raise ArtifactMissing(f"job {job_id} has no upload {name!r}")
+                if response.status_code != 200:
+                    response.read()
+                    if self.on_error is not None:
+                        self.on_error("artifact")
+                    raise FeedError(
+                        f"API feed answered {response.status_code} (artifact): "
+                        f"{response.text[:300]}"
+                    )
+                for block in response.iter_bytes(_READ_BYTES):
+                    size += len(block)
+                    if size > cap:
+                        raise FeedDataError(
+                            f"upload {name!r} of job {job_id} is larger than {cap} bytes"
+                        )
+                    digest.update(block)
+                    sink(block)
+        except httpx.HTTPError as exc:
+            if self.on_error is not None:
+                self.on_error("artifact")
+            raise FeedError(f"API feed unreachable (artifact): {exc}") from exc
         job = self.job(job_id)
         expected = None if job is None else job.result_hash(name)
-        if expected is None or hashlib.sha256(data).hexdigest() != expected:
+        if expected is None or digest.hexdigest() != expected:
             raise FeedDataError(f"upload {name!r} of job {job_id} does not match its recorded hash")
-        return data
+        return size
+
+    def request_keys(self, request: KeyRequest) -> int:
+        """Post a key request this oracle signed (a drawn verifier needs the content keys
+        of a sealed job's proof files); the API's id for it, to follow its grant."""
+        assert self.client is not None
+        body = json.dumps(request.to_json()).encode()
+        headers = sign_request_headers(
+            self.signing_key,
+            network=self.network,
+            method="POST",
+            path=KEY_REQUESTS_PATH,
+            body=body,
+        )
+        headers["Content-Type"] = "application/json"
+        try:
+            response = self.client.post(KEY_REQUESTS_PATH, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise FeedError(f"API feed unreachable (key request): {exc}") from exc
+        if response.status_code not in (200, 201):
+            raise FeedError(
+                f"the API refused the key request: {response.status_code}: {response.text[:300]}"
+            )
+        return int(response.json()["id"])
+
+    def artifact(self, job_id: str, name: str) -> bytes:
+        parts: list[bytes] = []
+        self._stream(job_id, name, parts.append, MAX_ARTIFACT_IN_MEMORY)
+        return b"".join(parts)
+
+    def save_artifact(self, job_id: str, name: str, dest: Path) -> int:
+        dest = Path(dest)
+        try:
+            with dest.open("wb") as out:
+                return self._stream(job_id, name, out.write, 2**62)
+        except BaseException:
+            dest.unlink(missing_ok=True)
+            raise

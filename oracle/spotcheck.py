@@ -59,6 +59,7 @@ from pot.manifest import (
 )
 from pot.schedule import Schedule
 from pot.tensors import parse_decimal
+from proofnet.messages.envelope import MAGIC_BYTES, is_sealed
 
 if TYPE_CHECKING:
     from oracle.feed import ApiFeed, JobInfo
@@ -350,7 +351,14 @@ class LocalSpotChecker:
             (pot / MANIFEST_NAME).write_bytes(raw)
             for name in needed_files(draw.segments):
                 try:
-                    (pot / name).write_bytes(self.feed.artifact(job.job_id, prefix + name))
+                    self.feed.save_artifact(job.job_id, prefix + name, pot / name)
+                    with (pot / name).open("rb") as f:
+                        if is_sealed(f.read(MAGIC_BYTES)):
+                            # A sealed job's proof files are for its submitter and the
+                            # verifiers the oracles draw; an oracle never opens them.
+                            raise SpotCheckUnavailable(
+                                f"pot/{name} is sealed: a drawn verifier must replay it"
+                            )
                 except ArtifactMissing:
                     return SpotCheckVerdict(
                         False,

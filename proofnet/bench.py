@@ -83,9 +83,13 @@ def bench_handoff(
     size_mb: float = typer.Option(100.0, "--size-mb", help="checkpoint size (MiB)"),
     steps: int = typer.Option(100, help="training steps of the stage that makes it"),
     examples: int = typer.Option(2048, help="examples in the stage's shard"),
+    synthetic: bool = typer.Option(
+        False, "--synthetic", help="hand off a generated file of --size-mb (no training)"
+    ),
     json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
 ) -> None:
-    """Relay stage hand-off (checkpoint upload + download + SHA-256) vs the stage's compute."""
+    """Relay stage hand-off (streamed checkpoint upload + download + SHA-256): times, rates,
+    peak memory of API and worker, sealing cost; vs the stage's compute."""
     import json
 
     from rich.console import Console
@@ -93,7 +97,7 @@ def bench_handoff(
 
     from worker.bench_handoff import run_handoff_bench
 
-    report = run_handoff_bench(size_mb=size_mb, steps=steps, examples=examples)
+    report = run_handoff_bench(size_mb=size_mb, steps=steps, examples=examples, synthetic=synthetic)
     if json_out:
         typer.echo(json.dumps(report))
         return
@@ -104,6 +108,10 @@ def bench_handoff(
         table.add_row(f"stage: {key}", str(value))
     for key, value in report["handoff"].items():
         table.add_row(f"hand-off: {key}", str(value))
+    for key, value in report["memory"].items():
+        table.add_row(f"memory: {key}", str(value))
+    for key, value in report["sealing"].items():
+        table.add_row(f"sealing: {key}", str(value))
     table.add_row("hand-off / compute (%)", str(report["overhead_pct"]))
     Console().print(table)
 

@@ -116,6 +116,10 @@ class Settings(BaseSettings):
     # --- API -----------------------------------------------------------------------------
     approval_endorsements: int = Field(default=5, ge=1)
     api_max_body_bytes: int = 1_048_576
+    # Per file: results, checkpoints and proof files stream to the store in resumable
+    # chunks, so this is not bounded by memory (api_max_body_bytes limits JSON bodies).
+    api_max_upload_bytes: int = Field(default=10 * 2**30, ge=1)
+    api_upload_session_ttl_s: int = Field(default=24 * 3600, ge=60)
     api_rate_limit_per_minute: int = 600
     api_challenge_ttl_s: int = 300
     api_token_ttl_s: int = 86_400
@@ -193,6 +197,9 @@ class Settings(BaseSettings):
     # Address the other nodes of a multi-node job reach this machine at (node 0 hosts the
     # torchrun rendezvous there).
     worker_advertise_host: str = "127.0.0.1"
+    # Comma-separated Ed25519 keys (hex) of the oracles whose requests for the keys of this
+    # worker's sealed proof files (for a drawn verifier) it answers; empty: it answers none.
+    worker_oracle_keys: str = ""
     # Docker runtime: run cluster nodes with the host's network (and so its egress), which
     # multi-node training needs; without it the worker claims no cluster nodes.
     worker_allow_cluster_networking: bool = False

@@ -80,6 +80,7 @@ from worker.cluster import (
 )
 from worker.faults import HostFault
 from worker.identity import WorkerKey
+from worker.key_grants import GrantResponder
 from worker.lease_keeper import LeaseKeeper
 from worker.log_shipper import LogShipper
 from worker.oracle_client import OracleClient, Outbox, OutboxEntry, send_with_retries
@@ -93,6 +94,7 @@ from worker.results import (
     final_metrics,
     pot_root,
     seal_results,
+    seals,
     split_proof_files,
 )
 from worker.runtime.base import (
@@ -105,6 +107,7 @@ from worker.runtime.base import (
     Runtime,
     RuntimeErrorBase,
 )
+from worker.seal_keys import SealKeyError, SealKeys
 from worker.sealing_check import SealingKeyRefused, SealingKeyUnverified, verify_sealing_key
 from worker.telemetry import JobUsage, TelemetrySampler
 from worker.unit_claim import ClusterState, UnitAssignment
@@ -139,6 +142,10 @@ class AgentConfig:
     # hosts the rendezvous there), and how long a node waits for its cluster to form.
     advertise_host: str = "127.0.0.1"
     cluster_wait_s: float = 300.0
+    # Oracles whose key requests for this worker's sealed proof files it answers (for the
+    # verifiers they draw), and how often it looks for them (worker.key_grants).
+    trusted_oracle_keys: tuple[str, ...] = ()
+    key_request_poll_s: float = 30.0
 
     def __post_init__(self) -> None:
         # Absolute once and for all: git runs inside job dirs, runtimes mount them by path.
@@ -168,6 +175,10 @@ class AgentConfig:
     def harness_dir(self) -> Path:
         """Where the worker's copy of the proof-of-training library is kept for jobs."""
         return self.work_dir / "harness"
+
+    @property
+    def seal_keys_dir(self) -> Path:
+        return self.work_dir / "seal-keys"
 
 
 @dataclass(frozen=True)
@@ -228,6 +239,7 @@ class Agent:
         self.key = key
         self.repos = repos or RepoCache(config.repo_cache_dir)
         self.outbox = Outbox(config.outbox_dir)
+        self.seal_keys = SealKeys(config.seal_keys_dir)
         self.rate_cards = RateCardBook(config.rate_cards, api, key.public_key_hex)
         self._stop = threading.Event()
         self._stop_deadline: float | None = None
@@ -266,6 +278,33 @@ class Agent:
     def run(self, *, max_jobs: int | None = None, once: bool = False) -> AgentStats:
         """Claim and run jobs until stopped, `max_jobs` jobs ran, or (`once`) the first claim
         attempt found no job or its job ended."""
+        responder = self._grant_responder()
+        try:
+            return self._run(max_jobs=max_jobs, once=once)
+        finally:
+            if responder is not None:
+                responder.stop()
+
+    def _grant_responder(self) -> GrantResponder | None:
+        """Answer key requests for this worker's sealed proof files in the background, so a
+        verifier is not kept waiting by whatever job runs here."""
+        if not self.config.trusted_oracle_keys:
+            log.info(
+                "no trusted oracle keys: key requests for sealed proof files go unanswered "
+                "(set PROOFNET_WORKER_ORACLE_KEYS or --oracle-key)"
+            )
+            return None
+        responder = GrantResponder(
+            self.api,
+            self.seal_keys,
+            self.config.trusted_oracle_keys,
+            self.key.public_key_hex,
+            interval_s=self.config.key_request_poll_s,
+        )
+        responder.start()
+        return responder
+
+    def _run(self, *, max_jobs: int | None, once: bool) -> AgentStats:
         outcomes: list[JobOutcome] = []
         failures = 0
         self.flush_outbox()
@@ -746,10 +785,32 @@ class Agent:
             metrics: Mapping[str, int | str] = final_metrics(results)
             if claimed.sealing is not None and declared:
                 # Sealed: upload and attest the ciphertexts; metrics would reveal the
-                # plaintext in the attestation, so a sealed job attests none.
-                results = seal_results(results, _sealed_dir(job_dir), claimed.sealing.public_key)
+                # plaintext in the attestation, so a sealed job attests none. The proof
+                # files hold the weights every k steps: sealed too, all but the manifest
+                # (commitments the oracles check). The lease's secret stays here, so the
+                # verifiers the oracles draw can be granted the keys they need later.
+                try:
+                    secret = self.seal_keys.secret_for(claimed.job_id, claimed.nonce)
+                except SealKeyError as e:
+                    raise _HostFault(str(e)) from e
+                to = [claimed.sealing.public_key]
+                sealed_dir = _sealed_dir(job_dir)
+                results = seal_results(
+                    results, sealed_dir / "results", secret=secret, recipients=to
+                )
+                kept = [p for p in proof if not seals(p.name)]
+                hidden = seal_results(
+                    [p for p in proof if seals(p.name)],
+                    sealed_dir / "pot",
+                    secret=secret,
+                    recipients=to,
+                )
+                proof = sorted([*kept, *hidden], key=lambda r: r.name)
                 metrics = {}
-                shipper.note(f"sealed {len(results)} results to the submitter's key")
+                shipper.note(
+                    f"sealed {len(results)} results and {len(hidden)} proof files to the "
+                    "submitter's key"
+                )
         except ResultsError as e:
             raise _Failed(str(e)) from e
         if unit is None:
@@ -921,25 +982,38 @@ class Agent:
         quiet: bool = False,
     ) -> None:
         for r in results:
-            try:
-                data = r.path.read_bytes()
-            except OSError as e:
-                raise _Failed(f"cannot read result {r.name}: {e}") from e
-            if hashlib.sha256(data).hexdigest() != r.sha256:
-                raise _Failed(f"result {r.name} changed after it was hashed")
-            for attempt in range(5):
+            # Streamed in resumable chunks: a retry carries on from the API's offset, and
+            # only retries that move nothing count towards giving up.
+            stalls, reached = 0, -1
+
+            def progressed(offset: int) -> None:
+                nonlocal stalls, reached
+                if offset > reached:
+                    stalls, reached = 0, offset
+
+            while True:
                 try:
-                    self.api.upload_result(claimed.lease_token, r.name, data, r.sha256)
+                    self.api.upload_file(
+                        claimed.lease_token,
+                        r.name,
+                        r.path,
+                        r.sha256,
+                        size=r.size,
+                        on_progress=progressed,
+                    )
                     break
                 except ApiUnavailable as e:
-                    if attempt == 4:
+                    stalls += 1
+                    if stalls >= 5:
                         raise
-                    log.warning("upload of %s failed (will retry): %s", r.name, e)
-                    self._pause(min(self.config.max_backoff_s, 2**attempt))
+                    log.warning("upload of %s broke off (will resume): %s", r.name, e)
+                    self._pause(min(self.config.max_backoff_s, 2**stalls))
                 except LeaseLost:
                     raise
                 except ApiRefused as e:
                     raise _Failed(f"the API refused result {r.name}: {e}") from e
+                except OSError as e:
+                    raise _Failed(f"cannot read result {r.name}: {e}") from e
             if not quiet:
                 shipper.note(f"uploaded {r.name} ({r.size} bytes, sha256 {r.sha256})")
 

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -34,8 +34,26 @@ CLAIM_PATH = "/api/v1/worker/claim"
 HEARTBEAT_PATH = "/api/v1/worker/heartbeat"
 LEASE_PATH = "/api/v1/worker/leases/{token}"
 CONTENT_SHA256_HEADER = "X-Content-SHA256"
+KEY_REQUESTS_PATH = "/api/v1/worker/key-requests"
+KEY_GRANTS_PATH = "/api/v1/worker/key-grants"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 1 << 20
+# Bytes per upload request: what a dropped connection costs at most, and what one
+# request's signature covers.
+UPLOAD_CHUNK_BYTES = 32 << 20
+
+
+def _read_range(path: Path, offset: int, length: int) -> Iterator[bytes]:
+    """Bytes [offset, offset+length) of the file, in blocks of at most 1 MiB."""
+    with Path(path).open("rb") as f:
+        f.seek(offset)
+        left = length
+        while left > 0:
+            block = f.read(min(_CHUNK, left))
+            if not block:
+                raise OSError(f"{path} is shorter than it was ({offset + length - left} bytes)")
+            left -= len(block)
+            yield block
 
 
 class ApiClientError(Exception):
@@ -300,20 +318,110 @@ class ApiClient:
         )
         return self._lease_state(body)
 
-    def upload_result(self, token: str, name: str, data: bytes, sha256: str) -> dict[str, Any]:
-        path = self._lease(token, "/results/" + quote(name, safe="/"))
-        response = self.request(
-            "PUT",
-            path,
-            body=data,
-            content_type="application/octet-stream",
-            headers={CONTENT_SHA256_HEADER: sha256},
-            lease=True,
+    def upload_file(
+        self,
+        token: str,
+        name: str,
+        path: Path,
+        sha256: str,
+        *,
+        size: int | None = None,
+        chunk_bytes: int = UPLOAD_CHUNK_BYTES,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Upload the file at `path` as result `name` (SHA-256 `sha256`) in resumable chunks.
+
+        The API's upload session for (name, size, hash) is opened or found again, and the
+        bytes go from its offset on: a call after a dropped connection or a restart sends
+        only what the API does not hold. Never more than one read block (1 MiB) of the file
+        is in memory: each chunk is read twice, once to hash it for the request's signature
+        and once to send it. `on_progress(offset)` hears the API's offset after each chunk.
+        Returns the stored result (name, sha256, size)."""
+        path = Path(path)
+        if size is None:
+            size = path.stat().st_size
+        if chunk_bytes < 1:
+            raise ValueError("chunk_bytes must be positive")
+        declared = {"name": name, "size": size, "sha256": sha256}
+        answer = self._upload_answer(
+            self._json("POST", self._lease(token, "/uploads"), declared, lease=True), name
         )
-        answer = response.json()
-        if not isinstance(answer, dict) or answer.get("sha256") != sha256:
-            raise ApiRefused(f"the API recorded result {name!r} with another hash: {answer!r}")
-        return answer
+        while not answer["complete"]:
+            upload_id, offset = str(answer["id"]), int(answer["offset"])
+            if on_progress is not None:
+                on_progress(offset)
+            length = min(chunk_bytes, size - offset)
+            answer = self._put_chunk(token, upload_id, path, offset, length, size, name)
+        if on_progress is not None:
+            on_progress(size)
+        result = answer.get("result")
+        if not isinstance(result, dict) or result.get("sha256") != sha256:
+            raise ApiRefused(f"the API recorded result {name!r} with another hash: {result!r}")
+        return result
+
+    @staticmethod
+    def _upload_answer(body: Any, name: str) -> dict[str, Any]:
+        if (
+            not isinstance(body, dict)
+            or not isinstance(body.get("offset"), int)
+            or not isinstance(body.get("complete"), bool)
+            or (not body["complete"] and not isinstance(body.get("id"), str))
+        ):
+            raise ApiUnavailable(f"the API's answer about the upload of {name!r} is malformed")
+        return body
+
+    def _put_chunk(
+        self, token: str, upload_id: str, path: Path, offset: int, length: int, size: int, name: str
+    ) -> dict[str, Any]:
+        url_path = self._lease(token, f"/uploads/{quote(upload_id, safe='')}")
+        digest = hashlib.sha256()
+        for block in _read_range(path, offset, length):
+            digest.update(block)
+        url = httpx.URL(self.base_url + url_path)
+        headers = sign_request_headers(
+            self.key.signing_key,
+            network=self.network,
+            method="PUT",
+            path=request_target(url.raw_path.decode("ascii")),
+            body_sha256=digest.hexdigest(),
+        )
+        headers["Content-Type"] = "application/octet-stream"
+        headers["Content-Length"] = str(length)
+        headers["Content-Range"] = (
+            f"bytes {offset}-{offset + length - 1}/{size}" if length else f"bytes */{size}"
+        )
+        current = self._http.timeout
+        read = current.read
+        if offset + length >= size:
+            # The last chunk also stores the file (an S3 multipart upload of all of it).
+            read = max(read or 30.0, 60.0 + size / (20 << 20))
+        timeout = httpx.Timeout(
+            connect=current.connect, read=read, write=current.write, pool=current.pool
+        )
+        try:
+            response = self._http.request(
+                "PUT",
+                url,
+                content=_read_range(path, offset, length),
+                headers=headers,
+                timeout=timeout,
+            )
+        except httpx.TransportError as e:
+            raise ApiUnavailable(f"the upload of {name!r} broke off at byte {offset}: {e}") from e
+        if response.status_code == 409:
+            # Not where the API is (an earlier chunk landed after all, or another request of
+            # ours still writes): carry on from the API's offset, or retry later.
+            state = self._upload_answer(
+                self._json("GET", self._lease(token, f"/uploads/{upload_id}"), lease=True), name
+            )
+            if state["offset"] == offset:
+                raise ApiUnavailable(f"upload of {name!r}: {_detail(response)}", 409)
+            return state
+        self._raise_for(response, "PUT", url_path, lease=True)
+        try:
+            return self._upload_answer(response.json(), name)
+        except ValueError as e:
+            raise ApiUnavailable(f"the API answered the upload of {name!r} with non-JSON") from e
 
     def download_input(
         self, token: str, position: int, dest: Path, expected_sha256: str
@@ -324,42 +432,44 @@ class ApiClient:
         their SHA-256 is `expected_sha256` (the one the claim pinned) is it renamed to
         `dest`. Anything else is deleted and raises InputRejected. Returns (size, sha256).
         """
+        path = self._lease(token, f"/inputs/{int(position)}")
+        return self._download(
+            path, Path(dest), expected_sha256, what=f"input checkpoint {position}", lease=True
+        )
+
+    def _download(
+        self,
+        path: str,
+        dest: Path,
+        expected_sha256: str,
+        *,
+        what: str,
+        lease: bool = False,
+        attempts: int = 5,
+    ) -> tuple[int, str]:
+        """Stream `path` to a temporary file beside `dest`, hashing it; a transfer that breaks
+        off is resumed from where it stopped (`Range`). Renamed to `dest` only when it hashes
+        to `expected_sha256`; InputRejected otherwise."""
         if not _SHA256.fullmatch(expected_sha256):
             raise ValueError("expected_sha256 must be 64 lowercase hex digits")
-        path = self._lease(token, f"/inputs/{int(position)}")
-        dest = Path(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        request = self._signed_request("GET", path)
-        try:
-            response = self._http.send(request, stream=True)
-        except httpx.TransportError as e:
-            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e}") from e
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".input-")
+        digest, size = hashlib.sha256(), 0
         try:
             with os.fdopen(fd, "wb") as out:
-                try:
-                    if response.status_code >= 400:
-                        response.read()
-                        self._raise_for(response, "GET", path, lease=True)
-                    announced = response.headers.get(CONTENT_SHA256_HEADER)
-                    if announced is not None and announced != expected_sha256:
-                        raise InputRejected(
-                            f"input checkpoint {position} is announced as SHA-256 {announced}, "
-                            f"but the claim pinned {expected_sha256}; refusing it"
+                for attempt in range(attempts):
+                    try:
+                        size = self._download_from(
+                            path, out, digest, size, what, lease, expected_sha256
                         )
-                    digest, size = hashlib.sha256(), 0
-                    for chunk in response.iter_bytes(_CHUNK):
-                        digest.update(chunk)
-                        out.write(chunk)
-                        size += len(chunk)
-                except httpx.TransportError as e:
-                    raise ApiUnavailable(f"input checkpoint {position} broke off: {e}") from e
-                finally:
-                    response.close()
+                        break
+                    except ApiUnavailable:
+                        if attempt == attempts - 1:
+                            raise
             got = digest.hexdigest()
             if got != expected_sha256:
                 raise InputRejected(
-                    f"input checkpoint {position} arrived with SHA-256 {got} ({size} bytes), "
+                    f"{what} arrived with SHA-256 {got} ({size} bytes), "
                     f"not the {expected_sha256} the claim pinned; refusing it"
                 )
             os.replace(tmp, dest)
@@ -367,6 +477,75 @@ class ApiClient:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         return size, got
+
+    def _download_from(
+        self,
+        path: str,
+        out: Any,
+        digest: Any,
+        have: int,
+        what: str,
+        lease: bool,
+        expected_sha256: str,
+    ) -> int:
+        headers = {"Range": f"bytes={have}-"} if have else None
+        request = self._signed_request("GET", path, headers=headers)
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError as e:
+            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e}") from e
+        try:
+            if response.status_code >= 400:
+                response.read()
+                self._raise_for(response, "GET", path, lease=lease)
+            announced = response.headers.get(CONTENT_SHA256_HEADER)
+            if announced is not None and announced != expected_sha256:
+                raise InputRejected(
+                    f"{what} is announced as SHA-256 {announced}, but {expected_sha256} "
+                    "was pinned; refusing it"
+                )
+            if have and response.status_code != 206:
+                raise ApiUnavailable(f"the API did not resume {what} at byte {have}")
+            for chunk in response.iter_bytes(_CHUNK):
+                digest.update(chunk)
+                out.write(chunk)
+                have += len(chunk)
+        except httpx.TransportError as e:
+            raise ApiUnavailable(f"{what} broke off at byte {have}: {e}") from e
+        finally:
+            response.close()
+        return have
+
+    # --- keys of sealed proof files (proofnet/messages/key_grant.py) ------------------------
+
+    def key_requests(self) -> list[dict[str, Any]]:
+        """Oracle-signed requests for keys of this worker's sealed uploads, unanswered."""
+        body = self._json("GET", KEY_REQUESTS_PATH)
+        if not isinstance(body, list):
+            raise ApiUnavailable("the API's list of key requests is malformed")
+        return [r for r in body if isinstance(r, dict)]
+
+    def grant_keys(self, request_id: int, grants: Mapping[str, Mapping[str, str]]) -> None:
+        self._json(
+            "POST",
+            f"{KEY_REQUESTS_PATH}/{int(request_id)}/grant",
+            {"grants": {name: dict(stanza) for name, stanza in grants.items()}},
+        )
+
+    def key_grant(self, request_id: int) -> dict[str, Any]:
+        """A grant for a request naming this worker as verifier (ApiRefused 409: pending)."""
+        body = self._json("GET", f"{KEY_GRANTS_PATH}/{int(request_id)}")
+        if not isinstance(body, dict):
+            raise ApiUnavailable("the API's key grant is malformed")
+        return body
+
+    def download_granted(
+        self, request_id: int, name: str, dest: Path, expected_sha256: str
+    ) -> tuple[int, str]:
+        """Stream the sealed bytes of a granted file to `dest`, checked against the hash the
+        API recorded for the upload (what the provider's attestation covers)."""
+        path = f"{KEY_GRANTS_PATH}/{int(request_id)}/files/{quote(name, safe='/')}"
+        return self._download(path, Path(dest), expected_sha256, what=f"granted file {name}")
 
     def append_logs(self, token: str, lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         body = self._json("POST", self._lease(token, "/logs"), {"lines": list(lines)}, lease=True)

@@ -6,15 +6,19 @@ worker key claims stage 0 and runs the numpy relay stage (`pot.examples.numpy_re
 as a job process, with proof of training) on a shard, sized so that its checkpoint (weights
 and optimizer state) is `size_mb` MiB. The hand-off is then timed the way the agent does it:
 
-* upload: hash the checkpoint, read it, PUT it as the lease's `checkpoint/<name>` result
-  (the API hashes and stores it);
+* upload: hash the checkpoint and stream it as the lease's `checkpoint/<name>` result in
+  resumable chunks (`ApiClient.upload_file`; the API hashes and stores it);
 * complete: the lease's completion naming the checkpoint's hash (which releases stage 1);
 * claim: a second worker key claims stage 1, whose claim pins that hash;
 * download: stream input checkpoint 0 through the lease to disk, SHA-256 verified on
   arrival (`ApiClient.download_input`).
 
-The report gives each part in seconds, the hand-off's share of the stage's compute, and the
-transfer rates. The API runs in a child process started from a short program below: the
+The report gives each part in seconds, the hand-off's share of the stage's compute, the
+transfer rates, the peak resident memory (VmHWM) of the API process and of the worker
+before and after each transfer (streaming keeps both flat whatever the size), and what
+sealing the checkpoint (envelope v2, as a sealed job's proof files are) costs. With
+`synthetic` the checkpoint is a generated file instead of stage 0's training output, for
+transfer figures at sizes a quick training run does not reach (1 GiB). The API runs in a child process started from a short program below: the
 worker package itself never imports the API.
 """
 
@@ -29,6 +33,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +140,7 @@ def _ok(response: httpx.Response) -> Any:
 
 
 @contextmanager
-def _api(work: Path, max_body: int, senior: str) -> Iterator[str]:
+def _api(work: Path, max_body: int, senior: str) -> Iterator[tuple[str, int]]:
     port = free_port()
     log_path = work / "api.log"
     with log_path.open("wb") as log:
@@ -170,7 +175,7 @@ def _api(work: Path, max_body: int, senior: str) -> Iterator[str]:
             if time.monotonic() > deadline:
                 raise HandoffBenchError("the API did not answer within 60 s")
             time.sleep(0.1)
-        yield url
+        yield url, child.pid
     finally:
         child.terminate()
         try:
@@ -292,9 +297,13 @@ def run_handoff_bench(
     steps: int = 100,
     examples: int = 2048,
     steps_per_checkpoint: int = 100,
+    synthetic: bool = False,
     work_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Measure one stage hand-off of a `size_mb` MiB checkpoint; a JSON-able report."""
+    """Measure one stage hand-off of a `size_mb` MiB checkpoint; a JSON-able report.
+
+    `synthetic`: skip training stage 0 and hand off a generated file of that size (for
+    transfer figures at sizes no quick training run makes, e.g. 1 GiB)."""
     hidden = hidden_for(size_mb)
     work = Path(tempfile.mkdtemp(prefix="proofnet-handoff-", dir=work_dir))
     try:
@@ -310,24 +319,25 @@ def run_handoff_bench(
         job_id = JobSpec.from_dict(spec).job_id
         submitter = _Wallet()
         payout = _Wallet().address
-        with _api(work, max_body=int(2 * size_mb * MiB) + MiB, senior=submitter.address) as url:
+        with _api(work, max_body=MiB, senior=submitter.address) as (url, api_pid):
             with httpx.Client(base_url=url, timeout=60) as http:
                 headers = submitter.sign_in(http)
                 _ok(http.post("/api/v1/jobs", json={"spec": spec}, headers=headers))
             first = _register(url, work / "a.skey", payout)
             second = _register(url, work / "b.skey", payout)
             try:
-                report = _measure(first, second, work, spec, job_id, shards[0])
+                stage = _Stage(work, shards[0], spec, size_mb if synthetic else None)
+                report = _measure(first, second, work, job_id, stage, api_pid)
             finally:
                 first.close()
                 second.close()
         report.update(
             {
                 "requested_mib": size_mb,
-                "hidden": hidden,
+                "hidden": None if synthetic else hidden,
                 "stage": {
-                    "steps": steps,
-                    "examples": examples,
+                    "steps": None if synthetic else steps,
+                    "examples": None if synthetic else examples,
                     "steps_per_checkpoint": steps_per_checkpoint,
                     **report["stage"],
                 },
@@ -338,29 +348,96 @@ def run_handoff_bench(
         shutil.rmtree(work, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class _Stage:
+    work: Path
+    shard: Path
+    spec: dict[str, Any]
+    synthetic_mib: float | None  # None: train stage 0 for real
+
+    def make(self, job_dir: Path, nonce: str) -> float | None:
+        """Stage 0's checkpoint in `job_dir`; the compute seconds (None when generated)."""
+        if self.synthetic_mib is None:
+            return _run_stage(job_dir, self.shard, nonce, self.spec)
+        size = int(self.synthetic_mib * MiB)
+        block = os.urandom(MiB)
+        with (job_dir / CHECKPOINT).open("wb") as out:
+            for offset in range(0, size, MiB):
+                # Distinct blocks: nothing downstream can shortcut repeated content.
+                head = hashlib.sha256(offset.to_bytes(8, "big")).digest()
+                out.write((head + block[32:])[: min(MiB, size - offset)])
+        return None
+
+
+def peak_rss_mib(pid: int | None = None) -> float | None:
+    """Peak resident memory (VmHWM) of a process so far, MiB; None where /proc has none."""
+    path = Path(f"/proc/{'self' if pid is None else pid}/status")
+    try:
+        for line in path.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def _seal_figures(checkpoint: Path, work: Path) -> dict[str, float | None]:
+    """What sealing the file costs the provider and opening it the submitter (envelope v2,
+    streamed), and the peak memory of doing it."""
+    from nacl.public import PrivateKey
+
+    from proofnet.messages.envelope import content_key, new_secret, open_file, seal_file
+
+    mib = checkpoint.stat().st_size / MiB
+    before = peak_rss_mib()
+    recipient = PrivateKey.generate()
+    key = content_key(new_secret(), CHECKPOINT)
+    sealed, opened = work / "sealed.bin", work / "opened.bin"
+    started = time.perf_counter()
+    seal_file(
+        checkpoint, sealed, name=CHECKPOINT, key=key, recipients=[bytes(recipient.public_key).hex()]
+    )
+    seal_s = time.perf_counter() - started
+    started = time.perf_counter()
+    open_file(sealed, opened, private_key=bytes(recipient), name=CHECKPOINT)
+    open_s = time.perf_counter() - started
+    sealed.unlink()
+    opened.unlink()
+    return {
+        "seal_s": round(seal_s, 3),
+        "open_s": round(open_s, 3),
+        "seal_mib_per_s": round(mib / seal_s, 1) if seal_s > 0 else None,
+        "open_mib_per_s": round(mib / open_s, 1) if open_s > 0 else None,
+        "peak_rss_mib_before": before,
+        "peak_rss_mib_after": peak_rss_mib(),
+    }
+
+
 def _measure(
     first: ApiClient,
     second: ApiClient,
     work: Path,
-    spec: dict[str, Any],
     job_id: str,
-    shard: Path,
+    stage: _Stage,
+    api_pid: int,
 ) -> dict[str, Any]:
     stage0 = first.claim()
     if stage0 is None or stage0.unit is None or stage0.unit.index != 0:
         raise HandoffBenchError(f"expected to claim stage 0 of {job_id}, got {stage0!r}")
     job_dir = work / "stage0"
     job_dir.mkdir()
-    compute_s = _run_stage(job_dir, shard, stage0.nonce, spec)
+    compute_s = stage.make(job_dir, stage0.nonce)
     checkpoint = job_dir / CHECKPOINT
     size = checkpoint.stat().st_size
+    api_before = peak_rss_mib(api_pid)
+    worker_before = peak_rss_mib()
 
     started = time.perf_counter()
     digest = sha256_file(checkpoint)
-    data = checkpoint.read_bytes()
-    first.upload_result(stage0.lease_token, f"checkpoint/{CHECKPOINT}", data, digest)
-    del data
+    first.upload_file(stage0.lease_token, f"checkpoint/{CHECKPOINT}", checkpoint, digest)
     upload_s = time.perf_counter() - started
+    api_after_upload = peak_rss_mib(api_pid)
+    worker_after_upload = peak_rss_mib()
 
     started = time.perf_counter()
     first.complete(stage0.lease_token, {"unit": {"index": 0, "output": digest, "metrics": {}}})
@@ -379,12 +456,16 @@ def _measure(
     download_s = time.perf_counter() - started
     if (got_size, got) != (size, digest):
         raise HandoffBenchError("the downloaded checkpoint is not the uploaded one")
+    api_after_download = peak_rss_mib(api_pid)
+    worker_after_download = peak_rss_mib()
+    (work / "stage1" / "input-0").unlink()
+    sealing = _seal_figures(checkpoint, work)
     handoff_s = upload_s + complete_s + claim_s + download_s
     mib = size / MiB
     return {
         "checkpoint_bytes": size,
         "checkpoint_mib": round(mib, 1),
-        "stage": {"compute_s": round(compute_s, 3)},
+        "stage": {"compute_s": None if compute_s is None else round(compute_s, 3)},
         "handoff": {
             "upload_s": round(upload_s, 3),
             "complete_s": round(complete_s, 3),
@@ -394,6 +475,21 @@ def _measure(
             "upload_mib_per_s": round(mib / upload_s, 1) if upload_s > 0 else None,
             "download_mib_per_s": round(mib / download_s, 1) if download_s > 0 else None,
         },
-        "overhead_pct": round(100.0 * handoff_s / compute_s, 2) if compute_s > 0 else None,
+        # Peak resident memory (VmHWM, MiB) before and after each transfer: streaming keeps
+        # both sides flat however large the checkpoint.
+        "memory": {
+            "api_peak_rss_mib_before": api_before,
+            "api_peak_rss_mib_after_upload": api_after_upload,
+            "api_peak_rss_mib_after_download": api_after_download,
+            "worker_peak_rss_mib_before": worker_before,
+            "worker_peak_rss_mib_after_upload": worker_after_upload,
+            "worker_peak_rss_mib_after_download": worker_after_download,
+        },
+        "sealing": sealing,
+        "overhead_pct": (
+            round(100.0 * handoff_s / compute_s, 2)
+            if compute_s is not None and compute_s > 0
+            else None
+        ),
         "cpu_count": os.cpu_count(),
     }

@@ -597,6 +597,12 @@ def run(
         help="docker runtime: take multi-node jobs, whose nodes run with the HOST's network "
         "(and so its egress and open ports); without it the worker claims no cluster nodes",
     ),
+    oracle_key: list[str] = typer.Option(
+        [],
+        "--oracle-key",
+        help="Ed25519 key (hex) of an oracle whose key requests for a sealed job's proof "
+        "files this worker answers (repeat) [default: PROOFNET_WORKER_ORACLE_KEYS]",
+    ),
     log_level: str = typer.Option("INFO", "--log-level"),
 ) -> None:
     """Claim jobs from the API, run them with proof of training, and attest to the oracle."""
@@ -631,6 +637,11 @@ def run(
             rate_cards=cards,
             keep_workspaces=keep_workspaces,
             advertise_host=advertise_host or settings.worker_advertise_host,
+            trusted_oracle_keys=tuple(
+                k.strip().lower()
+                for k in (oracle_key or settings.worker_oracle_keys.split(","))
+                if k.strip()
+            ),
         )
         # One mirror cache per user, shared by every job (and process) of this machine.
         repos = RepoCache(settings.git_cache_dir, rewrites=_rewrites(repo_rewrite))

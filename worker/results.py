@@ -6,8 +6,8 @@ links are never followed: under the process runtime a job could otherwise point 
 any file of the host.
 
 Proof-of-training files (`pot/<file>`, declared by a `pot/**` result glob) are uploaded like
-results, for the oracles' spot checks, but are not named in the attestation: the PoT root
-already commits to every one of them.
+results, for the spot checks, but are not named in the attestation: the PoT root already
+commits to every one of them. A sealed job seals them as it seals its results (`seals`).
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ import os
 import re
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from pot.manifest import MANIFEST_NAME, Manifest, ProofError
 from pot.recorder import POT_SUBDIR
+from proofnet.messages.envelope import SealingError, content_key, seal_file
 from proofnet.messages.jobspec import ResultSpec
 from proofnet.messages.result_paths import ResultNameError, check_result_name, declared_by
-from proofnet.messages.sealing import seal
 
 MAX_RESULTS = 256  # what an attestation can name
 PROOF_PREFIX = POT_SUBDIR + "/"
@@ -164,32 +164,41 @@ def final_metrics(results: Sequence[CollectedResult], limit: int = 64) -> dict[s
 
 
 def seal_results(
-    results: Sequence[CollectedResult], out_dir: Path, recipient_public_key: str
+    results: Sequence[CollectedResult],
+    out_dir: Path,
+    *,
+    secret: bytes,
+    recipients: Sequence[str],
 ) -> list[CollectedResult]:
-    """Each result sealed to the submitter's key (`proofnet.messages.sealing`), written under
-    `out_dir`; the returned entries name the sealed files and their hashes, which are what
-    gets uploaded and attested."""
+    """Each file sealed (`proofnet.messages.envelope`, streamed: never read whole) to the
+    `recipients` (X25519 public keys, hex) under its content key derived from the lease's
+    `secret`, written under `out_dir`; the returned entries name the sealed files and their
+    hashes, which are what gets uploaded (and, for results, attested). A file that changed
+    since it was hashed is refused."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     sealed: list[CollectedResult] = []
     for i, r in enumerate(results):
+        path = out_dir / f"{i:04d}.sealed"
         try:
-            data = r.path.read_bytes()
+            done = seal_file(
+                r.path,
+                path,
+                name=r.name,
+                key=content_key(secret, r.name),
+                recipients=recipients,
+                sha256=r.sha256,
+            )
+        except SealingError as e:
+            raise ResultsError(f"cannot seal result {r.name}: {e}") from e
         except OSError as e:
             raise ResultsError(f"cannot read result {r.name}: {e}") from e
-        if hashlib.sha256(data).hexdigest() != r.sha256:
-            raise ResultsError(f"result {r.name} changed after it was hashed")
-        blob = seal(data, name=r.name, recipient_public_key=recipient_public_key)
-        path = out_dir / f"{i:04d}.sealed"
-        path.write_bytes(blob)
-        sealed.append(
-            CollectedResult(
-                name=r.name,
-                path=path,
-                sha256=hashlib.sha256(blob).hexdigest(),
-                size=len(blob),
-                kind=r.kind,
-                glob=r.glob,
-            )
-        )
+        sealed.append(replace(r, path=path, sha256=done.sha256, size=done.size))
     return sealed
+
+
+def seals(name: str) -> bool:
+    """Whether a sealed job seals this file: every result and proof file but the proof's
+    manifest, which holds commitments only (hashes, losses, update norms) and is what the
+    oracles check the schedule and root against."""
+    return name != PROOF_PREFIX + MANIFEST_NAME

@@ -10,6 +10,7 @@ from api.models.job_outputs import JobLogLine, JobResult, LeaseUsage
 from api.models.job_unit import JobUnit
 from api.models.measurement import MeasuredRun
 from api.models.notification import NotificationDelivery, NotificationSubscription
+from api.models.proof_key_request import ProofKeyRequest
 from api.models.provider import Provider, ProviderGpu, RateCard
 from api.models.rate_card_document import JobRateCard, ProviderRateCard, PublishedRateCard
 from api.models.sealing_key import SealingKey
@@ -36,6 +37,7 @@ __all__ = [
     "MeasuredRun",
     "NotificationDelivery",
     "NotificationSubscription",
+    "ProofKeyRequest",
     "Provider",
     "ProviderGpu",
     "ProviderRateCard",

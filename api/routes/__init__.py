@@ -15,6 +15,7 @@ from api.routes import (
     jobs,
     notifications,
     oracle_feed,
+    proof_keys,
     providers,
     rate_cards,
     sealing_keys,
@@ -37,6 +38,7 @@ api_router.include_router(rate_cards.router)
 api_router.include_router(worker.router)
 api_router.include_router(worker_io.router)
 api_router.include_router(oracle_feed.router)
+api_router.include_router(proof_keys.router)
 api_router.include_router(escrow_tx.router)
 api_router.include_router(sealing_keys.router)
 api_router.include_router(escrow_refund.router)

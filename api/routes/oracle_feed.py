@@ -6,16 +6,15 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, Header, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field
 
 from api.deps import ConfigDep, CurrentUser, NowDep, SessionDep, SignedWorkerKey
-from api.errors import Forbidden, NotFound
-from api.routes.worker_io import BlobStoreDep
+from api.errors import Forbidden
+from api.routes.worker_io import BlobStoreDep, stream_blob
 from api.schemas.common import PublicBody, RequestBody
 from api.services import oracle_feed as service
-from api.storage import BlobMissing
 
 router = APIRouter(tags=["oracle"])
 
@@ -37,18 +36,15 @@ def oracle_job(job_id: str, _oracle: OracleKey, session: SessionDep) -> dict[str
 
 @router.get("/oracle/jobs/{job_id}/results/{name:path}")
 def oracle_job_result(
-    job_id: str, name: str, _oracle: OracleKey, session: SessionDep, store: BlobStoreDep
+    job_id: str,
+    name: str,
+    _oracle: OracleKey,
+    session: SessionDep,
+    store: BlobStoreDep,
+    range_header: Annotated[str | None, Header(alias="Range")] = None,
 ) -> StreamingResponse:
     row = service.job_result_row(session, job_id, name)
-    try:
-        chunks = store.open_chunks(row.sha256)
-    except BlobMissing as e:
-        raise NotFound(f"the bytes of {name!r} are missing from the content store") from e
-    return StreamingResponse(
-        chunks,
-        media_type="application/octet-stream",
-        headers={"X-Content-SHA256": row.sha256},
-    )
+    return stream_blob(store, row.sha256, row.size, range_header, repr(name))
 
 
 @router.get("/oracle/workers/{worker_key}")

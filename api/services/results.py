@@ -2,8 +2,10 @@
 
 Writes go through `leases.active_lease`, so only the worker holding the job's current,
 unexpired lease can add to it; a worker whose lease expired or ended is refused (409).
-Result bytes go to the content-addressed blob store before the row that names them is
-written, so a row never points at a missing blob (an orphan blob is harmless).
+Result bytes arrive through a resumable upload session (`api.uploads`, staged on disk and
+hashed as they come) and go to the content-addressed blob store before the row that names
+them is written, so a row never points at a missing blob (an orphan blob is harmless).
+The job lock is never held while bytes move.
 
 A unit of a job with a topology uploads its checkpoint as `checkpoint/<topology.checkpoint>`
 (declared by the topology, not the result globs) and reads its input checkpoints back
@@ -25,9 +27,10 @@ from api.models import Job, JobLogLine, JobResult, JobUnit, Lease, LeaseUsage, P
 from api.services.jobs import get_job
 from api.services.leases import ActiveLease, active_lease
 from api.services.units import UnitInput, plan_of, unit_inputs
-from api.storage import BlobStore, DigestMismatch
+from api.storage import BlobRef, BlobStore, DigestMismatch
+from api.uploads import ChunkWriter, UploadNotFound, UploadSession, UploadStaging
+from proofnet.messages.envelope import MAGIC_BYTES, is_sealed
 from proofnet.messages.result_paths import ResultNameError, check_result_name, declared_by
-from proofnet.messages.sealing import is_sealed
 
 UNIT_RESULT_PREFIX = "units/"
 
@@ -70,45 +73,161 @@ def _declared(job: Job, name: str) -> str:
     return name
 
 
-def store_result(
+@dataclass(frozen=True)
+class UploadStart:
+    """A session to send bytes to, or (`stored`) the same file already stored."""
+
+    upload: UploadSession | None
+    offset: int
+    stored: JobResult | None
+
+
+def _check_upload(active: ActiveLease, name: str, size: int, max_bytes: int) -> None:
+    """What may be uploaded under this lease: a declared result or the unit's checkpoint,
+    within the size limit."""
+    if not _unit_checkpoint(active, name):
+        _declared(active.job, name)
+    if size > max_bytes:
+        raise PayloadTooLarge(f"result {name!r} is {size} bytes; the limit is {max_bytes}")
+
+
+def _new_upload(
+    staging: UploadStaging, lease_id: int, name: str, size: int, sha256: str | None
+) -> UploadSession:
+    # Each upload in flight holds disk on the API host: no more than a lease may store.
+    if staging.open_count(lease_id) >= MAX_RESULTS_PER_LEASE:
+        raise PayloadTooLarge(
+            f"a lease may have at most {MAX_RESULTS_PER_LEASE} uploads in progress"
+        )
+    return staging.new(lease_id, name, size, sha256)
+
+
+def start_upload(
     session: Session,
-    store: BlobStore,
+    staging: UploadStaging,
     provider: Provider,
     token: str,
     name: str,
-    data: bytes,
     *,
+    size: int,
+    sha256: str,
     max_bytes: int,
-    expected_sha256: str | None,
+    now: datetime,
+) -> UploadStart:
+    """Open (or find again) the upload session for one file of the leased job."""
+    active = active_lease(session, provider, token, now)
+    _check_upload(active, name, size, max_bytes)
+    lease_id = active.lease.id
+    assert lease_id is not None
+    session.rollback()  # release the job lock: nothing below needs it
+    row = _result_row(session, lease_id, name)
+    if row is not None and (row.sha256, row.size) == (sha256, size):
+        return UploadStart(upload=None, offset=size, stored=row)
+    upload = staging.find(lease_id, name, size, sha256) or _new_upload(
+        staging, lease_id, name, size, sha256
+    )
+    return UploadStart(upload=upload, offset=staging.offset(upload), stored=None)
+
+
+def one_shot_upload(
+    session: Session,
+    staging: UploadStaging,
+    provider: Provider,
+    token: str,
+    name: str,
+    *,
+    size: int,
+    sha256: str | None,
+    max_bytes: int,
+    now: datetime,
+) -> UploadSession:
+    """A private session for a whole file sent in one request (`PUT .../results/{name}`)."""
+    active = active_lease(session, provider, token, now)
+    _check_upload(active, name, size, max_bytes)
+    lease_id = active.lease.id
+    assert lease_id is not None
+    session.rollback()
+    return _new_upload(staging, lease_id, name, size, sha256)
+
+
+def upload_of(
+    session: Session,
+    staging: UploadStaging,
+    provider: Provider,
+    token: str,
+    upload_id: str,
+    now: datetime,
+) -> UploadSession:
+    """The upload session `upload_id` of the lease `token`; only the lease's holder gets it."""
+    active = active_lease(session, provider, token, now)
+    lease_id = active.lease.id
+    assert lease_id is not None
+    session.rollback()
+    try:
+        return staging.get(lease_id, upload_id)
+    except UploadNotFound as e:
+        raise NotFound(str(e)) from e
+
+
+def finish_upload(
+    session: Session,
+    store: BlobStore,
+    staging: UploadStaging,
+    writer: ChunkWriter,
+    provider: Provider,
+    token: str,
     now: datetime,
 ) -> JobResult:
-    """Keep one result file of the leased job; re-uploading a name replaces it."""
+    """Store a complete upload and record it as the lease's result `name`; a file that does
+    not hash to what was declared is thrown away (the worker starts over)."""
+    upload = writer.session
     active = active_lease(session, provider, token, now)
-    if not _unit_checkpoint(active, name, data):
-        _declared(active.job, name)
-    if len(data) > max_bytes:
-        raise PayloadTooLarge(f"result {name!r} is {len(data)} bytes; the limit is {max_bytes}")
-    lease_id = active.lease.id
+    if active.lease.id != upload.lease_id:  # pragma: no cover - the path names the lease
+        raise NotFound("no such upload for this lease")
+    checkpoint = _unit_checkpoint(active, upload.name)
     session.rollback()  # release the job lock while the blob is written
-
+    digest = writer.sha256()
+    if upload.sha256 is not None and digest != upload.sha256:
+        staging.discard(upload)
+        raise BadRequest(
+            f"result {upload.name!r}: content hashes to {digest}, not the declared "
+            f"{upload.sha256}; nothing was stored, upload it again"
+        )
+    if checkpoint and is_sealed(writer.head(MAGIC_BYTES)):
+        staging.discard(upload)
+        raise BadRequest(
+            f"{upload.name} is sealed: checkpoints of a job with a topology are never sealed, "
+            "the next provider must read them"
+        )
     try:
-        blob = store.put_bytes(data, expected_sha256=expected_sha256)
-    except DigestMismatch as e:
-        raise BadRequest(f"result {name!r}: {e}") from e
+        blob = store.put_file(staging.part_path(upload), sha256=digest)
+    except DigestMismatch as e:  # the staged file changed on disk under us
+        staging.discard(upload)
+        raise BadRequest(f"result {upload.name!r}: {e}") from e
+    staging.discard(upload)
+    return _record_result(session, provider, token, upload.name, blob, now)
 
-    active = active_lease(session, provider, token, now)
-    if active.lease.id != lease_id:  # pragma: no cover - a token names one lease forever
-        raise NotFound("no such lease for this worker")
-    row = session.exec(
+
+def _result_row(session: Session, lease_id: int, name: str) -> JobResult | None:
+    return session.exec(
         select(JobResult).where(JobResult.lease_id == lease_id, JobResult.name == name)
     ).first()
+
+
+def _record_result(
+    session: Session, provider: Provider, token: str, name: str, blob: BlobRef, now: datetime
+) -> JobResult:
+    """Name the stored blob as the lease's result `name`; re-uploading a name replaces it."""
+    active = active_lease(session, provider, token, now)
+    lease_id = active.lease.id
+    assert active.job.id is not None and lease_id is not None
+    row = _result_row(session, lease_id, name)
     if row is None:
         count = session.exec(
             select(func.count(col(JobResult.id))).where(JobResult.lease_id == lease_id)
         ).one()
         if count >= MAX_RESULTS_PER_LEASE:
             raise PayloadTooLarge(f"a lease may upload at most {MAX_RESULTS_PER_LEASE} results")
-        assert active.job.id is not None and lease_id is not None
         row = JobResult(
             job_id=active.job.id,
             lease_id=lease_id,
@@ -124,9 +243,9 @@ def store_result(
     return row
 
 
-def _unit_checkpoint(active: ActiveLease, name: str, data: bytes) -> bool:
-    """Whether `name` is the checkpoint this unit's lease uploads (checked: the unit makes
-    one, and it is readable by the next provider), rather than a declared result."""
+def _unit_checkpoint(active: ActiveLease, name: str) -> bool:
+    """Whether `name` is the checkpoint this unit's lease uploads (the unit makes one),
+    rather than a declared result. (That it is not sealed is checked on its bytes.)"""
     unit = active.unit
     if unit is None:
         return False
@@ -135,11 +254,6 @@ def _unit_checkpoint(active: ActiveLease, name: str, data: bytes) -> bool:
         return False
     if unit.kind == "eval":
         raise BadRequest(f"unit {unit.index} is an evaluation: it uploads no {expected}")
-    if is_sealed(data):
-        raise BadRequest(
-            f"{name} is sealed: checkpoints of a job with a topology are never sealed, the "
-            "next provider must read them"
-        )
     return True
 
 

@@ -51,12 +51,27 @@ class SignedRequest:
 
 
 def request_message(
-    *, network: str, method: str, path: str, timestamp: int, nonce: str, body: bytes
+    *,
+    network: str,
+    method: str,
+    path: str,
+    timestamp: int,
+    nonce: str,
+    body: bytes = b"",
+    body_sha256: str | None = None,
 ) -> bytes:
-    """The exact bytes a worker signs for one HTTP request (`path` includes any query)."""
+    """The exact bytes a worker signs for one HTTP request (`path` includes any query).
+
+    `body_sha256` (hex) stands for `body` when the body streams: the API hashes an upload
+    chunk while it writes it to disk and checks the signature once the chunk is in, so no
+    chunk is ever held in memory to authenticate it."""
+    if body_sha256 is None:
+        body_sha256 = hashlib.sha256(body).hexdigest()
+    elif body:
+        raise ValueError("give the body or its SHA-256, not both")
     return canonical_json(
         {
-            "body_sha256": hashlib.sha256(body).hexdigest(),
+            "body_sha256": body_sha256,
             "domain": REQUEST_DOMAIN,
             "method": method.upper(),
             "network": network,
@@ -73,17 +88,25 @@ def sign_request_headers(
     network: str,
     method: str,
     path: str,
-    body: bytes,
+    body: bytes = b"",
+    body_sha256: str | None = None,
     timestamp: int | None = None,
     nonce: str | None = None,
 ) -> dict[str, str]:
-    """Headers for one request; timestamp and nonce default to now and 16 random bytes."""
+    """Headers for one request; timestamp and nonce default to now and 16 random bytes.
+    `body_sha256` signs a body that streams (see `request_message`)."""
     if not isinstance(signing_key, SigningKey):
         raise TypeError("signing_key must be a nacl.signing.SigningKey")
     ts = int(time.time()) if timestamp is None else timestamp
     nc = secrets.token_hex(16) if nonce is None else nonce
     message = request_message(
-        network=network, method=method, path=path, timestamp=ts, nonce=nc, body=body
+        network=network,
+        method=method,
+        path=path,
+        timestamp=ts,
+        nonce=nc,
+        body=body,
+        body_sha256=body_sha256,
     )
     return {
         HEADER_KEY: bytes(signing_key.verify_key).hex(),

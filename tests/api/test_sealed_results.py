@@ -4,6 +4,7 @@ the worker uploads ciphertexts, the API host cannot read them, the submitter's C
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -17,14 +18,15 @@ from nacl.public import PrivateKey
 
 from api.client_cli import JobClient, JobCliError
 from api.storage import LocalBlobStore
-from proofnet.messages.jobspec import ResultSpec
-from proofnet.messages.sealing import (
+from proofnet.messages.envelope import (
     SealingError,
-    generate_sealing_key,
-    open_sealed,
-    seal,
-    sealing_key_message,
+    new_secret,
+    open_file,
+    open_stream,
+    seal_bytes,
 )
+from proofnet.messages.jobspec import ResultSpec
+from proofnet.messages.sealing import generate_sealing_key, sealing_key_message
 from proofnet.messages.worker_auth import request_target, sign_request_headers
 from worker.api_client import BadClaim, parse_claim
 from worker.results import collect_results, seal_results
@@ -92,7 +94,12 @@ def test_worker_seals_results_and_only_the_submitter_opens_them(
     (job_dir / "results" / "metrics.json").write_bytes(metrics)
     (job_dir / "out" / "model.bin").write_bytes(weights)
     collected = collect_results(job_dir, [ResultSpec.model_validate(r) for r in RESULTS])
-    sealed = seal_results(collected, tmp_path / "sealed", claimed.sealing.public_key)
+    sealed = seal_results(
+        collected,
+        tmp_path / "sealed",
+        secret=new_secret(),
+        recipients=[claimed.sealing.public_key],
+    )
     assert [s.name for s in sealed] == [c.name for c in collected]
     for s in sealed:
         up = _put(
@@ -106,8 +113,8 @@ def test_worker_seals_results_and_only_the_submitter_opens_them(
     for s in sealed:
         blob = store.read_bytes(s.sha256)
         assert b"SECRET-WEIGHTS" not in blob and b"accuracy" not in blob
-        with pytest.raises(SealingError, match="another key"):
-            open_sealed(blob, private_key=bytes(PrivateKey.generate()))
+        with pytest.raises(SealingError, match="not sealed to this key"):
+            open_stream(io.BytesIO(blob), io.BytesIO(), private_key=bytes(PrivateKey.generate()))
 
     # The submitter: downloads, checks the hashes, opens.
     out = tmp_path / "download"
@@ -121,18 +128,25 @@ def test_worker_seals_results_and_only_the_submitter_opens_them(
         cli.results(job_id, tmp_path / "nokey")
 
 
-def test_sealed_blob_names_its_result_and_plaintext() -> None:
+def test_sealed_blob_names_its_result_and_plaintext(tmp_path: Path) -> None:
     key = PrivateKey.generate()
-    blob = seal(b"data", name="a.bin", recipient_public_key=bytes(key.public_key).hex())
-    opened = open_sealed(blob, private_key=bytes(key), name="a.bin")
-    assert opened.data == b"data" and opened.sha256 == hashlib.sha256(b"data").hexdigest()
-    # A host that swaps sealed blobs between result names is caught.
+    me = bytes(key.public_key).hex()
+    blob = seal_bytes(b"data", name="a.bin", recipients=[me])
+    src = tmp_path / "a.sealed"
+    src.write_bytes(blob)
+    opened = open_file(src, tmp_path / "a.bin", private_key=bytes(key), name="a.bin")
+    assert opened.sha256 == hashlib.sha256(b"data").hexdigest()
+    assert (tmp_path / "a.bin").read_bytes() == b"data"
+    # A host that swaps sealed blobs between result names is caught, and nothing is written.
     with pytest.raises(SealingError, match="not 'b.bin'"):
-        open_sealed(blob, private_key=bytes(key), name="b.bin")
+        open_file(src, tmp_path / "b.bin", private_key=bytes(key), name="b.bin")
+    assert not (tmp_path / "b.bin").exists()
     with pytest.raises(SealingError):
-        open_sealed(blob[:-1] + bytes([blob[-1] ^ 1]), private_key=bytes(key))
+        src.write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))
+        open_file(src, tmp_path / "c.bin", private_key=bytes(key))
+    assert not (tmp_path / "c.bin").exists()
     with pytest.raises(SealingError, match="not a proofnet sealed"):
-        open_sealed(b"plain", private_key=bytes(key))
+        open_stream(io.BytesIO(b"plain" * 10), io.BytesIO(), private_key=bytes(key))
 
 
 def test_sealing_key_must_be_signed_by_the_account_wallet(

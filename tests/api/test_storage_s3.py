@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import httpx
@@ -170,3 +171,62 @@ def test_settings_select_the_store(s3_url: str, tmp_path: Path) -> None:
     settings.result_store, settings.result_store_s3_bucket = "s3", ""
     with pytest.raises(ValueError, match="bucket"):
         blob_store_for(tmp_path, settings)
+
+
+def test_a_staged_upload_streams_to_s3_by_multipart_and_reads_back_in_ranges(
+    s3_url: str, tmp_path: Path
+) -> None:
+    store = _store(s3_url, "staged", buffer_bytes=5 << 20, staging_dir=tmp_path / "staging")
+    staged = tmp_path / "staging" / "upload.part"
+    staged.parent.mkdir()
+    block = os.urandom(1 << 20)
+    with staged.open("wb") as f:
+        for _ in range(12):
+            f.write(block)
+    want = hashlib.sha256(block * 12).hexdigest()
+    # A hash the bytes do not have: refused, nothing under either name, no upload left over.
+    with pytest.raises(DigestMismatch):
+        store.put_file(staged, sha256=hashlib.sha256(b"claimed").hexdigest())
+    assert store.client.list_objects_v2(Bucket="staged")["KeyCount"] == 0
+    assert store.client.list_multipart_uploads(Bucket="staged").get("Uploads", []) == []
+    ref = store.put_file(staged, sha256=want)
+    assert ref.sha256 == want and ref.size == 12 << 20
+    assert not staged.exists()  # consumed
+    tail = b"".join(store.open_chunks(want, start=(12 << 20) - 100))
+    assert tail == block[-100:]
+
+
+def test_chunked_uploads_through_the_api_land_in_s3(
+    s3_url: str, tmp_path: Path, client: Any, approved: Any, worker_factory: Any
+) -> None:
+    from test_uploads import _chunk, _declare, _lease
+
+    store = _store(s3_url, "through-api", buffer_bytes=5 << 20, staging_dir=tmp_path / "stage")
+    client.app.state.blob_store = store
+    _, headers = approved
+    worker = worker_factory()
+    token = _lease(client, headers, worker)
+    data = os.urandom(7 << 20)
+    digest = hashlib.sha256(data).hexdigest()
+    upload_id = _declare(worker, token, "out/model.bin", data).json()["id"]
+    half = len(data) // 2
+    assert (
+        _chunk(worker, token, upload_id, data[:half], f"bytes 0-{half - 1}/{len(data)}").status_code
+        == 200
+    )
+    done = _chunk(
+        worker, token, upload_id, data[half:], f"bytes {half}-{len(data) - 1}/{len(data)}"
+    )
+    assert done.status_code == 200, done.text
+    assert done.json()["result"]["sha256"] == digest
+    assert store.size(digest) == len(data)
+    assert list((tmp_path / "stage").rglob("*.part")) == []
+    got = client.get(
+        f"/api/v1/jobs/{_job_of(client, headers)}/results/out/model.bin", headers=headers
+    )
+    assert got.status_code == 200 and hashlib.sha256(got.content).hexdigest() == digest
+
+
+def _job_of(client: Any, headers: dict[str, str]) -> str:
+    listed = client.get("/api/v1/jobs", headers=headers).json()
+    return str(listed["data"][0]["job_id"])

@@ -25,7 +25,8 @@ from unit_support import (
 
 from api.config import ApiConfig
 from api.storage import LocalBlobStore
-from proofnet.messages.sealing import generate_sealing_key, seal
+from proofnet.messages.envelope import seal_bytes
+from proofnet.messages.sealing import generate_sealing_key
 
 Approved = tuple[Wallet, dict[str, str]]
 
@@ -222,10 +223,10 @@ def test_completion_must_name_the_uploaded_checkpoint(
     assert w.upload(token, name, b"real checkpoint").status_code == 200
     assert w.upload(token, "checkpoint/other.pt", b"x").status_code == 400
     # Checkpoints are never sealed: the next provider must read them.
-    sealed = seal(
+    sealed = seal_bytes(
         b"secret",
         name=name,
-        recipient_public_key=bytes.fromhex(_public(generate_sealing_key(tmp_path / "s.key"))).hex(),
+        recipients=[bytes.fromhex(_public(generate_sealing_key(tmp_path / "s.key"))).hex()],
     )
     refused = w.upload(token, name, sealed)
     assert refused.status_code == 400 and "never sealed" in refused.json()["detail"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
@@ -120,9 +121,17 @@ def test_undeclared_oversize_mismatched_and_unsafe_uploads_are_refused(
     wrong = _put(worker, base + "results/metrics.json", b"x", **{"X-Content-SHA256": "0" * 64})
     assert wrong.status_code == 400 and "hashes to" in wrong.json()["detail"]
 
-    limit = client.app.state.config.max_body_bytes  # type: ignore[attr-defined]
-    big = _put(worker, base + "out/big.bin", b"\0" * (limit + 1))
-    assert big.status_code == 413
+    # The per-file upload limit (not the JSON body limit) refuses a file before it streams.
+    app = client.app
+    app.state.config = dataclasses.replace(app.state.config, max_upload_bytes=4096)  # type: ignore[attr-defined]
+    big = _put(worker, base + "out/big.bin", b"\0" * 4097)
+    assert big.status_code == 413 and "the limit is 4096" in big.json()["detail"]
+    assert _put(worker, base + "out/fits.bin", b"\0" * 4096).status_code == 200
+    fits = hashlib.sha256(b"\0" * 4096).hexdigest()
+    assert store.exists(fits)
+    (store._path(fits)).unlink()
+    # ... and no staged bytes were left behind by the refused or one-shot uploads.
+    assert not list(store.staging_dir.rglob("*.part"))
     # Nothing was recorded for the refused uploads.
     assert not list((store.root).glob("??/??/*"))
 

@@ -121,6 +121,11 @@ class FakeFeed:
         except KeyError:
             raise ArtifactMissing(f"no {name}") from None
 
+    def save_artifact(self, job_id: str, name: str, dest: Path) -> int:
+        data = self.artifact(job_id, name)
+        dest.write_bytes(data)
+        return len(data)
+
 
 @dataclass
 class MemoryStoreView:

@@ -34,6 +34,8 @@ def test_handoff_bench_reports_a_verified_transfer_against_the_stage_compute() -
         "stage",
         "handoff",
         "overhead_pct",
+        "memory",
+        "sealing",
         "cpu_count",
     }
     # The checkpoint is the size asked for (weights + momentum of the sized model).
@@ -47,3 +49,27 @@ def test_handoff_bench_reports_a_verified_transfer_against_the_stage_compute() -
     assert handoff["upload_mib_per_s"] > 0 and handoff["download_mib_per_s"] > 0
     expected = 100 * handoff["total_s"] / stage["compute_s"]
     assert abs(report["overhead_pct"] - expected) <= 0.05 * expected + 0.1
+    # Peak memory is reported for both sides, before and after each transfer.
+    memory = report["memory"]
+    for side in ("api", "worker"):
+        before = memory[f"{side}_peak_rss_mib_before"]
+        assert before > 0
+        assert memory[f"{side}_peak_rss_mib_after_download"] >= before
+    assert report["sealing"]["seal_mib_per_s"] > 0 and report["sealing"]["open_mib_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_a_synthetic_handoff_streams_a_file_of_the_asked_size() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "proofnet.cli", "bench", "handoff", "--size-mb", "3"]
+        + ["--synthetic", "--json"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["checkpoint_bytes"] == 3 * MiB
+    assert report["stage"]["compute_s"] is None and report["overhead_pct"] is None
+    assert report["handoff"]["download_mib_per_s"] > 0

@@ -34,8 +34,9 @@ from chain.devnet.testing import serve_app
 from oracle.chain import EscrowLookup, EscrowOutput, StaticChainView
 from oracle.escrow_info import escrow_info_router
 from proofnet.messages.attestation import EscrowRef
+from proofnet.messages.envelope import is_sealed
 from proofnet.messages.escrow_info import EscrowInfo
-from proofnet.messages.sealing import SealingTarget, is_sealed, sealing_key_message
+from proofnet.messages.sealing import SealingTarget, sealing_key_message
 from worker.oracle_client import OracleClient
 from worker.runtime.process_runtime import ProcessRuntime
 from worker.sealing_check import (
@@ -174,17 +175,18 @@ def test_lookup_through_the_oracle(
 # --- the agent ----------------------------------------------------------------------------
 
 
-def sealed_submitter(api: ApiServer) -> tuple[Wallet, dict[str, str], str]:
-    """An approved submitter with a sealing key registered through the API."""
+def sealed_submitter(api: ApiServer) -> tuple[Wallet, dict[str, str], bytes]:
+    """An approved submitter with a sealing key registered through the API (and the key)."""
     wallet = Wallet()
     with open_session(api.engine) as session:
         add_senior(session, api.config, wallet.address, datetime.now(UTC))
     auth = sign_in(api.http, wallet)  # type: ignore[arg-type]
-    public = bytes(PrivateKey.generate().public_key).hex()
+    private = PrivateKey.generate()
+    public = bytes(private.public_key).hex()
     signed = wallet.sign_data(sealing_key_message(public))
     put = api.http.put("/api/v1/users/me/sealing-key", json=signed, headers=auth)
     assert put.status_code == 200, put.text
-    return wallet, auth, public
+    return wallet, auth, bytes(private)
 
 
 def submit(api: ApiServer, auth: dict[str, str], spec: dict[str, object]) -> str:

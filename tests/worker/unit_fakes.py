@@ -51,6 +51,8 @@ class FakeApi:
     cluster: Callable[[list[dict[str, Any]]], dict[str, Any] | None] = lambda _beats: None
     lost: Callable[[list[dict[str, Any]]], bool] = lambda _beats: False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Upload sessions: id -> (what was declared, bytes so far).
+    uploads: dict[str, tuple[dict[str, Any], bytearray]] = field(default_factory=dict)
 
     def _lease(self, job_id: str) -> dict[str, Any]:
         return {
@@ -72,7 +74,8 @@ class FakeApi:
         if match is None:
             return httpx.Response(404, json={"detail": f"no route {path}"})
         what, rest = match["what"], match["rest"]
-        body = json.loads(request.content) if request.content and what != "results" else {}
+        raw_body = what in ("results", "uploads") and request.method == "PUT"
+        body = json.loads(request.content) if request.content and not raw_body else {}
         job_id = "0" * 64
         with self.lock:
             if what == "heartbeat":
@@ -98,6 +101,8 @@ class FakeApi:
                         "uploaded_at": datetime.now(UTC).isoformat(),
                     },
                 )
+            if what == "uploads":
+                return self._upload(request, rest, body)
             if what == "logs":
                 self.log_lines.extend(line["text"] for line in body["lines"])
                 return httpx.Response(
@@ -112,6 +117,43 @@ class FakeApi:
                 self.ended.append((what, body.get("reason", "")))
                 return httpx.Response(200, json=self._lease(job_id))
         return httpx.Response(404, json={"detail": f"no route {path}"})
+
+    def _upload(self, request: httpx.Request, rest: str | None, body: dict[str, Any]) -> Any:
+        """The resumable upload protocol, whole chunks only (api/routes/worker_io.py)."""
+        if request.method == "POST":
+            upload_id = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
+            self.uploads.setdefault(upload_id, (body, bytearray()))
+            declared, got = self.uploads[upload_id]
+            return httpx.Response(201, json=self._upload_state(upload_id, declared, got))
+        assert rest is not None
+        declared, got = self.uploads[rest]
+        if request.method == "PUT":
+            got += request.content
+            if len(got) == declared["size"]:
+                name = declared["name"]
+                self.results[name] = bytes(got)
+                state = self._upload_state(rest, declared, got)
+                state["complete"] = True
+                state["result"] = {
+                    "name": name,
+                    "sha256": hashlib.sha256(got).hexdigest(),
+                    "size": len(got),
+                    "uploaded_at": datetime.now(UTC).isoformat(),
+                }
+                return httpx.Response(200, json=state)
+        return httpx.Response(200, json=self._upload_state(rest, declared, got))
+
+    @staticmethod
+    def _upload_state(upload_id: str, declared: dict[str, Any], got: bytearray) -> dict[str, Any]:
+        return {
+            "id": upload_id,
+            "name": declared["name"],
+            "size": declared["size"],
+            "sha256": declared["sha256"],
+            "offset": len(got),
+            "complete": False,
+            "result": None,
+        }
 
     @property
     def transport(self) -> httpx.MockTransport:
