@@ -6,11 +6,11 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field
 
-from api.deps import ConfigDep, CurrentUser, NowDep, SessionDep, SignedWorkerKey
+from api.deps import ChainDep, ConfigDep, CurrentUser, NowDep, SessionDep, SignedWorkerKey
 from api.errors import Forbidden, NotFound
 from api.routes.worker_io import BlobStoreDep
 from api.schemas.common import PublicBody, RequestBody
@@ -71,21 +71,6 @@ class EscrowPublic(PublicBody):
     deadline_ms: int
 
 
-def get_chain_context(request: Request) -> Any:
-    """`app.state.chain_context` when set, else the backend the settings select (cached)."""
-    context = getattr(request.app.state, "chain_context", None)
-    if context is None:
-        from chain.offchain.backends import chain_context
-        from proofnet.settings import build_settings
-
-        try:
-            context = chain_context(build_settings())
-        except Exception as e:  # an unreachable backend is a 503, not a crash
-            raise HTTPException(503, f"chain backend unavailable: {type(e).__name__}") from e
-        request.app.state.chain_context = context
-    return context
-
-
 @functools.lru_cache(maxsize=1)
 def escrow_script_hash() -> str:
     """The escrow validator's hash (no parameters: every deployment shares it)."""
@@ -101,7 +86,7 @@ def record_escrow(
     user: CurrentUser,
     session: SessionDep,
     now: NowDep,
-    context: Annotated[Any, Depends(get_chain_context)],
+    context: ChainDep,
 ) -> Any:
     service.get_job(session, user, job_id)  # owner only, before touching the chain
     ref = f"{body.tx_id}#{body.index}"
