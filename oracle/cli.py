@@ -25,7 +25,7 @@ def serve(
     from oracle.app import create_app
     from oracle.keys import OracleKeyError
     from oracle.metrics import OracleMetrics
-    from oracle.service import context_from_settings, oracle_key
+    from oracle.service import OracleConfigError, context_from_settings, deployment_of, oracle_key
     from proofnet.settings import build_settings
 
     settings = build_settings()
@@ -33,6 +33,10 @@ def serve(
         key = oracle_key(settings, key_file)
     except OracleKeyError as exc:
         raise typer.BadParameter(str(exc), param_hint="--key-file") from exc
+    try:
+        deployment_of(settings)  # refuse to start rather than verify against no deployment
+    except OracleConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     from oracle.settlement.service import settlement_extensions
 
     logs.configure()

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 
 from api.deps import ChainDep, ConfigDep, CurrentUser, DeploymentDep, NowDep, SessionDep
-from api.routes.oracle_feed import EscrowPublic, escrow_script_hash
+from api.routes.oracle_feed import EscrowPublic
 from api.schemas.common import PublicBody, RequestBody
 from api.services import escrow_tx as service
 
@@ -106,6 +106,7 @@ def submit_escrow(
     user: CurrentUser,
     session: SessionDep,
     now: NowDep,
+    config: ConfigDep,
     context: ChainDep,
     deployment: DeploymentDep,
 ) -> EscrowSubmitted:
@@ -120,7 +121,7 @@ def submit_escrow(
         tx_cbor=body.tx_cbor.lower(),
         witness_set=body.witness_set.lower(),
         now=now,
-        escrow_script_hash=escrow_script_hash(),
+        config=config,
         confirm_wait_s=wait,
     )
     row = done.recorded

@@ -10,11 +10,20 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field
 
-from api.deps import ChainDep, ConfigDep, CurrentUser, NowDep, SessionDep, SignedWorkerKey
+from api.deps import (
+    ChainDep,
+    ConfigDep,
+    CurrentUser,
+    DeploymentDep,
+    NowDep,
+    SessionDep,
+    SignedWorkerKey,
+)
 from api.errors import Forbidden, NotFound
 from api.routes.worker_io import BlobStoreDep
 from api.schemas.common import PublicBody, RequestBody
 from api.services import oracle_feed as service
+from api.services import payable_escrow
 from api.storage import BlobMissing
 
 router = APIRouter(tags=["oracle"])
@@ -86,17 +95,19 @@ def record_escrow(
     user: CurrentUser,
     session: SessionDep,
     now: NowDep,
+    config: ConfigDep,
     context: ChainDep,
+    deployment: DeploymentDep,
 ) -> Any:
-    service.get_job(session, user, job_id)  # owner only, before touching the chain
-    ref = f"{body.tx_id}#{body.index}"
+    """Record the job's escrow: only an unspent output of this deployment's escrow script
+    that can pay the job (`api.services.payable_escrow`), checked on chain now."""
+    job = service.get_job(session, user, job_id)  # owner only, before touching the chain
     try:
-        found = service.lookup_escrow_output(context, body.tx_id, body.index)
-    except service.EscrowBackendError as e:
+        found = payable_escrow.lookup(context, body.tx_id, body.index)
+    except payable_escrow.EscrowBackendError as e:
         return JSONResponse(status_code=503, content={"detail": str(e)})
-    checked = service.check_escrow(
-        found, job_id=job_id, escrow_script_hash=escrow_script_hash(), ref=ref
-    )
+    terms = payable_escrow.terms_for(job, user, deployment, config, now)
+    checked = payable_escrow.require_payable(found, terms)
     row = service.record_escrow(
         session, user, job_id, tx_id=body.tx_id, index=body.index, found=checked, now=now
     )

@@ -21,7 +21,7 @@ from api.config import ApiConfig
 from api.errors import ApiError, BadRequest, Conflict
 from api.models import Job, JobEscrow, User
 from api.models.job import TERMINAL_STATUSES
-from api.services import oracle_feed
+from api.services import oracle_feed, payable_escrow
 from api.services.escrow_deadline import escrow_deadline_ms
 from api.services.jobs import get_job
 from proofnet.messages.jobspec import JobSpec
@@ -189,7 +189,7 @@ def submit_escrow_tx(
     tx_cbor: str,
     witness_set: str,
     now: datetime,
-    escrow_script_hash: str,
+    config: ApiConfig,
     confirm_wait_s: float = 8.0,
     sleep: Callable[[float], None] = time.sleep,
 ) -> SubmittedEscrowTx:
@@ -197,7 +197,7 @@ def submit_escrow_tx(
     from chain.offchain.builders import BuilderError, assemble, submit
     from chain.offchain.errors import TransactionRejectedError
 
-    _open_job(session, owner, job_id)
+    job = _open_job(session, owner, job_id)
     try:
         tx = assemble(tx_cbor, witness_set)
     except BuilderError as exc:
@@ -209,12 +209,11 @@ def submit_escrow_tx(
         raise BadRequest(f"the chain refused the transaction: {exc.reason}") from exc
     except Exception as exc:
         raise EscrowUnavailable(f"chain backend unavailable: {type(exc).__name__}: {exc}") from exc
-    ref = f"{tx_id}#{index}"
     waited = 0.0
     while True:
         try:
-            found = oracle_feed.lookup_escrow_output(context, tx_id, index)
-        except oracle_feed.EscrowBackendError:
+            found = payable_escrow.lookup(context, tx_id, index)
+        except payable_escrow.EscrowBackendError:
             found = None  # submitted already; the client can record it later
         if found is not None or waited >= confirm_wait_s:
             break
@@ -222,9 +221,8 @@ def submit_escrow_tx(
         waited += 0.25
     if found is None:
         return SubmittedEscrowTx(job_id, tx_id, index, None)
-    checked = oracle_feed.check_escrow(
-        found, job_id=job_id, escrow_script_hash=escrow_script_hash, ref=ref
-    )
+    terms = payable_escrow.terms_for(job, owner, deployment, config, now)
+    checked = payable_escrow.require_payable(found, terms)
     row = oracle_feed.record_escrow(
         session, owner, job_id, tx_id=tx_id, index=index, found=checked, now=now
     )
