@@ -1,9 +1,10 @@
 """The oracle's view of escrow outputs on chain, through the pycardano `ChainContext` that
 `chain.offchain.backends.chain_context(settings)` builds.
 
-Lookups are cached for a short time and can be prefetched per batch (`prefetch`), so
-verifying many attestations costs one backend call per escrow transaction, not one per
-check. A cached "unspent" answer can be stale by up to `ttl_s`; that is harmless because the
+Lookups are cached for a short time, in a cache of bounded size (`cache_size`
+transactions: made-up ids asked of the public escrow look-up evict, never grow it), and can
+be prefetched per batch (`prefetch`), so verifying many attestations costs one backend call
+per escrow transaction, not one per check. A cached "unspent" answer can be stale by up to `ttl_s`; that is harmless because the
 settlement transaction itself spends the escrow, and the settlement engine handles an
 escrow spent in the meantime.
 """
@@ -15,6 +16,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+from cachetools import TTLCache
 
 from chain.contracts.types import EscrowDatum
 from chain.offchain.errors import ChainError
@@ -96,8 +99,12 @@ class BlockfrostChainView:
     context: Any  # a pycardano BlockFrostChainContext (anything with `.api.transaction_utxos`)
     ttl_s: float = 10.0
     on_error: Callable[[str], None] | None = None
-    _cache: dict[str, _Entry] = field(default_factory=dict)
+    cache_size: int = 10_000
+    _cache: TTLCache[str, _Entry] = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self._cache = TTLCache(maxsize=self.cache_size, ttl=self.ttl_s, timer=time.monotonic)
 
     def _fetch(self, tx_id: str) -> _Entry:
         try:
@@ -131,7 +138,7 @@ class BlockfrostChainView:
     def escrow_output(self, ref: EscrowRef) -> EscrowLookup:
         with self._lock:
             entry = self._cache.get(ref.tx_id)
-        if entry is None or time.monotonic() - entry.at > self.ttl_s:
+        if entry is None:
             entry = self._fetch(ref.tx_id)
             with self._lock:
                 self._cache[ref.tx_id] = entry

@@ -19,8 +19,6 @@ def serve(
     workers: int = typer.Option(2, min=1, help="verification threads"),
 ) -> None:
     """Serve the oracle: attestation intake, verification, metrics."""
-    import uvicorn
-
     from oracle import logs
     from oracle.app import create_app
     from oracle.keys import OracleKeyError
@@ -53,7 +51,10 @@ def serve(
         lifespan_hooks=hooks,
         routers=routers,
     )
-    uvicorn.run(application, host=host, port=port, log_level="warning")
+    from proofnet.serving import HttpLimits, serve
+
+    limits = HttpLimits.from_settings(settings)  # slow clients time out (proofnet.serving)
+    serve(application, host=host, port=port, limits=limits, log_level="warning")
 
 
 @app.command("keygen")

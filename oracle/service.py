@@ -77,7 +77,12 @@ def context_from_settings(
     feed = HttpApiFeed(
         settings.api_url, key.signing_key, settings.network, on_error=metrics.feed_error
     )
-    chain = chain_view_for(chain_context(settings), on_error=metrics.chain_error)
+    chain = chain_view_for(
+        chain_context(settings),
+        on_error=metrics.chain_error,
+        ttl_s=settings.oracle_chain_cache_ttl_s,
+        cache_size=settings.oracle_chain_cache_size,
+    )
     repos = RepoCache(Path(settings.data_dir) / "oracle" / "repos")
     return VerificationContext(
         network=settings.network,
