@@ -8,7 +8,8 @@ that includes it). Every served role therefore refuses, with 400 and before any 
 route sees the body, a JSON request body that
 
 - nests arrays and objects deeper than `max_depth`;
-- holds an integer outside signed 64 bits, or a number that overflows to infinity;
+- holds an integer past 64 bits (outside [-2**63, 2**64 - 1]: signed metrics down to
+  int64, unsigned quantities and seeds up to uint64), or a number that overflows;
 - holds `NaN`, `Infinity` or `-Infinity`;
 - is larger than `max_bytes` (413).
 
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 MAX_DEPTH = 32
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+INT_MIN, INT_MAX = -(2**63), 2**64 - 1
 
 # A JSON string (escapes included); what is inside one is data, never structure.
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -51,10 +52,10 @@ def body_refusal(body: bytes, *, max_depth: int = MAX_DEPTH) -> str | None:
             depth -= 1
     for number in _LONG_INT.finditer(text):
         digits = number.group().lstrip(b"-")
-        # 2**63 has 19 digits: longer is out of range (and never converted: Python refuses
+        # 2**64 has 20 digits: longer is out of range (and never converted: Python refuses
         # to convert more than 4300 digits at all).
-        if len(digits) > 19 or not INT64_MIN <= int(number.group()) <= INT64_MAX:
-            return "an integer in the JSON is outside signed 64 bits"
+        if len(digits) > 20 or not INT_MIN <= int(number.group()) <= INT_MAX:
+            return "an integer in the JSON is past 64 bits"
     for number in _BIG_FLOAT.finditer(text):
         if not math.isfinite(float(number.group())):
             return "a number in the JSON is too large"
@@ -80,8 +81,8 @@ def value_refusal(value: Any, *, max_depth: int = MAX_DEPTH, max_nodes: int = 10
         elif isinstance(item, bool) or item is None or isinstance(item, str):
             continue
         elif isinstance(item, int):
-            if not INT64_MIN <= item <= INT64_MAX:
-                return "an integer in the JSON is outside signed 64 bits"
+            if not INT_MIN <= item <= INT_MAX:
+                return "an integer in the JSON is past 64 bits"
         elif isinstance(item, float):
             if not math.isfinite(item):
                 return "NaN and Infinity are not JSON"

@@ -125,9 +125,18 @@ def _check_unspent(f: EscrowFacts, terms: EscrowTerms) -> EscrowRefusal | None:
     return None
 
 
+# A datum's integers are unbounded; a budget no output can hold, or a deadline past any
+# clock, is no escrow's (and would not fit where the API records it).
+_INT64_MAX = 2**63 - 1
+
+
 def _check_datum(f: EscrowFacts, terms: EscrowTerms) -> EscrowRefusal | None:
     if f.datum is None:
         return _refuse(EscrowReason.DATUM_INVALID, f"escrow {f.ref}: {f.datum_error}")
+    if not (0 <= f.datum.budget <= _INT64_MAX and 0 <= f.datum.deadline <= _INT64_MAX):
+        return _refuse(
+            EscrowReason.DATUM_INVALID, f"escrow {f.ref}: budget or deadline out of range"
+        )
     return None
 
 

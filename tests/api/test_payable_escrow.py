@@ -121,7 +121,11 @@ def test_an_escrow_that_cannot_pay_is_never_recorded(
         "escrow_spent": escrow_output(DEPLOYED, honest, spent_by="ee" * 32),
         "escrow_wrong_address": escrow_output(DEPLOYED, honest, script="12" * 28),
     }
+    attacks["escrow_datum_invalid: out of range"] = escrow_output(
+        DEPLOYED, _honest(job_id, wallet, clock, budget=2**64), ntx=PRICE
+    )
     for expected, out in attacks.items():
+        expected = expected.split(":")[0]
         response = _record(client, auth, job_id, chain.put(out))
         assert response.status_code == 400, (expected, response.text)
         detail = response.json()["detail"]

@@ -12,7 +12,7 @@ import pytest
 from proofnet.json_limits import MAX_DEPTH, body_refusal, value_refusal
 
 HONEST = [
-    b'{"spec": {"resources": {"gpus": 1}}, "seed": 9223372036854775807}',
+    b'{"spec": {"resources": {"gpus": 1}}, "seed": 18446744073709551615}',
     b'{"low": -9223372036854775808, "ratio": 1.5e10, "small": 2e-300}',
     json.dumps({"text": "[[[[" * 100 + "NaN Infinity 99999999999999999999999"}).encode(),
     b"[" * MAX_DEPTH + b"]" * MAX_DEPTH,
@@ -22,7 +22,7 @@ HOSTILE = {
     "deep": b"[" * 100_000 + b"]" * 100_000,
     "deep objects": b'{"a":' * (MAX_DEPTH + 1) + b"1" + b"}" * (MAX_DEPTH + 1),
     "one level too deep": b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1),
-    "int past 64 bits": b'{"amount": 9223372036854775808}',
+    "int past 64 bits": b'{"amount": 18446744073709551616}',
     "negative past 64 bits": b'{"amount": -9223372036854775809}',
     "huge int": b"[" + b"9" * 5000 + b"]",
     "overflowing float": b'{"x": 1e400}',
@@ -48,6 +48,7 @@ def test_parsed_values_are_checked_the_same_way() -> None:
         nested = [nested]
     assert value_refusal(nested) is not None
     assert value_refusal({"a": 2**64}) is not None
+    assert value_refusal({"a": 2**64 - 1, "b": -(2**63)}) is None
     assert value_refusal({"a": math.nan}) is not None
     assert value_refusal({"a": list(range(20))}, max_nodes=10) is not None
     assert value_refusal({"a": b"bytes"}) is not None
