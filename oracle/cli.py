@@ -32,9 +32,10 @@ def serve(
     except OracleKeyError as exc:
         raise typer.BadParameter(str(exc), param_hint="--key-file") from exc
     try:
-        deployment_of(settings)  # refuse to start rather than verify against no deployment
+        deployment_of(settings)
     except OracleConfigError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+        # Served (health, intake) but verifying nothing until configured: say so loudly.
+        typer.echo(f"warning: {exc}; attestations wait unverified until it is set", err=True)
     from oracle.settlement.service import settlement_extensions
 
     logs.configure()

@@ -73,7 +73,13 @@ def context_from_settings(
     """`spot_checks=False` leaves proof-of-training replays out (for jobs without a proof
     directory, e.g. the devnet demo); every other check still runs."""
     key = key or oracle_key(settings)
-    deployment = deployment_of(settings)
+    try:
+        deployment: Deployment | None = deployment_of(settings)
+        unconfigured = ""
+    except OracleConfigError as exc:
+        # Served anyway (health, intake), but nothing is verified, and so nothing is paid,
+        # until the deployment is configured: every verification is postponed with why.
+        deployment, unconfigured = None, str(exc)
     feed = HttpApiFeed(
         settings.api_url, key.signing_key, settings.network, on_error=metrics.feed_error
     )
@@ -86,15 +92,16 @@ def context_from_settings(
     repos = RepoCache(Path(settings.data_dir) / "oracle" / "repos")
     return VerificationContext(
         network=settings.network,
-        escrow_script_hash=deployment.escrow_hash,
+        escrow_script_hash=escrow_script_hash() if deployment is None else deployment.escrow_hash,
         chain=chain,
         feed=feed,
         store=store,
-        ntx_policy=deployment.ntx_policy,
-        ntx_name=deployment.ntx_name,
-        batch_credential=deployment.batch_hash,
-        config_policy=deployment.config_policy,
-        config_name=deployment.config_name,
+        ntx_policy=None if deployment is None else deployment.ntx_policy,
+        ntx_name=settings.ntx_asset_name if deployment is None else deployment.ntx_name,
+        batch_credential=None if deployment is None else deployment.batch_hash,
+        config_policy=None if deployment is None else deployment.config_policy,
+        config_name=None if deployment is None else deployment.config_name,
+        unconfigured=unconfigured,
         spot_checker=LocalSpotChecker(
             feed,
             repos,

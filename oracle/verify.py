@@ -158,6 +158,9 @@ class VerificationContext:
     spot_checker: SpotChecker | None = None
     # Tolerance between the worker's clock and the API's for the attested times.
     clock_skew_ms: int = 120_000
+    # Why this oracle cannot verify at all (no deployment configured), or "": while set,
+    # every verification is postponed ("retry") with this message, so nothing is paid.
+    unconfigured: str = ""
     now_ms: Callable[[], int] = field(default=_now_ms)
 
 
@@ -237,6 +240,8 @@ def verify(
     passed: list[str] = []
     att: Attestation | None = None
     spot: SpotCheckVerdict | None = None
+    if ctx.unconfigured:
+        return VerificationResult("retry", None, ctx.unconfigured, (), authenticated)
     try:
         att = authenticated if authenticated is not None else _decode(cose, ctx)
         passed.append("signature_and_domain")

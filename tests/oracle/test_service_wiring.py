@@ -1,17 +1,21 @@
 """The served oracle's verification context is pinned to its deployment: every escrow check
 (batch script, oracle config, NTX unit) compares against it, and without one the oracle
-refuses to start rather than verify escrows of any deployment."""
+verifies nothing (every verification waits, saying why) rather than verify escrows of any
+deployment."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from escrow_chain import deployment
+from oracle_fixtures import make_world
 
 from oracle.keys import write_key
 from oracle.metrics import OracleMetrics
 from oracle.service import OracleConfigError, context_from_settings, deployment_of
+from oracle.verify import verify
 from proofnet.settings import Settings
 
 
@@ -41,8 +45,17 @@ def test_the_served_context_pins_the_deployment(tmp_path: Path) -> None:
 
 
 def test_without_a_deployment_the_oracle_does_not_verify(tmp_path: Path) -> None:
-    with pytest.raises(OracleConfigError, match="PROOFNET_DEPLOYMENT_FILE"):
-        context_from_settings(_settings(tmp_path), store=None, metrics=OracleMetrics())  # type: ignore[arg-type]
+    """The attack it stops: an oracle wired without its deployment verified escrows that
+    trust any batch script; now it verifies nothing at all until configured. Honest twin:
+    the same world verifies under a context pinned to the right deployment."""
+    ctx = context_from_settings(_settings(tmp_path), store=None, metrics=OracleMetrics())  # type: ignore[arg-type]
+    assert "PROOFNET_DEPLOYMENT_FILE" in ctx.unconfigured
+    world = make_world()
+    waiting = verify(
+        world.sign(), dataclasses.replace(world.context(), unconfigured=ctx.unconfigured)
+    )
+    assert waiting.outcome == "retry" and "PROOFNET_DEPLOYMENT_FILE" in waiting.message
+    assert verify(world.sign(), world.context(batch_credential="11" * 28)).ok
     path = tmp_path / "deployment.json"
     deployment().save(path)
     other_unit = _settings(tmp_path, deployment_file=path, ntx_policy_id="cd" * 28)
