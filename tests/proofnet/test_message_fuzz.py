@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import secrets
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from nacl.public import PrivateKey
@@ -301,12 +299,11 @@ def test_payout_bindings(value: Any) -> None:
     )
 
 
-@pytest.mark.parametrize("tag", [secrets.token_hex(4)])  # one run; the tag only names it
-def test_headers_of_an_honest_shape_with_hostile_values(tag: str) -> None:
+def test_headers_of_an_honest_shape_with_hostile_values() -> None:
     shaped = {
         "x-proofnet-worker-key": "zz" * 32,
-        "x-proofnet-timestamp": "9" * 400,
-        "x-proofnet-nonce": tag,
+        "x-proofnet-timestamp": "9" * 5_000,
+        "x-proofnet-nonce": "ab" * 16,
         "x-proofnet-signature": "00",
     }
     only(WorkerAuthError, lambda: parse_headers(shaped))
