@@ -10,13 +10,14 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
 from api import read_caches
 from api.clock import Clock, utcnow
 from api.config import ApiConfig
 from api.db import make_engine, open_session
-from api.errors import ApiError
+from api.errors import ApiError, conflict_of
 from api.fastpath import LeanReads, error_response
 from api.middleware import BodySizeLimit, RateLimit
 from api.migrate import upgrade_head
@@ -25,6 +26,7 @@ from api.routes.web import router as web_router
 from api.routes.worker_io import streams_body
 from api.services import chain_watch
 from api.services.maintenance import sweep
+from proofnet.json_limits import JsonLimits
 from proofnet.settings import Settings, build_settings
 
 log = logging.getLogger(__name__)
@@ -102,11 +104,16 @@ def create_app(
     app.include_router(api_router)
     app.include_router(web_router)
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
+    # Every insert under a unique constraint can lose a race to a concurrent one (PostgreSQL
+    # runs them at once): the loser is told 409, never 500 (api.errors.conflict_of).
+    app.add_exception_handler(IntegrityError, _integrity_error)  # type: ignore[arg-type]
     # Each add_middleware wraps what is there, so the last added runs first: the rate
-    # limit refuses floods before any body is read, then the body size limit, then the
-    # lean read path (inside both, so both apply to it).
+    # limit refuses floods before any body is read, then the body size limit, then hostile
+    # JSON (too deep, integers past 64 bits: proofnet.json_limits), then the lean read
+    # path (inside all, so all apply to it).
     if lean_reads:
         app.add_middleware(LeanReads, state=app.state)
+    app.add_middleware(JsonLimits, max_bytes=config.max_body_bytes)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes, streams=streams_body)
     app.add_middleware(RateLimit, per_minute=config.rate_limit_per_minute)
     return app
@@ -123,6 +130,14 @@ def _polled_reads() -> APIRouter:
 
 async def _api_error(_request: Request, exc: ApiError) -> JSONResponse:
     return error_response(exc)
+
+
+async def _integrity_error(_request: Request, exc: IntegrityError) -> JSONResponse:
+    conflict = conflict_of(exc)
+    if conflict is None:
+        raise exc
+    log.info("concurrent change refused: %s", str(exc.orig)[:200])
+    return error_response(conflict)
 
 
 def _sweep_once(app: FastAPI) -> None:

@@ -37,7 +37,7 @@ def serve(
     """Run the API (migrating the database to the latest schema first)."""
     import os
 
-    import uvicorn
+    from proofnet.serving import HttpLimits, serve
 
     settings, config = _config()
     default = urlsplit(settings.api_url)
@@ -45,12 +45,14 @@ def serve(
         "host": host or default.hostname or "127.0.0.1",
         "port": port or default.port or 8000,
         "access_log": settings.api_access_log if access_log is None else access_log,
+        # Slow heads and bodies time out; connections are capped (proofnet.serving).
+        "limits": HttpLimits.from_settings(settings),
     }
     processes = workers or settings.api_workers
     if processes == 1:
         from api.app import create_app
 
-        uvicorn.run(create_app(config=config), **bind)  # type: ignore[arg-type]
+        serve(create_app(config=config), **bind)  # type: ignore[arg-type]
         return
     # Several processes: migrate once here, so they never race each other's DDL, then
     # let each build the app from the same environment (uvicorn needs a factory path).
@@ -64,7 +66,7 @@ def serve(
         finally:
             engine.dispose()
     os.environ["PROOFNET_API_AUTO_MIGRATE"] = "false"
-    uvicorn.run("api.app:create_app", factory=True, workers=processes, **bind)  # type: ignore[arg-type]
+    serve("api.app:create_app", factory=True, workers=processes, **bind)  # type: ignore[arg-type]
 
 
 @app.command()

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Depends, Request
+from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
@@ -21,6 +21,7 @@ from api.errors import Forbidden, Unauthorized
 from api.models import Provider, User, WorkerRequestNonce
 from api.reads import ReadPool
 from api.services.auth import TokenCache, cached_user_for_token, user_for_token
+from api.services.escrow_tx import EscrowUnavailable
 from api.services.tokens import secret_hash
 from proofnet.messages.worker_auth import (
     SignedRequest,
@@ -232,3 +233,52 @@ def get_current_provider(worker_key: SignedWorkerKey, session: SessionDep) -> Pr
 
 
 CurrentProvider = Annotated[Provider, Depends(get_current_provider)]
+
+
+# --- the chain and the protocol deployment (escrows) -------------------------------------
+
+_deployment_lock = threading.Lock()
+
+
+def get_chain_context(request: Request) -> Any:
+    """`app.state.chain_context` when set, else the backend the settings select (cached)."""
+    context = getattr(request.app.state, "chain_context", None)
+    if context is None:
+        from chain.offchain.backends import chain_context
+        from proofnet.settings import build_settings
+
+        try:
+            context = chain_context(build_settings())
+        except Exception as e:  # an unreachable backend is a 503, not a crash
+            raise HTTPException(503, f"chain backend unavailable: {type(e).__name__}") from e
+        request.app.state.chain_context = context
+    return context
+
+
+def get_deployment(request: Request) -> Any:
+    """`app.state.deployment`, else loaded once from the `deployment_file` setting."""
+    state = request.app.state
+    deployment = getattr(state, "deployment", None)
+    if deployment is not None:
+        return deployment
+    with _deployment_lock:
+        deployment = getattr(state, "deployment", None)
+        if deployment is None:
+            from chain.offchain.builders import BuilderError, Deployment
+
+            path = state.settings.deployment_file
+            if not path:
+                raise EscrowUnavailable(
+                    "this API has no protocol deployment configured "
+                    "(set PROOFNET_DEPLOYMENT_FILE to the deployment.json)"
+                )
+            try:
+                deployment = Deployment.load(path)
+            except BuilderError as exc:
+                raise EscrowUnavailable(f"the API's deployment is unusable: {exc}") from exc
+            state.deployment = deployment
+    return deployment
+
+
+ChainDep = Annotated[Any, Depends(get_chain_context)]
+DeploymentDep = Annotated[Any, Depends(get_deployment)]

@@ -44,3 +44,21 @@ class Unprocessable(ApiError):
     shape)."""
 
     status_code = 422
+
+
+# SQLSTATEs of a unique and a foreign-key violation (SQLite says so in its message).
+_CONFLICT_STATES = ("23505", "23503")
+
+
+def conflict_of(exc: Exception) -> Conflict | None:
+    """A `Conflict` for a database integrity error two concurrent requests caused (a
+    duplicate insert, or a row referenced while another request deleted it); None for any
+    other integrity error (a bug, which stays a 500)."""
+    orig = getattr(exc, "orig", None)
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    text = str(orig or exc)
+    if state in _CONFLICT_STATES or text.startswith(
+        ("UNIQUE constraint failed", "FOREIGN KEY constraint failed")
+    ):
+        return Conflict("another request changed the same thing at the same time; reload and retry")
+    return None

@@ -16,8 +16,13 @@ _COSE_OKP_X = -2
 
 @dataclass(frozen=True)
 class WalletAddress:
+    """An address a wallet signs for. `payment_key_hash` is the key its signatures must be
+    made with: the payment key of a payment address; for a stake address, the stake key
+    (`credential` "stake")."""
+
     bech32: str
     payment_key_hash: str
+    credential: str = "payment"
 
 
 @dataclass(frozen=True)
@@ -44,8 +49,28 @@ def parse_wallet_address(address: str, network: str) -> WalletAddress:
     return WalletAddress(bech32=address, payment_key_hash=parsed.payment_part.payload.hex())
 
 
-def verify_sign_data(signature: str, key: str) -> WalletSignature:
-    """Verify a CIP-30 `signData` result (COSE_Sign1 hex + COSE_Key hex).
+def parse_sign_in_address(address: str, network: str) -> WalletAddress:
+    """What a wallet may sign in as: a payment address (signed with its payment key), or a
+    stake address (signed with its stake key). A stake address's session proves that stake
+    key, and so may read that stake credential's balance; a payment address's session
+    proves only its payment key, whatever staking part the address names."""
+    if not address.startswith(("stake1", "stake_test1")):
+        return parse_wallet_address(address, network)
+    try:
+        parsed = Address.from_primitive(address)
+    except Exception as e:  # pycardano raises several unrelated types for bad input
+        raise BadRequest(f"not a valid Cardano stake address: {address[:24]!r}") from e
+    want = Network.MAINNET if network == "mainnet" else Network.TESTNET
+    if parsed.network != want:
+        raise BadRequest(f"address is for {parsed.network.name.lower()}, this API runs {network}")
+    if parsed.payment_part is not None or not isinstance(parsed.staking_part, VerificationKeyHash):
+        raise BadRequest("a stake address must name a stake key (not a script)")
+    return WalletAddress(address, parsed.staking_part.payload.hex(), credential="stake")
+
+
+def verify_sign_data(signature: str, key: str, *, credential: str = "payment") -> WalletSignature:
+    """Verify a CIP-30 `signData` result (COSE_Sign1 hex + COSE_Key hex) made with a
+    payment key (or, with `credential="stake"`, a stake key signing for a stake address).
 
     Raises Unauthorized when the signature does not verify or is malformed.
     """
@@ -58,10 +83,14 @@ def verify_sign_data(signature: str, key: str) -> WalletSignature:
     if not result["verified"]:
         raise Unauthorized("wallet signature does not verify")
     signing_address = result["signing_address"]
-    # cip8.verify only ties the key to the header address; require a payment credential so
-    # a stake-key signature can never stand in for the payment key.
-    if signing_address.payment_part is None or signing_address.payment_part.payload.hex() != (
-        key_hash
-    ):
-        raise Unauthorized("wallet signature was not made with a payment key")
+    # cip8.verify only ties the key to the header address; require the credential asked
+    # for, so a stake-key signature never stands in for the payment key, nor the reverse.
+    if credential == "stake":
+        part, other = signing_address.staking_part, signing_address.payment_part
+        what = "a stake key"
+    else:
+        part, other = signing_address.payment_part, None
+        what = "a payment key"
+    if part is None or other is not None or part.payload.hex() != key_hash:
+        raise Unauthorized(f"wallet signature was not made with {what}")
     return WalletSignature(message=result["message"], key_hash=key_hash)

@@ -23,27 +23,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, HTTPException, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Path, Request
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
 from oracle.db import make_engine
 from oracle.escrow_info import escrow_info_router
-from oracle.intake import Intake
+from oracle.intake import Intake, RegistryUnavailable, TooManyAttestations
 from oracle.metrics import CONTENT_TYPE, OracleMetrics
 from oracle.models import AttestationRecord
 from oracle.store import AttestationStore
 from oracle.verify import Rejection, VerificationContext
-from proofnet.messages.oracle_api import (
-    ATTESTATIONS_PATH,
-    COSE_CONTENT_TYPE,
-    MAX_ATTESTATION_BYTES,
-)
+from proofnet.json_limits import JsonLimits
+from proofnet.limits import TokenBuckets
+from proofnet.messages.oracle_api import ATTESTATIONS_PATH, COSE_CONTENT_TYPE
 from proofnet.settings import Settings, build_settings
 
 log = logging.getLogger("oracle.app")
@@ -67,6 +66,20 @@ def attestation_view(row: AttestationRecord) -> dict[str, Any]:
         "received_at": row.received_at.isoformat(),
         "updated_at": row.updated_at.isoformat(),
     }
+
+
+def client_address(request: Request) -> str:
+    """Who is asking, for per-address limits: the peer's IP (a proxy in front of the oracle
+    must be trusted to be one address)."""
+    return request.client.host if request.client is not None else "unknown"
+
+
+def too_many(retry_after_s: float, detail: str) -> JSONResponse:
+    return JSONResponse(
+        status_code=429,
+        content={"detail": detail},
+        headers={"retry-after": str(max(1, math.ceil(retry_after_s)))},
+    )
 
 
 def create_app(
@@ -103,7 +116,17 @@ def create_app(
         ctx = context
     else:
         ctx = context(store)
-    intake = Intake(store, ctx, metrics, workers=workers, inline=inline, verifier=verifier)
+    intake = Intake(
+        store,
+        ctx,
+        metrics,
+        workers=workers,
+        inline=inline,
+        verifier=verifier,
+        per_key=TokenBuckets(settings.oracle_attestations_per_minute_per_key),
+    )
+    per_address = TokenBuckets(settings.oracle_attestations_per_minute_per_address)
+    max_bytes = settings.oracle_max_attestation_bytes
 
     def pending() -> float:
         try:
@@ -137,24 +160,38 @@ def create_app(
     app.state.metrics = metrics
     app.state.intake = intake
     app.state.context = ctx
+    # Hostile JSON (too deep, integers past 64 bits, NaN) is refused before any route parses
+    # it (the co-signing route reads JSON); COSE attestation bodies are not JSON, untouched.
+    app.add_middleware(JsonLimits, max_bytes=4 << 20)
 
     @app.post(ATTESTATIONS_PATH, status_code=202)
     async def submit_attestation(request: Request) -> JSONResponse:
+        wait = per_address.take(client_address(request))
+        if wait > 0:
+            return too_many(wait, "too many attestations from this address; slow down")
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != COSE_CONTENT_TYPE:
             raise HTTPException(415, f"send the COSE_Sign1 bytes as {COSE_CONTENT_TYPE}")
+        too_big = f"attestations are at most {max_bytes} bytes"
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_bytes:
+            raise HTTPException(413, too_big)
         body = bytearray()
         async for chunk in request.stream():
             body.extend(chunk)
-            if len(body) > MAX_ATTESTATION_BYTES:
-                raise HTTPException(413, f"attestations are at most {MAX_ATTESTATION_BYTES} bytes")
+            if len(body) > max_bytes:
+                raise HTTPException(413, too_big)
         try:
             accepted = await run_in_threadpool(intake.accept, bytes(body))
         except Rejection as exc:
+            status = {"malformed": 422, "worker_unregistered": 403}.get(str(exc.reason), 400)
             return JSONResponse(
-                status_code=422 if exc.reason == "malformed" else 400,
-                content={"detail": exc.message, "reason": str(exc.reason)},
+                status_code=status, content={"detail": exc.message, "reason": str(exc.reason)}
             )
+        except TooManyAttestations as exc:
+            return too_many(exc.retry_after_s, str(exc))
+        except RegistryUnavailable as exc:
+            return JSONResponse(status_code=503, content={"detail": str(exc)})
         view = attestation_view(accepted.record)
         return JSONResponse(
             status_code=202 if accepted.created else 200,
@@ -162,7 +199,9 @@ def create_app(
         )
 
     @app.get(ATTESTATIONS_PATH + "/{attestation_id}")
-    async def get_attestation(attestation_id: int) -> dict[str, Any]:
+    async def get_attestation(
+        attestation_id: Annotated[int, Path(ge=1, le=2**63 - 1)],
+    ) -> dict[str, Any]:
         row = await run_in_threadpool(store.get, attestation_id)
         if row is None:
             raise HTTPException(404, f"no attestation {attestation_id}")
@@ -182,7 +221,13 @@ def create_app(
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    app.include_router(escrow_info_router(ctx.chain, ctx.escrow_script_hash))
+    app.include_router(
+        escrow_info_router(
+            ctx.chain,
+            ctx.escrow_script_hash,
+            TokenBuckets(settings.oracle_escrow_lookups_per_minute_per_address),
+        )
+    )
     for router in routers:
         app.include_router(router)
     return app

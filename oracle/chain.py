@@ -1,9 +1,10 @@
 """The oracle's view of escrow outputs on chain, through the pycardano `ChainContext` that
 `chain.offchain.backends.chain_context(settings)` builds.
 
-Lookups are cached for a short time and can be prefetched per batch (`prefetch`), so
-verifying many attestations costs one backend call per escrow transaction, not one per
-check. A cached "unspent" answer can be stale by up to `ttl_s`; that is harmless because the
+Lookups are cached for a short time, in a cache of bounded size (`cache_size`
+transactions: made-up ids asked of the public escrow look-up evict, never grow it), and can
+be prefetched per batch (`prefetch`), so verifying many attestations costs one backend call
+per escrow transaction, not one per check. A cached "unspent" answer can be stale by up to `ttl_s`; that is harmless because the
 settlement transaction itself spends the escrow, and the settlement engine handles an
 escrow spent in the meantime.
 """
@@ -14,13 +15,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
-from pycardano import Address
+from cachetools import TTLCache
 
 from chain.contracts.types import EscrowDatum
 from chain.offchain.errors import ChainError
+from chain.offchain.escrow_terms import EscrowFacts, facts_from_blockfrost
 from proofnet.messages.attestation import EscrowRef
 
 LookupStatus = Literal["unspent", "spent", "missing"]
@@ -43,6 +44,19 @@ class EscrowOutput:
     def quantity(self, policy_hex: str, name_hex: str) -> int:
         return self.assets.get(policy_hex + name_hex, 0)
 
+    def facts(self, spent_by: str | None = None) -> EscrowFacts:
+        """This output as `chain.offchain.escrow_terms` checks it."""
+        return EscrowFacts(
+            ref=f"{self.ref.tx_id}#{self.ref.index}",
+            address=self.address,
+            payment_script_hash=self.payment_script_hash,
+            lovelace=self.lovelace,
+            assets=self.assets,
+            datum=self.datum,
+            datum_error=self.datum_error,
+            spent_by=spent_by,
+        )
+
 
 @dataclass(frozen=True)
 class EscrowLookup:
@@ -57,49 +71,17 @@ class ChainView(Protocol):
         ...
 
 
-def parse_escrow_datum(inline_datum_hex: str | None) -> tuple[EscrowDatum | None, str]:
-    if not inline_datum_hex:
-        return None, "the output has no inline datum"
-    try:
-        datum = EscrowDatum.from_cbor(bytes.fromhex(inline_datum_hex))
-    except Exception as exc:  # pycardano raises assorted types on foreign data
-        return None, f"inline datum is not an EscrowDatum: {exc}"
-    if not isinstance(datum, EscrowDatum):
-        return None, "inline datum is not an EscrowDatum"
-    return datum, ""
-
-
-def _payment_script_hash(address: str) -> str | None:
-    try:
-        parsed = Address.from_primitive(address)
-    except Exception:
-        return None
-    from pycardano import ScriptHash
-
-    part = parsed.payment_part
-    return part.payload.hex() if isinstance(part, ScriptHash) else None
-
-
 def output_from_blockfrost(ref: EscrowRef, out: Mapping[str, Any]) -> EscrowOutput:
     """An `EscrowOutput` from one Blockfrost `/txs/{hash}/utxos` output object."""
-    lovelace = 0
-    assets: dict[str, int] = {}
-    for entry in out.get("amount") or []:
-        unit, quantity = str(entry["unit"]), int(entry["quantity"])
-        if unit == "lovelace":
-            lovelace = quantity
-        else:
-            assets[unit] = quantity
-    datum, error = parse_escrow_datum(out.get("inline_datum"))
-    address = str(out.get("address", ""))
+    facts = facts_from_blockfrost(f"{ref.tx_id}#{ref.index}", out)
     return EscrowOutput(
         ref=ref,
-        address=address,
-        payment_script_hash=_payment_script_hash(address),
-        lovelace=lovelace,
-        assets=MappingProxyType(assets),
-        datum=datum,
-        datum_error=error,
+        address=facts.address,
+        payment_script_hash=facts.payment_script_hash,
+        lovelace=facts.lovelace,
+        assets=facts.assets,
+        datum=facts.datum,
+        datum_error=facts.datum_error,
     )
 
 
@@ -117,8 +99,12 @@ class BlockfrostChainView:
     context: Any  # a pycardano BlockFrostChainContext (anything with `.api.transaction_utxos`)
     ttl_s: float = 10.0
     on_error: Callable[[str], None] | None = None
-    _cache: dict[str, _Entry] = field(default_factory=dict)
+    cache_size: int = 10_000
+    _cache: TTLCache[str, _Entry] = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self._cache = TTLCache(maxsize=self.cache_size, ttl=self.ttl_s, timer=time.monotonic)
 
     def _fetch(self, tx_id: str) -> _Entry:
         try:
@@ -152,7 +138,7 @@ class BlockfrostChainView:
     def escrow_output(self, ref: EscrowRef) -> EscrowLookup:
         with self._lock:
             entry = self._cache.get(ref.tx_id)
-        if entry is None or time.monotonic() - entry.at > self.ttl_s:
+        if entry is None:
             entry = self._fetch(ref.tx_id)
             with self._lock:
                 self._cache[ref.tx_id] = entry

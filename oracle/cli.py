@@ -19,13 +19,11 @@ def serve(
     workers: int = typer.Option(2, min=1, help="verification threads"),
 ) -> None:
     """Serve the oracle: attestation intake, verification, metrics."""
-    import uvicorn
-
     from oracle import logs
     from oracle.app import create_app
     from oracle.keys import OracleKeyError
     from oracle.metrics import OracleMetrics
-    from oracle.service import context_from_settings, oracle_key
+    from oracle.service import OracleConfigError, context_from_settings, deployment_of, oracle_key
     from proofnet.settings import build_settings
 
     settings = build_settings()
@@ -33,6 +31,11 @@ def serve(
         key = oracle_key(settings, key_file)
     except OracleKeyError as exc:
         raise typer.BadParameter(str(exc), param_hint="--key-file") from exc
+    try:
+        deployment_of(settings)
+    except OracleConfigError as exc:
+        # Served (health, intake) but verifying nothing until configured: say so loudly.
+        typer.echo(f"warning: {exc}; attestations wait unverified until it is set", err=True)
     from oracle.settlement.service import settlement_extensions
 
     logs.configure()
@@ -49,7 +52,10 @@ def serve(
         lifespan_hooks=hooks,
         routers=routers,
     )
-    uvicorn.run(application, host=host, port=port, log_level="warning")
+    from proofnet.serving import HttpLimits, serve
+
+    limits = HttpLimits.from_settings(settings)  # slow clients time out (proofnet.serving)
+    serve(application, host=host, port=port, limits=limits, log_level="warning")
 
 
 @app.command("keygen")

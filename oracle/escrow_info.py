@@ -3,18 +3,23 @@
 Public on purpose: escrow datums are public on chain anyway. Workers ask it before sealing
 results, so a compromised API host cannot hand them its own sealing key (see
 `proofnet.messages.escrow_info`). The answer comes from the oracle's `ChainView`, the same
-lookups (and short cache) verification uses.
+lookups and the same bounded, short-lived cache verification uses; each client address may
+ask `per_address` times a minute (429 beyond), so made-up ids cannot turn the oracle into a
+free proxy to its chain backend.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Path, Request
 from pydantic import ValidationError
 
 from oracle.chain import ChainUnavailable, ChainView
 from oracle.models import escrow_ref
+from proofnet.limits import TokenBuckets
 from proofnet.messages.attestation import EscrowRef
 from proofnet.messages.escrow_info import ESCROWS_PATH, EscrowInfo
 
@@ -58,12 +63,30 @@ def describe_escrow(
         raise HTTPException(404, f"output {name}'s escrow datum is malformed: {exc}") from exc
 
 
-def escrow_info_router(chain: ChainView, escrow_script_hash: str) -> APIRouter:
+def escrow_info_router(
+    chain: ChainView, escrow_script_hash: str, per_address: TokenBuckets | None = None
+) -> APIRouter:
     router = APIRouter(tags=["escrows"])
 
     # A plain function: FastAPI runs it in its thread pool (chain lookups block).
-    @router.get(ESCROWS_PATH + "/{tx_id}/{index}")
-    def escrow_info(tx_id: str, index: int) -> EscrowInfo:
+    @router.get(
+        ESCROWS_PATH + "/{tx_id}/{index}",
+        responses={429: {"description": "too many look-ups from this address"}},
+    )
+    def escrow_info(
+        tx_id: Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")],
+        index: Annotated[int, Path(ge=0, le=2**32 - 1)],
+        request: Request,
+    ) -> EscrowInfo:
+        if per_address is not None:
+            host = request.client.host if request.client is not None else "unknown"
+            wait = per_address.take(host)
+            if wait > 0:
+                raise HTTPException(
+                    429,
+                    "too many escrow look-ups from this address; slow down",
+                    headers={"retry-after": str(max(1, math.ceil(wait)))},
+                )
         return describe_escrow(chain, escrow_script_hash, tx_id, index)
 
     return router

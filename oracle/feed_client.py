@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from cachetools import LRUCache
 from nacl.signing import SigningKey
 
 from oracle.feed import (
@@ -61,10 +62,13 @@ class HttpApiFeed:
     timeout_s: float = 30.0
     on_error: Callable[[str], None] | None = None
     client: httpx.Client | None = None
-    _cache: dict[tuple[str, str], tuple[float, Any]] = field(default_factory=dict)
+    # Bounded: attestations naming made-up jobs and keys must not grow the oracle's memory.
+    cache_size: int = 10_000
+    _cache: LRUCache[tuple[str, str], tuple[float, Any]] = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        self._cache = LRUCache(maxsize=self.cache_size)
         if self.client is None:
             self.client = httpx.Client(base_url=self.base_url.rstrip("/"), timeout=self.timeout_s)
 

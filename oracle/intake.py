@@ -1,7 +1,9 @@
 """Intake: authenticate and store attestations, then verify them in a worker pool.
 
-`Intake.accept(cose)` runs the stateless checks (signature, encoding, domain) at once and
-stores what passes as `received`; the full pipeline then runs in a thread pool (or inline,
+`Intake.accept(cose)` runs the stateless checks (signature, encoding, domain) at once,
+then takes the attestation only from a worker registered with the API (asked through the
+feed) within its per-key rate, and stores what passes as `received`: nobody else can
+make the oracle store anything; the full pipeline then runs in a thread pool (or inline,
 `inline=True`, for small loads and tests) and its verdict is applied to the store. A sweep
 re-runs verifications that were postponed (chain or API unreachable) or interrupted by a
 restart, so nothing received is ever left behind. When a unit of a topology job is verified,
@@ -18,10 +20,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from oracle.feed import FeedError
 from oracle.metrics import OracleMetrics
 from oracle.models import AttestationRecord
 from oracle.store import Applied, AttestationStore
-from oracle.verify import Rejection, VerificationContext, authenticate, verify
+from oracle.verify import Reason, Rejection, VerificationContext, authenticate, verify
+from proofnet.limits import TokenBuckets
 from proofnet.messages.attestation import Attestation
 
 log = logging.getLogger("oracle.intake")
@@ -31,6 +35,20 @@ log = logging.getLogger("oracle.intake")
 class Accepted:
     record: AttestationRecord
     created: bool  # False: the same attestation was already stored
+
+
+class TooManyAttestations(Exception):
+    """This worker key sent more than its rate; it may send again after `retry_after_s`."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(
+            f"too many attestations from this worker key; retry in {retry_after_s:.0f}s"
+        )
+        self.retry_after_s = retry_after_s
+
+
+class RegistryUnavailable(Exception):
+    """The API could not say whether the worker is registered; the worker retries later."""
 
 
 class Intake:
@@ -43,8 +61,10 @@ class Intake:
         workers: int = 2,
         inline: bool = False,
         verifier: str = "",
+        per_key: TokenBuckets | None = None,
     ) -> None:
         self.store = store
+        self.per_key = per_key
         self.ctx = ctx
         self.metrics = metrics
         self.inline = inline
@@ -64,9 +84,11 @@ class Intake:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
     def accept(self, cose: bytes) -> Accepted:
-        """Authenticate and store; schedules verification. Raises `Rejection`."""
+        """Authenticate, admit and store; schedules verification. Raises `Rejection`,
+        `TooManyAttestations` or `RegistryUnavailable`."""
         try:
             att = authenticate(cose, self.ctx)
+            self._admit(att)
         except Rejection as exc:
             self.metrics.refused.labels(str(exc.reason)).inc()
             log.info("attestation refused: %s", exc.message, extra={"reason": str(exc.reason)})
@@ -92,6 +114,22 @@ class Intake:
                 self._finished.wait_for(lambda: record.id not in self._in_flight, timeout=60)
             record = self.store.get(record.id) or record
         return Accepted(record, created)
+
+    def _admit(self, att: Attestation) -> None:
+        """Only a registered worker's attestations are stored, within its rate."""
+        if self.per_key is not None:
+            wait = self.per_key.take(att.worker_key)
+            if wait > 0:
+                raise TooManyAttestations(wait)
+        try:
+            worker = self.ctx.feed.worker(att.worker_key)
+        except FeedError as exc:
+            raise RegistryUnavailable(f"cannot ask the API about this worker: {exc}") from exc
+        if worker is None:
+            raise Rejection(
+                Reason.WORKER_UNREGISTERED,
+                f"worker {att.worker_key} is not registered with the API; register first",
+            )
 
     def schedule(self, attestation_id: int) -> Future[Applied | None] | None:
         with self._lock:

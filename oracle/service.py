@@ -1,4 +1,5 @@
-"""Wiring: a `VerificationContext` from settings (chain backend, API feed, spot checks)."""
+"""Wiring: a `VerificationContext` from settings (chain backend, API feed, spot checks, and
+the deployment whose escrows it verifies: escrow script, batch script, oracle config, NTX)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import functools
 from pathlib import Path
 
 from chain.offchain.backends import chain_context
+from chain.offchain.builders.deployment import Deployment
+from chain.offchain.builders.errors import BuilderError
 from chain.offchain.scripts import apply_params, script_hash
 from oracle.chain import chain_view_for
 from oracle.feed_client import HttpApiFeed
@@ -21,6 +24,34 @@ from proofnet.settings import Settings
 def escrow_script_hash() -> str:
     """The escrow validator's hash (it takes no parameters, so every deployment shares it)."""
     return script_hash(apply_params("escrow")).payload.hex()
+
+
+class OracleConfigError(ValueError):
+    """The oracle's settings do not say what it needs to verify anything."""
+
+
+def deployment_of(settings: Settings) -> Deployment:
+    """The deployment whose escrows this oracle pays: `deployment_file`, else the
+    settlement engine's. Every escrow check compares against it (batch script, config)."""
+    path = settings.deployment_file or settings.settlement_deployment_file
+    if path is None:
+        raise OracleConfigError(
+            "the oracle verifies escrows against its protocol deployment: set "
+            "PROOFNET_DEPLOYMENT_FILE (or PROOFNET_SETTLEMENT_DEPLOYMENT_FILE)"
+        )
+    try:
+        deployment = Deployment.load(Path(path))
+    except BuilderError as exc:
+        raise OracleConfigError(f"the oracle's deployment is unusable: {exc}") from exc
+    if settings.ntx_policy_id and (
+        settings.ntx_policy_id.lower() != deployment.ntx_policy
+        or settings.ntx_asset_name.lower() != deployment.ntx_name
+    ):
+        raise OracleConfigError(
+            "PROOFNET_NTX_POLICY_ID / PROOFNET_NTX_ASSET_NAME name another unit than the "
+            f"deployment's NTX ({deployment.ntx_unit})"
+        )
+    return deployment
 
 
 def oracle_key(settings: Settings, key_file: Path | None = None) -> OracleKey:
@@ -42,19 +73,35 @@ def context_from_settings(
     """`spot_checks=False` leaves proof-of-training replays out (for jobs without a proof
     directory, e.g. the devnet demo); every other check still runs."""
     key = key or oracle_key(settings)
+    try:
+        deployment: Deployment | None = deployment_of(settings)
+        unconfigured = ""
+    except OracleConfigError as exc:
+        # Served anyway (health, intake), but nothing is verified, and so nothing is paid,
+        # until the deployment is configured: every verification is postponed with why.
+        deployment, unconfigured = None, str(exc)
     feed = HttpApiFeed(
         settings.api_url, key.signing_key, settings.network, on_error=metrics.feed_error
     )
-    chain = chain_view_for(chain_context(settings), on_error=metrics.chain_error)
+    chain = chain_view_for(
+        chain_context(settings),
+        on_error=metrics.chain_error,
+        ttl_s=settings.oracle_chain_cache_ttl_s,
+        cache_size=settings.oracle_chain_cache_size,
+    )
     repos = RepoCache(Path(settings.data_dir) / "oracle" / "repos")
     return VerificationContext(
         network=settings.network,
-        escrow_script_hash=escrow_script_hash(),
+        escrow_script_hash=escrow_script_hash() if deployment is None else deployment.escrow_hash,
         chain=chain,
         feed=feed,
         store=store,
-        ntx_policy=settings.ntx_policy_id or None,
-        ntx_name=settings.ntx_asset_name,
+        ntx_policy=None if deployment is None else deployment.ntx_policy,
+        ntx_name=settings.ntx_asset_name if deployment is None else deployment.ntx_name,
+        batch_credential=None if deployment is None else deployment.batch_hash,
+        config_policy=None if deployment is None else deployment.config_policy,
+        config_name=None if deployment is None else deployment.config_name,
+        unconfigured=unconfigured,
         spot_checker=LocalSpotChecker(
             feed,
             repos,

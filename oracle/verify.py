@@ -19,6 +19,7 @@ from typing import Literal, Protocol
 
 import cbor2
 
+from chain.offchain.escrow_terms import EscrowTerms, escrow_refusal
 from oracle import unit_checks as units
 from oracle.chain import ChainUnavailable, ChainView, EscrowOutput
 from oracle.feed import ApiFeed, FeedDataError, FeedError, JobInfo
@@ -67,6 +68,10 @@ class Reason(StrEnum):
     ESCROW_WRONG_BATCH = "escrow_wrong_batch"
     ESCROW_EXPIRED = "escrow_expired"
     ESCROW_CANCELLED = "escrow_cancelled"
+    ESCROW_WRONG_CONFIG = "escrow_wrong_config"
+    ESCROW_STRAY_TOKENS = "escrow_stray_tokens"
+    ESCROW_SUBMITTER_MISMATCH = "escrow_submitter_mismatch"
+    ESCROW_DEADLINE_TOO_NEAR = "escrow_deadline_too_near"
     REPLAYED = "replayed"
     ALREADY_SETTLED = "already_settled"
     ESCROW_ALREADY_CLAIMED = "escrow_already_claimed"
@@ -156,11 +161,18 @@ class VerificationContext:
     # The NTX unit escrows must lock (hex); None skips the check (configuration not set).
     ntx_policy: str | None = None
     ntx_name: str = "4e5458"
-    # The batch-settlement script hash escrows must name; None until a deployment is known.
+    # The batch-settlement script hash and the oracle config (NFT policy, name hex) escrows
+    # must name. The served oracle takes them from its deployment (`oracle.service`); None
+    # skips the check (unit tests without a deployment).
     batch_credential: str | None = None
+    config_policy: str | None = None
+    config_name: str | None = None
     spot_checker: SpotChecker | None = None
     # Tolerance between the worker's clock and the API's for the attested times.
     clock_skew_ms: int = 120_000
+    # Why this oracle cannot verify at all (no deployment configured), or "": while set,
+    # every verification is postponed ("retry") with this message, so nothing is paid.
+    unconfigured: str = ""
     now_ms: Callable[[], int] = field(default=_now_ms)
 
 
@@ -240,6 +252,8 @@ def verify(
     passed: list[str] = []
     att: Attestation | None = None
     spot: SpotCheckVerdict | None = None
+    if ctx.unconfigured:
+        return VerificationResult("retry", None, ctx.unconfigured, (), authenticated)
     try:
         att = authenticated if authenticated is not None else _decode(cose, ctx)
         passed.append("signature_and_domain")
@@ -337,49 +351,33 @@ def _check_job(att: Attestation, ctx: VerificationContext) -> JobInfo:
     return job
 
 
+def escrow_terms(att: Attestation, ctx: VerificationContext) -> EscrowTerms:
+    """What the attested escrow must satisfy (`chain.offchain.escrow_terms`, the definition
+    the API applies too): this deployment's escrow, pays the attested amount, not expired."""
+    return EscrowTerms(
+        escrow_hash=ctx.escrow_script_hash,
+        job_id=att.job_id,
+        pays=att.amount,
+        now_ms=ctx.now_ms(),
+        ntx_policy=ctx.ntx_policy,
+        ntx_name=ctx.ntx_name,
+        batch_hash=ctx.batch_credential,
+        config_policy=ctx.config_policy,
+        config_name=ctx.config_name,
+    )
+
+
 def _check_escrow_on_chain(att: Attestation, ctx: VerificationContext) -> EscrowOutput:
-    ref = att.domain.escrow
-    name = escrow_ref(ref.tx_id, ref.index)
-    lookup = ctx.chain.escrow_output(ref)
-    if lookup.status == "missing" or lookup.output is None:
-        raise _Rejected(Reason.ESCROW_MISSING, f"escrow {name} does not exist on chain")
+    lookup = ctx.chain.escrow_output(att.domain.escrow)
     out = lookup.output
-    if out.payment_script_hash != ctx.escrow_script_hash:
-        raise _Rejected(
-            Reason.ESCROW_WRONG_ADDRESS,
-            f"output {name} is not at the escrow script ({out.address})",
-        )
-    if lookup.status == "spent":
-        raise _Rejected(Reason.ESCROW_SPENT, f"escrow {name} was spent by {lookup.spent_by}")
-    datum = out.datum
-    if datum is None:
-        raise _Rejected(Reason.ESCROW_DATUM_INVALID, f"escrow {name}: {out.datum_error}")
-    # The escrow datum's job_id is the job id's 32 bytes (SHA-256 of the tagged spec).
-    if bytes(datum.job_id) != bytes.fromhex(att.job_id):
-        raise _Rejected(
-            Reason.ESCROW_JOB_MISMATCH,
-            f"escrow {name} is for job {bytes(datum.job_id).hex()}, not {att.job_id}",
-        )
-    if ctx.ntx_policy is not None and (
-        bytes(datum.ntx_policy).hex() != ctx.ntx_policy
-        or bytes(datum.ntx_name).hex() != ctx.ntx_name
-    ):
-        raise _Rejected(Reason.ESCROW_WRONG_UNIT, f"escrow {name} does not lock the NTX unit")
-    if (
-        ctx.batch_credential is not None
-        and bytes(datum.batch_credential).hex() != ctx.batch_credential
-    ):
-        raise _Rejected(
-            Reason.ESCROW_WRONG_BATCH, f"escrow {name} trusts another batch settlement script"
-        )
-    if datum.deadline <= ctx.now_ms():
-        raise _Rejected(Reason.ESCROW_EXPIRED, f"escrow {name}'s deadline has passed")
-    locked = out.quantity(bytes(datum.ntx_policy).hex(), bytes(datum.ntx_name).hex())
-    if att.amount > datum.budget or att.amount > locked:
-        raise _Rejected(
-            Reason.AMOUNT_EXCEEDS_BUDGET,
-            f"amount {att.amount} exceeds escrow {name}'s budget {datum.budget} (locked {locked})",
-        )
+    if lookup.status == "missing" or out is None:
+        ref = att.domain.escrow
+        name = escrow_ref(ref.tx_id, ref.index)
+        raise _Rejected(Reason.ESCROW_MISSING, f"escrow {name} does not exist on chain")
+    spent_by = (lookup.spent_by or "another transaction") if lookup.status == "spent" else None
+    refusal = escrow_refusal(out.facts(spent_by), escrow_terms(att, ctx))
+    if refusal is not None:
+        raise _Rejected(Reason(refusal.reason.value), refusal.message)
     return out
 
 

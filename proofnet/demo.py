@@ -306,11 +306,14 @@ class _Demo:
             # Workers poll; a demo must not rate-limit itself.
             "PROOFNET_API_RATE_LIMIT_PER_MINUTE": "100000",
             "PROOFNET_API_LEASE_TTL_S": "60",
-            # The chain watcher records payouts and refunds from the chain once the
-            # deployment exists (it is written while the API starts).
+            # The chain watcher records payouts and refunds from the chain once the deployment
+            # exists, and escrows are checked against it (written by `deploy_chain` while the
+            # API starts). The demo's escrows last an hour: its jobs' runs and a ten-minute
+            # settlement window fit in it.
             "PROOFNET_DEPLOYMENT_FILE": str(self.workdir / "deployment.json"),
             "PROOFNET_API_CHAIN_WATCH_INTERVAL_S": "1",
             "PROOFNET_API_CHAIN_WATCH_CONFIRMATIONS": str(self.options.confirmation_depth),
+            "PROOFNET_API_SETTLEMENT_WINDOW_S": "600",
         }
 
     def deploy_chain(self) -> None:
@@ -350,7 +353,7 @@ class _Demo:
         policy = test_ntx_policy_id(admin)
         deployment = deploy(context, admin, setup, policy, NTX_NAME)
         self.state.deployment = deployment
-        path = self.workdir / "deployment.json"
+        path = self.workdir / "deployment.json"  # the API's PROOFNET_DEPLOYMENT_FILE
         deployment.save(path)
         self.state.deployment_file = path
         self.note(f"deployed in txs {', '.join(t[:12] + '...' for t in deployment.tx_ids)}")

@@ -170,6 +170,30 @@ class Settings(BaseSettings):
     oracle_url: str = "http://127.0.0.1:8100"
     oracle_key_file: Path | None = None
 
+    # --- every served HTTP process (API, oracle, devnet: proofnet.serving) ----------------
+    # A client must send a request's head within `http_header_timeout_s` of starting it,
+    # and its body with no pause longer than `http_body_timeout_s` (and all of it within
+    # `http_request_timeout_s`); an idle kept-alive connection closes after
+    # `http_keep_alive_s`. At most `http_max_connections` connections are open at once:
+    # more are closed at once (HTTP 503), so slow clients cannot exhaust the server.
+    http_header_timeout_s: float = Field(default=10.0, gt=0)
+    http_body_timeout_s: float = Field(default=30.0, gt=0)
+    http_request_timeout_s: float = Field(default=120.0, gt=0)
+    http_keep_alive_s: float = Field(default=5.0, gt=0)
+    http_max_connections: int = Field(default=1000, ge=1)
+
+    # --- oracle intake (oracle.app) --------------------------------------------------------
+    # Attestations are taken only from workers registered with the API, at most this big,
+    # at most so many per minute per worker key and per client address.
+    oracle_max_attestation_bytes: int = Field(default=128 * 1024, ge=1024)
+    oracle_attestations_per_minute_per_key: int = Field(default=60, ge=1)
+    oracle_attestations_per_minute_per_address: int = Field(default=600, ge=1)
+    # The public escrow look-up (`GET /api/v1/escrows/...`): per client address, and how
+    # many chain answers the oracle keeps (for `oracle_chain_cache_ttl_s` seconds).
+    oracle_escrow_lookups_per_minute_per_address: int = Field(default=120, ge=1)
+    oracle_chain_cache_size: int = Field(default=10_000, ge=1)
+    oracle_chain_cache_ttl_s: float = Field(default=10.0, gt=0)
+
     # --- oracle settlement (oracle.settlement.service.SettlementConfig) --------------------
     settlement_enabled: bool = False
     settlement_deployment_file: Path | None = None

@@ -16,6 +16,9 @@ from api.models.base import TableBase
 # are leased, and ends completed, stopped (an evaluation failed), failed or cancelled.
 JOB_STATUSES = ("queued", "leased", "running", "completed", "stopped", "failed", "cancelled")
 TERMINAL_STATUSES = ("completed", "stopped", "failed", "cancelled")
+# The outcome of a lease ended at its start because the job's escrow could not pay (or
+# could not be checked then): no worker ever held it.
+NOT_STARTED = "not_started"
 
 
 class Job(TableBase, table=True):
@@ -72,6 +75,6 @@ class Lease(TableBase, table=True):
     heartbeat_at: datetime | None = None
     ended_at: datetime | None = None
     # completed | released | failed | expired | cancelled | cluster_failed (another node
-    # of its cluster attempt was lost)
+    # of its cluster attempt was lost) | not_started (NOT_STARTED)
     outcome: str | None = Field(default=None, max_length=16)
     reason: str = Field(default="", max_length=2000)

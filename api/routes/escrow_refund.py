@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import CurrentUser, SessionDep
-from api.routes.escrow_tx import ChainDep, DeploymentDep, EscrowBuild, EscrowSubmit
+from api.deps import ChainDep, CurrentUser, DeploymentDep, SessionDep
+from api.routes.escrow_tx import EscrowBuild, EscrowSubmit
 from api.schemas.common import PublicBody
 from api.services import escrow_refund as service
 

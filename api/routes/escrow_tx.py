@@ -4,52 +4,21 @@ submits and records the escrow."""
 
 from __future__ import annotations
 
-import threading
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from pydantic import Field
 
-from api.deps import ConfigDep, CurrentUser, NowDep, SessionDep
-from api.routes.oracle_feed import EscrowPublic, escrow_script_hash, get_chain_context
+from api.deps import ChainDep, ConfigDep, CurrentUser, DeploymentDep, NowDep, SessionDep
+from api.routes.oracle_feed import EscrowPublic
 from api.schemas.common import PublicBody, RequestBody
 from api.services import escrow_tx as service
 
 router = APIRouter(tags=["escrow"])
 
-_deployment_lock = threading.Lock()
 _HEX = r"^(?:[0-9a-fA-F]{2})+$"
 # A lock transaction is a few kB; a CIP-30 witness set a few hundred bytes per key.
 _MAX_TX_HEX = 64_000
-
-
-def get_deployment(request: Request) -> Any:
-    """`app.state.deployment`, else loaded once from the `deployment_file` setting."""
-    state = request.app.state
-    deployment = getattr(state, "deployment", None)
-    if deployment is not None:
-        return deployment
-    with _deployment_lock:
-        deployment = getattr(state, "deployment", None)
-        if deployment is None:
-            from chain.offchain.builders import BuilderError, Deployment
-
-            path = state.settings.deployment_file
-            if not path:
-                raise service.EscrowUnavailable(
-                    "this API has no protocol deployment configured "
-                    "(set PROOFNET_DEPLOYMENT_FILE to the deployment.json)"
-                )
-            try:
-                deployment = Deployment.load(path)
-            except BuilderError as exc:
-                raise service.EscrowUnavailable(f"the API's deployment is unusable: {exc}") from exc
-            state.deployment = deployment
-    return deployment
-
-
-DeploymentDep = Annotated[Any, Depends(get_deployment)]
-ChainDep = Annotated[Any, Depends(get_chain_context)]
 
 
 class EscrowBuild(RequestBody):
@@ -137,6 +106,7 @@ def submit_escrow(
     user: CurrentUser,
     session: SessionDep,
     now: NowDep,
+    config: ConfigDep,
     context: ChainDep,
     deployment: DeploymentDep,
 ) -> EscrowSubmitted:
@@ -151,7 +121,7 @@ def submit_escrow(
         tx_cbor=body.tx_cbor.lower(),
         witness_set=body.witness_set.lower(),
         now=now,
-        escrow_script_hash=escrow_script_hash(),
+        config=config,
         confirm_wait_s=wait,
     )
     row = done.recorded

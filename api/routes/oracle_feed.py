@@ -6,15 +6,24 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Request
+from fastapi import APIRouter, Depends, Header
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import Field
 
-from api.deps import ConfigDep, CurrentUser, NowDep, SessionDep, SignedWorkerKey
+from api.deps import (
+    ChainDep,
+    ConfigDep,
+    CurrentUser,
+    DeploymentDep,
+    NowDep,
+    SessionDep,
+    SignedWorkerKey,
+)
 from api.errors import Forbidden
 from api.routes.worker_io import BlobStoreDep, stream_blob
 from api.schemas.common import PublicBody, RequestBody
 from api.services import oracle_feed as service
+from api.services import payable_escrow
 
 router = APIRouter(tags=["oracle"])
 
@@ -67,21 +76,6 @@ class EscrowPublic(PublicBody):
     deadline_ms: int
 
 
-def get_chain_context(request: Request) -> Any:
-    """`app.state.chain_context` when set, else the backend the settings select (cached)."""
-    context = getattr(request.app.state, "chain_context", None)
-    if context is None:
-        from chain.offchain.backends import chain_context
-        from proofnet.settings import build_settings
-
-        try:
-            context = chain_context(build_settings())
-        except Exception as e:  # an unreachable backend is a 503, not a crash
-            raise HTTPException(503, f"chain backend unavailable: {type(e).__name__}") from e
-        request.app.state.chain_context = context
-    return context
-
-
 @functools.lru_cache(maxsize=1)
 def escrow_script_hash() -> str:
     """The escrow validator's hash (no parameters: every deployment shares it)."""
@@ -97,17 +91,19 @@ def record_escrow(
     user: CurrentUser,
     session: SessionDep,
     now: NowDep,
-    context: Annotated[Any, Depends(get_chain_context)],
+    config: ConfigDep,
+    context: ChainDep,
+    deployment: DeploymentDep,
 ) -> Any:
-    service.get_job(session, user, job_id)  # owner only, before touching the chain
-    ref = f"{body.tx_id}#{body.index}"
+    """Record the job's escrow: only an unspent output of this deployment's escrow script
+    that can pay the job (`api.services.payable_escrow`), checked on chain now."""
+    job = service.get_job(session, user, job_id)  # owner only, before touching the chain
     try:
-        found = service.lookup_escrow_output(context, body.tx_id, body.index)
-    except service.EscrowBackendError as e:
+        found = payable_escrow.lookup(context, body.tx_id, body.index)
+    except payable_escrow.EscrowBackendError as e:
         return JSONResponse(status_code=503, content={"detail": str(e)})
-    checked = service.check_escrow(
-        found, job_id=job_id, escrow_script_hash=escrow_script_hash(), ref=ref
-    )
+    terms = payable_escrow.terms_for(job, user, deployment, config, now)
+    checked = payable_escrow.require_payable(found, terms)
     row = service.record_escrow(
         session, user, job_id, tx_id=body.tx_id, index=body.index, found=checked, now=now
     )

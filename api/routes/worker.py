@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response, status
+from datetime import datetime
 
-from api.deps import ConfigDep, CurrentProvider, NowDep, SessionDep, SignedWorkerKey
-from api.errors import BadRequest
-from api.models import Job, Lease
+from fastapi import APIRouter, HTTPException, Request, Response, status
+
+from api.deps import (
+    ConfigDep,
+    CurrentProvider,
+    NowDep,
+    SessionDep,
+    SignedWorkerKey,
+    get_chain_context,
+    get_deployment,
+)
+from api.errors import ApiError, BadRequest
+from api.models import Job, Lease, User
 from api.routes.balances import sources_of
 from api.schemas.earnings import EarningsPublic
 from api.schemas.lease import (
@@ -29,10 +39,12 @@ from api.schemas.provider import (
 from api.schemas.rate_card import RateCardSetPublic
 from api.services import auth as auth_service
 from api.services import earnings as earnings_service
-from api.services import leases
+from api.services import leases, payable_escrow
 from api.services import providers as service
-from api.services.leases import ActiveLease
+from api.services.escrow_tx import EscrowUnavailable
+from api.services.leases import ActiveLease, ClaimedLease
 from api.services.rate_cards import document_of
+from chain.offchain.escrow_terms import escrow_refusal
 from proofnet.messages.claim import ClaimEscrow, ClaimSealing
 from proofnet.messages.registration import ProviderRegistration
 
@@ -126,6 +138,7 @@ def rate_card(
     response_model=ClaimPublic,
 )
 def claim(
+    request: Request,
     provider: CurrentProvider,
     session: SessionDep,
     config: ConfigDep,
@@ -133,11 +146,21 @@ def claim(
     body: ClaimRequest | None = None,
 ) -> ClaimPublic | Response:
     """Lease the oldest queued job, or unit of a job with a topology, this worker's GPUs fit
-    and it can run (`accepts`: cluster nodes only to a worker that accepts them)."""
+    and it can run (`accepts`: cluster nodes only to a worker that accepts them). A served
+    API hands a lease out only once the job's escrow, read on chain now, can still pay it
+    (`api.services.payable_escrow`); a job whose escrow cannot is taken back and the next
+    one tried."""
     accepts = (body or ClaimRequest()).accepts
     leases.sweep_expired(session, now, config=config)
     service.heartbeat(session, provider, now)
-    claimed = leases.claim(session, config, provider, now, accepts_cluster=accepts.cluster)
+    for _ in range(_CLAIM_TRIES):
+        claimed = leases.claim(session, config, provider, now, accepts_cluster=accepts.cluster)
+        if claimed is None or not config.claim_requires_escrow:
+            break
+        if _escrow_pays_at_start(request, session, config, claimed, now):
+            break
+    else:
+        claimed = None
     if claimed is None:
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     recorded = leases.escrow_of(session, claimed.job)
@@ -163,6 +186,40 @@ def claim(
         sealing=_claim_sealing(session, claimed.job),
         unit=claimed.unit,
     )
+
+
+# Jobs whose escrow is refused at lease start are taken back; a claim tries this many.
+_CLAIM_TRIES = 3
+
+
+def _escrow_pays_at_start(
+    request: Request, session: SessionDep, config: ConfigDep, claimed: ClaimedLease, now: datetime
+) -> bool:
+    """Whether the claimed job's escrow can still pay this lease's run, read on chain now;
+    if not (or if the chain cannot be read), the lease is taken back before the worker
+    hears of it (`leases.end_unstarted`)."""
+    recorded = leases.escrow_of(session, claimed.job)
+    owner = session.get(User, claimed.job.owner_id)
+    try:
+        if recorded is None or owner is None:
+            raise EscrowUnavailable("the job has no recorded escrow")
+        deployment = get_deployment(request)
+        context = get_chain_context(request)
+        found = payable_escrow.lookup(context, recorded.tx_id, recorded.output_index)
+    except (ApiError, HTTPException, payable_escrow.EscrowBackendError) as exc:
+        why = getattr(exc, "detail", None) or str(exc)
+        leases.end_unstarted(
+            session, claimed, f"its escrow could not be checked: {why}", now, escrow_refused=False
+        )
+        raise EscrowUnavailable(f"the job's escrow could not be checked on chain: {why}") from exc
+    terms = payable_escrow.terms_for(claimed.job, owner, deployment, config, now, whole_job=False)
+    refusal = escrow_refusal(found, terms)
+    if refusal is None:
+        return True
+    leases.end_unstarted(
+        session, claimed, f"{refusal.reason}: {refusal.message}", now, escrow_refused=True
+    )
+    return False
 
 
 def _claim_sealing(session: SessionDep, job: Job) -> ClaimSealing | None:

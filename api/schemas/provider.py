@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from api.schemas.common import PublicBody, RequestBody
 from api.services.providers import ProviderView
+from proofnet.json_limits import value_refusal
 
 
 class WorkerChallengePublic(PublicBody):
@@ -17,8 +19,35 @@ class WorkerChallengePublic(PublicBody):
     expires_at: datetime
 
 
+# A worker's telemetry is free-form JSON that the public provider list shows to everyone:
+# bounded so that no worker's snapshot can make that list slow, huge or unserializable.
+TELEMETRY_MAX_DEPTH = 8
+TELEMETRY_MAX_VALUES = 2_000
+TELEMETRY_MAX_BYTES = 64 * 1024
+
+
+def telemetry_refusal(snapshot: Any) -> str | None:
+    """Why a telemetry snapshot must not be stored or shown, or None."""
+    if not isinstance(snapshot, dict):
+        return "telemetry must be a JSON object"
+    refusal = value_refusal(snapshot, max_depth=TELEMETRY_MAX_DEPTH, max_nodes=TELEMETRY_MAX_VALUES)
+    if refusal is not None:
+        return refusal
+    if len(json.dumps(snapshot, allow_nan=False)) > TELEMETRY_MAX_BYTES:
+        return f"telemetry is larger than {TELEMETRY_MAX_BYTES} bytes"
+    return None
+
+
 class TelemetryUpdate(RequestBody):
     snapshot: dict[str, Any]
+
+    @field_validator("snapshot")
+    @classmethod
+    def _bounded(cls, snapshot: dict[str, Any]) -> dict[str, Any]:
+        refusal = telemetry_refusal(snapshot)
+        if refusal is not None:
+            raise ValueError(refusal)
+        return snapshot
 
 
 class RateCardUpdate(RequestBody):
@@ -68,7 +97,9 @@ class ProviderPublic(PublicBody):
             gpus=[GpuPublic.model_validate(g) for g in view.gpus],
             rate_card=[RatePublic.model_validate(r) for r in view.rate_cards],
             capabilities=_listing_capabilities(p.capabilities),
-            telemetry=p.telemetry,
+            # Stored before the bounds held (or written around them): a public read never
+            # fails on one provider's data; that provider's telemetry is just not shown.
+            telemetry=p.telemetry if telemetry_refusal(p.telemetry) is None else None,
             telemetry_at=p.telemetry_at,
         )
 

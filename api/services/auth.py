@@ -22,7 +22,7 @@ from api.errors import Unauthorized
 from api.models import ApiToken, AuthChallenge, User
 from api.services.tokens import new_nonce, new_secret, secret_hash
 from api.services.users import get_or_create_user
-from api.wallet import parse_wallet_address, verify_sign_data
+from api.wallet import parse_sign_in_address, verify_sign_data
 
 PURPOSE_SIGN_IN = "wallet-sign-in"
 PURPOSE_WORKER_BINDING = "worker-binding"
@@ -50,7 +50,7 @@ def sign_in_message(*, network: str, address: str, nonce: str, issued: datetime)
 def issue_sign_in_challenge(
     session: Session, config: ApiConfig, address: str, now: datetime
 ) -> AuthChallenge:
-    wallet = parse_wallet_address(address, config.network)
+    wallet = parse_sign_in_address(address, config.network)
     nonce = new_nonce()
     challenge = AuthChallenge(
         purpose=PURPOSE_SIGN_IN,
@@ -122,16 +122,18 @@ def verify_sign_in(
     key: str,
     now: datetime,
 ) -> IssuedToken:
-    wallet = parse_wallet_address(address, config.network)
+    wallet = parse_sign_in_address(address, config.network)
     challenge = consume_challenge(
         session, purpose=PURPOSE_SIGN_IN, nonce=nonce, subject=wallet.bech32, now=now
     )
     try:
-        signed = verify_sign_data(signature, key)
+        signed = verify_sign_data(signature, key, credential=wallet.credential)
         if signed.message != challenge.message:
             raise Unauthorized("signed message is not the challenge issued")
         if signed.key_hash != wallet.payment_key_hash:
-            raise Unauthorized("signing key does not match the address's payment credential")
+            raise Unauthorized(
+                f"signing key does not match the address's {wallet.credential} credential"
+            )
     except Unauthorized:
         # One attempt per challenge: a failed answer burns the nonce too.
         session.commit()

@@ -307,13 +307,33 @@ def _stake_hash(address: str) -> str | None:
 
 
 def authorize(user: User, target: Target) -> None:
-    """Balances are private: only the wallet that owns the address (or stake key) reads them."""
+    """Balances are private: only the key that controls them reads them. An address's
+    balance needs a session signed by its payment key; a stake address's, a session
+    signed by that stake key (signed in as the stake address): naming a stake credential
+    in one's own signed-in address proves nothing about it."""
     if target.kind == "address":
         if target.text == user.address or target.payment_hash == user.payment_key_hash:
             return
-    elif target.stake_hash is not None and _stake_hash(user.address) == target.stake_hash:
+        raise Forbidden("balances are private: sign in with the wallet that owns this address")
+    if target.stake_hash is not None and _signed_in_stake(user.address) == target.stake_hash:
         return
-    raise Forbidden("balances are private: sign in with the wallet that owns this address")
+    raise Forbidden(
+        "a stake address's balance needs its stake key: sign in with the stake address "
+        "(your wallet signs with its stake key)"
+    )
+
+
+@functools.lru_cache(maxsize=65_536)
+def _signed_in_stake(address: str) -> str | None:
+    """The stake key hash a session proved: the user signed in as a stake address."""
+    try:
+        parsed = Address.from_primitive(address)
+    except Exception:
+        return None
+    stake = parsed.staking_part
+    if parsed.payment_part is not None or stake is None or not hasattr(stake, "payload"):
+        return None
+    return str(stake.payload.hex())
 
 
 def known_addresses(session: Session | Connection, user: User, target: Target) -> list[str]:
@@ -321,7 +341,7 @@ def known_addresses(session: Session | Connection, user: User, target: Target) -
     with that stake credential (the devnet does not serve Blockfrost's account addresses)."""
     if target.kind == "address":
         return [target.text]
-    found = {user.address} if _stake_hash(user.address) == target.stake_hash else set()
+    found: set[str] = set()
     for address in session.execute(select(Provider.payout_address).distinct()).scalars():
         if _stake_hash(address) == target.stake_hash:
             found.add(address)

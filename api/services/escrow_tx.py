@@ -21,13 +21,11 @@ from api.config import ApiConfig
 from api.errors import ApiError, BadRequest, Conflict
 from api.models import Job, JobEscrow, User
 from api.models.job import TERMINAL_STATUSES
-from api.services import oracle_feed
+from api.services import oracle_feed, payable_escrow
+from api.services.escrow_deadline import escrow_deadline_ms
 from api.services.jobs import get_job
 from proofnet.messages.jobspec import JobSpec
-from proofnet.messages.topology import plan
 
-# After its last possible attempt a job still needs time for the oracles to settle it;
-# past the deadline the submitter may take the escrow back.
 # What a transaction may cost before the API refuses to build it (a sanity bound, 50 ADA).
 MAX_FEE_LOVELACE = 50_000_000
 MAX_WALLET_UTXOS = 500
@@ -65,39 +63,6 @@ class SubmittedEscrowTx:
     # None while the chain has not confirmed the transaction yet: record it later with
     # `POST /jobs/{id}/escrow {tx_id, index}`.
     recorded: JobEscrow | None
-
-
-def escrow_deadline_ms(
-    chain_now_ms: int, spec: JobSpec, max_attempts: int, settlement_window_s: int
-) -> int:
-    """Room for every attempt at the job's full duration, then the settlement window. A job
-    with a topology has room for every attempt of each unit on its longest chain of units
-    that run one after another (`sequential_units`)."""
-    attempts_ms = spec.resources.max_duration_s * 1000 * max_attempts
-    return chain_now_ms + attempts_ms * sequential_units(spec) + settlement_window_s * 1000
-
-
-def sequential_units(spec: JobSpec) -> int:
-    """How many units of the job must run one after another: 1 without a topology or for a
-    cluster (its nodes run together), else the longest chain of waits in the plan."""
-    if spec.topology is None:
-        return 1
-    units = {u.index: u for u in plan(spec.topology)}
-    depth: dict[int, int] = {}
-    # Waits may name a higher index (a stage waits for an evaluation numbered after it), so
-    # depths are filled in dependency order rather than index order.
-    pending = sorted(units)
-    while pending:
-        waiting = []
-        for i in pending:
-            if all(a in depth for a in units[i].after):
-                depth[i] = 1 + max((depth[a] for a in units[i].after), default=0)
-            else:
-                waiting.append(i)
-        if len(waiting) == len(pending):  # pragma: no cover - plan() builds acyclic waits
-            raise ValueError("the topology's units wait on each other in a cycle")
-        pending = waiting
-    return max(depth.values())
 
 
 def _open_job(session: Session, owner: User, job_id: str) -> Job:
@@ -224,7 +189,7 @@ def submit_escrow_tx(
     tx_cbor: str,
     witness_set: str,
     now: datetime,
-    escrow_script_hash: str,
+    config: ApiConfig,
     confirm_wait_s: float = 8.0,
     sleep: Callable[[float], None] = time.sleep,
 ) -> SubmittedEscrowTx:
@@ -232,7 +197,7 @@ def submit_escrow_tx(
     from chain.offchain.builders import BuilderError, assemble, submit
     from chain.offchain.errors import TransactionRejectedError
 
-    _open_job(session, owner, job_id)
+    job = _open_job(session, owner, job_id)
     try:
         tx = assemble(tx_cbor, witness_set)
     except BuilderError as exc:
@@ -244,12 +209,11 @@ def submit_escrow_tx(
         raise BadRequest(f"the chain refused the transaction: {exc.reason}") from exc
     except Exception as exc:
         raise EscrowUnavailable(f"chain backend unavailable: {type(exc).__name__}: {exc}") from exc
-    ref = f"{tx_id}#{index}"
     waited = 0.0
     while True:
         try:
-            found = oracle_feed.lookup_escrow_output(context, tx_id, index)
-        except oracle_feed.EscrowBackendError:
+            found = payable_escrow.lookup(context, tx_id, index)
+        except payable_escrow.EscrowBackendError:
             found = None  # submitted already; the client can record it later
         if found is not None or waited >= confirm_wait_s:
             break
@@ -257,9 +221,8 @@ def submit_escrow_tx(
         waited += 0.25
     if found is None:
         return SubmittedEscrowTx(job_id, tx_id, index, None)
-    checked = oracle_feed.check_escrow(
-        found, job_id=job_id, escrow_script_hash=escrow_script_hash, ref=ref
-    )
+    terms = payable_escrow.terms_for(job, owner, deployment, config, now)
+    checked = payable_escrow.require_payable(found, terms)
     row = oracle_feed.record_escrow(
         session, owner, job_id, tx_id=tx_id, index=index, found=checked, now=now
     )

@@ -21,6 +21,7 @@ from sqlmodel import Session, col, select
 from api.config import ApiConfig
 from api.errors import BadRequest, Conflict, NotFound
 from api.models import Job, JobEscrow, JobUnit, Lease, Provider
+from api.models.job import NOT_STARTED, TERMINAL_STATUSES
 from api.services import clusters, unit_outcomes, units
 from api.services.estimates import record_run
 from api.services.notifications import notify_job_completed
@@ -35,10 +36,12 @@ __all__ = [
     "active_lease",
     "claim",
     "complete",
+    "end_unstarted",
     "escrow_of",
     "fail",
     "fitting_gpus",
     "heartbeat",
+    "leases_started",
     "release",
     "sweep_expired",
 ]
@@ -168,6 +171,66 @@ def _claim_unit(
     view = units.claim_view(job, unit, cluster)
     session.commit()
     return ClaimedLease(job=job, lease=lease, token=token, unit=view)
+
+
+def leases_started(session: Session, job: Job) -> bool:
+    """Whether any lease of `job` was handed to a worker (a lease ended at its start
+    because the escrow could not pay never was: `NOT_STARTED`)."""
+    return (
+        session.exec(
+            select(Lease.id).where(
+                Lease.job_id == job.id, col(Lease.outcome).is_distinct_from(NOT_STARTED)
+            )
+        ).first()
+        is not None
+    )
+
+
+def end_unstarted(
+    session: Session, claimed: ClaimedLease, reason: str, now: datetime, *, escrow_refused: bool
+) -> None:
+    """Take back a lease before the worker hears of it: its job's escrow could not pay (or
+    could not be checked) at the lease's start. The job or unit goes back to the queue as
+    if never claimed. When the escrow was refused, it no longer backs the job: before any
+    lease started, its record is dropped (the job waits for an escrow that can pay); after
+    one did, the job fails (workers attest against that escrow: it cannot be replaced)."""
+    assert claimed.job.id is not None
+    job = _lock_job(session, claimed.job.id)
+    lease = session.exec(
+        select(Lease).where(Lease.id == claimed.lease.id).execution_options(populate_existing=True)
+    ).one()
+    if lease.ended_at is not None:
+        session.commit()
+        return
+    if lease.unit_id is None:
+        end_lease(lease, NOT_STARTED, reason, now)
+        if job.status == "leased" and job.current_lease_id == lease.id:
+            _requeue(job, now, error=None)
+            job.attempts = max(job.attempts - 1, 0)
+    else:
+        unit = session.exec(select(JobUnit).where(JobUnit.id == lease.unit_id)).one()
+        _unit_lost(session, ActiveLease(job=job, lease=lease, unit=unit), "released", reason, now)
+        lease.outcome = NOT_STARTED
+    session.add_all([job, lease])
+    session.flush()
+    if escrow_refused and job.status not in TERMINAL_STATUSES:
+        error = f"the job's escrow can no longer pay: {reason}"
+        if not leases_started(session, job):
+            recorded = escrow_of(session, job)
+            if recorded is not None:
+                session.delete(recorded)
+            job.last_error = f"{error}; record an escrow that can"[:2000]
+        elif job.unit_count:
+            unit_outcomes.fail_job(session, job, units.job_units(session, job), [], error, now)
+        else:
+            job.status = "failed"
+            job.current_lease_id = None
+            job.finished_at = now
+            job.last_error = error[:2000]
+        job.updated_at = now
+        job.version += 1
+        session.add(job)
+    session.commit()
 
 
 def escrow_of(session: Session, job: Job) -> JobEscrow | None:

@@ -9,20 +9,19 @@ with a topology has these per unit instead (`units`, see api/services/unit_feed.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from api.errors import BadRequest, Conflict, NotFound
+from api.errors import Conflict, NotFound
 from api.models import Job, JobEscrow, JobResult, Lease, Provider, User
 from api.services import rate_cards, unit_feed
 from api.services.jobs import get_job
+from api.services.leases import leases_started
+from chain.offchain.escrow_terms import EscrowFacts
 from proofnet.messages.jobspec import JobSpec
-
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def _iso(at: datetime) -> str:
@@ -124,37 +123,6 @@ def worker_feed(session: Session, worker_key: str, network: str) -> dict[str, An
 # --- the submitter records the escrow ---------------------------------------------------
 
 
-@dataclass(frozen=True)
-class EscrowOnChain:
-    """What the chain says about an output claimed to be a job's escrow."""
-
-    payment_script_hash: str | None
-    datum_job_id: bytes | None  # None when the output has no EscrowDatum inline
-    budget: int
-    deadline_ms: int
-    spent: bool
-
-
-class EscrowCheckError(BadRequest):
-    """The out-ref is not an unspent escrow for this job."""
-
-
-def check_escrow(
-    found: EscrowOnChain | None, *, job_id: str, escrow_script_hash: str, ref: str
-) -> EscrowOnChain:
-    if found is None:
-        raise EscrowCheckError(f"output {ref} does not exist on chain (not yet confirmed?)")
-    if found.payment_script_hash != escrow_script_hash:
-        raise EscrowCheckError(f"output {ref} is not at the escrow script address")
-    if found.spent:
-        raise EscrowCheckError(f"escrow {ref} is already spent")
-    if found.datum_job_id is None:
-        raise EscrowCheckError(f"output {ref} has no inline escrow datum")
-    if found.datum_job_id != bytes.fromhex(job_id):
-        raise EscrowCheckError(f"escrow {ref} is for job {found.datum_job_id.hex()}, not {job_id}")
-    return found
-
-
 def record_escrow(
     session: Session,
     owner: User,
@@ -162,81 +130,46 @@ def record_escrow(
     *,
     tx_id: str,
     index: int,
-    found: EscrowOnChain,
+    found: EscrowFacts,
     now: datetime,
 ) -> JobEscrow:
-    """Record (or replace, until the job completed) the job's escrow out-ref."""
+    """Record the job's escrow out-ref: an escrow `api.services.payable_escrow` found able
+    to pay. It may be replaced only until a lease starts: from then on workers attest
+    against it, and a swap would make their attestations fail (`escrow_mismatch`)."""
     job = get_job(session, owner, job_id)
-    assert job.id is not None
+    assert job.id is not None and found.datum is not None
+    # The job's row lock orders this against a claim starting a lease meanwhile.
+    session.exec(select(Job).where(Job.id == job.id).with_for_update()).one()
     taken = session.exec(
         select(JobEscrow).where(JobEscrow.tx_id == tx_id, JobEscrow.output_index == index)
     ).first()
     if taken is not None and taken.job_id != job.id:
         raise Conflict(f"escrow {tx_id}#{index} is already recorded for another job")
     row = session.exec(select(JobEscrow).where(JobEscrow.job_id == job.id)).first()
-    if (
-        row is not None
-        and job.status == "completed"
-        and (row.tx_id, row.output_index)
-        != (
-            tx_id,
-            index,
+    replaced = row is not None and (row.tx_id, row.output_index) != (tx_id, index)
+    if replaced and leases_started(session, job):
+        assert row is not None
+        raise Conflict(
+            "a worker has started on this job: its escrow can no longer be replaced "
+            f"(recorded: {row.tx_id}#{row.output_index})"
         )
-    ):
-        raise Conflict("the job completed; its escrow can no longer be changed")
+    budget, deadline = found.datum.budget, found.datum.deadline
     if row is None:
         row = JobEscrow(
             job_id=job.id,
             tx_id=tx_id,
             output_index=index,
-            budget=found.budget,
-            deadline_ms=found.deadline_ms,
+            budget=budget,
+            deadline_ms=deadline,
             recorded_at=now,
         )
     else:
         row.tx_id, row.output_index = tx_id, index
-        row.budget, row.deadline_ms, row.recorded_at = found.budget, found.deadline_ms, now
+        row.budget, row.deadline_ms, row.recorded_at = budget, deadline, now
     session.add(row)
-    session.commit()
-    return row
-
-
-def lookup_escrow_output(context: Any, tx_id: str, index: int) -> EscrowOnChain | None:
-    """Read one output through a Blockfrost-shaped chain context (`/txs/{hash}/utxos`)."""
-    from pycardano import Address, ScriptHash
-
-    from chain.contracts.types import EscrowDatum
-
-    if not _HEX64.fullmatch(tx_id):
-        raise BadRequest("tx_id must be 64 lowercase hex digits")
-    api = getattr(context, "api", None)
-    if api is None or not hasattr(api, "transaction_utxos"):
-        raise BadRequest("the API's chain backend cannot look up outputs by transaction")
     try:
-        body = api.transaction_utxos(hash=tx_id, return_type="json")
-    except Exception as exc:
-        if getattr(exc, "status_code", None) == 404:
-            return None
-        raise EscrowBackendError(f"chain backend failed: {exc}") from exc
-    for out in body.get("outputs", []):
-        if int(out["output_index"]) != index:
-            continue
-        try:
-            part = Address.from_primitive(out["address"]).payment_part
-            script = part.payload.hex() if isinstance(part, ScriptHash) else None
-        except Exception:
-            script = None
-        datum_job: bytes | None = None
-        budget = deadline = 0
-        if out.get("inline_datum"):
-            try:
-                datum = EscrowDatum.from_cbor(bytes.fromhex(out["inline_datum"]))
-                datum_job, budget, deadline = bytes(datum.job_id), datum.budget, datum.deadline
-            except Exception:
-                datum_job = None
-        return EscrowOnChain(script, datum_job, budget, deadline, bool(out.get("consumed_by_tx")))
-    return None
-
-
-class EscrowBackendError(Exception):
-    """The chain backend could not be asked (503 to the client)."""
+        session.commit()
+    except IntegrityError as exc:  # a concurrent record of the same out-ref won
+        session.rollback()
+        raise Conflict(f"escrow {tx_id}#{index} is already recorded") from exc
+    return row

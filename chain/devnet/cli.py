@@ -106,6 +106,7 @@ def up(
     from chain.devnet.producer import BlockProducer
     from chain.devnet.profiles import UnknownProfile, profile_params
     from chain.devnet.server import API_PREFIX, create_app
+    from proofnet.serving import HttpLimits, uvicorn_config
 
     settings = _settings()
     chosen = profile or settings.devnet_profile
@@ -139,8 +140,12 @@ def up(
             f"(blocks every {interval}s, faults {'on' if faults else 'off'})"
         )
         producer.start()
+        # Slow clients time out and connections are capped, as for every role.
+        limits = HttpLimits.from_settings(settings)
         server = uvicorn.Server(
-            uvicorn.Config(app_, host=bind, port=listen, log_level="info", access_log=False)
+            uvicorn_config(
+                app_, host=bind, port=listen, limits=limits, log_level="info", access_log=False
+            )
         )
         # uvicorn handles SIGINT/SIGTERM itself (stop accepting, drain requests), then
         # restores the handlers it found and re-raises the signal. Installing no-op handlers

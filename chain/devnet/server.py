@@ -38,6 +38,7 @@ from chain.devnet.explorer import explorer_router
 from chain.devnet.interface import DevnetLedger
 from chain.devnet.ogmios_utxos import OgmiosUtxoError, additional_utxo_cbor
 from chain.devnet.records import BlockRecord
+from proofnet.json_limits import JsonLimits
 
 log = logging.getLogger(__name__)
 
@@ -905,6 +906,8 @@ def create_app(
 
     app.include_router(router)
     app.include_router(explorer_router(ledger))
+    # Hostile JSON (admin bodies: too deep, integers past 64 bits) gets a 400, not a 500.
+    app.add_middleware(JsonLimits, max_bytes=max_body_bytes, error_body=error_body)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     # Browser dapps call Blockfrost directly, which answers any origin; so does the devnet.
     # No credentials are involved (the project id and admin token travel as headers).

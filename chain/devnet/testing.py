@@ -32,6 +32,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from chain.devnet.interface import DevnetLedger
+from proofnet.serving import HttpLimits, uvicorn_config
 
 
 class DevnetStartError(RuntimeError):
@@ -40,14 +41,27 @@ class DevnetStartError(RuntimeError):
 
 @contextlib.contextmanager
 def serve_app(
-    app: FastAPI, *, host: str = "127.0.0.1", startup_timeout: float = 10.0
+    app: FastAPI,
+    *,
+    host: str = "127.0.0.1",
+    startup_timeout: float = 10.0,
+    limits: HttpLimits | None = None,
 ) -> Iterator[str]:
-    """Serve `app` with uvicorn in a daemon thread; yield its root URL (`http://host:port`)."""
+    """Serve `app` with uvicorn in a daemon thread, under `limits` as the roles serve
+    (`proofnet.serving`); yield its root URL (`http://host:port`)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+    config = uvicorn_config(
+        app,
+        host=host,
+        port=port,
+        limits=limits or HttpLimits(),
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name=f"devnet-http-{port}", daemon=True

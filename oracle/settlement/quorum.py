@@ -6,7 +6,11 @@ first healthy co-signers not in a refusal cool-down. It sends the unsigned trans
 the attestation bundle to each (`POST /api/v1/quorum/sign`) and assembles once it holds M
 witnesses.
 
-A co-signer trusts nothing it is sent. It re-verifies every attestation of the bundle with
+A co-signer trusts nothing it is sent. Its witness signs the whole body, so it first checks
+that the body is a batch and no more (`oracle.settlement.signing_scope`): nothing at an
+address of its own keys is spent or offered as collateral, no script but this deployment's
+escrows is spent, and no redeemer but the batch's and its escrows' `Settle` is carried. It
+then re-verifies every attestation of the bundle with
 its own intake pipeline (its store, its chain view), decodes the transaction and checks that
 it pays exactly what the attestations claim: its escrow inputs are exactly the attested
 escrows, each redeemer entry names one payout output per attestation of its escrow (one
@@ -61,6 +65,7 @@ from .ports import (
     SettlementError,
     UnsignedBatch,
 )
+from .signing_scope import ResolvedTx, SigningScope, ref_of, scope_refusal
 
 log = logging.getLogger("oracle.settlement")
 
@@ -220,6 +225,9 @@ class CoSigner:
     key: PaymentSigningKey
     verifier: AttestationVerifier
     readiness: JobOverCheck | None = None
+    # Key hashes of other keys this oracle holds (a separate payer key): a batch may spend
+    # nothing at their addresses either.
+    other_keys: tuple[VerificationKeyHash, ...] = ()
 
     def __post_init__(self) -> None:
         if self.readiness is None:
@@ -230,17 +238,24 @@ class CoSigner:
         builder = engine.builder
         # The engine's rule carries the configured grace period and deadline margin.
         own = engine.readiness if callable(getattr(engine.readiness, "refusal", None)) else None
+        payer = getattr(builder, "payer_key", None)
         return cls(
             builder.deployment,
             engine.chain,
             builder.oracle_key,
             IntakeVerifier(app.state.context),
             own,
+            () if payer is None else (payer.to_verification_key().hash(),),
         )
 
     @property
     def key_hash(self) -> VerificationKeyHash:
         return self.key.to_verification_key().hash()
+
+    @property
+    def scope(self) -> SigningScope:
+        own = frozenset(k.payload for k in (self.key_hash, *self.other_keys))
+        return SigningScope(self.deployment, own)
 
     def review(self, tx_cbor: bytes, bundle_body: bytes) -> bytes:
         """The VKey witness CBOR, or `QuorumRefusal`."""
@@ -255,8 +270,13 @@ class CoSigner:
         body = tx.transaction_body
         if self.key_hash not in (body.required_signers or []):
             raise QuorumRefusal("this oracle is not a required signer of the batch")
-        if body.mint or body.certificates or body.ttl is None:
-            raise QuorumRefusal("a batch mints nothing, certifies nothing and has a TTL")
+        resolved = ResolvedTx(
+            tx,
+            {ref_of(i): self._resolve(ref_of(i)) for i in (*body.inputs, *(body.collateral or []))},
+        )
+        refusal = scope_refusal(resolved, self.scope)
+        if refusal is not None:
+            raise QuorumRefusal(refusal)
         redeemer = _batch_redeemer(tx, self.deployment)
         if bytes(redeemer.merkle_root) != bundle.merkle_root:
             raise QuorumRefusal("the redeemer's Merkle root is not the bundle's")
@@ -268,7 +288,7 @@ class CoSigner:
         breaks = chain_breaks([(str(c.escrow), c.unit) for c in claims if c.unit is not None])
         if breaks:
             raise QuorumRefusal(breaks[0].detail)
-        self._check_payments(tx, redeemer, claims)
+        self._check_payments(resolved, redeemer, claims)
         from pycardano import VerificationKeyWitness
 
         body_hash = body.hash()
@@ -295,10 +315,10 @@ class CoSigner:
                 raise QuorumRefusal(f"escrow {escrow} is not ready to settle: {reason}")
 
     def _check_payments(
-        self, tx: Transaction, redeemer: t.BatchSettle, claims: Sequence[VerifiedClaim]
+        self, resolved: ResolvedTx, redeemer: t.BatchSettle, claims: Sequence[VerifiedClaim]
     ) -> None:
-        body = tx.transaction_body
-        inputs = sorted(body.inputs, key=lambda i: (i.transaction_id.payload, i.index))
+        body = resolved.tx.transaction_body
+        inputs = resolved.inputs
         by_escrow: dict[str, list[VerifiedClaim]] = {}
         for c in claims:
             by_escrow.setdefault(str(c.escrow), []).append(c)
@@ -321,8 +341,8 @@ class CoSigner:
         other_ntx_in = 0
         seen: set[str] = set()
         for index, tx_in in enumerate(inputs):
-            ref = OutRef(tx_in.transaction_id.payload.hex(), tx_in.index)
-            output = self._resolve(ref)
+            ref = ref_of(tx_in)
+            output = resolved.output(tx_in)
             if output.address.payment_part != escrow_hash:
                 other_ntx_in += _ntx(output, policy, name)
                 continue

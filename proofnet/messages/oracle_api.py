@@ -12,5 +12,6 @@ from typing import Final
 
 ATTESTATIONS_PATH: Final = "/api/v1/attestations"
 COSE_CONTENT_TYPE: Final = "application/cose"
-# An attestation with 256 result names of 512 characters fits well inside this.
+# The wire format's ceiling (256 result names of 512 characters fit well inside it). Each
+# oracle takes less: PROOFNET_ORACLE_MAX_ATTESTATION_BYTES, 128 KiB by default (413 beyond).
 MAX_ATTESTATION_BYTES: Final = 512 * 1024

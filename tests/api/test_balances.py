@@ -49,6 +49,26 @@ class BaseWallet(Wallet):
         )
 
 
+@dataclass
+class StakeSignIn(Wallet):
+    """Signs in as the stake address with the stake key (CIP-30 `signData(rewardAddress)`)."""
+
+    stake_key: StakeSigningKey | None = None
+
+    @property
+    def address(self) -> str:
+        assert self.stake_key is not None
+        stake = self.stake_key.to_verification_key().hash()
+        return str(Address(staking_part=stake, network=Network.TESTNET))
+
+    def sign_data(self, message: str) -> dict[str, str]:
+        from pycardano.cip import cip8
+
+        signed = cip8.sign(message, self.stake_key, attach_cose_key=True, network=Network.TESTNET)
+        assert isinstance(signed, dict)
+        return {"signature": signed["signature"], "key": signed["key"]}
+
+
 class Oracle:
     """A local HTTP server answering the oracle's public per-job attestation status."""
 
@@ -180,8 +200,12 @@ def test_balance_parts_on_a_devnet(
         root = chain.url.removesuffix("/").removesuffix("/api/v0")
         assert payout["explorer"] == {"devnet": f"{root}/explorer/tx/{'cd' * 32}"}
 
-        # The stake address covers the addresses the API knows with that stake key.
-        by_stake = client.get(f"/api/v1/balances/{wallet.stake_address}", headers=auth).json()
+        # The stake address covers the addresses the API knows with that stake key; reading
+        # it takes a session signed by the stake key (signed in as the stake address).
+        stake_path = f"/api/v1/balances/{wallet.stake_address}"
+        assert client.get(stake_path, headers=auth).status_code == 403
+        stake_auth = sign_in(client, StakeSignIn(stake_key=wallet.stake_key))
+        by_stake = client.get(stake_path, headers=stake_auth).json()
         assert by_stake["kind"] == "stake" and by_stake["addresses"] == [wallet.address]
         assert by_stake["available"]["ntx"] == 1734 and by_stake["earned"]["ntx"] == 40
 

@@ -4,9 +4,12 @@ jobs, results, logs, usage, estimates, balances or notification settings."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from api_support import Wallet, Worker, job_spec, sign_in
 from fastapi.testclient import TestClient
+from pycardano import Address, Network, StakeSigningKey, VerificationKeyHash
+from pycardano.cip import cip8
 
 
 def test_nobody_reads_another_users_private_data(
@@ -63,3 +66,68 @@ def test_nobody_reads_another_users_private_data(
     assert mine.status_code == 200
     owner_view = client.get("/api/v1/notifications", headers=owner).json()
     assert owner_view["webhook"]["url"] == "http://127.0.0.1:9/owner-hook"
+
+
+@dataclass
+class StakeWallet(Wallet):
+    """A wallet signing in as its stake address: CIP-30 `signData(rewardAddress, ...)`
+    signs with the stake key."""
+
+    stake_key: StakeSigningKey = field(default_factory=StakeSigningKey.generate)
+
+    @property
+    def stake_hash(self) -> VerificationKeyHash:
+        return self.stake_key.to_verification_key().hash()
+
+    @property
+    def address(self) -> str:
+        return str(Address(staking_part=self.stake_hash, network=Network.TESTNET))
+
+    def sign_data(self, message: str) -> dict[str, str]:
+        signed = cip8.sign(message, self.stake_key, attach_cose_key=True, network=Network.TESTNET)
+        assert isinstance(signed, dict)
+        return {"signature": signed["signature"], "key": signed["key"]}
+
+
+@dataclass
+class BorrowedStakeWallet(Wallet):
+    """The attacker: its own payment key, in a base address naming the victim's stake
+    credential (anyone can write such an address; only the payment key signs for it)."""
+
+    victim_stake: VerificationKeyHash | None = None
+
+    @property
+    def address(self) -> str:
+        vk = self.signing_key.to_verification_key()
+        return str(Address(vk.hash(), self.victim_stake, network=Network.TESTNET))
+
+
+def test_a_stake_balance_needs_the_stake_key(client: TestClient) -> None:
+    victim = StakeWallet()
+    balance = f"/api/v1/balances/{victim.address}"
+    # The attack: sign in with one's own payment key under the victim's stake credential.
+    attacker = sign_in(client, BorrowedStakeWallet(victim_stake=victim.stake_hash))
+    denied = client.get(balance, headers=attacker)
+    assert denied.status_code == 403 and "stake key" in denied.json()["detail"]
+    # The honest twin: the stake key's owner signs in as the stake address and reads it.
+    owner = sign_in(client, victim)
+    shown = client.get(balance, headers=owner)
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["kind"] == "stake"
+    # Another stake key cannot sign in as the victim's stake address.
+    impostor = StakeWallet()
+    challenge = client.post("/api/v1/auth/challenge", json={"address": victim.address}).json()
+    signed = impostor.sign_data(challenge["message"])
+    verify = client.post(
+        "/api/v1/auth/verify",
+        json={"address": victim.address, "nonce": challenge["nonce"], **signed},
+    )
+    assert verify.status_code == 401
+    # Nor can a payment key (the header names a payment address, not the stake address).
+    challenge = client.post("/api/v1/auth/challenge", json={"address": victim.address}).json()
+    signed = Wallet().sign_data(challenge["message"])
+    verify = client.post(
+        "/api/v1/auth/verify",
+        json={"address": victim.address, "nonce": challenge["nonce"], **signed},
+    )
+    assert verify.status_code == 401

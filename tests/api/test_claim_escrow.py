@@ -3,19 +3,19 @@ jobs whose escrow the submitter recorded (status says why a job without one wait
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from api_support import NETWORK, FakeClock, Wallet, Worker, job_spec
+from api_support import NETWORK, Wallet, Worker, job_spec
+from escrow_chain import FakeChainContext, deployment, escrow_datum, escrow_output
 from fastapi.testclient import TestClient
-from sqlmodel import Session, select
 
 from api.config import ApiConfig
-from api.models import Job, JobEscrow
 from api.routes.oracle_feed import escrow_script_hash
 from proofnet.settings import build_settings
+
+DEPLOYED = deployment()
 
 
 @pytest.fixture
@@ -40,33 +40,40 @@ def _post(client: TestClient, headers: dict[str, str]) -> str:
     return str(response.json()["job_id"])
 
 
-def _record(session: Session, job_id: str, clock: FakeClock) -> tuple[str, int]:
-    """What POST /jobs/{id}/escrow stores once the chain confirms the escrow."""
-    job = session.exec(select(Job).where(Job.job_id == job_id)).one()
-    assert job.id is not None
-    tx_id = hashlib.sha256(job_id.encode()).hexdigest()
-    session.add(
-        JobEscrow(
-            job_id=job.id,
-            tx_id=tx_id,
-            output_index=2,
-            budget=1_000_000,
-            deadline_ms=2**40,
-            recorded_at=clock(),
-        )
+@pytest.fixture
+def chain(client: TestClient) -> FakeChainContext:
+    """The chain the API reads escrows from, and the deployment they must belong to."""
+    context = FakeChainContext()
+    client.app.state.chain_context = context  # type: ignore[attr-defined]
+    client.app.state.deployment = DEPLOYED  # type: ignore[attr-defined]
+    return context
+
+
+def _record(
+    client: TestClient,
+    chain: FakeChainContext,
+    wallet: Wallet,
+    headers: dict[str, str],
+    job_id: str,
+) -> tuple[str, int]:
+    """Lock an escrow that can pay the job (on the fake chain) and record it."""
+    pkh = wallet.signing_key.to_verification_key().hash().payload.hex()
+    datum = escrow_datum(DEPLOYED, job_id, pkh, budget=1_000_000, deadline_ms=2**42)
+    tx_id, index = chain.put(escrow_output(DEPLOYED, datum))
+    recorded = client.post(
+        f"/api/v1/jobs/{job_id}/escrow", json={"tx_id": tx_id, "index": index}, headers=headers
     )
-    session.commit()
-    return tx_id, 2
+    assert recorded.status_code == 200, recorded.text
+    return tx_id, index
 
 
 def test_a_job_waits_for_its_escrow_then_the_claim_names_it(
     client: TestClient,
-    session: Session,
+    chain: FakeChainContext,
     approved: tuple[Wallet, dict[str, str]],
     worker_factory: Callable[[], Worker],
-    clock: FakeClock,
 ) -> None:
-    _, headers = approved
+    wallet, headers = approved
     worker = worker_factory()
     worker.register([])
     first, second = _post(client, headers), _post(client, headers)
@@ -77,7 +84,7 @@ def test_a_job_waits_for_its_escrow_then_the_claim_names_it(
     assert f"/api/v1/jobs/{first}/escrow" in status["reason"]
 
     # The younger job's escrow is recorded first: it is handed out, the older one still waits.
-    tx_id, index = _record(session, second, clock)
+    tx_id, index = _record(client, chain, wallet, headers, second)
     claimed = worker.claim()
     assert claimed.status_code == 200, claimed.text
     body: dict[str, Any] = claimed.json()
@@ -90,7 +97,7 @@ def test_a_job_waits_for_its_escrow_then_the_claim_names_it(
     }
     assert len(body["escrow"]["script_hash"]) == 56
     assert worker.claim().status_code == 204
-    _record(session, first, clock)
+    _record(client, chain, wallet, headers, first)
     assert worker.claim().json()["job_id"] == first
     status = client.get(f"/api/v1/jobs/{first}/status", headers=headers).json()
     assert status["status"] == "leased"

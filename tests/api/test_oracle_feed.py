@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from api_support import FakeClock, Wallet, Worker, job_spec
+from escrow_chain import FakeChainContext, deployment, escrow_datum, escrow_output
 from fastapi.testclient import TestClient
 from nacl.signing import SigningKey
 
@@ -17,10 +18,10 @@ from api.config import ApiConfig
 from api.storage import LocalBlobStore
 from oracle.feed import ArtifactMissing, FeedDataError, parse_worker
 from oracle.feed_client import HttpApiFeed
-from oracle.service import escrow_script_hash
 from proofnet.messages.worker_auth import sign_request_headers
 
 ORACLE = SigningKey.generate()
+DEPLOYED = deployment()
 NETWORK = "devnet"
 
 
@@ -137,70 +138,40 @@ def test_feed_data_is_rechecked_by_the_oracle(
         parse_worker(body, expected_key=worker.public_key, network=NETWORK)
 
 
-class FakeBlockfrostApi:
-    """`/txs/{hash}/utxos` answers, shaped as Blockfrost's (the devnet test uses the real one)."""
-
-    def __init__(self) -> None:
-        self.txs: dict[str, dict[str, Any]] = {}
-
-    def transaction_utxos(self, hash: str, return_type: str = "json") -> dict[str, Any]:
-        if hash not in self.txs:
-            error = RuntimeError("404")
-            error.status_code = 404  # type: ignore[attr-defined]
-            raise error
-        return self.txs[hash]
-
-
-class FakeContext:
-    def __init__(self) -> None:
-        self.api = FakeBlockfrostApi()
-
-
-def escrow_out(job_id: str, *, script: str | None = None, spent: bool = False) -> dict[str, Any]:
-    from oracle_escrow_datum import datum_hex
-    from pycardano import Address, Network, ScriptHash
-
-    address = Address(
-        ScriptHash(bytes.fromhex(script or escrow_script_hash())), network=Network.TESTNET
-    )
-    return {
-        "address": str(address),
-        "output_index": 0,
-        "amount": [{"unit": "lovelace", "quantity": "2000000"}],
-        "inline_datum": datum_hex(job_id),
-        "consumed_by_tx": "ee" * 32 if spent else None,
-    }
-
-
 def test_submitter_records_escrow_checked_on_chain(
     client: TestClient,
     approved: tuple[Any, dict[str, str]],
     worker_factory: Callable[[], Worker],
     feed: HttpApiFeed,
 ) -> None:
-    _wallet, auth = approved
+    wallet, auth = approved
     job_id = client.post("/api/v1/jobs", json={"spec": job_spec()}, headers=auth).json()["job_id"]
-    context = FakeContext()
-    client.app.state.chain_context = context  # type: ignore[attr-defined]
+    chain = FakeChainContext()
+    client.app.state.chain_context = chain  # type: ignore[attr-defined]
+    client.app.state.deployment = DEPLOYED  # type: ignore[attr-defined]
     path = f"/api/v1/jobs/{job_id}/escrow"
 
     def record(tx_id: str, index: int = 0, headers: dict[str, str] = auth) -> Any:
         return client.post(path, json={"tx_id": tx_id, "index": index}, headers=headers)
 
+    pkh = wallet.signing_key.to_verification_key().hash().payload.hex()
+
+    def escrow_out(job: str, **kwargs: Any) -> dict[str, Any]:
+        datum = escrow_datum(DEPLOYED, job, pkh, budget=1_500_000, deadline_ms=2**42)
+        return escrow_output(DEPLOYED, datum, **kwargs)
+
     missing = secrets.token_hex(32)
     assert record(missing).status_code == 400
     cases = {
         "not at the escrow": escrow_out(job_id, script="12" * 28),
-        "already spent": escrow_out(job_id, spent=True),
+        "was spent": escrow_out(job_id, spent_by="ee" * 32),
         "is for job": escrow_out("34" * 32),
     }
     for expected, out in cases.items():
-        tx = secrets.token_hex(32)
-        context.api.txs[tx] = {"outputs": [out]}
+        tx, _ = chain.put(out)
         response = record(tx)
         assert response.status_code == 400 and expected in response.json()["detail"], response.text
-    good = secrets.token_hex(32)
-    context.api.txs[good] = {"outputs": [escrow_out(job_id)]}
+    good, _ = chain.put(escrow_out(job_id))
     assert client.post(path, json={"tx_id": good, "index": 0}).status_code == 401
     response = record(good)
     assert response.status_code == 200, response.text

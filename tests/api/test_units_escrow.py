@@ -5,7 +5,7 @@ from __future__ import annotations
 from api_support import job_spec
 from unit_support import chain, evaluation, multi_node_spec, relay_spec
 
-from api.services.escrow_tx import escrow_deadline_ms, sequential_units
+from api.services.escrow_deadline import escrow_deadline_ms, sequential_units
 from proofnet.messages.jobspec import JobSpec
 
 

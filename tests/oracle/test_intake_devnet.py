@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from escrow_chain import deployment
 from nacl.signing import SigningKey
 from pycardano import (
     Address,
@@ -103,7 +104,7 @@ def lock_escrow(
         budget=BUDGET,
         ntx_policy=bytes.fromhex(policy),
         ntx_name=NTX_NAME,
-        deadline=int(time.time() * 1000) + 3_600_000,
+        deadline=int(time.time() * 1000) + 2 * 3_600_000,
         config_policy=b"\x22" * 28,
         config_name=t.CONFIG_NFT_NAME,
         cancel_allowed_until=t.NoPosixTime(),
@@ -132,11 +133,19 @@ def test_honest_attestation_verified_end_to_end(devnet: RunningDevnet, tmp_path:
         network=NETWORK,
         rate_limit_per_minute=100_000,
         oracle_keys=(oracle_key.public_key_hex,),
+        # The escrow lasts two hours: the job's one-hour run and this window fit in it.
+        settlement_window_s=600,
     )
+    # The protocol's script hashes as the hand-made escrow names them (only the escrow
+    # script is deployed for real: it takes no parameters).
+    deployed = deployment(ntx_policy=policy)
+    deployment_file = tmp_path / "deployment.json"
+    deployed.save(deployment_file)
     api_engine = make_api_engine(api_db)
     upgrade_head(api_engine)
     api_app = create_api(config=api_config, engine=api_engine, run_sweeper=False)
     api_app.state.chain_context = devnet.chain_context()
+    api_app.state.deployment = deployed
     api_app.state.blob_store = LocalBlobStore(tmp_path / "blobs")
 
     submitter = PaymentSigningKey.generate()
@@ -290,6 +299,7 @@ def test_honest_attestation_verified_end_to_end(devnet: RunningDevnet, tmp_path:
             ntx_policy_id=policy,
             ntx_asset_name=NTX_NAME.hex(),
             oracle_key_file=oracle_key.path,
+            deployment_file=deployment_file,
             data_dir=tmp_path / "oracle-data",
         )
         metrics = OracleMetrics()

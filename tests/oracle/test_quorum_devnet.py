@@ -243,3 +243,154 @@ def _unsigned(builder: CardanoSettlementBuilder, claims, signers):  # type: igno
 
     unsigned = builder.build(claims, batch_id=b"\x01" * 32, annotate=annotate, signers=signers)
     return unsigned, bundles["b"].body
+
+
+# --- a co-signer never signs away its own funds ---------------------------------------------
+
+
+def _own_funds_world(quorum, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Attested escrows and a co-signer (oracle 1) with its own wallet on the devnet."""
+    devnet, scenario = quorum
+    db = oracle_engine(tmp_path, "own-funds.db")
+    escrows = sc.lock(scenario, 1, nonce_base=800)
+    sc.attested_escrows(scenario, db, escrows, amount=30)
+    from sqlmodel import Session, select
+
+    from oracle.models import AttestationRecord
+
+    with Session(db) as session:
+        claims = [claim_of(r) for r in session.exec(select(AttestationRecord)).all()]
+    cosigner = CoSigner(
+        scenario.deployment,
+        BlockfrostChainView(devnet.url),
+        scenario.oracle_keys[1],
+        SignatureVerifier("devnet", scenario.deployment.escrow_hash),
+    )
+    signers = [scenario.oracle_pkhs[0], scenario.oracle_pkhs[1]]
+    return scenario, claims, cosigner, signers
+
+
+def test_cosigner_refuses_fees_paid_from_its_own_wallet(quorum, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The attack: a proposer builds a valid batch whose fee inputs and collateral come from
+    the co-signer's wallet (the co-signer's witness would cover them). Honest twin: the same
+    batch paid by the proposer is co-signed."""
+    scenario, claims, cosigner, signers = _own_funds_world(quorum, tmp_path)
+    context = scenario.devnet.context()
+    honest = CardanoSettlementBuilder(context, scenario.deployment, scenario.oracle_keys[0])
+    unsigned, bundle = _unsigned(honest, claims, signers)
+    assert len(cosigner.review(unsigned.tx_cbor, bundle)) > 64
+
+    thief = CardanoSettlementBuilder(
+        context, scenario.deployment, scenario.oracle_keys[0], payer_key=scenario.oracle_keys[1]
+    )
+    unsigned, bundle = _unsigned(thief, claims, signers)
+    from pycardano import Transaction
+
+    body = Transaction.from_cbor(unsigned.tx_cbor).transaction_body
+    cosigner_wallet = str(sc.enterprise(scenario.oracle_keys[1]))
+    assert body.collateral_return is not None
+    assert str(body.collateral_return.address) == cosigner_wallet  # the builder did use it
+    with pytest.raises(QuorumRefusal, match="address of this co-signer's key"):
+        cosigner.review(unsigned.tx_cbor, bundle)
+
+
+def test_cosigner_signs_a_batch_and_nothing_more(quorum, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Hand-built variants of an honest batch: each adds one thing a witness would
+    authorise beyond the batch, and each is refused for it."""
+    from pycardano import (
+        Address,
+        Asset,
+        AssetName,
+        ExecutionUnits,
+        MultiAsset,
+        Network,
+        RedeemerKey,
+        RedeemerTag,
+        RedeemerValue,
+        ScriptHash,
+        StakeCredential,
+        StakeRegistration,
+        Transaction,
+        TransactionOutput,
+        Withdrawals,
+    )
+
+    from chain.contracts import types as t
+
+    scenario, claims, cosigner, signers = _own_funds_world(quorum, tmp_path)
+    context = scenario.devnet.context()
+    builder = CardanoSettlementBuilder(context, scenario.deployment, scenario.oracle_keys[0])
+    unsigned, bundle = _unsigned(builder, claims, signers)
+    assert len(cosigner.review(unsigned.tx_cbor, bundle)) > 64  # the honest twin
+    own_key = scenario.oracle_keys[1].to_verification_key().hash()
+    own_utxo = context.utxos(sc.enterprise(scenario.oracle_keys[1]))[0]
+    deployment = scenario.deployment
+
+    def mint(tx: Transaction) -> None:
+        policy = ScriptHash(bytes.fromhex(deployment.ntx_policy))
+        tx.transaction_body.mint = MultiAsset({policy: Asset({AssetName(b"NTX"): 1})})
+
+    def certify(tx: Transaction) -> None:
+        tx.transaction_body.certificates = [StakeRegistration(StakeCredential(own_key))]
+
+    def withdraw_own_rewards(tx: Transaction) -> None:
+        own_rewards = Address(staking_part=own_key, network=Network.TESTNET)
+        withdraws = dict(tx.transaction_body.withdraws or {})
+        withdraws[bytes(own_rewards)] = 0
+        tx.transaction_body.withdraws = Withdrawals(withdraws)
+
+    def spend_own_input(tx: Transaction) -> None:
+        tx.transaction_body.inputs.append(own_utxo.input)
+
+    def spend_foreign_script(tx: Transaction) -> None:
+        tx.transaction_body.inputs.append(deployment.ref("config_ref"))
+
+    def own_collateral(tx: Transaction) -> None:
+        tx.transaction_body.collateral = [own_utxo.input]
+
+    def collateral_return_elsewhere(tx: Transaction) -> None:
+        back = tx.transaction_body.collateral_return
+        assert back is not None
+        elsewhere = sc.enterprise(sc.seeded_key("collateral-thief"))
+        tx.transaction_body.collateral_return = TransactionOutput(elsewhere, back.amount)
+
+    def _redeemer(tx: Transaction, key: RedeemerKey, data: object) -> None:
+        redeemers = tx.transaction_witness_set.redeemer
+        redeemers[key] = RedeemerValue(data, ExecutionUnits(1000, 1000))  # type: ignore[index]
+
+    def extra_mint_redeemer(tx: Transaction) -> None:
+        _redeemer(tx, RedeemerKey(RedeemerTag.MINT, 0), t.Settle())
+
+    def spend_redeemer_on_a_fee_input(tx: Transaction) -> None:
+        body = tx.transaction_body
+        inputs = sorted(body.inputs, key=lambda i: (i.transaction_id.payload, i.index))
+        escrows = {str(c.escrow) for c in claims}
+        fee_index = next(
+            i
+            for i, tx_in in enumerate(inputs)
+            if f"{tx_in.transaction_id.payload.hex()}#{tx_in.index}" not in escrows
+        )
+        _redeemer(tx, RedeemerKey(RedeemerTag.SPEND, fee_index), t.Settle())
+
+    def refund_an_escrow(tx: Transaction) -> None:
+        redeemers = tx.transaction_witness_set.redeemer
+        key = next(k for k in redeemers if k.tag == RedeemerTag.SPEND)  # type: ignore[union-attr]
+        _redeemer(tx, key, t.Refund(0))
+
+    attacks = {
+        mint: "mints",
+        certify: "certifies",
+        withdraw_own_rewards: "withdraws from something other",
+        spend_own_input: "address of this co-signer's key",
+        spend_foreign_script: "not an escrow of this deployment",
+        own_collateral: "collateral .* co-signer's key",
+        collateral_return_elsewhere: "collateral return goes elsewhere",
+        extra_mint_redeemer: "mint redeemer",
+        spend_redeemer_on_a_fee_input: "spend redeemer",
+        refund_an_escrow: "other than Settle",
+    }
+    for tamper, refusal in attacks.items():
+        tx = Transaction.from_cbor(unsigned.tx_cbor)
+        tamper(tx)
+        with pytest.raises(QuorumRefusal, match=refusal):
+            cosigner.review(tx.to_cbor(), bundle)

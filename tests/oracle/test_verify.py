@@ -3,6 +3,7 @@ with its own reason code."""
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from dataclasses import FrozenInstanceError
 
@@ -19,6 +20,7 @@ from oracle_fixtures import (
     make_world,
 )
 
+from chain.contracts import types as t
 from oracle.chain import ChainUnavailable, EscrowLookup
 from oracle.feed import FeedError
 from oracle.models import escrow_ref
@@ -158,6 +160,31 @@ def test_escrow_other_unit_or_expired(world: World) -> None:
         )
     )
     assert rejected(world).reason == Reason.ESCROW_EXPIRED
+
+
+def test_escrow_of_another_deployment_or_with_stray_tokens(world: World) -> None:
+    """Escrows the batch script would refuse to settle: another batch script or oracle
+    config named in the datum, or a token besides the NTX. The honest twin passes with the
+    deployment pinned as the served oracle pins it."""
+    pinned = {
+        "batch_credential": "11" * 28,
+        "config_policy": "22" * 28,
+        "config_name": t.CONFIG_NFT_NAME.hex(),
+    }
+    assert verify(world.sign(), world.context(**pinned)).ok
+    honest = escrow_datum(world.job_id)
+    for field, value, reason in (
+        ("batch_credential", b"\x44" * 28, Reason.ESCROW_WRONG_BATCH),
+        ("config_policy", b"\x55" * 28, Reason.ESCROW_WRONG_CONFIG),
+        ("config_name", b"other", Reason.ESCROW_WRONG_CONFIG),
+    ):
+        datum = dataclasses.replace(honest, **{field: value})
+        world.set_escrow(EscrowLookup("unspent", escrow_output(world.escrow, datum)))
+        assert rejected(world, **pinned).reason == reason
+    stray = escrow_output(world.escrow, honest)
+    stray = dataclasses.replace(stray, assets={**stray.assets, "ef" * 28: 1})
+    world.set_escrow(EscrowLookup("unspent", stray))
+    assert rejected(world, **pinned).reason == Reason.ESCROW_STRAY_TOKENS
 
 
 def test_replayed_and_already_settled(world: World) -> None:

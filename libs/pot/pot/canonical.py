@@ -84,7 +84,11 @@ def parse_canonical_json(data: bytes) -> Any:
     try:
         text = data.decode("utf-8")
         value = json.loads(text, parse_float=_reject_float, parse_constant=_reject_float)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except CanonicalJSONError:
+        raise
+    except RecursionError as exc:  # nesting past the interpreter's stack: never canonical
+        raise CanonicalJSONError(f"not JSON: nested deeper than {MAX_DEPTH} levels") from exc
+    except ValueError as exc:  # malformed, or an integer of more digits than Python converts
         raise CanonicalJSONError(f"not JSON: {exc}") from exc
     if _canonical_fast(value, data):
         return value

@@ -289,3 +289,18 @@ def test_full_mempool_is_425(tmp_path: Path) -> None:
         assert r.status_code == 425 and body["status_code"] == 425
         contract.validate("/tx/submit", 425, body, "post")
         assert len(ledger.mempool()) == 1 and utxo.spent_by is None
+
+
+def test_hostile_json_is_a_blockfrost_400(env: Env) -> None:
+    """The attacks: admin and evaluation bodies nested past the parser's recursion limit, or
+    with integers past 64 bits. Each is a Blockfrost-shaped 400 and changes nothing."""
+    before = snapshot(env)
+    auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    deep = b'{"address":' + b"[" * 10_000 + b"]" * 10_000 + b"}"  # within the size limit
+    huge = f'{{"address": "{env.address}", "lovelace": {2**70}}}'.encode()
+    for body in (deep, huge):
+        r = env.client.post("/api/v0/admin/fund", content=body, headers=auth)
+        assert_blockfrost_error(r, 400)
+    r = env.client.post("/api/v0/utils/txs/evaluate/utxos", content=deep, headers=auth)
+    assert_blockfrost_error(r, 400)
+    assert snapshot(env) == before
