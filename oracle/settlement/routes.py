@@ -90,8 +90,8 @@ async def quorum_sign(request: Request) -> dict[str, str]:
 
 def _cancel_cosigner(request: Request) -> Any:
     cosigner = getattr(request.app.state, "cancel_cosigner", None)
-    if cosigner is None:
-        raise HTTPException(503, "this oracle does not co-sign escrow cancels")
+    if cosigner is None:  # a service this oracle does not offer: not a server fault
+        raise HTTPException(404, "this oracle does not co-sign escrow cancels")
     return cosigner
 
 

@@ -12,6 +12,7 @@ parses.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 from collections.abc import Callable
 from typing import Any
@@ -35,13 +36,14 @@ from proofnet.messages.attestation import (
 from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
 from proofnet.messages.canonical import CanonicalJSONError, canonical_json, parse_canonical_json
 from proofnet.messages.claim import Claim, LeaseAnswer
+from proofnet.messages.envelope import SealingError, open_sealed, open_stream, seal_bytes
 from proofnet.messages.escrow_info import EscrowInfo, EscrowInfoError
 from proofnet.messages.jobspec import JobSpec, JobSpecError
 from proofnet.messages.merkle import InclusionProof, MerkleError
 from proofnet.messages.rate_card import RateCardDocument, RateCardError
 from proofnet.messages.registration import ProviderRegistration
 from proofnet.messages.result_paths import ResultNameError, check_result_name
-from proofnet.messages.sealing import SealingError, SealingTarget, open_sealed, seal
+from proofnet.messages.sealing import SealingTarget
 from proofnet.messages.worker_auth import WorkerAuthError, parse_headers
 
 EXAMPLES = 150
@@ -117,7 +119,15 @@ RATE_CARD = canonical_json(
     {"version": 1, "provider": "ab" * 32, "ntx_per_gpu_hour": {"NVIDIA H100": 1_000}}
 )
 SEALING_KEY = PrivateKey(b"\x09" * 32)
-SEALED = seal(b"weights", name="model.pt", recipient_public_key=bytes(SEALING_KEY.public_key).hex())
+
+
+def open_v2(blob: bytes) -> bytes:
+    out = io.BytesIO()
+    open_stream(io.BytesIO(blob), out, private_key=bytes(SEALING_KEY))
+    return out.getvalue()
+
+
+SEALED = seal_bytes(b"weights", name="model.pt", recipients=[bytes(SEALING_KEY.public_key).hex()])
 
 
 # --- inputs -----------------------------------------------------------------------------------
@@ -184,7 +194,7 @@ def test_every_honest_sample_parses() -> None:
     assert JobSpec.from_canonical(SPEC_BYTES).job_id
     assert RateCardDocument.from_canonical(RATE_CARD)
     assert verify_attestation(ATTESTATION, expected_network="devnet", expected_script_hash=SCRIPT)
-    assert open_sealed(SEALED, private_key=bytes(SEALING_KEY)).data == b"weights"
+    assert open_v2(SEALED) == b"weights"
 
 
 # --- the properties -------------------------------------------------------------------------------
@@ -268,6 +278,7 @@ def test_sealing_signatures(public_key: str, signature: str) -> None:
 @FUZZ
 @given(hostile(SEALED))
 def test_sealed_results(data: bytes) -> None:
+    only(SealingError, lambda: open_v2(data))
     only(SealingError, lambda: open_sealed(data, private_key=bytes(SEALING_KEY)))
 
 
