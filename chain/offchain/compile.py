@@ -33,6 +33,7 @@ from opshin.builder import to_plutus_schema
 from opshin.compiler_config import DEFAULT_CONFIG, OPT_O3_CONFIG
 from pycardano import PlutusV3Script, plutus_script_hash
 
+from chain.contracts import bond_types as bt
 from chain.contracts import types as t
 from chain.deep_stack import deep_recursion
 from chain.offchain.errors import ChainError
@@ -109,6 +110,21 @@ VALIDATORS: tuple[ValidatorSpec, ...] = (
         description="One-shot minting policy of the oracle config NFT.",
         redeemer=("redeemer", t.MintConfigNft),
         parameters=(("seed", t.TxOutRef),),
+    ),
+    ValidatorSpec(
+        name="bond",
+        purpose="spend",
+        description="Provider bond: Unbond, Withdraw after the delay, Slash by the oracle quorum.",
+        datum=("datum", bt.BondDatum),
+        redeemer=("redeemer", bt.BondRedeemer),
+        parameters=(
+            ("config_policy", bytes),
+            ("config_script_hash", bytes),
+            ("ntx_policy", bytes),
+            ("ntx_name", bytes),
+            ("unbonding_delay", int),
+            ("slash_permille", int),
+        ),
     ),
     ValidatorSpec(
         name="test_ntx",

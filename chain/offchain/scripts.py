@@ -91,7 +91,9 @@ def load_scripts(traces: bool = False) -> dict[str, PlutusV3Script]:
     return {name: unapplied(name, path) for name in SCRIPT_NAMES}
 
 
-def apply_params(name: str, *params: bytes | PlutusData, traces: bool = False) -> PlutusV3Script:
+def apply_params(
+    name: str, *params: bytes | int | PlutusData, traces: bool = False
+) -> PlutusV3Script:
     """Apply exactly the parameters the blueprint declares, in order."""
     path = blueprint_path(traces)
     titles = parameter_titles(name, path)
