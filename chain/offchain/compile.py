@@ -112,6 +112,13 @@ VALIDATORS: tuple[ValidatorSpec, ...] = (
         parameters=(("seed", t.TxOutRef),),
     ),
     ValidatorSpec(
+        name="test_ntx",
+        purpose="mint",
+        description="Test-NTX minting policy (devnet/preprod): admin mints, anyone burns.",
+        redeemer=("redeemer", t.MintTestNtx),
+        parameters=(("admin_pkh", bytes),),
+    ),
+    ValidatorSpec(
         name="bond",
         purpose="spend",
         description="Provider bond: Unbond, Withdraw after the delay, Slash by the oracle quorum.",
@@ -125,13 +132,6 @@ VALIDATORS: tuple[ValidatorSpec, ...] = (
             ("unbonding_delay", int),
             ("slash_permille", int),
         ),
-    ),
-    ValidatorSpec(
-        name="test_ntx",
-        purpose="mint",
-        description="Test-NTX minting policy (devnet/preprod): admin mints, anyone burns.",
-        redeemer=("redeemer", t.MintTestNtx),
-        parameters=(("admin_pkh", bytes),),
     ),
 )
 

@@ -42,7 +42,7 @@ from chain.offchain.errors import ChainError
 BUILD_DIR = Path(__file__).resolve().parents[1] / "contracts" / "build"
 BLUEPRINT_PATH = BUILD_DIR / "plutus.json"
 CONFIG_NFT_NAME: bytes = t.CONFIG_NFT_NAME
-SCRIPT_NAMES = ("escrow", "batch_settle", "oracle_config", "config_nft", "test_ntx")
+SCRIPT_NAMES = ("escrow", "batch_settle", "oracle_config", "config_nft", "test_ntx", "bond")
 
 
 class ScriptLoadError(ChainError):
