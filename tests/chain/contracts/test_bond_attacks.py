@@ -40,7 +40,15 @@ from chain.offchain.builders.bond import (  # noqa: E402
 )
 from chain.offchain.builders.chain_time import ChainClock, tip_slot  # noqa: E402
 from chain.offchain.builders.errors import BuilderError  # noqa: E402
+from chain.offchain.builders.onchain import out_ref_text  # noqa: E402
 from chain.offchain.errors import TransactionRejectedError  # noqa: E402
+from chain.offchain.follow.bond_slashes import (  # noqa: E402
+    BondClassifier,
+    provider_address,
+    slash_evidence,
+)
+from chain.offchain.follow.classify import SLASH, classify  # noqa: E402
+from chain.offchain.follow.reader import follower_for  # noqa: E402
 from proofnet.messages.address import enterprise_address  # noqa: E402
 from proofnet.messages.attestation import (  # noqa: E402
     Attestation,
@@ -339,3 +347,29 @@ def test_withdrawal_by_someone_else_is_refused(world: BondWorld) -> None:
         world.w.context, world.script, TERMS, bond, world.provider.address, world.provider.address
     )
     world.w.submit(A.sign(built.built, [world.provider.signing_key]))
+
+
+# --- following slashes -------------------------------------------------------------------
+
+
+def test_a_slash_is_followed_as_a_movement_with_sound_evidence(world: BondWorld) -> None:
+    follower = follower_for(world.w.context)
+    since = follower.tip()
+    bond = world.lock()
+    citation = world.citation()
+    tx_id = honest_slash(world, bond, citation)
+    classifier = BondClassifier(TERMS)
+    d = world.w.deployment
+    step = follower.follow([since], classifier.scripts(d), since)
+    (tx,) = [t for t in step.txs if t.hash == tx_id]
+    (movement,) = classify(tx, d, (classifier,))
+    assert movement.kind == SLASH and movement.ntx == SHARE
+    assert movement.job_id == citation.job_id.hex()
+    assert movement.escrow_ref == out_ref_text(bond.input)
+    assert movement.address == provider_address(
+        world.provider.pkh.payload.hex(), d.pycardano_network
+    )
+    (evidence,) = slash_evidence(tx, d, classifier.bond_hash(d))
+    assert evidence.sound and evidence.pot_root == ROOT.hex()
+    assert evidence.submitter == str(world.w.submitter.address)
+    assert evidence.remaining == BONDED - SHARE
