@@ -373,3 +373,58 @@ def test_a_slash_is_followed_as_a_movement_with_sound_evidence(world: BondWorld)
     assert evidence.sound and evidence.pot_root == ROOT.hex()
     assert evidence.submitter == str(world.w.submitter.address)
     assert evidence.remaining == BONDED - SHARE
+
+
+# --- the provider's CLI --------------------------------------------------------------------
+
+
+def test_the_provider_cli_locks_unbonds_and_audits_with_the_worker_key(
+    world: BondWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from chain.offchain.bond_cli import app
+
+    for name, value in {
+        "PROOFNET_CHAIN_BACKEND": "devnet",
+        "PROOFNET_NETWORK": "devnet",
+        "PROOFNET_DEVNET_URL": world.w.devnet.url,
+        "PROOFNET_BOND_UNBONDING_DELAY_MS": str(TERMS.unbonding_delay_ms),
+        "PROOFNET_BOND_SLASH_PERMILLE": str(TERMS.slash_permille),
+    }.items():
+        monkeypatch.setenv(name, value)
+    provider = world.w.providers[2]
+    world.w.fund(provider)
+    world.w.mint_ntx(provider.address, 1_000)
+    # The worker's identity key file format (worker.identity), holding the same seed.
+    key_file = tmp_path / "worker.skey"
+    envelope = {"type": "ProofnetWorkerSigningKey_ed25519", "description": "", "cborHex": ""}
+    envelope["cborHex"] = "5820" + provider.signing_key.payload.hex()
+    key_file.write_text(json.dumps(envelope))
+    deployment_file = tmp_path / "deployment.json"
+    world.w.deployment.save(deployment_file)
+    runner = CliRunner()
+    common = ["--deployment", str(deployment_file)]
+
+    def run(*args: str) -> str:
+        result = runner.invoke(app, [*args, *common])
+        assert result.exit_code == 0, result.output
+        return str(result.output)
+
+    def status() -> list[dict[str, Any]]:
+        return list(json.loads(run("status", "--key-file", str(key_file), "--json"))["bonds"])
+
+    lock_out = run("lock", "--key-file", str(key_file), "--amount", "300")
+    tx_id = lock_out.split("bond: ")[1].split("#")[0]
+    world.w.devnet.wait_for_tx(tx_id)
+    (bond,) = status()
+    assert bond["ntx"] == 300 and bond["state"] == "bonded" and bond["counts"]
+    assert bond["provider"] == provider.pkh.payload.hex()
+    unbond_out = run("unbond", "--key-file", str(key_file))
+    world.w.devnet.wait_for_tx(unbond_out.split("announced: ")[1].split("#")[0])
+    (bond,) = status()
+    assert bond["state"] == "unbonding" and not bond["counts"]
+    audit = json.loads(run("slashes", "--json"))
+    assert audit and all(e["signature_valid"] and e["fields_cited"] for e in audit)
