@@ -8,6 +8,7 @@ import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from nacl.signing import SigningKey
 from sqlalchemy import create_engine
 
@@ -94,3 +95,25 @@ def test_only_a_failed_spot_check_of_a_signed_attestation_is_a_fraud(tmp_path: P
     assert citation.provider_pkh.hex() == case.provider
     assert fraud_cases(store, job_id=att.job_id) == [case]
     assert fraud_cases(store, job_id=signed(2)[0].job_id) == []
+
+
+def test_the_frauds_command_writes_the_attestation_a_slash_cites(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from oracle.cli import app
+
+    url = f"sqlite:///{tmp_path / 'oracle.db'}"
+    store = AttestationStore(create_engine(url))
+    store.create_schema()
+    with store.session() as s:
+        s.add(record(1, REJECTED, str(Reason.SPOT_CHECK_FAILED)))
+        s.commit()
+    monkeypatch.setenv("PROOFNET_DATABASE_URL", url)
+    result = CliRunner().invoke(app, ["frauds", "--out", str(tmp_path / "cases")])
+    assert result.exit_code == 0, result.output
+    att, cose = signed(1)
+    assert att.job_id in result.output
+    written = (tmp_path / "cases" / f"{att.job_id}.cose.hex").read_text().strip()
+    assert bytes.fromhex(written) == cose
