@@ -215,15 +215,23 @@ def slash(
     deployment_file: Path = DEPLOYMENT,
     bond: str = typer.Option(..., "--bond", help="bond out-ref TXID#INDEX"),
     attestation: Path = typer.Option(..., help="the provider's signed attestation (COSE, hex)"),
-    submitter: str = typer.Option(..., help="bech32 full address of the harmed submitter"),
     oracle_key: list[Path] = typer.Option(..., help="an oracle's key; repeat up to the quorum"),
+    submitter: str = typer.Option(
+        None, help="bech32 full address expected to receive the share (checked)"
+    ),
 ) -> None:
     """Oracle quorum: slash the share of a bond for a fraudulent attestation (the first
-    oracle key pays). The citation goes into the redeemer and a CIP-20 memo."""
+    oracle key pays) to the submitter of the escrow the attestation claimed against. The
+    citation goes into the redeemer and a CIP-20 memo."""
     from pycardano import Address
 
     from chain.offchain.builders import BuilderError
-    from chain.offchain.builders.bond import build_slash, citation_of, read_bond
+    from chain.offchain.builders.bond import (
+        build_slash,
+        citation_of,
+        harmed_submitter,
+        read_bond,
+    )
     from chain.offchain.builders.onchain import out_ref_text
     from proofnet.messages.attestation import AttestationError, attestation_of_cose
 
@@ -232,6 +240,15 @@ def slash(
         cose = bytes.fromhex(attestation.read_text(encoding="utf-8").strip())
         att = attestation_of_cose(cose)
         citation = citation_of(cose, bytes.fromhex(att.job_id), bytes.fromhex(att.pot_root))
+        harmed = harmed_submitter(
+            s.context,
+            s.deployment,
+            att.domain.escrow.tx_id,
+            att.domain.escrow.index,
+            bytes.fromhex(att.job_id),
+        )
+        if submitter is not None and Address.from_primitive(submitter) != harmed:
+            raise BuilderError(f"the harmed submitter (the escrow's) is {harmed}, not {submitter}")
         found = [u for u in s.context.utxos(s.address) if out_ref_text(u.input) == bond]
         if len(found) != 1:
             raise BuilderError(f"{bond} is not unspent at the bond address")
@@ -243,7 +260,7 @@ def slash(
             s.terms,
             found[0],
             citation,
-            Address.from_primitive(submitter),
+            harmed,
             [o.pkh for o in oracles],
             oracles[0].address,
         )
@@ -251,7 +268,7 @@ def slash(
         share = s.terms.share_of(read_bond(found[0], s.deployment).ntx)
     except (BuilderError, ValueError, AttestationError) as exc:
         raise _fail(exc) from exc
-    typer.echo(f"slashed {share} NTX for job {att.job_id} to {submitter}: {tx_id}")
+    typer.echo(f"slashed {share} NTX for job {att.job_id} to {harmed}: {tx_id}")
 
 
 @app.command()

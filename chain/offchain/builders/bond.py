@@ -36,9 +36,16 @@ from chain.offchain.builders import assembly as A
 from chain.offchain.builders.chain_time import ChainClock, tip_slot
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.errors import BuilderError
-from chain.offchain.builders.onchain import address_data, datum_cbor, out_ref_data, out_ref_text
+from chain.offchain.builders.onchain import (
+    address_data,
+    address_from_data,
+    datum_cbor,
+    out_ref_data,
+    out_ref_text,
+)
 from chain.offchain.builders.protocol_utxos import ProtocolUtxos, resolve
 from chain.offchain.builders.settle import MEMO_LABEL, check_metadata
+from chain.offchain.escrow_terms import facts_from_blockfrost
 from proofnet.messages.attestation import ATTESTATION_DOMAIN, signed_structure
 from proofnet.when import when_text
 
@@ -212,6 +219,29 @@ def citation_of(cose: bytes, job_id: bytes, merkle_root: bytes) -> Citation:
     return Citation(
         job_id, merkle_root, key, signature, signed, at["tag"], at["job_id"], at["pot_root"]
     )
+
+
+def harmed_submitter(
+    context: ChainContext, deployment: Deployment, escrow_tx: str, index: int, job_id: bytes
+) -> Address:
+    """The full address a slash for an attestation pays: the submitter of the escrow the
+    attestation claimed against (read on chain, spent or not), which must be this
+    deployment's escrow for that job. Needs a Blockfrost-shaped backend."""
+    api = getattr(context, "api", None)
+    if api is None or not hasattr(api, "transaction_utxos"):
+        raise BuilderError("reading the escrow needs a Blockfrost-shaped backend")
+    try:
+        body = api.transaction_utxos(hash=escrow_tx, return_type="json")
+    except Exception as exc:  # every backend raises its own kinds
+        raise BuilderError(f"cannot read escrow {escrow_tx}#{index}: {exc}") from exc
+    outs = [o for o in body.get("outputs", []) if int(o.get("output_index", -1)) == index]
+    if len(outs) != 1:
+        raise BuilderError(f"escrow {escrow_tx}#{index} is not on chain")
+    facts = facts_from_blockfrost(f"{escrow_tx}#{index}", outs[0])
+    datum = facts.datum
+    if datum is None or not deployment.trusts(datum) or datum.job_id != job_id:
+        raise BuilderError(f"{escrow_tx}#{index} is not this deployment's escrow of the job")
+    return address_from_data(datum.submitter, deployment.pycardano_network)
 
 
 def slash_memo(citation: Citation, bond: UTxO, share: int) -> dict[int, Any]:
@@ -494,6 +524,7 @@ __all__ = [
     "build_unbond",
     "build_withdraw",
     "citation_of",
+    "harmed_submitter",
     "plan_slash",
     "read_bond",
     "slash_memo",

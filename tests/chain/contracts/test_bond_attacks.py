@@ -87,14 +87,16 @@ class BondWorld:
         tx_id = self.w.submit(A.sign(built.built, [self.provider.signing_key]))
         return self.w.utxos_of(tx_id, self.address, 1)[0]
 
-    def attestation(self, job_id: bytes) -> bytes:
-        key = SigningKey(self.provider.signing_key.payload)
+    def attestation(
+        self, job_id: bytes, escrow: EscrowRef | None = None, provider: Any = None
+    ) -> bytes:
+        key = SigningKey((provider or self.provider).signing_key.payload)
         vk = bytes(key.verify_key)
         att = Attestation(
             domain=AttestationDomain(
                 network="devnet",
                 escrow_script_hash=self.w.deployment.escrow_hash,
-                escrow=EscrowRef(tx_id="ef" * 32, index=0),
+                escrow=escrow or EscrowRef(tx_id="ef" * 32, index=0),
                 job_id=job_id.hex(),
             ),
             worker_key=vk.hex(),
@@ -426,5 +428,26 @@ def test_the_provider_cli_locks_unbonds_and_audits_with_the_worker_key(
     world.w.devnet.wait_for_tx(unbond_out.split("announced: ")[1].split("#")[0])
     (bond,) = status()
     assert bond["state"] == "unbonding" and not bond["counts"]
+    # The quorum slashes it for a fraud against a real escrow: the share goes to that
+    # escrow's submitter, and naming anyone else is refused before anything is signed.
+    job = world.w.job(budget=100)
+    (escrow,) = world.w.lock([job])
+    ref = EscrowRef(tx_id=str(escrow.input.transaction_id), index=escrow.input.index)
+    attestation = tmp_path / "fraud.cose.hex"
+    attestation.write_text(world.attestation(job.job_id, ref, provider).hex())
+    oracle_keys = []
+    for i, o in enumerate(world.w.oracle_quorum):
+        path = tmp_path / f"oracle{i}.skey"
+        o.signing_key.save(str(path))
+        oracle_keys += ["--oracle-key", str(path)]
+    (bond,) = status()
+    slash = ["slash", "--bond", bond["bond"], "--attestation", str(attestation), *oracle_keys]
+    wrong = runner.invoke(app, [*slash, "--submitter", str(provider.address), *common])
+    assert wrong.exit_code == 1 and "harmed submitter" in wrong.output, wrong.output
+    slash_out = run(*slash)
+    world.w.devnet.wait_for_tx(slash_out.rsplit(": ", 1)[1].strip())
     audit = json.loads(run("slashes", "--json"))
     assert audit and all(e["signature_valid"] and e["fields_cited"] for e in audit)
+    mine = [e for e in audit if e["job_id"] == job.job_id.hex()]
+    assert len(mine) == 1 and mine[0]["submitter"] == str(world.w.submitter.address)
+    assert mine[0]["ntx"] == TERMS.share_of(300)
