@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from api_support import Wallet, Worker, job_spec
+from api_support import NETWORK, Wallet, Worker, job_spec
 from escrow_chain import NTX_NAME, NTX_POLICY, deployment
 from fastapi.testclient import TestClient
 from pycardano import (
@@ -47,6 +47,12 @@ class BondChain:
         if self.down:
             raise ConnectionError("the chain backend is down")
         return list(self.by_address.get(str(address), []))
+
+
+@pytest.fixture
+def config(database_url: str) -> ApiConfig:
+    """On SQLite and PostgreSQL: the bond filter reads the spec's JSON in the claim query."""
+    return ApiConfig(database_url=database_url, network=NETWORK, rate_limit_per_minute=100_000)
 
 
 @pytest.fixture
