@@ -25,6 +25,7 @@ from contracts_harness import (
     script_address,
     script_hash_bytes,
     txin,
+    with_tokens,
 )
 from nacl.signing import SigningKey
 from pycardano import PlutusV3Script
@@ -359,3 +360,41 @@ def test_withdraw_with_an_open_lower_bound_is_refused(world) -> None:  # type: i
     tx = withdraw_tx(world, lower=NOW + DELAY)
     tx.lower = None
     assert not run(world, tx, B.Withdraw())
+
+
+# --- more of the same paths ----------------------------------------------------------------
+
+
+def test_unbond_that_rewrites_the_provider_is_refused(world) -> None:  # type: ignore[no-untyped-def]
+    tx = unbond_tx(world)
+    o = tx.outputs[0]
+    stolen = B.BondDatum(h28("thief"), BONDED, B.Unbonding(NOW + 100_000), [])
+    tx.outputs[0] = L.TxOut(o.address, o.value, L.SomeOutputDatum(stolen), o.reference_script)
+    assert not run(world, tx, B.Unbond(0))
+
+
+def test_unbond_that_moves_the_bond_elsewhere_is_refused(world) -> None:  # type: ignore[no-untyped-def]
+    tx = unbond_tx(world)
+    o = tx.outputs[0]
+    tx.outputs[0] = L.TxOut(key_address(PROVIDER), o.value, o.datum, o.reference_script)
+    assert not run(world, tx, B.Unbond(0))
+
+
+def test_slash_leaving_a_reference_script_on_the_bond_is_refused(world, citation) -> None:  # type: ignore[no-untyped-def]
+    tx = slash_tx(world)
+    rest = tx.outputs[1]
+    tx.outputs[1] = L.TxOut(rest.address, rest.value, rest.datum, L.SomeScriptHash(h28("junk")))
+    assert not run(world, tx, slash(tx, citation))
+
+
+def test_a_bond_dusted_with_other_tokens_is_still_slashable_and_keeps_them(world, citation) -> None:  # type: ignore[no-untyped-def]
+    junk = {h28(f"junk{i}"): {b"x": 1} for i in range(20)}
+    dusted = with_tokens(3_000_000, {NTX_POLICY: {NTX_NAME: BONDED}, **junk})
+    tx = slash_tx(world)
+    tx.inputs[0] = bond_input(world, value=dusted)
+    rest = tx.outputs[1]
+    kept = with_tokens(3_000_000, {NTX_POLICY: {NTX_NAME: BONDED - SHARE}, **junk})
+    tx.outputs[1] = L.TxOut(rest.address, kept, rest.datum, rest.reference_script)
+    assert run(world, tx, slash(tx, citation))
+    tx.outputs[1] = rest  # the slasher keeps the junk tokens: refused
+    assert not run(world, tx, slash(tx, citation))
