@@ -28,7 +28,7 @@ from contracts_harness import (
     with_tokens,
 )
 from nacl.signing import SigningKey
-from pycardano import PlutusV3Script
+from pycardano import PlutusData, PlutusV3Script
 
 from chain.contracts import bond_types as B
 from chain.contracts import ledger as L
@@ -398,3 +398,15 @@ def test_a_bond_dusted_with_other_tokens_is_still_slashable_and_keeps_them(world
     assert run(world, tx, slash(tx, citation))
     tx.outputs[1] = rest  # the slasher keeps the junk tokens: refused
     assert not run(world, tx, slash(tx, citation))
+
+
+@dataclass
+class _Unknown(PlutusData):
+    CONSTR_ID = 3
+
+
+def test_a_redeemer_of_another_constructor_moves_nothing(world, citation) -> None:  # type: ignore[no-untyped-def]
+    """It reaches the Slash branch and fails there (no field), even with the quorum."""
+    tx = slash_tx(world)
+    assert not run(world, tx, _Unknown())
+    assert not run(world, unbond_tx(world), _Unknown())
