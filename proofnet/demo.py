@@ -52,12 +52,9 @@ SUBMITTER_NTX = 10_000_000
 SHAPES = ("single", *demo_relay.SHAPES)
 
 
-class DemoError(RuntimeError):
-    """A step of the demo failed; `role` names the process to blame, when there is one."""
-
-    def __init__(self, message: str, role: str = "") -> None:
-        super().__init__(message)
-        self.role = role
+# Defined beside the demos' shared pieces so the relay demo can raise it without importing
+# this module back; re-exported here for callers of `proofnet.demo`.
+DemoError = demo_job.DemoError
 
 
 @dataclass(frozen=True)
