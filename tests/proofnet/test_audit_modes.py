@@ -438,5 +438,5 @@ def test_the_explorer_shows_the_settlement(world: World) -> None:
     page = httpx.get(explorer_links("devnet", world.devnet.url, world.good_tx)["devnet"])
     assert page.status_code == 200 and page.url.path == f"/explorer/tx/{world.good_tx}"
     assert root in str(page.url)
-    assert "proofnet settlement" in page.text and "<td>reward</td>" in page.text
-    assert page.text.count("<td>spend</td>") == 2
+    assert "proofnet settlement" in page.text and '<td data-label="purpose">reward</td>' in page.text
+    assert page.text.count('<td data-label="purpose">spend</td>') == 2
