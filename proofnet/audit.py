@@ -450,6 +450,100 @@ def escrow_deployments(chain: ChainReader, inputs: Sequence[Any], script: Any) -
     return named
 
 
+@dataclass(frozen=True)
+class AuditedDeployment:
+    """What the audit needs of a deployment, and where it was read (a file, a service's
+    `GET /api/v1/deployment`, or the settlement itself on chain)."""
+
+    escrow_hash: str
+    ntx_policy: str
+    ntx_name: str
+    config_policy: str
+    config_name: str
+    origin: str
+
+    @property
+    def label(self) -> str:
+        return deployment_label(self.config_policy, self.config_name)
+
+
+def deployment_from_chain(chain: ChainReader, tx_id: str) -> AuditedDeployment:
+    """The deployment a settlement belongs to, read from the chain alone: its escrow inputs'
+    datums name the config NFT, the batch credential and the NTX; a reference input must
+    hold that config NFT at a script address with an oracle config naming the same batch
+    credential, and another must carry the escrow script the inputs are locked by (the
+    deployment's reference scripts). Raises AuditError when the transaction does not read
+    as a settlement of one deployment. Which deployment it is, the caller must still judge
+    (an attacker can deploy too): compare `label` with the one a service you trust serves."""
+    from pycardano.plutus import script_hash
+
+    from chain.contracts.types import EscrowDatum, OracleConfigDatum
+    from chain.offchain.builders.onchain import datum_cbor
+
+    body = chain.transaction(tx_id).transaction_body
+    escrows: dict[tuple[str, str, str, str, str, str], str] = {}
+    for tx_in in body.inputs:
+        source = tx_in.transaction_id.payload.hex()
+        out = chain.output(source, tx_in.index)
+        part = out.address.payment_part
+        if out.datum is None or type(part).__name__ != "ScriptHash":
+            continue
+        try:
+            datum = EscrowDatum.from_cbor(datum_cbor(out.datum))
+        except Exception:  # not an escrow: other scripts may be spent alongside
+            continue
+        key = (
+            part.payload.hex(),
+            bytes(datum.config_policy).hex(),
+            bytes(datum.config_name).hex(),
+            bytes(datum.batch_credential).hex(),
+            bytes(datum.ntx_policy).hex(),
+            bytes(datum.ntx_name).hex(),
+        )
+        escrows[key] = f"{source}#{tx_in.index}"
+    if not escrows:
+        raise AuditError(f"{tx_id} spends no escrow: no deployment to read from chain")
+    if len(escrows) > 1:
+        named = sorted({deployment_label(k[1], k[2]) for k in escrows})
+        raise AuditError(f"{tx_id} spends escrows naming several deployments: {named}")
+    ((escrow_hash, policy, name, batch, ntx_policy, ntx_name),) = escrows
+    config_at = ""
+    scripts: set[str] = set()
+    for ref in body.reference_inputs or ():
+        source = ref.transaction_id.payload.hex()
+        out = chain.output(source, ref.index)
+        if out.script is not None:
+            scripts.add(script_hash(out.script).payload.hex())
+        if _ntx(out, bytes.fromhex(policy), bytes.fromhex(name)) != 1 or out.datum is None:
+            continue
+        try:
+            config = OracleConfigDatum.from_cbor(datum_cbor(out.datum))
+        except Exception as exc:  # the NFT's output must carry the oracle config
+            raise AuditError(
+                f"the config NFT at {source}#{ref.index} has no config: {exc}"
+            ) from exc
+        if bytes(config.batch_credential).hex() != batch:
+            raise AuditError(
+                f"the config at {source}#{ref.index} names batch script "
+                f"{bytes(config.batch_credential).hex()}, the escrows {batch}"
+            )
+        config_at = f"{source}#{ref.index}"
+    if not config_at:
+        raise AuditError(
+            f"{tx_id} references no output holding config NFT {deployment_label(policy, name)}"
+        )
+    if escrow_hash not in scripts:
+        raise AuditError(f"{tx_id} references no copy of escrow script {escrow_hash}")
+    return AuditedDeployment(
+        escrow_hash,
+        ntx_policy,
+        ntx_name,
+        policy,
+        name,
+        f"chain: config NFT at {config_at}, escrow script {escrow_hash}, batch script {batch}",
+    )
+
+
 # --- bundles ------------------------------------------------------------------------------------
 
 
@@ -1008,17 +1102,16 @@ def choose_chain(
         raise AuditError(str(exc)) from exc
 
 
-def load_deployment(source: str, client: httpx.Client) -> tuple[Deployment, str]:
-    """The deployment to audit against, and where it came from: a deployment.json file, or
-    the URL of the API or an oracle, whose `GET /api/v1/deployment` says which deployment
-    the service runs with."""
+def load_deployment(source: str, client: httpx.Client) -> AuditedDeployment:
+    """The deployment to audit against: a deployment.json file, or the URL of the API or an
+    oracle, whose `GET /api/v1/deployment` says which deployment the service runs with."""
     from chain.offchain.builders.deployment import Deployment
     from chain.offchain.builders.errors import BuilderError
     from proofnet.messages.deployment import DEPLOYMENT_PATH
 
     if not source.startswith(("http://", "https://")):
         try:
-            return Deployment.load(Path(source)), source
+            return _audited(Deployment.load(Path(source)), source)
         except BuilderError as exc:
             raise AuditError(str(exc)) from exc
     url = source.rstrip("/")
@@ -1031,9 +1124,20 @@ def load_deployment(source: str, client: httpx.Client) -> tuple[Deployment, str]
     if response.status_code != 200:
         raise AuditError(f"{url} answered {response.status_code}: {response.text[:200]}")
     try:
-        return Deployment.from_json(response.text), url
+        return _audited(Deployment.from_json(response.text), url)
     except BuilderError as exc:
         raise AuditError(f"{url} serves no usable deployment: {exc}") from exc
+
+
+def _audited(deployment: Deployment, origin: str) -> AuditedDeployment:
+    return AuditedDeployment(
+        deployment.escrow_hash,
+        deployment.ntx_policy,
+        deployment.ntx_name,
+        deployment.config_policy,
+        deployment.config_name,
+        origin,
+    )
 
 
 # Exit codes of `proofnet audit`.
@@ -1058,8 +1162,9 @@ def audit(
     deployment: str = typer.Option(
         "",
         "--deployment",
-        help="deployment.json, or the URL of the API or an oracle serving GET "
-        "/api/v1/deployment (default: PROOFNET_DEPLOYMENT_FILE, else PROOFNET_API_URL)",
+        help="deployment.json, the URL of the API or an oracle serving GET "
+        "/api/v1/deployment, or 'chain': read it from each settlement's escrows, config NFT "
+        "and reference scripts (default: PROOFNET_DEPLOYMENT_FILE, else PROOFNET_API_URL)",
     ),
     oracle_url: list[str] = typer.Option(
         [], "--oracle-url", help="an oracle serving bundles (repeat; default: settings)"
@@ -1105,14 +1210,16 @@ def audit(
             typer.echo(text)
 
     foreign: list[WrongDeployment] = []
+    read: dict[str, AuditedDeployment] = {}  # settlement -> the deployment audited against
     with httpx.Client(timeout=30) as http:
-        try:
-            deployed, origin = load_deployment(source, http)
-        except AuditError as exc:
-            typer.echo(f"audit: --deployment {source}: {exc}", err=True)
-            raise typer.Exit(EXIT_CANNOT_AUDIT) from exc
-        expected = deployment_label(deployed.config_policy, deployed.config_name)
-        step(f"deployment {expected} (from {origin})")
+        deployed: AuditedDeployment | None = None
+        if source != "chain":
+            try:
+                deployed = load_deployment(source, http)
+            except AuditError as exc:
+                typer.echo(f"audit: --deployment {source}: {exc}", err=True)
+                raise typer.Exit(EXIT_CANNOT_AUDIT) from exc
+            step(f"deployment {deployed.label} (from {deployed.origin})")
         try:
             choice = choose_chain(settings, http, chain_url=chain_url, project_id=project_id)
             chain = choice.reader
@@ -1127,6 +1234,11 @@ def audit(
                 tx_ids = scan.tx_ids
             reports = []
             for t in tx_ids:
+                target = deployed
+                if target is None:
+                    target = deployment_from_chain(chain, t)
+                    step(f"deployment {target.label} (read from {target.origin})")
+                read[t] = target
                 try:
                     reports.append(
                         audit_settlement(
@@ -1134,12 +1246,12 @@ def audit(
                             t,
                             oracles,
                             network=choice.network,
-                            escrow_script_hash=deployed.escrow_hash,
-                            ntx_policy=deployed.ntx_policy,
-                            ntx_name=deployed.ntx_name,
+                            escrow_script_hash=target.escrow_hash,
+                            ntx_policy=target.ntx_policy,
+                            ntx_name=target.ntx_name,
                             chain=chain,
                             on_step=step,
-                            config_nft=(deployed.config_policy, deployed.config_name),
+                            config_nft=(target.config_policy, target.config_name),
                         )
                     )
                 except WrongDeployment as exc:
@@ -1152,8 +1264,8 @@ def audit(
             json.dumps(
                 {
                     "ok": bool(reports) and all(r.ok for r in reports),
-                    "deployment": expected,
-                    "deployment_source": origin,
+                    "deployment": deployed.label if deployed else None,
+                    "deployment_source": deployed.origin if deployed else "chain",
                     "scanned": scan.scanned if scan else 1,
                     "unreadable": list(scan.unreadable) if scan else [],
                     "other_deployments": [
@@ -1162,6 +1274,7 @@ def audit(
                     "settlements": [
                         {
                             **r.to_json(),
+                            "deployment": read[r.tx_id].label,
                             "paid_to_provider": r.paid_to(provider) if provider else None,
                             "explorer": next(iter(choice.links(r.tx_id).values()), None),
                             "explorers": choice.links(r.tx_id),

@@ -60,6 +60,7 @@ class World:
     stranger: str
     other_deployment_file: Path  # a second, real deployment on the same devnet
     service: str  # serves the deployment at GET /api/v1/deployment, as the API and oracles do
+    lock_tx: str  # locks escrows: no settlement
 
 
 def _bundle_app(bodies: dict[str, bytes]) -> FastAPI:
@@ -197,6 +198,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 stranger=str(stranger),
                 other_deployment_file=other_deployment_file,
                 service=service,
+                lock_tx=escrows[0][0].tx_id,
             )
 
 
@@ -433,10 +435,28 @@ def test_the_deployment_comes_from_a_service_and_the_chain_from_the_settings(
     assert code == au.EXIT_CANNOT_AUDIT and "--deployment" in err and "404" in err
 
 
+def test_the_deployment_read_from_chain(world: World) -> None:
+    """`--deployment chain`: the settlement's escrows name the config NFT, a reference input
+    holds it (with a config naming the same batch script), another carries the escrow
+    script; the audit names that deployment and checks against it. A fraud stays a fraud."""
+    mine = world.scenario.deployment
+    label = au.deployment_label(mine.config_policy, mine.config_name)
+    code, out, err = _cli(world, "--tx", world.good_tx, deployment="chain")
+    assert code == au.EXIT_OK, out + err
+    assert f"deployment {label} (read from chain: config NFT at {mine.config_ref}" in out
+    assert f"escrow script {mine.escrow_hash}, batch script {mine.batch_hash}" in out
+    code, out, _ = _cli(world, "--tx", world.bad_tx, deployment="chain")
+    assert code == au.EXIT_DISCREPANCY and au.PAYOUT_MISMATCH in out
+    code, _, err = _cli(world, "--tx", world.lock_tx, deployment="chain")
+    assert code == au.EXIT_CANNOT_AUDIT and "spends no escrow" in err
+
+
 def test_the_explorer_shows_the_settlement(world: World) -> None:
     root = world.devnet.url.removesuffix("/api/v0")
     page = httpx.get(explorer_links("devnet", world.devnet.url, world.good_tx)["devnet"])
     assert page.status_code == 200 and page.url.path == f"/explorer/tx/{world.good_tx}"
     assert root in str(page.url)
-    assert "proofnet settlement" in page.text and '<td data-label="purpose">reward</td>' in page.text
+    assert (
+        "proofnet settlement" in page.text and '<td data-label="purpose">reward</td>' in page.text
+    )
     assert page.text.count('<td data-label="purpose">spend</td>') == 2
