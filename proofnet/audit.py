@@ -1167,7 +1167,10 @@ def audit(
         "and reference scripts (default: PROOFNET_DEPLOYMENT_FILE, else PROOFNET_API_URL)",
     ),
     oracle_url: list[str] = typer.Option(
-        [], "--oracle-url", help="an oracle serving bundles (repeat; default: settings)"
+        [],
+        "--oracle-url",
+        help="an oracle or the API, serving bundles (repeat; default: PROOFNET_ORACLE_URL, "
+        "then PROOFNET_API_URL)",
     ),
     chain_url: str = typer.Option(
         "",
@@ -1202,7 +1205,8 @@ def audit(
     source = deployment or (
         str(settings.deployment_file) if settings.deployment_file else settings.api_url
     )
-    oracles = oracle_url or [settings.oracle_url]
+    # The API relays the oracles' bundles (checked against their hash, as here): asked last.
+    oracles = oracle_url or [settings.oracle_url, settings.api_url]
     quiet = as_json
 
     def step(text: str) -> None:
