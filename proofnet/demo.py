@@ -714,6 +714,7 @@ class _Demo:
             ntx_policy=deployment.ntx_policy,
             ntx_name=deployment.ntx_name,
             client=self.http,
+            config_nft=(deployment.config_policy, deployment.config_name),
         )
 
     def signers_of(self, tx_id: str) -> list[str]:

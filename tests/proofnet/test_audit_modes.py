@@ -372,6 +372,33 @@ def test_blockfrost_pagination_and_project_id(
     assert scan_all.scanned == 1 and scan_all.tx_ids == (world.bad_tx,)
 
 
+def test_the_chain_backend_setting_picks_blockfrost_with_its_project_and_network() -> None:
+    """No request is made: the reader is built from the settings as every role builds its
+    chain (`chain.offchain.backends`), hosted Blockfrost for the configured network."""
+    from proofnet.settings import build_settings
+
+    settings = build_settings(
+        chain_backend="blockfrost", network="preprod", blockfrost_project_id="preprodKEY"
+    )
+    with httpx.Client() as client:
+        chosen = au.choose_chain(settings, client)
+        assert chosen.network == "preprod"
+        assert chosen.reader.api.url == "https://cardano-preprod.blockfrost.io/api/v0"
+        assert chosen.reader.api.project_id == "preprodKEY"
+        assert set(chosen.links("ab" * 32)) == {"cardanoscan", "cexplorer"}
+        # A project id given on the command line on a devnet-configured machine: its network.
+        devnet = build_settings(chain_backend="devnet", network="devnet")
+        chosen = au.choose_chain(devnet, client, project_id="mainnetKEY")
+        assert chosen.network == "mainnet"
+        assert chosen.reader.api.url == "https://cardano-mainnet.blockfrost.io/api/v0"
+        # Missing project id: one line naming the setting.
+        bare = build_settings(
+            chain_backend="blockfrost", network="preprod", blockfrost_project_id=""
+        )
+        with pytest.raises(au.AuditError, match="PROOFNET_BLOCKFROST_PROJECT_ID"):
+            au.choose_chain(bare, client)
+
+
 def test_the_network_follows_the_project_id_and_links_follow_the_network() -> None:
     assert au.network_of_project("preprodABC") == "preprod"
     assert au.network_of_project("mainnetABC") == "mainnet"
