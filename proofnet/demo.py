@@ -247,6 +247,16 @@ class _Demo:
         self.roles.start(devnet)
         devnet.wait_healthy(f"{self.state.devnet_url}/health", timeout=60)
 
+    def devnet_up_command(self) -> str:
+        """The command that serves this demo's chain again, explorer included."""
+        import shlex
+
+        port = self.state.devnet_url.removesuffix("/api/v0").rsplit(":", 1)[-1]
+        return (
+            f"proofnet devnet up --data-dir {shlex.quote(str(self.workdir / 'devnet'))} "
+            f"--port {port}"
+        )
+
     def oracle_keys(self) -> None:
         """`proofnet oracle keygen` for each oracle (in parallel: each is a cold start)."""
         from concurrent.futures import ThreadPoolExecutor
@@ -701,6 +711,7 @@ class _Demo:
             ntx_policy=deployment.ntx_policy,
             ntx_name=deployment.ntx_name,
             client=self.http,
+            config_nft=(deployment.config_policy, deployment.config_name),
         )
 
     def signers_of(self, tx_id: str) -> list[str]:
@@ -752,6 +763,13 @@ class _Demo:
         self.console.print(f"explorer: {root}/explorer/tx/{tx_id}", soft_wrap=True)
         self.console.print(report.line(), soft_wrap=True)
         self.console.print(f"demo finished in {elapsed:.1f}s; data and logs in {self.workdir}")
+        self.console.print(
+            "the demo's chain stays browsable after the demo (same port, so the links above "
+            f"work): {self.devnet_up_command()}",
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
         return {
             "settlement_tx": tx_id,
             "lock_tx": lock_tx,
