@@ -39,13 +39,26 @@ ROLES: list[tuple[str, str, str, str]] = [
 
 
 class _LazyGroup(typer.core.TyperGroup):
-    """Imports a role's module only when that role's command is invoked."""
+    """Imports a role's module only when that role's command is invoked: `proofnet --help`
+    lists the roles from ROLES without importing any (pycardano, FastAPI, SQLAlchemy,
+    Docker and OpShin each take a second or more to import)."""
+
+    _listing = False
 
     def list_commands(self, ctx):  # type: ignore[no-untyped-def]
         return sorted({*super().list_commands(ctx), *(r[0] for r in ROLES)})
 
+    def format_help(self, ctx, formatter):  # type: ignore[no-untyped-def]
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
     def get_command(self, ctx, cmd_name):  # type: ignore[no-untyped-def]
         for name, module, attr, help_text in ROLES:
+            if name == cmd_name and self._listing:
+                return click.Group(name, help=help_text)  # a listing entry, not the role
             if name == cmd_name:
                 try:
                     sub = getattr(importlib.import_module(module), attr)
