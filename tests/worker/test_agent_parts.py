@@ -96,6 +96,33 @@ def test_refused_attestation_leaves_the_queue(tmp_path: Path) -> None:
     assert "wrong escrow" in refused.last_error
 
 
+def test_an_unavailable_oracle_is_retried_with_growing_bounded_waits(tmp_path: Path) -> None:
+    """Out of attempts, the attestation stays queued with the count and the last error; the
+    waits between attempts are jittered, bounded by base * 2**n and by the maximum."""
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(503, json={"detail": "busy"})
+
+    oracle = OracleClient("http://oracle", transport=httpx.MockTransport(handler))
+    outbox = Outbox(tmp_path)
+    entry = outbox.put(
+        OutboxEntry(
+            job_id="cd" * 32, attempt=1, lease_token="t", cose_hex="a0", completion={}, created_at=1
+        )
+    )
+    waits: list[float] = []
+    left = send_with_retries(
+        oracle, outbox, entry, attempts=5, base_delay_s=1.0, max_delay_s=4.0, sleep=waits.append
+    )
+    assert left is not None and not left.delivered and left.send_attempts == 5
+    assert len(calls) == 5 and len(waits) == 4  # no wait after the last attempt
+    assert all(0 <= w <= min(4.0, 2**i) for i, w in enumerate(waits)), waits
+    [pending] = outbox.pending()
+    assert pending.send_attempts == 5 and pending.last_error
+
+
 def test_signed_path_is_what_the_server_sees() -> None:
     raw = httpx.URL("http://api/api/v1/worker/leases/t/results/out/run%201/a.bin?x=%2F").raw_path
     assert request_target(raw.decode()) == "/api/v1/worker/leases/t/results/out/run 1/a.bin?x=%2F"
