@@ -153,8 +153,23 @@ def explain(
             url = env.get("PROOFNET_OGMIOS_URL", "ws://127.0.0.1:1337")
         where = f" {_base(url)}" if url else ""
         return f"cannot reach{where} ({_reason(exc)}): check {setting}"
-    if isinstance(exc, FileNotFoundError):
-        return f"{exc.filename or exc}: no such file (check the path option or setting)"
+    missing = next((link for link in _chain(exc) if isinstance(link, FileNotFoundError)), None)
+    if missing is not None:
+        name = str(missing.filename or "")
+        named = _naming(name, params, env) if name else None
+        fix = f"check {named}" if named else "check the path option or setting"
+        return f"{name or missing}: no such file ({fix})"
+    return None
+
+
+def _naming(value: str, params: Mapping[str, object], env: Mapping[str, str]) -> str | None:
+    """The option or PROOFNET_ setting whose value is `value` (a path), if one is."""
+    for name, given in params.items():
+        if given is not None and str(given) == value:
+            return "--" + name.replace("_", "-")
+    for name, given in sorted(env.items()):
+        if name.startswith("PROOFNET_") and given and given == value:
+            return name
     return None
 
 
