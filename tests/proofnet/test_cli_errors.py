@@ -72,7 +72,7 @@ CASES: list[tuple[str, list[str], dict[str, str], str]] = [
     ("missing worker key", ["worker", "status", "--key-file", "{tmp}/none.skey"], {},
      "--key-file"),
     ("missing deployment", ["audit", "--deployment", "{tmp}/none.json", "--tx", "ab"], {},
-     "Invalid value for --deployment"),
+     "cannot read deployment"),
     ("missing deployment (oracle)", ["oracle", "settle", "--key-file", "{good}",
                                      "--deployment", "{tmp}/none.json"], {},
      "none.json: no such file (check --deployment)"),
