@@ -1,7 +1,8 @@
 """A relay stage's data shards, fetched for its replay and checked against the spec's pins.
 
 TODO(trust boundaries): this mirrors the file/http(s) semantics of the worker's
-`worker/workspace.py::fetch_data`, which another change is rewriting; the oracle may not
+`worker/data_fetch.py::fetch_data` without its egress rules (public https only, pinned,
+bounded; TODO: use `proofnet.pinned_http` here too); the oracle may not
 import the worker, so until that fetcher moves to shared ground this is the oracle's copy.
 It goes away with local replays, when spot checks become verification units run by
 verifier workers.

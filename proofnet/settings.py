@@ -227,6 +227,19 @@ class Settings(BaseSettings):
     # Docker runtime: run cluster nodes with the host's network (and so its egress), which
     # multi-node training needs; without it the worker claims no cluster nodes.
     worker_allow_cluster_networking: bool = False
+    # Jobs that ask for network egress (`egress: true`) run here only with this; without it
+    # the worker hands them back.
+    worker_allow_egress: bool = False
+    # Job data and repositories (worker.data_fetch, worker.workspace): fetched over https
+    # from public addresses only. Plain http only with DATA_ALLOW_HTTP; networks (CIDRs,
+    # comma-separated) let back in, e.g. a dataset mirror on the provider's LAN; local
+    # directories (os.pathsep-separated) whose files jobs may name as file:// shards; at
+    # most DATA_MAX_MB (or the job's disk_mb, if smaller) and DATA_TIMEOUT_S per job.
+    worker_data_allow_http: bool = False
+    worker_data_allow_networks: str = ""
+    worker_local_data_dirs: str = ""
+    worker_data_max_mb: int = Field(default=50 * 1024, ge=1)
+    worker_data_timeout_s: float = Field(default=1800.0, gt=0)
 
     # --- every path absolute, defaults under data_dir / cache_dir ---------------------------
 
