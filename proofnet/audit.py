@@ -42,6 +42,7 @@ import httpx
 import typer
 
 from chain.devnet.links import explorer_tx_url
+from proofnet.redaction import redact_credentials
 
 MEMO_LABEL = 674
 PAGE_SIZE = 100  # Blockfrost's largest page
@@ -1012,7 +1013,9 @@ def _print_reports(
     for report in reports:
         console.print(f"\n[bold]settlement {report.tx_id}[/bold] (block {report.block_height})")
         if devnet_url:
-            console.print(f"explorer: {explorer_tx_url(devnet_url, report.tx_id)}")
+            console.print(
+                f"explorer: {redact_credentials(explorer_tx_url(devnet_url, report.tx_id))}"
+            )
         for e in report.escrows:
             if e.units:
                 console.print(

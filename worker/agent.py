@@ -60,6 +60,7 @@ from proofnet.messages.attestation import (
 )
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.topology import MultiNode
+from proofnet.redaction import redact_credentials
 from proofnet.settings import absolute
 from worker import harness, units
 from worker.api_client import (
@@ -650,7 +651,9 @@ class Agent:
         Returns (data files, input checkpoints), as host paths."""
         cfg, spec, unit = self.config, claimed.spec, claimed.unit
         keeper.message = "preparing workspace"
-        shipper.note(f"checking out {spec.model.repo_url} at {spec.model.commit}")
+        shipper.note(
+            f"checking out {redact_credentials(spec.model.repo_url)} at {spec.model.commit}"
+        )
         data = list(spec.data) if unit is None else units.unit_data(spec, unit)
         self._check_disk(spec)
         try:

@@ -27,6 +27,7 @@ from proofnet.messages.claim import Claim, ClaimEscrow, ClaimSealing, LeaseAnswe
 from proofnet.messages.jobspec import JobSpec, JobSpecError
 from proofnet.messages.sealing import SealingError, SealingTarget
 from proofnet.messages.worker_auth import request_target, sign_request_headers
+from proofnet.redaction import redact_credentials
 from worker.identity import WorkerKey
 from worker.unit_claim import UnitAssignment, parse_unit
 
@@ -246,7 +247,9 @@ class ApiClient:
         try:
             response = self._http.send(request)
         except httpx.TransportError as e:
-            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e}") from e
+            raise ApiUnavailable(
+                redact_credentials(f"cannot reach the API at {self.base_url}: {e}")
+            ) from e
         self._raise_for(response, method, path, lease=lease)
         return response
 
@@ -493,7 +496,9 @@ class ApiClient:
         try:
             response = self._http.send(request, stream=True)
         except httpx.TransportError as e:
-            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e}") from e
+            raise ApiUnavailable(
+                redact_credentials(f"cannot reach the API at {self.base_url}: {e}")
+            ) from e
         try:
             if response.status_code >= 400:
                 response.read()

@@ -19,6 +19,7 @@ import typer
 
 # The request-signing scheme the API checks; re-exported here for callers of the old name.
 from proofnet.messages.worker_auth import request_target, sign_request_headers
+from proofnet.redaction import redact_credentials
 from worker.rate_card_cli import rate_card
 from worker.status_cli import status
 
@@ -481,7 +482,7 @@ def _print_summary(outcome: OnboardOutcome, opts: OnboardOptions) -> None:
         console.print("[yellow]no payout address[/]: rerun with --payout-address to be paid")
     console.print(f"registration written to {outcome.report_path}")
     if outcome.registered:
-        console.print(f"[green]registered with {opts.api_url}[/]")
+        console.print(f"[green]registered with {redact_credentials(opts.api_url)}[/]")
     for p in outcome.problems:
         console.print(f"[red]problem[/]: {p}")
     if outcome.problems and opts.api_url:

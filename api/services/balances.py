@@ -39,6 +39,7 @@ from api.errors import BadRequest, Forbidden
 from api.models import ChainMovement, Job, JobEscrow, Lease, Provider, User
 from api.services import movements
 from chain.devnet.links import explorer_tx_url
+from proofnet.redaction import redact_credentials
 
 EXPLORERS: dict[str, tuple[tuple[str, str], ...]] = {
     "preprod": (
@@ -64,7 +65,11 @@ MAX_PENDING_JOBS = 20
 
 
 class LookupFailed(Exception):
-    """A chain or oracle lookup failed; the message says which and why."""
+    """A chain or oracle lookup failed; the message says which and why. It is shown to
+    users (a balance's note), so the credentials of any URL in it are redacted."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact_credentials(message))
 
 
 @dataclass(frozen=True)
@@ -386,7 +391,7 @@ class Balance:
 
 def explorer_links(network: str, devnet_url: str, tx_hash: str) -> dict[str, str]:
     if network == "devnet":
-        return {"devnet": explorer_tx_url(devnet_url, tx_hash)}
+        return {"devnet": redact_credentials(explorer_tx_url(devnet_url, tx_hash))}
     return {name: url.format(tx_hash) for name, url in EXPLORERS.get(network, ())}
 
 
