@@ -482,7 +482,7 @@ def _print_summary(outcome: OnboardOutcome, opts: OnboardOptions) -> None:
         console.print("[yellow]no payout address[/]: rerun with --payout-address to be paid")
     console.print(f"registration written to {outcome.report_path}")
     if outcome.registered:
-        console.print(f"[green]registered with {redact_credentials(opts.api_url)}[/]")
+        console.print(f"[green]registered with {redact_credentials(opts.api_url or '')}[/]")
     for p in outcome.problems:
         console.print(f"[red]problem[/]: {p}")
     if outcome.problems and opts.api_url:
