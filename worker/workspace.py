@@ -26,21 +26,18 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import ipaddress
 import os
 import re
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from proofnet.egress import EgressPolicy, EgressRefused, Resolver, resolve_pinned, system_resolver
+from proofnet.egress import EgressPolicy, EgressRefused, Resolver, system_resolver
+from proofnet.pinned_git import PROXY_VARIABLES, pinned_git_options
 from proofnet.redaction import bounded, redact_credentials
 from worker.faults import HostFault
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
-# Proxies would make their own lookup of the job's host: a pinned fetch uses none.
-_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 
 
 class WorkspaceError(Exception):
@@ -58,7 +55,7 @@ GIT_STDERR_LIMIT = 4000
 def _git_env(*, pinned: bool = False) -> dict[str, str]:
     env = dict(os.environ)
     if pinned:
-        for name in _PROXY_VARS:
+        for name in PROXY_VARIABLES:
             env.pop(name, None)
     # Never wait on a credential prompt, and ignore the host's git config for reproducibility.
     env.update(
@@ -135,31 +132,12 @@ class RepoCache:
         its host, no redirects. Refusals are the job's fault (WorkspaceError)."""
         if self.resolve_url(url) != url:
             return ()
-        parts = urlsplit(url)
-        if parts.scheme != "https":
-            raise WorkspaceError(
-                f"repository {redact_credentials(url)[:120]!r} is refused: this provider "
-                "fetches job repositories over https only"
-            )
         try:
-            port = parts.port or 443
-            host = parts.hostname or ""
-            address = resolve_pinned(host, port, self.egress, self.resolver)
-        except (EgressRefused, ValueError) as e:
-            raise WorkspaceError(f"repository {redact_credentials(url)[:120]}: {e}") from e
-        shown = f"[{address}]" if ipaddress.ip_address(address).version == 6 else address
-        return (
-            "-c",
-            f"http.curloptResolve={host}:{port}:{shown}",
-            "-c",
-            "http.followRedirects=false",
-            "-c",
-            "http.proxy=",
-            "-c",
-            "protocol.allow=never",
-            "-c",
-            "protocol.https.allow=always",
-        )
+            return pinned_git_options(url, self.egress, self.resolver)
+        except EgressRefused as e:
+            raise WorkspaceError(
+                f"repository {redact_credentials(url)[:120]!r} is refused: {e}"
+            ) from e
 
     def _run(
         self,

@@ -79,7 +79,7 @@ def test_file_uris_are_read_only_under_the_providers_local_dirs(
         f"file://{allowed}/escape.csv",  # a link out of it
         f"file://{secret_file}",
     ):
-        with pytest.raises(WorkspaceError, match="outside this provider's local data"):
+        with pytest.raises(WorkspaceError, match="outside this host's local data"):
             fetch_data([shard(uri, SECRET)], tmp_path / "job" / "data", disk_mb=10, policy=policy)
     assert data_dir_is_empty(tmp_path / "job")
 
@@ -270,7 +270,7 @@ def test_the_providers_time_limit_cuts_a_fetch_off(tmp_path: Path) -> None:
     # A zero limit is spent by the first chunk: no clock in the test, only the rule.
     with (
         serve({"/train.csv": Endless()}) as server,
-        pytest.raises(WorkspaceError, match="longer than this provider's limit"),
+        pytest.raises(WorkspaceError, match="longer than this host's limit"),
     ):
         _fetch_from(server, tmp_path, disk_mb=100, timeout_s=0.0)
     assert data_dir_is_empty(tmp_path / "job")
