@@ -393,7 +393,10 @@ class _Demo:
             home = self.workdir / oracle.name
             env = {
                 **self._base_env(),
-                **self.state.repo.git_env(),
+                # The demo's repository and the relay's shards are here: the oracles'
+                # mirror and their one local data dir.
+                "PROOFNET_ORACLE_REPO_REWRITES": self.state.repo.rewrite,
+                "PROOFNET_ORACLE_LOCAL_DATA_DIRS": str(self.relay_data_dir),
                 "PROOFNET_DATABASE_URL": f"sqlite:///{home / 'oracle.db'}",
                 "PROOFNET_DATA_DIR": str(home),
                 "PROOFNET_ORACLE_KEY_FILE": str(oracle.key_file),

@@ -193,6 +193,16 @@ class Settings(BaseSettings):
     oracle_escrow_lookups_per_minute_per_address: int = Field(default=120, ge=1)
     oracle_chain_cache_size: int = Field(default=10_000, ge=1)
     oracle_chain_cache_ttl_s: float = Field(default=10.0, gt=0)
+    # Spot checks fetch a job's repository and a stage's data on the oracle's host, by the
+    # rules a provider's host keeps (proofnet.shard_fetch, proofnet.pinned_git): https from
+    # public addresses only. Repository mirrors the operator chose (comma-separated
+    # PREFIX=REPLACEMENT, like git's insteadOf); plain http for data; networks (CIDRs,
+    # comma-separated) let back in; local directories (os.pathsep-separated) whose files
+    # jobs may name as file:// shards.
+    oracle_repo_rewrites: str = ""
+    oracle_data_allow_http: bool = False
+    oracle_data_allow_networks: str = ""
+    oracle_local_data_dirs: str = ""
 
     # --- oracle settlement (oracle.settlement.service.SettlementConfig) --------------------
     settlement_enabled: bool = False
