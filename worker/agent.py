@@ -352,7 +352,10 @@ class Agent:
 
     def run_once(self) -> JobOutcome | None:
         """Claim one job and see it through; None when no job is queued for this worker."""
-        claimed = self.api.claim(accepts_cluster=self.runtime.cluster_networking)
+        claimed = self.api.claim(
+            accepts_cluster=self.runtime.cluster_networking,
+            accepts_egress=self.config.allow_egress,
+        )
         if claimed is None:
             return None
         return self.process(claimed)
@@ -416,6 +419,7 @@ class Agent:
                 "(they need the host's network: --allow-cluster-networking)"
             )
         if claimed.spec.egress and not self.config.allow_egress:
+            # Only an API that ignored this worker's claim body gets here.
             raise _Released(
                 "the job asks for network egress, which this provider does not allow "
                 "(PROOFNET_WORKER_ALLOW_EGRESS)"

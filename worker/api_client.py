@@ -272,10 +272,14 @@ class ApiClient:
     def heartbeat(self) -> None:
         self._json("POST", HEARTBEAT_PATH)
 
-    def claim(self, *, accepts_cluster: bool = False) -> ClaimedJob | None:
-        """Lease a job or unit; `accepts_cluster`: this worker can run cluster nodes (the
-        API hands a node only to a worker that says so)."""
-        body = self._json("POST", CLAIM_PATH, {"accepts": {"cluster": accepts_cluster}})
+    def claim(
+        self, *, accepts_cluster: bool = False, accepts_egress: bool = False
+    ) -> ClaimedJob | None:
+        """Lease a job or unit; `accepts_cluster`: this worker can run cluster nodes;
+        `accepts_egress`: its provider allows jobs network egress (the API hands such work
+        only to a worker that says so)."""
+        accepts = {"cluster": accepts_cluster, "egress": accepts_egress}
+        body = self._json("POST", CLAIM_PATH, {"accepts": accepts})
         return None if body is None else parse_claim(body)
 
     # --- auctions (proofnet.messages.auction) ------------------------------------------

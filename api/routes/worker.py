@@ -146,7 +146,8 @@ def claim(
     body: ClaimRequest | None = None,
 ) -> ClaimPublic | Response:
     """Lease the oldest queued job, or unit of a job with a topology, this worker's GPUs fit
-    and it can run (`accepts`: cluster nodes only to a worker that accepts them). A served
+    and it can run (`accepts`: cluster nodes, and jobs that ask for network egress, only to a
+    worker that accepts them). A served
     API hands a lease out only once the job's escrow, read on chain now, can still pay it
     (`api.services.payable_escrow`); a job whose escrow cannot is taken back and the next
     one tried."""
@@ -154,7 +155,14 @@ def claim(
     leases.sweep_expired(session, now, config=config)
     service.heartbeat(session, provider, now)
     for _ in range(_CLAIM_TRIES):
-        claimed = leases.claim(session, config, provider, now, accepts_cluster=accepts.cluster)
+        claimed = leases.claim(
+            session,
+            config,
+            provider,
+            now,
+            accepts_cluster=accepts.cluster,
+            accepts_egress=accepts.egress,
+        )
         if claimed is None or not config.claim_requires_escrow:
             break
         if _escrow_pays_at_start(request, session, config, claimed, now):
