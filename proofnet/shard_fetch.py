@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import ipaddress
 import os
 import re
 import shutil
@@ -177,15 +178,38 @@ def _local_file(uri: str, policy: DataFetchPolicy) -> Path:
     )
 
 
+def _check_uri(uri: str, policy: DataFetchPolicy) -> None:
+    """What can be refused before any lookup: the scheme, a file outside the allowed
+    directories, a literal address. (Before the cache too: a refused URI is refused even
+    when bytes with its hash were fetched before.)"""
+    parts = urlsplit(uri)
+    if parts.scheme == "file":
+        _local_file(uri, policy)
+        return
+    allowed = ("https", "http") if policy.allow_http else ("https",)
+    if parts.scheme not in allowed:
+        raise ShardRefused(
+            f"data uri scheme {parts.scheme!r} is refused: this host fetches job data over "
+            f"{' and '.join(allowed)} only"
+        )
+    host = parts.hostname or ""
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        return
+    reason = policy.egress.refusal(str(literal))
+    if reason is not None:
+        raise ShardRefused(f"data {_shown(uri)}: refusing to connect: {reason}")
+
+
 def _fetch_one(
     shard: DataShard,
     dest: Path,
     policy: DataFetchPolicy,
     budget: _Budget,
-    client: httpx.Client | None,
+    client: httpx.Client,
 ) -> None:
-    scheme = urlsplit(shard.uri).scheme
-    if scheme == "file":
+    if urlsplit(shard.uri).scheme == "file":
         source = _local_file(shard.uri, policy)
         try:
             with source.open("rb") as f:
@@ -194,12 +218,6 @@ def _fetch_one(
         except OSError as e:
             raise ShardRefused(f"cannot read data {_shown(shard.uri)}: {e.strerror}") from e
         return
-    allowed = ("https", "http") if policy.allow_http else ("https",)
-    if scheme not in allowed or client is None:
-        raise ShardRefused(
-            f"data uri scheme {scheme!r} is refused: this host fetches job data over "
-            f"{' and '.join(allowed)} only"
-        )
     try:
         with client.stream(
             "GET",
@@ -249,7 +267,8 @@ def fetch_shards(
         raise ShardStoreFailed(f"cannot create the data dir {data_dir}: {e}") from e
     budget = _Budget(policy.limit_bytes(disk_mb), policy.timeout_s)
     names: set[str] = set()
-    for shard in shards:  # every name checked before any byte is fetched
+    for shard in shards:  # every name and URI checked before any byte is fetched
+        _check_uri(shard.uri, policy)
         name = shard_name(shard.uri)
         if name in names:
             raise ShardRefused(f"two data shards would both be data/{name}")

@@ -303,3 +303,24 @@ def test_credentials_in_a_data_url_are_never_shown(tmp_path: Path) -> None:
             policy=DataFetchPolicy(allow_http=True),
         )
     assert "s3cret" not in str(raised.value)
+
+
+def test_a_refused_uri_is_refused_even_when_its_hash_is_cached(tmp_path: Path) -> None:
+    allowed = tmp_path / "datasets"
+    allowed.mkdir()
+    (allowed / "train.csv").write_bytes(BODY)
+    policy = DataFetchPolicy(local_dirs=(allowed,), allow_http=True)
+    cache = tmp_path / "cache"
+    fetch_data(
+        [shard(f"file://{allowed}/train.csv")],
+        tmp_path / "a" / "data",
+        disk_mb=10,
+        policy=policy,
+        cache_dir=cache,
+    )
+    for uri in ("file:///etc/train.csv", "http://127.0.0.1/train.csv", "ftp://x.org/train.csv"):
+        with pytest.raises(WorkspaceError, match="refus"):
+            fetch_data(
+                [shard(uri)], tmp_path / "b" / "data", disk_mb=10, policy=policy, cache_dir=cache
+            )
+    assert data_dir_is_empty(tmp_path / "b")
