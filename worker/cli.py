@@ -524,7 +524,7 @@ def _rewrites(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _data_policy(settings: Any, local_dirs: list[Path]) -> Any:
+def data_policy_from_settings(settings: Any, local_dirs: list[Path]) -> Any:
     """The provider's rules for job data and repositories, from its settings and flags."""
     import os
 
@@ -669,7 +669,7 @@ def run(
     try:
         key = load_key(absolute(key_file) if key_file else settings.worker_key_file)
         cards = rate_cards_by_digest(load_rate_card(absolute(p)) for p in rate_card)
-        data_policy = _data_policy(settings, [absolute(p) for p in local_data_dir])
+        data_policy = data_policy_from_settings(settings, [absolute(p) for p in local_data_dir])
         config = AgentConfig(
             work_dir=wd,
             network=network or settings.network,
