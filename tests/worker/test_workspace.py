@@ -12,7 +12,7 @@ from agent_fixtures import REPO_URL, FixtureRepo, model_repo  # noqa: F401
 
 from proofnet.egress import EgressPolicy
 from proofnet.processes import free_port
-from tests.net_servers import names, serve, tls_for
+from tests.net_servers import Redirect, names, serve, tls_for
 from worker.faults import HostFault
 from worker.workspace import RepoCache, WorkspaceError, WorkspaceUnavailable
 
@@ -174,3 +174,31 @@ def test_git_connects_to_the_checked_address_under_the_repositorys_name(tmp_path
             )
     assert resolver.lookups == [("repo.example.test", server.port)]
     assert "repo.example.test" in server.handshakes
+
+
+def test_git_follows_no_redirect_from_the_checked_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checked host answers git with a redirect to a loopback victim (same port, TLS
+    trusted): git stops there, and the victim never sees a connection."""
+    tls = tls_for("repo.example.test", "victim.example.test")
+    monkeypatch.setenv("GIT_SSL_CAINFO", str(tls.ca_file))  # git trusts the test CA
+    resolver = names({"repo.example.test": ["127.0.0.1"]})
+    with (
+        serve({}, tls=tls) as public,
+        serve({}, tls=tls, host="127.0.0.2", port=public.port) as victim,
+    ):
+        target = f"https://127.0.0.2:{victim.port}/model.git/info/refs?service=git-upload-pack"
+        public.routes["/model.git/info/refs"] = Redirect(target)
+        cache = RepoCache(
+            tmp_path / "cache",
+            resolver=resolver,
+            egress=EgressPolicy.allowing(["127.0.0.1/32"]),
+            timeout_s=60,
+        )
+        with pytest.raises(WorkspaceError, match="redirect|302"):
+            cache.checkout(
+                f"https://repo.example.test:{public.port}/model.git", "a" * 40, tmp_path / "job"
+            )
+    assert [s.path.split("?")[0] for s in public.seen][:1] == ["/model.git/info/refs"]
+    assert victim.seen == [] and victim.handshakes == []
