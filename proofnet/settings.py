@@ -198,6 +198,16 @@ class Settings(BaseSettings):
     oracle_escrow_lookups_per_minute_per_address: int = Field(default=120, ge=1)
     oracle_chain_cache_size: int = Field(default=10_000, ge=1)
     oracle_chain_cache_ttl_s: float = Field(default=10.0, gt=0)
+    # Spot checks fetch a job's repository and a stage's data on the oracle's host, by the
+    # rules a provider's host keeps (proofnet.shard_fetch, proofnet.pinned_git): https from
+    # public addresses only. Repository mirrors the operator chose (comma-separated
+    # PREFIX=REPLACEMENT, like git's insteadOf); plain http for data; networks (CIDRs,
+    # comma-separated) let back in; local directories (os.pathsep-separated) whose files
+    # jobs may name as file:// shards.
+    oracle_repo_rewrites: str = ""
+    oracle_data_allow_http: bool = False
+    oracle_data_allow_networks: str = ""
+    oracle_local_data_dirs: str = ""
 
     # --- oracle settlement (oracle.settlement.service.SettlementConfig) --------------------
     settlement_enabled: bool = False
@@ -232,6 +242,19 @@ class Settings(BaseSettings):
     # Docker runtime: run cluster nodes with the host's network (and so its egress), which
     # multi-node training needs; without it the worker claims no cluster nodes.
     worker_allow_cluster_networking: bool = False
+    # Jobs that ask for network egress (`egress: true`) run here only with this; without it
+    # the worker hands them back.
+    worker_allow_egress: bool = False
+    # Job data and repositories (worker.data_fetch, worker.workspace): fetched over https
+    # from public addresses only. Plain http only with DATA_ALLOW_HTTP; networks (CIDRs,
+    # comma-separated) let back in, e.g. a dataset mirror on the provider's LAN; local
+    # directories (os.pathsep-separated) whose files jobs may name as file:// shards; at
+    # most DATA_MAX_MB (or the job's disk_mb, if smaller) and DATA_TIMEOUT_S per job.
+    worker_data_allow_http: bool = False
+    worker_data_allow_networks: str = ""
+    worker_local_data_dirs: str = ""
+    worker_data_max_mb: int = Field(default=50 * 1024, ge=1)
+    worker_data_timeout_s: float = Field(default=1800.0, gt=0)
 
     # --- every path absolute, defaults under data_dir / cache_dir ---------------------------
 

@@ -67,6 +67,7 @@ from proofnet.messages.attestation import (
 )
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.topology import MultiNode
+from proofnet.redaction import redact_credentials
 from proofnet.settings import absolute
 from worker import harness, units
 from worker.api_client import (
@@ -85,6 +86,7 @@ from worker.cluster import (
     node_commands,
     wait_for_cluster,
 )
+from worker.data_fetch import DataFetchPolicy, fetch_data
 from worker.faults import HostFault
 from worker.identity import WorkerKey
 from worker.key_grants import GrantResponder
@@ -118,7 +120,7 @@ from worker.seal_keys import SealKeyError, SealKeys
 from worker.sealing_check import SealingKeyRefused, SealingKeyUnverified, verify_sealing_key
 from worker.telemetry import JobUsage, TelemetrySampler
 from worker.unit_claim import ClusterState, UnitAssignment
-from worker.workspace import RepoCache, WorkspaceError, WorkspaceUnavailable, fetch_data
+from worker.workspace import RepoCache, WorkspaceError, WorkspaceUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +155,11 @@ class AgentConfig:
     # verifiers they draw), and how often it looks for them (worker.key_grants).
     trusted_oracle_keys: tuple[str, ...] = ()
     key_request_poll_s: float = 30.0
+    # How job data reaches this host (schemes, addresses, size and time limits).
+    data: DataFetchPolicy = field(default_factory=DataFetchPolicy)
+    # Whether jobs that ask for network egress (`egress: true`) may have it here; without
+    # it such a job is handed back, never run without the network it asked for.
+    allow_egress: bool = False
 
     def __post_init__(self) -> None:
         # Absolute once and for all: git runs inside job dirs, runtimes mount them by path.
@@ -352,7 +359,10 @@ class Agent:
 
     def run_once(self) -> JobOutcome | None:
         """Claim one job and see it through; None when no job is queued for this worker."""
-        claimed = self.api.claim(accepts_cluster=self.runtime.cluster_networking)
+        claimed = self.api.claim(
+            accepts_cluster=self.runtime.cluster_networking,
+            accepts_egress=self.config.allow_egress,
+        )
         if claimed is None:
             return None
         return self.process(claimed)
@@ -414,6 +424,12 @@ class Agent:
             raise _Released(
                 f"this worker's {self.runtime.name} runtime does not run cluster nodes "
                 "(they need the host's network: --allow-cluster-networking)"
+            )
+        if claimed.spec.egress and not self.config.allow_egress:
+            # Only an API that ignored this worker's claim body gets here.
+            raise _Released(
+                "the job asks for network egress, which this provider does not allow "
+                "(PROOFNET_WORKER_ALLOW_EGRESS)"
             )
         assigned, model = self._assign_gpus(claimed.spec)
         try:
@@ -652,7 +668,9 @@ class Agent:
         Returns (data files, input checkpoints), as host paths."""
         cfg, spec, unit = self.config, claimed.spec, claimed.unit
         keeper.message = "preparing workspace"
-        shipper.note(f"checking out {spec.model.repo_url} at {spec.model.commit}")
+        shipper.note(
+            f"checking out {redact_credentials(spec.model.repo_url)} at {spec.model.commit}"
+        )
         data = list(spec.data) if unit is None else units.unit_data(spec, unit)
         self._check_disk(spec)
         try:
@@ -666,7 +684,13 @@ class Agent:
             shards: list[Path] = []
             if data:
                 shipper.note(f"fetching {len(data)} data shard(s)")
-                shards = fetch_data(data, job_dir / "data", cache_dir=cfg.data_cache_dir)
+                shards = fetch_data(
+                    data,
+                    job_dir / "data",
+                    disk_mb=spec.resources.disk_mb,
+                    policy=cfg.data,
+                    cache_dir=cfg.data_cache_dir,
+                )
         except WorkspaceUnavailable as e:
             raise _HostFault(f"workspace: {e}") from e
         except WorkspaceError as e:

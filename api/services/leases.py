@@ -76,14 +76,16 @@ def claim(
     now: datetime,
     *,
     accepts_cluster: bool = True,
+    accepts_egress: bool = True,
     bonded_ntx: int = 0,
 ) -> ClaimedLease | None:
     """Lease the oldest queued job or unit this provider's GPUs fit, or None when there is
     none. With `config.claim_requires_escrow`, only jobs whose escrow is recorded are
-    handed out; without `accepts_cluster`, no node of a multi-node job is (the route
-    passes what the worker's claim says; absent there means no); a job whose spec asks
-    for a minimum bond only when `bonded_ntx` (what the provider's bonds back, read on
-    chain by the route: api.services.bonds) reaches it."""
+    handed out; without `accepts_cluster`, no node of a multi-node job is; without
+    `accepts_egress`, no job that asks for network egress is (the route passes what the
+    worker's claim says; absent there means no); a job whose spec asks for a minimum bond
+    only when `bonded_ntx` (what the provider's bonds back, read on chain by the route:
+    api.services.bonds) reaches it."""
     assert provider.id is not None
     # Auctions whose reveals closed clear first: their winners may claim in this call.
     auctions.clear_due(session, now)
@@ -99,7 +101,14 @@ def claim(
     stmt = stmt.where(rate_card_claimable(provider.id))
     # An auction-priced job goes only to its auction's winner, once cleared.
     stmt = stmt.where(auctions.claimable_by(provider.id))
-    unit_stmt = units.claimable_unit(config, provider.id, now, accepts_cluster=accepts_cluster)
+    stmt = stmt.where(units.egress_claimable(accepts_egress))
+    unit_stmt = units.claimable_unit(
+        config,
+        provider.id,
+        now,
+        accepts_cluster=accepts_cluster,
+        accepts_egress=accepts_egress,
+    )
     stmt = stmt.where(_bond_suffices(bonded_ntx))
     unit_stmt = unit_stmt.where(_bond_suffices(bonded_ntx))
     if _is_postgres(session):
