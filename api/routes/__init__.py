@@ -11,6 +11,7 @@ from api.routes import (
     escrow_state,
     escrow_tx,
     estimates,
+    gpu_challenges,
     health,
     jobs,
     notifications,
@@ -36,6 +37,7 @@ api_router.include_router(balances.router)
 api_router.include_router(providers.router)
 api_router.include_router(rate_cards.router)
 api_router.include_router(worker.router)
+api_router.include_router(gpu_challenges.router)
 api_router.include_router(worker_io.router)
 api_router.include_router(oracle_feed.router)
 api_router.include_router(proof_keys.router)

@@ -82,9 +82,13 @@ def claim(
     handed out; without `accepts_cluster`, no node of a multi-node job is (the route
     passes what the worker's claim says; absent there means no)."""
     assert provider.id is not None
+    # The provider's row lock serialises its concurrent claims: each counts the GPUs the
+    # other's lease holds (`fitting_gpus`), so one GPU never holds two leases. On SQLite
+    # every transaction already holds the write lock (BEGIN IMMEDIATE).
+    session.exec(select(Provider.id).where(Provider.id == provider.id).with_for_update()).one()
     stmt = (
         select(Job)
-        .where(Job.status == "queued", col(Job.gpu_count) <= fitting_gpus(provider.id))
+        .where(Job.status == "queued", col(Job.gpu_count) <= fitting_gpus(provider.id, config, now))
         .order_by(col(Job.created_at), col(Job.id))
         .limit(1)
     )
