@@ -412,3 +412,92 @@ def test_concurrent_claims_of_one_gpu_get_one_lease(postgres_url: str) -> None:
                 leases.complete(s, provider, got[0].token, result={}, now=now)
     finally:
         engine.dispose()
+
+
+def _job_with_duration(session: Session, owner_id: int, max_duration_s: int) -> str:
+    job = Job(
+        job_id="job-bounded",
+        owner_id=owner_id,
+        spec={"resources": {"max_duration_s": max_duration_s}},
+        gpu_count=1,
+        gpu_memory_mb=1024,
+        status="queued",
+        max_attempts=3,
+        created_at=T0,
+        updated_at=T0,
+    )
+    session.add(job)
+    session.commit()
+    return job.job_id
+
+
+def test_heartbeats_cannot_keep_a_lease_alive_past_max_duration_and_grace(
+    queue_engine: Engine, database_url: str
+) -> None:
+    """The attack: a worker heartbeats on time forever to be paid for an idle lease. The
+    lease ends at max_duration_s plus the grace: the heartbeat after it is refused, the lease
+    has ended (expired, saying why) and the job counts a failed attempt."""
+    config = ApiConfig(
+        database_url=database_url, network="devnet", lease_ttl_s=60, lease_grace_s=100
+    )
+    with open_session(queue_engine) as s:
+        owner = _owner(s)
+        (pid,) = seed_providers(s, 1)
+        job_id = _job_with_duration(s, owner, max_duration_s=600)
+        provider = _provider(s, pid)
+        got = leases.claim(s, config, provider, T0)
+        assert got is not None
+        at = T0
+        while at + timedelta(seconds=50) < T0 + timedelta(seconds=700):
+            at += timedelta(seconds=50)
+            beat = leases.heartbeat(
+                s, config, provider, got.token, progress=None, message=None, now=at
+            )
+            # Never renewed past the deadline, however recent the heartbeat.
+            assert beat.lease.expires_at <= T0 + timedelta(seconds=700)
+        with pytest.raises(Conflict, match="max_duration_s"):
+            leases.heartbeat(
+                s,
+                config,
+                provider,
+                got.token,
+                progress=None,
+                message=None,
+                now=T0 + timedelta(seconds=701),
+            )
+        lease = s.exec(select(Lease)).one()
+        s.refresh(lease)
+        assert lease.outcome == "expired" and "max_duration_s" in lease.reason
+        job = s.exec(select(Job).where(Job.job_id == job_id)).one()
+        s.refresh(job)
+        assert (job.status, job.failures) == ("queued", 1)
+        assert "max_duration_s" in job.last_error
+        # Nor can it complete afterwards: the result would be for unallowed time.
+        with pytest.raises(Conflict, match="no longer valid"):
+            leases.complete(s, provider, got.token, result={}, now=T0 + timedelta(seconds=702))
+
+
+def test_a_lease_within_max_duration_completes(queue_engine: Engine, database_url: str) -> None:
+    """The honest twin: heartbeats within the bound, completion before the deadline."""
+    config = ApiConfig(
+        database_url=database_url, network="devnet", lease_ttl_s=60, lease_grace_s=100
+    )
+    with open_session(queue_engine) as s:
+        owner = _owner(s)
+        (pid,) = seed_providers(s, 1)
+        _job_with_duration(s, owner, max_duration_s=600)
+        provider = _provider(s, pid)
+        got = leases.claim(s, config, provider, T0)
+        assert got is not None
+        for k in range(1, 13):
+            leases.heartbeat(
+                s,
+                config,
+                provider,
+                got.token,
+                progress=None,
+                message=None,
+                now=T0 + timedelta(seconds=50 * k),
+            )
+        done = leases.complete(s, provider, got.token, result={}, now=T0 + timedelta(seconds=650))
+        assert done.job.status == "completed"
