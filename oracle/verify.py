@@ -23,6 +23,7 @@ from chain.offchain.escrow_terms import EscrowTerms, escrow_refusal
 from oracle import unit_checks as units
 from oracle.chain import ChainUnavailable, ChainView, EscrowOutput
 from oracle.feed import ApiFeed, FeedDataError, FeedError, JobInfo
+from oracle.metering import ProofTiming, proof_bound_ms
 from oracle.models import escrow_ref, payable_key
 from oracle.spotcheck import SpotChecker, SpotCheckUnavailable, SpotCheckVerdict
 from proofnet.messages import merkle
@@ -80,6 +81,8 @@ class Reason(StrEnum):
     NONCE_MISMATCH = "nonce_mismatch"
     TIMES_OUTSIDE_LEASE = "times_outside_lease"
     GPU_TIME_IMPLAUSIBLE = "gpu_time_implausible"
+    # Rate-card GPU time beyond what the proof's committed steps back (oracle.metering).
+    GPU_TIME_EXCEEDS_PROOF = "gpu_time_exceeds_proof"
     IMAGE_MISMATCH = "image_mismatch"
     COMMAND_MISMATCH = "command_mismatch"
     AMOUNT_EXCEEDS_PRICE = "amount_exceeds_price"
@@ -170,6 +173,10 @@ class VerificationContext:
     spot_checker: SpotChecker | None = None
     # Tolerance between the worker's clock and the API's for the attested times.
     clock_skew_ms: int = 120_000
+    # Metering bounded by proof (oracle.metering): a rate-card attestation is paid for at
+    # most committed steps x measured step time x slack (+ the allowance) per GPU.
+    metering_slack: float = 2.0
+    metering_allowance_ms: int = 600_000
     # Why this oracle cannot verify at all (no deployment configured), or "": while set,
     # every verification is postponed ("retry") with this message, so nothing is paid.
     unconfigured: str = ""
@@ -300,6 +307,9 @@ def verify(
             if not spot.passed:
                 raise _Rejected(Reason(spot.reason or Reason.SPOT_CHECK_FAILED), spot.message)
             passed.append("proof_of_training")
+            if unit is None and spot.timing is not None:
+                _check_metered_by_proof(att, job, spot.timing, ctx)
+                passed.append("metered_by_proof")
     except _Rejected as exc:
         return VerificationResult("rejected", exc.reason, exc.message, tuple(passed), att, spot)
     except units.UnitRejected as exc:
@@ -470,6 +480,41 @@ def price_cap(job: JobInfo, att: Attestation) -> int:
         )
     except RateCardError as exc:
         raise _Rejected(Reason.AMOUNT_EXCEEDS_PRICE, f"nothing is payable: {exc}") from exc
+
+
+def _check_metered_by_proof(
+    att: Attestation, job: JobInfo, timing: ProofTiming, ctx: VerificationContext
+) -> None:
+    """A rate-card job pays GPU time only as far as the proof backs it: the attested time
+    beyond committed steps x the step time the spot check measured (with the slack and the
+    allowance) is not payable, so an amount priced on it is refused."""
+    pricing = job.spec.pricing
+    if isinstance(pricing, FixedPrice) or job.rate_card is None:
+        return
+    gpus = job.lease.gpus if job.lease is not None else job.spec.resources.gpus
+    bound = proof_bound_ms(
+        timing, gpus=gpus, slack=ctx.metering_slack, allowance_ms=ctx.metering_allowance_ms
+    )
+    if bound is None or att.gpu_milliseconds <= bound:
+        return
+    try:
+        cap = price_under(
+            job.rate_card,
+            max_amount=pricing.max_amount,
+            worker_key=att.worker_key,
+            gpu_model=att.gpu_model,
+            gpu_milliseconds=bound,
+        )
+    except RateCardError as exc:  # pragma: no cover - price_cap refused it already
+        raise _Rejected(Reason.AMOUNT_EXCEEDS_PRICE, f"nothing is payable: {exc}") from exc
+    if att.amount > cap:
+        raise _Rejected(
+            Reason.GPU_TIME_EXCEEDS_PROOF,
+            f"{att.gpu_milliseconds} GPU-ms attested, but the proof backs at most {bound} "
+            f"({timing.committed_steps} committed steps at {timing.step_ms:.3f} ms per step "
+            f"as replayed, x{ctx.metering_slack:g}, + {ctx.metering_allowance_ms} ms, on "
+            f"{gpus} GPU(s)): at most {cap} is payable, not {att.amount}",
+        )
 
 
 def _check_amount(att: Attestation, job: JobInfo, unit: Unit | None = None) -> None:
