@@ -25,10 +25,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from sqlalchemy import and_, or_
+from sqlalchemy import and_
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session, col, select
 
@@ -110,7 +110,7 @@ def offered_clause(config: ApiConfig, now: datetime) -> ColumnElement[bool]:
             col(ProviderGpu.verified_until).is_not(None),
             col(ProviderGpu.verified_until) > now,
         )
-    return or_(col(ProviderGpu.check_status) != "failed")
+    return col(ProviderGpu.check_status) != "failed"
 
 
 @dataclass(frozen=True)
@@ -149,8 +149,6 @@ def gpu_states(
 
 def _aware(when: datetime) -> datetime:
     # SQLite returns naive datetimes for timezone-aware columns.
-    from datetime import UTC
-
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
