@@ -119,11 +119,25 @@ def job_units(session: Session, job: Job) -> list[JobUnit]:
 # --- claiming ---------------------------------------------------------------------------
 
 
+def offered_gpus(provider_id: int, config: ApiConfig, now: datetime) -> Any:
+    """How many of the provider's GPUs could run the job (correlated to Job): those offered
+    (`gpu_challenges.offered_clause`: checked, never failed) with at least its memory."""
+    return (
+        select(func.count(col(ProviderGpu.id)))
+        .where(
+            ProviderGpu.provider_id == provider_id,
+            col(ProviderGpu.memory_mb) >= col(Job.gpu_memory_mb),
+            offered_clause(config, now),
+        )
+        .correlate(Job)
+        .scalar_subquery()
+    )
+
+
 def fitting_gpus(provider_id: int, config: ApiConfig, now: datetime) -> Any:
-    """How many of the provider's GPUs are free for the job (correlated to Job): those offered
-    (`gpu_challenges.offered_clause`: checked, never failed) with at least the job's memory,
-    less the GPUs its open leases hold. A GPU holds one lease at a
-    time; a lease holds its job's `gpu_count` GPUs. Counting (not naming) the held GPUs is
+    """How many of the provider's GPUs are free for the job now (correlated to Job): the
+    `offered_gpus` less the GPUs its open leases hold. A GPU holds one lease at a time; a
+    lease holds its job's `gpu_count` GPUs. Counting (not naming) the held GPUs is
     conservative on a machine with GPUs of mixed memory: a held small GPU still counts
     against the large ones. The claim locks the provider's row first, so two concurrent
     claims of one provider count each other's leases (`api.services.leases.claim`)."""
@@ -135,17 +149,7 @@ def fitting_gpus(provider_id: int, config: ApiConfig, now: datetime) -> Any:
         .where(col(Lease.provider_id) == provider_id, col(Lease.ended_at).is_(None))
         .scalar_subquery()
     )
-    fitting = (
-        select(func.count(col(ProviderGpu.id)))
-        .where(
-            ProviderGpu.provider_id == provider_id,
-            col(ProviderGpu.memory_mb) >= col(Job.gpu_memory_mb),
-            offered_clause(config, now),
-        )
-        .correlate(Job)
-        .scalar_subquery()
-    )
-    return fitting - held
+    return offered_gpus(provider_id, config, now) - held
 
 
 def claimable_unit(
