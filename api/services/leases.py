@@ -567,7 +567,7 @@ def _end_expired(session: Session, job: Job, lease: Lease, reason: str, now: dat
                 "expired",
                 reason,
                 now,
-                error=f"unit {unit.index} attempt {lease.attempt} lost: {reason}",
+                error=f"unit {unit.index} attempt {lease.attempt} lost: {_lost_because(job, lease)}",
             )
         else:
             end_lease(lease, "expired", reason, now)
@@ -575,16 +575,15 @@ def _end_expired(session: Session, job: Job, lease: Lease, reason: str, now: dat
         return
     end_lease(lease, "expired", reason, now)
     if job.status == "leased" and job.current_lease_id == lease.id:
-        if _overran(job, lease):
-            error = f"attempt {lease.attempt} ended: {reason}"
-        else:
-            seen = lease.heartbeat_at or lease.created_at
-            error = (
-                f"attempt {lease.attempt} lost: the provider stopped heartbeating "
-                f"(last seen {seen.strftime('%Y-%m-%dT%H:%M:%SZ')})"
-            )
-        _record_failure(job, error, now)
+        _record_failure(job, f"attempt {lease.attempt} lost: {_lost_because(job, lease)}", now)
     session.add_all([job, lease])
+
+
+def _lost_because(job: Job, lease: Lease) -> str:
+    if _overran(job, lease):
+        return "it ran past the job's max_duration_s plus the grace"
+    seen = lease.heartbeat_at or lease.created_at
+    return f"the provider stopped heartbeating (last seen {seen.strftime('%Y-%m-%dT%H:%M:%SZ')})"
 
 
 def _sweep_units(session: Session, now: datetime, *, limit: int) -> int:
