@@ -1,12 +1,12 @@
 """The GPU challenge round's costs outside the matrix multiply (`proofnet bench gpu-challenge`).
 
-The API judges a GPU by the time from seed to commitment on its own clock, against the
-claimed model's minimum plausible throughput plus an allowance (`gpu_challenge_overhead_s`)
-for what is not the product: deriving A and B from the seed and hashing C into the row
-commitment on the worker, and the round trips. This measures those parts on this machine's
-CPU (the worker does both on its host CPU whatever its GPU), and what the API spends checking
-the revealed rows, beside the time the allowance grants, so the default can be read against
-figures. The product itself needs a GPU: `scripts/device_check.sh` times whole rounds there.
+The API judges a GPU by the time from the round's start to the commitment on its own clock,
+against the claimed model's minimum plausible throughput plus an allowance
+(`gpu_challenge_overhead_s`) for what is not the product: hashing C into the row commitment
+on the worker, and the round trips. Deriving A and B from the seed happens before the clock
+starts. This measures both on this machine's CPU (the worker does them on its host CPU
+whatever its GPU), and what the API spends checking the revealed rows, beside the time the
+allowance grants, so the default can be read against figures. The product itself needs a GPU: `scripts/device_check.sh` times whole rounds there.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from worker.challenge import commitment_tree
 @dataclass(frozen=True)
 class ChallengeCosts:
     n: int
-    generate_s: float  # A and B from the seed (worker and API alike)
-    commit_s: float  # Merkle root over the rows of C (int64 leaves)
+    generate_s: float  # A and B from the seed (worker, untimed; API, in its check)
+    commit_s: float  # Merkle root over the rows of C (int64 leaves), inside the clock
     api_check_s: float  # the API's check of the revealed rows (generation included)
     h100_compute_s: float  # the product at the H100's minimum plausible throughput
     h100_allowed_s: float  # what the API allows an H100 from seed to commitment
@@ -60,7 +60,9 @@ def measure(n: int, rows: int = 4) -> ChallengeCosts:
         )
     t0 = time.perf_counter()
     # The stand-in C fails Freivalds' first round: the same work as a pass, minus one round.
-    check_revealed_rows(seed, n, tree.root.hex(), picks, revealed, secrets.token_bytes(32))
+    check_revealed_rows(
+        seed, n, secrets.token_hex(32), tree.root.hex(), picks, revealed, secrets.token_bytes(32)
+    )
     api_check_s = time.perf_counter() - t0
     config = ApiConfig(database_url="sqlite://", network="devnet")
     model = "NVIDIA H100 80GB HBM3"

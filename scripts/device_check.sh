@@ -125,14 +125,15 @@ for gpu in inv.gpus or [None]:
             torch.backends.cuda.matmul.allow_tf32 = before
 
 section("the API's challenge round (worker/api_challenge.py, checked as the API checks it)")
-# The round as the API runs it, in-process: seed, compute and commit on the GPU (the API's
-# clock is this perf_counter), rows drawn after the commitment, Freivalds over them, and the
-# time against the claimed model's minimum plausible throughput plus the allowance.
+# The round as the API runs it, in-process: seed, A and B derived (untimed), the start (the
+# API's clock is this perf_counter from here; the sign vector d), compute and commit on the
+# GPU, rows drawn after the commitment, Freivalds over them, and the time against the
+# claimed model's minimum plausible throughput plus the allowance.
 import secrets as _secrets
 
 from api.config import ApiConfig
 from api.services.gpu_challenges import allowed_seconds, min_tflops
-from proofnet.messages.gpu_challenge import check_revealed_rows
+from proofnet.messages.gpu_challenge import challenge_matrices, check_revealed_rows, column_signs
 from proofnet.messages.registration import InclusionProofReport, RevealedRowReport
 from worker.api_challenge import compute_on_gpu
 
@@ -140,9 +141,13 @@ api_config = ApiConfig(database_url="sqlite://", network="devnet")
 for gpu in inv.gpus:
     for n in (8192, 16384):
         spec = ChallengeSpec(seed=_secrets.randbelow(2**63), n=n)
+        t_gen = time.perf_counter()
+        a, b = challenge_matrices(spec.seed, n)
+        gen_s = time.perf_counter() - t_gen
+        signs_key = _secrets.token_hex(32)
         t0 = time.perf_counter()
         try:
-            result = compute_on_gpu(spec, gpu.index, gpu.uuid)
+            result = compute_on_gpu(spec, gpu.index, gpu.uuid, (a * column_signs(signs_key, n), b))
             commitment = result.commitment
         except Exception as e:
             fail(f"API round n={n} on GPU {gpu.index}: {e}")
@@ -160,10 +165,13 @@ for gpu in inv.gpus:
             for r in result.reveal(picks)
         ]
         t1 = time.perf_counter()
-        why = check_revealed_rows(spec.seed, n, commitment, picks, rows, _secrets.token_bytes(32))
+        why = check_revealed_rows(
+            spec.seed, n, signs_key, commitment, picks, rows, _secrets.token_bytes(32)
+        )
         check_s = time.perf_counter() - t1
         allowed = allowed_seconds(api_config, gpu.name, n)
-        print(f"GPU {gpu.index} {gpu.name} n={n}: seed-to-commitment {elapsed:.2f} s "
+        print(f"GPU {gpu.index} {gpu.name} n={n}: A,B derived in {gen_s:.2f} s (untimed), "
+              f"start-to-commitment {elapsed:.2f} s "
               f"(matmul {result.elapsed_s * 1e3:.1f} ms), allowed {allowed:.2f} s "
               f"(min {min_tflops(gpu.name):g} TFLOP/s + {api_config.gpu_challenge_overhead_s:g} s), "
               f"API check {check_s:.2f} s: {'passed' if why is None else why}")

@@ -1,8 +1,9 @@
 """The worker's side of the API's GPU challenge round (proofnet/messages/gpu_challenge.py).
 
-For each registered GPU: ask the API for a seed, compute C = A @ B on that GPU (selected by
-NVML UUID through `worker.challenge.run_challenge`, torch or cupy on CUDA), send the Merkle
-root over C's rows at once (the API's clock is running), then reveal the rows the API draws.
+For each registered GPU: ask the API for a seed and derive A and B (untimed), ask it to start
+(its clock runs from here; the answer carries the sign vector d), compute C = (A diag(d)) B on
+that GPU (selected by NVML UUID through `worker.challenge.run_challenge`, torch or cupy on
+CUDA), send the Merkle root over C's rows at once, then reveal the rows the API draws.
 The API judges; this module only answers. Onboarding runs it after registering, and the
 agent again when a GPU's check is due (`due_gpus`), since the API offers a GPU only while its
 last round passed within the API's interval.
@@ -19,24 +20,37 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
+
 from proofnet.messages.gpu_challenge import (
     GPU_CHALLENGES_PATH,
     WORKER_GPUS_PATH,
     GpuChallengeState,
+    challenge_matrices,
+    column_signs,
 )
 from proofnet.messages.registration import InclusionProofReport, RevealedRowReport
 from worker.challenge import ChallengeResult, ChallengeSpec, run_challenge
 
-# (spec, gpu index, gpu uuid) -> the computed challenge; the default runs it on that GPU.
-Compute = Callable[[ChallengeSpec, int, str], ChallengeResult]
+Factors = tuple[np.ndarray, np.ndarray]
+# (spec, gpu index, gpu uuid, factors) -> the computed challenge; the default runs it on that
+# GPU.
+Compute = Callable[[ChallengeSpec, int, str, Factors], ChallengeResult]
 
 
-def compute_on_gpu(spec: ChallengeSpec, index: int, uuid: str) -> ChallengeResult:
+def compute_on_gpu(spec: ChallengeSpec, index: int, uuid: str, factors: Factors) -> ChallengeResult:
     """C on the GPU with NVML UUID `uuid` (torch, then cupy); never on the CPU: a GPU's round
     computed on the CPU would only fail on the API's clock."""
     for backend in ("torch", "cupy"):
         try:
-            return run_challenge(spec, backend=backend, gpu_index=index, gpu_uuid=uuid, repeats=1)  # type: ignore[arg-type]
+            return run_challenge(
+                spec,
+                backend=backend,  # type: ignore[arg-type]
+                gpu_index=index,
+                gpu_uuid=uuid,
+                repeats=1,
+                matrices=factors,
+            )
         except Exception as e:  # the next backend, or the error below
             last = e
     raise RuntimeError(f"no CUDA backend could run the challenge on {uuid}: {last}")
@@ -61,7 +75,13 @@ def run_round(api: Any, gpu_index: int, gpu_uuid: str, compute: Compute) -> Roun
         _call(api, "POST", GPU_CHALLENGES_PATH, {"gpu_uuid": gpu_uuid})
     )
     spec = ChallengeSpec(seed=issued.seed, n=issued.n, dtype=issued.dtype)
-    result = compute(spec, gpu_index, gpu_uuid)
+    a, b = challenge_matrices(spec.seed, spec.n)  # before the clock starts
+    started = GpuChallengeState.model_validate(
+        _call(api, "POST", f"{GPU_CHALLENGES_PATH}/{issued.id}/start")
+    )
+    if started.status != "started" or started.signs_key is None:
+        return RoundOutcome(gpu_uuid, started.status, started.reason, None)
+    result = compute(spec, gpu_index, gpu_uuid, (a * column_signs(started.signs_key, spec.n), b))
     committed = GpuChallengeState.model_validate(
         _call(
             api,

@@ -165,15 +165,18 @@ def run_challenge(
     gpu_index: int = 0,
     gpu_uuid: str | None = None,
     repeats: int = 3,
+    matrices: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> ChallengeResult:
     """Compute C = A @ B for `spec` on the best available backend (torch CUDA, then cupy, then
-    numpy on the CPU unless one is named) and time it.
+    numpy on the CPU unless one is named) and time it. `matrices` are the factors when the
+    caller derived them already (the API's round: A diag(d) and B, derived before its clock
+    starts); by default they are `challenge_matrices(spec.seed, spec.n)`.
 
     `gpu_uuid` (NVML's "GPU-...") picks the CUDA device by identity rather than by index, since
     CUDA's numbering need not follow NVML's."""
     if repeats < 1:
         raise ChallengeError("repeats must be at least 1")
-    a, b = challenge_matrices(spec.seed, spec.n)
+    a, b = matrices if matrices is not None else challenge_matrices(spec.seed, spec.n)
     order: Sequence[str] = ("torch", "cupy", "numpy") if backend == "auto" else (backend,)
     reasons: list[str] = []
     for name in order:

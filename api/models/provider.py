@@ -61,8 +61,9 @@ class RateCard(TableBase, table=True):
 
 class GpuChallenge(TableBase, table=True):
     """One round of the API's GPU challenge (proofnet/messages/gpu_challenge.py): the seed it
-    issued, the commitment and when it arrived on the API's clock, the rows drawn after it,
-    the verdict. `key` is the API's secret Freivalds randomness for this round."""
+    issued, when it started the clock (revealing the sign vector), the commitment and when
+    it arrived, the rows drawn after it, the verdict. `key` is the API's secret Freivalds
+    randomness for this round."""
 
     __tablename__ = "gpu_challenges"
 
@@ -74,9 +75,12 @@ class GpuChallenge(TableBase, table=True):
     n: int
     dtype: str = Field(max_length=16)
     key: str = Field(max_length=64)
-    status: str = Field(max_length=16)  # issued | committed | passed | failed
+    status: str = Field(max_length=16)  # issued | started | committed | passed | failed
     reason: str = Field(default="", max_length=2000)
     issued_at: datetime
+    # The clock starts when the sign vector's key is revealed (the product depends on it).
+    started_at: datetime | None = None
+    signs_key: str | None = Field(default=None, max_length=64)
     committed_at: datetime | None = None
     commitment: str | None = Field(default=None, max_length=64)
     reveal: list[int] | None = Field(default=None, sa_column=Column(JSON))

@@ -28,8 +28,21 @@ def issue(
     config: ConfigDep,
     now: NowDep,
 ) -> GpuChallengeState:
-    """Start a challenge round for one registered GPU: the seed, and the API's clock runs."""
+    """Open a challenge round for one registered GPU: the seed (untimed: derive A and B)."""
     return challenge_state(service.issue(session, config, provider, body.gpu_uuid, now))
+
+
+@router.post("/gpu-challenges/{challenge_id}/start")
+def start(
+    challenge_id: int,
+    provider: CurrentProvider,
+    session: SessionDep,
+    config: ConfigDep,
+    now: NowDep,
+) -> GpuChallengeState:
+    """The API's clock starts: the answer carries the sign vector's key (the product is
+    (A diag(d)) B)."""
+    return challenge_state(service.start(session, config, provider, challenge_id, now))
 
 
 @router.post("/gpu-challenges/{challenge_id}/commit")

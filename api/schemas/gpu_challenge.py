@@ -22,6 +22,8 @@ def challenge_state(row: GpuChallenge) -> GpuChallengeState:
         status=row.status,  # type: ignore[arg-type]
         reason=row.reason,
         issued_at=row.issued_at,
+        signs_key=row.signs_key,
+        started_at=row.started_at,
         elapsed_s=row.elapsed_s,
         measured_tflops=row.measured_tflops,
         reveal=list(row.reveal or []) if row.status == "committed" else [],

@@ -2,12 +2,13 @@
 
 A worker's registration says which GPUs it has; nothing in it is proof (a machine without a
 GPU can write "8 x H100"). The API therefore runs its own round of the seeded matrix-multiply
-challenge against each GPU (proofnet/messages/gpu_challenge.py): it issues the seed, starts
-its own clock, stops it when the commitment to C arrives, only then draws the rows to reveal,
-and checks them exactly (Freivalds over the revealed rows, integer arithmetic, deterministic
-from the round's stored key). A commitment later than the claimed model's minimum plausible
-throughput allows (`MIN_FP32_TFLOPS` plus `gpu_challenge_overhead_s`) fails the GPU as too
-slow for that model.
+challenge against each GPU (proofnet/messages/gpu_challenge.py): it issues the seed (the
+worker derives the matrices untimed), then starts its own clock as it reveals the sign vector
+the product depends on, stops it when the commitment to C arrives, only then draws the rows
+to reveal, and checks them exactly (Freivalds over the revealed rows, integer arithmetic,
+deterministic from the round's stored keys). A commitment later than the claimed model's
+minimum plausible throughput allows (`MIN_FP32_TFLOPS` plus `gpu_challenge_overhead_s`)
+fails the GPU as too slow for that model.
 
 What is offered (`offered_clause`, `offer_state`): never a GPU whose check failed (the API's
 challenge, the worker's own challenge or its container GPU runtime check); with
@@ -82,7 +83,7 @@ MIN_FP32_TFLOPS: Final[dict[str, float]] = {
 # 2017 and far above a CPU's share of the allowance at the default n.
 UNKNOWN_MODEL_MIN_TFLOPS: Final = 2.0
 
-OPEN: Final = ("issued", "committed")
+OPEN: Final = ("issued", "started", "committed")
 
 
 def min_tflops(model: str) -> float:
@@ -95,7 +96,7 @@ def min_tflops(model: str) -> float:
 
 
 def allowed_seconds(config: ApiConfig, model: str, n: int) -> float:
-    """How long, on the API's clock, a GPU of `model` may take from issue to commitment."""
+    """How long, on the API's clock, a GPU of `model` may take from start to commitment."""
     return 2 * n**3 / (min_tflops(model) * 1e12) + config.gpu_challenge_overhead_s
 
 
@@ -204,8 +205,8 @@ def apply_registration(
 def issue(
     session: Session, config: ApiConfig, provider: Provider, gpu_uuid: str, now: datetime
 ) -> GpuChallenge:
-    """Start a round for one of the provider's GPUs: a fresh seed, the clock starts now. An
-    open round of the same GPU is closed (it can no longer pass)."""
+    """Open a round for one of the provider's GPUs: a fresh seed (the clock starts only at
+    `start`). An open round of the same GPU is closed (it can no longer pass)."""
     gpu = session.exec(
         select(ProviderGpu).where(
             ProviderGpu.provider_id == provider.id, ProviderGpu.uuid == gpu_uuid
@@ -252,6 +253,23 @@ def _locked(session: Session, provider: Provider, challenge_id: int) -> GpuChall
     return row
 
 
+def start(
+    session: Session, config: ApiConfig, provider: Provider, challenge_id: int, now: datetime
+) -> GpuChallenge:
+    """The worker holds A and B: reveal the sign vector's key and start the clock."""
+    row = _locked(session, provider, challenge_id)
+    if row.status != "issued":
+        raise Conflict(f"this challenge is {row.status}, not waiting to start")
+    if (now - _aware(row.issued_at)).total_seconds() > config.challenge_ttl_s:
+        _finish(session, config, row, now, "the round was started after the challenge expired")
+        return row
+    row.status, row.started_at, row.signs_key = "started", now, secrets.token_hex(32)
+    session.add(row)
+    session.commit()
+    session.refresh(row)
+    return row
+
+
 def commit(
     session: Session,
     config: ApiConfig,
@@ -263,9 +281,9 @@ def commit(
     """The commitment arrived: stop the clock, judge the time against the claimed model, and
     only now draw the rows to reveal."""
     row = _locked(session, provider, challenge_id)
-    if row.status != "issued":
+    if row.status != "started" or row.started_at is None:
         raise Conflict(f"this challenge is {row.status}, not waiting for a commitment")
-    elapsed = max((now - _aware(row.issued_at)).total_seconds(), 1e-9)
+    elapsed = max((now - _aware(row.started_at)).total_seconds(), 1e-9)
     row.committed_at, row.commitment, row.elapsed_s = now, commitment, elapsed
     row.measured_tflops = 2 * row.n**3 / elapsed / 1e12
     allowed = allowed_seconds(config, row.gpu_model, row.n)
@@ -276,7 +294,7 @@ def commit(
             row,
             now,
             f"too slow for a {row.gpu_model}: the commitment came {elapsed:.2f} s after the "
-            f"seed on the API's clock, a {row.gpu_model} needs at most {allowed:.2f} s "
+            f"start on the API's clock, a {row.gpu_model} needs at most {allowed:.2f} s "
             f"(n={row.n}, at least {min_tflops(row.gpu_model):g} TFLOP/s plus "
             f"{config.gpu_challenge_overhead_s:g} s)",
         )
@@ -306,14 +324,14 @@ def reveal(
     row = _locked(session, provider, challenge_id)
     if row.status != "committed":
         raise Conflict(f"this challenge is {row.status}, not waiting for revealed rows")
-    assert row.commitment is not None and row.reveal is not None
+    assert row.commitment is not None and row.reveal is not None and row.signs_key is not None
     if (now - _aware(row.issued_at)).total_seconds() > config.challenge_ttl_s:
         _finish(session, config, row, now, "the rows were revealed after the challenge expired")
         return row
     if len(rows) != len(row.reveal):
         raise BadRequest(f"reveal exactly the {len(row.reveal)} rows asked: {row.reveal}")
     why = check_revealed_rows(
-        row.seed, row.n, row.commitment, row.reveal, rows, bytes.fromhex(row.key)
+        row.seed, row.n, row.signs_key, row.commitment, row.reveal, rows, bytes.fromhex(row.key)
     )
     if why is not None:
         _finish(session, config, row, now, f"wrong answer to the API's challenge: {why}")

@@ -1,14 +1,18 @@
 """The GPU challenge the API runs against each registered GPU, and its one exact check.
 
-An interactive round in three signed worker requests (`api/routes/gpu_challenges.py`):
+An interactive round in four signed worker requests (`api/routes/gpu_challenges.py`):
 
-1. `POST /api/v1/worker/gpu-challenges` {gpu_uuid}: the API draws a fresh seed and starts its
-   clock; the answer names (seed, n, dtype).
-2. `POST .../{id}/commit` {commitment}: the worker computed C = A @ B on that GPU (A and B
-   derived from the seed by `challenge_matrices`) and sends the Merkle root over C's rows
-   (leaves `row_bytes`). The API stops its clock here and only now draws the rows to reveal,
-   so no row can be computed after the fact.
-3. `POST .../{id}/reveal` {rows}: those rows with their inclusion proofs; the API checks them
+1. `POST /api/v1/worker/gpu-challenges` {gpu_uuid}: the API draws a fresh seed; the answer
+   names (seed, n, dtype). The worker derives A and B (`challenge_matrices`) untimed: that
+   is host CPU work, the same on any GPU.
+2. `POST .../{id}/start`: the API starts its clock and reveals a sign vector d (entries +-1,
+   `column_signs` of the answer's `signs_key`). The product to compute is C = (A diag(d)) B:
+   unknown until now (no precomputation: C depends on d through all n rank-one terms), and
+   as exact as A @ B.
+3. `POST .../{id}/commit` {commitment}: the Merkle root over C's rows (leaves `row_bytes`).
+   The API stops its clock here and only now draws the rows to reveal, so no row can be
+   computed after the fact.
+4. `POST .../{id}/reveal` {rows}: those rows with their inclusion proofs; the API checks them
    with `check_revealed_rows` (Freivalds over the revealed rows, exact integer arithmetic).
 
 Entries of A and B lie in [-8, 8], so every entry of C is an integer below n * 64: computed
@@ -38,8 +42,10 @@ MAX_N: Final = 16384
 MAX_REVEALED_ROWS: Final = 16
 _FREIVALDS_R_BITS: Final = 16
 _FREIVALDS_DOMAIN: Final = b"proofnet/gpu-challenge-freivalds/v1"
+_SIGNS_DOMAIN: Final = b"proofnet/gpu-challenge-signs/v1"
+_BLOCK_ROWS: Final = 512
 
-ChallengeStatus = Literal["issued", "committed", "passed", "failed"]
+ChallengeStatus = Literal["issued", "started", "committed", "passed", "failed"]
 
 
 class _Message(BaseModel):
@@ -74,7 +80,10 @@ class GpuChallengeState(BaseModel):
     status: ChallengeStatus
     reason: str = ""
     issued_at: datetime
-    # The API's own clock, issue to commitment: what the plausibility check judges.
+    # Once started: the key of the sign vector d (`column_signs`); the clock runs from here.
+    signs_key: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    started_at: datetime | None = None
+    # The API's own clock, start to commitment: what the plausibility check judges.
     elapsed_s: float | None = None
     measured_tflops: float | None = None
     reveal: list[int] = Field(default_factory=list, max_length=MAX_REVEALED_ROWS)
@@ -95,6 +104,19 @@ def challenge_matrices(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
+def column_signs(signs_key: str, n: int) -> np.ndarray:
+    """The sign vector d (int8, entries +-1) the round's product scales A's columns by."""
+    digest = hashlib.sha256(_SIGNS_DOMAIN + bytes.fromhex(signs_key)).digest()
+    gen = np.random.Generator(np.random.PCG64(int.from_bytes(digest, "big")))
+    return (gen.integers(0, 2, size=n, dtype=np.int8) * 2 - 1).astype(np.int8)
+
+
+def signed_matrices(seed: int, n: int, signs_key: str) -> tuple[np.ndarray, np.ndarray]:
+    """A diag(d) and B, as int8: the factors of the round's product C."""
+    a, b = challenge_matrices(seed, n)
+    return a * column_signs(signs_key, n), b
+
+
 def row_bytes(row: np.ndarray) -> bytes:
     """One row of C as little-endian int64: the canonical byte form of a Merkle leaf."""
     return np.ascontiguousarray(row, dtype="<i8").tobytes()
@@ -111,6 +133,7 @@ def freivalds_vector(key: bytes, n: int, round_: int) -> np.ndarray:
 def check_revealed_rows(
     seed: int,
     n: int,
+    signs_key: str,
     commitment: str,
     asked: Sequence[int],
     rows: Sequence[RevealedRowReport],
@@ -119,9 +142,9 @@ def check_revealed_rows(
     rounds: int = 2,
 ) -> str | None:
     """Why the revealed rows fail (None when they pass): exactly the rows `asked`, each in
-    the tree committed to, and together equal to those rows of A @ B by Freivalds.
+    the tree committed to, and together equal to those rows of (A diag(d)) B by Freivalds.
 
-    Freivalds over the k revealed rows R: A[I] (B r) == R r for `rounds` vectors r drawn
+    Freivalds over the k revealed rows R: A'[I] (B r) == R r (A' = A diag(d)) for `rounds` vectors r drawn
     from the verifier's key, O(n^2 + kn) per round instead of O(kn^2) for recomputing the
     rows. All in int64: |B r| <= n * 8 * 2**16 and |C| <= n * 64, so |R r| stays below
     n^2 * 2**22 <= 2**50 for n <= 16384: exact, no wrap-around. A wrong row passes a round
@@ -150,11 +173,16 @@ def check_revealed_rows(
         if not verify_inclusion(row_bytes(values), proof, root):
             return f"row {row.index} is not in the committed C"
         revealed[k] = values
-    a, b = challenge_matrices(seed, n)
+    a, b = signed_matrices(seed, n, signs_key)
     a_rows = a[list(asked)].astype(np.int64)
-    b64 = b.astype(np.int64)
+    r = np.stack([freivalds_vector(key, n, k) for k in range(rounds)], axis=1)  # n x rounds
+    # B r for every round in one pass over B, a block of rows at a time: never an n x n
+    # int64 copy of B (512 MiB at n = 8192).
+    br = np.empty((n, rounds), dtype=np.int64)
+    for start in range(0, n, _BLOCK_ROWS):
+        br[start : start + _BLOCK_ROWS] = b[start : start + _BLOCK_ROWS].astype(np.int64) @ r
+    left, right = a_rows @ br, revealed @ r
     for round_ in range(rounds):
-        r = freivalds_vector(key, n, round_)
-        if not np.array_equal(a_rows @ (b64 @ r), revealed @ r):
-            return f"Freivalds round {round_ + 1}: the revealed rows are not rows of A @ B"
+        if not np.array_equal(left[:, round_], right[:, round_]):
+            return f"Freivalds round {round_ + 1}: the revealed rows are not rows of the product"
     return None

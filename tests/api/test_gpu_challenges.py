@@ -22,7 +22,7 @@ from api.app import create_app
 from api.config import ApiConfig
 from api.db import open_session
 from api.services.users import add_senior
-from proofnet.messages.gpu_challenge import GPU_CHALLENGES_PATH, challenge_matrices, row_bytes
+from proofnet.messages.gpu_challenge import GPU_CHALLENGES_PATH, row_bytes, signed_matrices
 from proofnet.messages.merkle import MerkleTree, leaf_hash
 
 N = 64
@@ -60,7 +60,7 @@ def _listed_gpus(client: TestClient) -> list[dict[str, Any]]:
 
 
 def _honest_c(state: dict[str, Any]) -> np.ndarray:
-    a, b = challenge_matrices(state["seed"], state["n"])
+    a, b = signed_matrices(state["seed"], state["n"], state["signs_key"])
     return a.astype(np.float32) @ b.astype(np.float32)
 
 
@@ -97,11 +97,16 @@ def run_round(
     answer: Callable[[dict[str, Any]], np.ndarray] = _honest_c,
     reveal_rows: Callable[[list[int]], list[int]] = lambda picks: picks,
 ) -> dict[str, Any]:
-    """One challenge round as a worker runs it: `took_s` on the API's clock between the seed
+    """One challenge round as a worker runs it: `took_s` on the API's clock between the start
     and the commitment; `answer` computes C; `reveal_rows` picks what to reveal."""
     issued = worker.request("POST", GPU_CHALLENGES_PATH, {"gpu_uuid": uuid})
     assert issued.status_code == 200, issued.text
     state = issued.json()
+    assert state["status"] == "issued" and state["signs_key"] is None
+    clock.advance(5.0)  # deriving A and B is not timed
+    started = worker.request("POST", f"{GPU_CHALLENGES_PATH}/{state['id']}/start")
+    assert started.status_code == 200, started.text
+    state = started.json()
     c = answer(state)
     tree = _tree(c)
     clock.advance(took_s)
@@ -142,7 +147,7 @@ def test_honest_gpu_passes_the_api_challenge_and_is_then_offered(
 
     verdict = run_round(worker, clock, gpu["uuid"], took_s=0.5)
     assert verdict["status"] == "passed", verdict
-    assert verdict["elapsed_s"] == pytest.approx(0.5)
+    assert verdict["elapsed_s"] == pytest.approx(0.5)  # from the start, not the issue
     (gpu,) = _gpus(worker)
     assert gpu["offered"] and gpu["check_status"] == "passed"
     assert [g["uuid"] for g in _listed_gpus(client)] == [gpu["uuid"]]
@@ -340,6 +345,12 @@ def test_a_round_is_answered_once_and_only_by_its_worker(
     state = worker.request("POST", GPU_CHALLENGES_PATH, {"gpu_uuid": gpu["uuid"]}).json()
     path = f"{GPU_CHALLENGES_PATH}/{state['id']}/commit"
     root = {"commitment": secrets.token_hex(32)}
+    # No commitment before the clock started (the product is not even defined yet).
+    assert worker.request("POST", path, root).status_code == 409
+    start = f"{GPU_CHALLENGES_PATH}/{state['id']}/start"
+    assert other.request("POST", start).status_code == 404
+    assert worker.request("POST", start).status_code == 200
+    assert worker.request("POST", start).status_code == 409
     assert other.request("POST", path, root).status_code == 404
     foreign = other.request("POST", GPU_CHALLENGES_PATH, {"gpu_uuid": gpu["uuid"]})
     assert foreign.status_code == 404

@@ -19,7 +19,7 @@ import pytest
 from agent_fixtures import ApiServer, make_api_server
 
 from proofnet.messages.gpu_challenge import WORKER_GPUS_PATH
-from worker.api_challenge import challenge_due, due_gpus, gpu_checks
+from worker.api_challenge import Factors, challenge_due, due_gpus, gpu_checks
 from worker.api_client import ApiClient
 from worker.challenge import ChallengeResult, ChallengeSpec, commitment_tree, run_challenge
 from worker.identity import bind_payout_address, create_key
@@ -50,14 +50,19 @@ def _register_with_one_gpu(api: ApiServer, key_file: Path) -> ApiClient:
     return client
 
 
-def numpy_gpu(spec: ChallengeSpec, index: int, uuid: str) -> ChallengeResult:
+def numpy_gpu(spec: ChallengeSpec, index: int, uuid: str, factors: Factors) -> ChallengeResult:
     """Stands in for the GPU (none here): the same exact product, on the CPU."""
+    return run_challenge(spec, backend="numpy", repeats=1, matrices=factors)
+
+
+def unsigned_gpu(spec: ChallengeSpec, index: int, uuid: str, factors: Factors) -> ChallengeResult:
+    """A device that computed A @ B ahead of the start, ignoring the sign vector."""
     return run_challenge(spec, backend="numpy", repeats=1)
 
 
-def wrong_gpu(spec: ChallengeSpec, index: int, uuid: str) -> ChallengeResult:
+def wrong_gpu(spec: ChallengeSpec, index: int, uuid: str, factors: Factors) -> ChallengeResult:
     """A device that returns plausible garbage: right shape and range, wrong values."""
-    honest = numpy_gpu(spec, index, uuid)
+    honest = numpy_gpu(spec, index, uuid, factors)
     c = np.random.default_rng(1).integers(-64, 64, size=honest.c.shape).astype(np.int64)
     return ChallengeResult(
         spec=spec,
@@ -93,6 +98,14 @@ def test_a_device_computing_the_wrong_product_fails_the_api_round(
         assert outcome.status == "failed" and "Freivalds" in outcome.reason
         (gpu,) = client.request("GET", WORKER_GPUS_PATH).json()["gpus"]
         assert not gpu["offered"] and "wrong answer" in gpu["why"]
+
+
+def test_a_product_computed_before_the_start_fails(api: ApiServer, tmp_path: Path) -> None:
+    """Precomputing A @ B while the clock is stopped does not help: the product the round
+    asks for depends on the sign vector revealed at the start."""
+    with _register_with_one_gpu(api, tmp_path / "key") as client:
+        (outcome,) = challenge_due(client, datetime.now(UTC), unsigned_gpu)
+        assert outcome.status == "failed" and "Freivalds" in outcome.reason
 
 
 def test_due_gpus_picks_unchecked_and_soon_expiring() -> None:

@@ -43,6 +43,8 @@ def upgrade() -> None:
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("reason", sa.String(length=2000), nullable=False),
         sa.Column("issued_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("signs_key", sa.String(length=64), nullable=True),
         sa.Column("committed_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("commitment", sa.String(length=64), nullable=True),
         sa.Column("reveal", sa.JSON(), nullable=True),
