@@ -53,12 +53,23 @@ class LeaseInfo:
     started_ms: int  # claim time, POSIX ms
     completed_ms: int
     attempt: int
+    # The models of the provider's checked GPUs that fit the job at claim (the API's GPU
+    # challenge); None when the API does not say (older APIs, older leases).
+    gpu_models: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
 class AuctionRecord:
     commitments: tuple[str, ...]
     bids: tuple[RevealedBid, ...]
+
+
+def _models(raw: object) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(m, str) for m in raw):
+        raise FeedDataError("lease.gpu_models must be a list of strings")
+    return tuple(raw)
 
 
 @dataclass(frozen=True)
@@ -199,6 +210,7 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
             started_ms=_ms(raw.get("started_at"), "lease.started_at"),
             completed_ms=_ms(raw.get("completed_at"), "lease.completed_at"),
             attempt=_int(raw, "attempt"),
+            gpu_models=_models(raw.get("gpu_models")),
         )
     results_raw = obj.get("results") or {}
     if not isinstance(results_raw, Mapping) or not all(

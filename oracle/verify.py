@@ -84,6 +84,8 @@ class Reason(StrEnum):
     GPU_TIME_IMPLAUSIBLE = "gpu_time_implausible"
     # Rate-card GPU time beyond what the proof's committed steps back (oracle.metering).
     GPU_TIME_EXCEEDS_PROOF = "gpu_time_exceeds_proof"
+    # A rate-card attestation naming a GPU model none of the lease's checked GPUs had.
+    GPU_MODEL_UNCHECKED = "gpu_model_unchecked"
     IMAGE_MISMATCH = "image_mismatch"
     COMMAND_MISMATCH = "command_mismatch"
     AMOUNT_EXCEEDS_PRICE = "amount_exceeds_price"
@@ -297,6 +299,8 @@ def verify(
         passed.append("lease")
         _check_work(att, job)
         passed.append("work_matches_spec")
+        if unit is None:
+            _check_gpu_model(att, job)
         _check_amount(att, job, unit)
         passed.append("amount")
         _check_results(att, scope)
@@ -485,6 +489,21 @@ def price_cap(job: JobInfo, att: Attestation) -> int:
         )
     except RateCardError as exc:
         raise _Rejected(Reason.AMOUNT_EXCEEDS_PRICE, f"nothing is payable: {exc}") from exc
+
+
+def _check_gpu_model(att: Attestation, job: JobInfo) -> None:
+    """A GPU model's rate is paid only for GPUs that passed that model's checks: a rate-card
+    attestation must name a model among the checked GPUs the lease was made on."""
+    if not isinstance(job.spec.pricing, RateCardPrice) or job.lease is None:
+        return
+    models = job.lease.gpu_models
+    if models is None or att.gpu_model in models:
+        return
+    raise _Rejected(
+        Reason.GPU_MODEL_UNCHECKED,
+        f"the attestation names GPU model {att.gpu_model!r}, but the lease was made on checked "
+        f"GPUs of {', '.join(repr(m) for m in models) or 'no model'} only",
+    )
 
 
 def _check_metered_by_proof(

@@ -114,6 +114,23 @@ def offered_clause(config: ApiConfig, now: datetime) -> ColumnElement[bool]:
     return col(ProviderGpu.check_status) != "failed"
 
 
+def offered_models(
+    session: Session, config: ApiConfig, provider_id: int, memory_mb: int, now: datetime
+) -> list[str]:
+    """The models of the provider's offered GPUs with at least `memory_mb`: what a lease it
+    claims now may be paid as."""
+    rows = session.exec(
+        select(ProviderGpu.model)
+        .where(
+            ProviderGpu.provider_id == provider_id,
+            col(ProviderGpu.memory_mb) >= memory_mb,
+            offered_clause(config, now),
+        )
+        .distinct()
+    ).all()
+    return sorted(rows)
+
+
 @dataclass(frozen=True)
 class GpuState:
     gpu: ProviderGpu

@@ -24,6 +24,7 @@ from api.models import Job, JobEscrow, JobUnit, Lease, Provider
 from api.models.job import NOT_STARTED, TERMINAL_STATUSES
 from api.services import auctions, clusters, unit_outcomes, units
 from api.services.estimates import record_run
+from api.services.gpu_challenges import offered_models
 from api.services.notifications import notify_job_completed
 from api.services.rate_cards import claimable_by as rate_card_claimable
 from api.services.tokens import new_nonce, new_secret, secret_hash
@@ -171,6 +172,7 @@ def claim(
         attempt=job.attempts + 1,
         created_at=now,
         expires_at=_expiry(job, now, now, config),
+        gpu_models=offered_models(session, config, provider.id, job.gpu_memory_mb, now),
     )
     session.add(lease)
     session.flush()
@@ -215,6 +217,7 @@ def _claim_unit(
         expires_at=_expiry(job, now, now, config),
         now=now,
     )
+    lease.gpu_models = offered_models(session, config, provider.id or 0, job.gpu_memory_mb, now)
     session.flush()
     cluster = None
     if unit.kind == "node":

@@ -17,10 +17,12 @@ import pytest
 from api_support import FakeClock, Wallet, Worker, capabilities, job_spec, sign_in
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
+from sqlmodel import select
 
 from api.app import create_app
 from api.config import ApiConfig
 from api.db import open_session
+from api.models import Lease
 from api.services.users import add_senior
 from proofnet.messages.gpu_challenge import GPU_CHALLENGES_PATH, row_bytes, signed_matrices
 from proofnet.messages.merkle import MerkleTree, leaf_hash
@@ -375,3 +377,24 @@ def test_rate_card_names_only_models_that_passed(
     assert "passed" in refused.json()["detail"]
     ok = worker.request("PUT", "/api/v1/worker/rate-card", {"rates": {"L4": 1_000_000}})
     assert ok.status_code == 200, ok.text
+
+
+def test_a_lease_records_the_checked_models_it_was_made_on(
+    client: TestClient,
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    headers: Any,
+    engine: Engine,
+) -> None:
+    """What the oracle pays a rate for: the models of the checked GPUs that fit the job when
+    it was claimed (the failed H100 is not among them)."""
+    worker = worker_factory()
+    worker.register([("L4", 23034), ("NVIDIA H100 80GB HBM3", 81559)])
+    l4, h100 = _gpus(worker)
+    assert run_round(worker, clock, l4["uuid"])["status"] == "passed"
+    assert run_round(worker, clock, h100["uuid"], took_s=30)["status"] == "failed"
+    _post_job(client, headers)
+    assert worker.claim().status_code == 200
+    with open_session(engine) as s:
+        (lease,) = s.exec(select(Lease)).all()
+        assert lease.gpu_models == ["L4"]

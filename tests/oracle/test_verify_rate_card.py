@@ -187,3 +187,19 @@ def test_the_bound_scales_with_the_gpus_the_lease_held() -> None:
         )
         is None
     )
+
+
+def test_a_rate_is_paid_only_for_a_model_whose_gpus_passed_their_checks() -> None:
+    """The attack: a worker whose only checked GPUs are L4s (its H100 failed the API's
+    challenge, or never took it) runs a rate-card job and attests it as an H100, to be paid
+    the H100 rate of a card published while the H100 still passed."""
+    world, _ = rate_card_world({H100: 3_600_000, "NVIDIA L4": 360_000})
+    world.set_lease(gpu_models=("NVIDIA L4",))
+    status, reason, message = outcome(world, amount=GPU_MS)
+    assert (status, reason) == ("rejected", Reason.GPU_MODEL_UNCHECKED)
+    assert "'NVIDIA L4'" in message
+    # The honest twin: attested as what it ran on, at that model's rate.
+    assert outcome(world, amount=GPU_MS // 10, gpu_model="NVIDIA L4")[:2] == ("verified", None)
+    # A lease made on checked H100s is paid the H100 rate.
+    world.set_lease(gpu_models=("NVIDIA H100", "NVIDIA L4"))
+    assert outcome(world, amount=GPU_MS)[:2] == ("verified", None)

@@ -1,5 +1,5 @@
 """gpu challenges: the API's own check of each registered GPU (seed, commitment, revealed
-rows, verdict) and each GPU's check status
+rows, verdict), each GPU's check status, and the checked GPU models each lease was made on
 
 Revision ID: 0013
 Revises: 0012
@@ -20,6 +20,8 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("leases", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("gpu_models", sa.JSON(), nullable=True))
     with op.batch_alter_table("provider_gpus", schema=None) as batch_op:
         batch_op.add_column(
             sa.Column(
@@ -66,6 +68,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("leases", schema=None) as batch_op:
+        batch_op.drop_column("gpu_models")
     op.drop_table("gpu_challenges")
     with op.batch_alter_table("provider_gpus", schema=None) as batch_op:
         batch_op.drop_column("verified_until")
