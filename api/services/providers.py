@@ -31,6 +31,10 @@ class GpuOffer:
 def offers_from_registration(registration: ProviderRegistration) -> list[GpuOffer]:
     """The GPUs a registration offers, refused unless its own onboarding report backs them:
     the wrong inventory is the complaint providers' users raise most."""
+    uuids = [g.uuid for g in registration.gpus]
+    if len(set(uuids)) != len(uuids):
+        # One GPU offered twice would hold two leases at once.
+        raise BadRequest("GPU UUIDs must be unique")
     details = {d.uuid: d for d in registration.capabilities.gpus}
     if registration.capabilities.cpu_only and registration.gpus:
         raise BadRequest("the report says cpu_only but the registration offers GPUs")
@@ -88,6 +92,7 @@ def register(
     indexes = [g.index for g in gpus]
     if len(set(indexes)) != len(indexes):
         raise BadRequest("GPU indexes must be unique")
+
     provider = session.exec(select(Provider).where(Provider.worker_key == worker_key)).first()
     previous: dict[str, ProviderGpu] = {}
     if provider is None:

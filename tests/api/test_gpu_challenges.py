@@ -398,3 +398,19 @@ def test_a_lease_records_the_checked_models_it_was_made_on(
     with open_session(engine) as s:
         (lease,) = s.exec(select(Lease)).all()
         assert lease.gpu_models == ["L4"]
+
+
+def test_one_gpu_registered_twice_under_its_uuid_is_refused(
+    client: TestClient, worker_factory: Callable[[], Worker]
+) -> None:
+    """The same GPU (one UUID) offered as several would hold several leases at once."""
+    worker = worker_factory()
+
+    def same_uuid(offered: list[dict[str, Any]]) -> dict[str, Any]:
+        # The offered GPUs and the report, both under one UUID (the body shares these dicts).
+        for g in offered:
+            g["uuid"] = "GPU-same"
+        return capabilities(offered)
+
+    with pytest.raises(AssertionError, match="GPU UUIDs must be unique"):
+        worker.register([("L4", 23034)] * 3, report=same_uuid)
