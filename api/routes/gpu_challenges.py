@@ -5,7 +5,9 @@ proofnet/messages/gpu_challenge.py."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path
 
 from api.deps import ConfigDep, CurrentProvider, NowDep, SessionDep
 from api.schemas.gpu_challenge import WorkerGpuPublic, WorkerGpusPublic, challenge_state
@@ -18,6 +20,9 @@ from proofnet.messages.gpu_challenge import (
 )
 
 router = APIRouter(prefix="/worker", tags=["worker"])
+
+# Bounded like every integer path parameter: a larger one cannot be looked up.
+ChallengeId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
 
 @router.post("/gpu-challenges")
@@ -34,7 +39,7 @@ def issue(
 
 @router.post("/gpu-challenges/{challenge_id}/start")
 def start(
-    challenge_id: int,
+    challenge_id: ChallengeId,
     provider: CurrentProvider,
     session: SessionDep,
     config: ConfigDep,
@@ -47,7 +52,7 @@ def start(
 
 @router.post("/gpu-challenges/{challenge_id}/commit")
 def commit(
-    challenge_id: int,
+    challenge_id: ChallengeId,
     body: GpuChallengeCommit,
     provider: CurrentProvider,
     session: SessionDep,
@@ -62,7 +67,7 @@ def commit(
 
 @router.post("/gpu-challenges/{challenge_id}/reveal")
 def reveal(
-    challenge_id: int,
+    challenge_id: ChallengeId,
     body: GpuChallengeReveal,
     provider: CurrentProvider,
     session: SessionDep,

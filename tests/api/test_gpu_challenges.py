@@ -358,6 +358,8 @@ def test_a_round_is_answered_once_and_only_by_its_worker(
     assert foreign.status_code == 404
     assert worker.request("POST", path, root).status_code == 200
     assert worker.request("POST", path, root).status_code == 409
+    # An id no row can have is refused before any lookup.
+    assert worker.request("POST", f"{GPU_CHALLENGES_PATH}/{2**70}/start").status_code == 422
 
 
 def test_rate_card_names_only_models_that_passed(
