@@ -416,3 +416,41 @@ def test_one_gpu_registered_twice_under_its_uuid_is_refused(
 
     with pytest.raises(AssertionError, match="GPU UUIDs must be unique"):
         worker.register([("L4", 23034)] * 3, report=same_uuid)
+
+
+@pytest.mark.postgres
+def test_the_round_and_the_offer_on_postgresql(postgres_url: str, clock: FakeClock) -> None:
+    """The same round on PostgreSQL (migrated to head): a passing GPU is offered and leased
+    once; a too-slow one is not."""
+    from api.db import make_engine
+    from api.migrate import upgrade_head
+
+    engine = make_engine(postgres_url)
+    upgrade_head(engine)
+    config = ApiConfig(
+        database_url=postgres_url,
+        network="devnet",
+        rate_limit_per_minute=100_000,
+        gpu_challenge_required=True,
+        gpu_challenge_n=N,
+        gpu_challenge_overhead_s=2.0,
+    )
+    app = create_app(config=config, engine=engine, clock=clock, run_sweeper=False)
+    try:
+        with TestClient(app) as client:
+            wallet = Wallet()
+            with open_session(engine) as s:
+                add_senior(s, config, wallet.address, clock())
+            headers = sign_in(client, wallet)
+            worker = Worker(client, clock=clock)
+            worker.register([("L4", 23034), ("NVIDIA H100 80GB HBM3", 81559)])
+            l4, h100 = _gpus(worker)
+            assert run_round(worker, clock, l4["uuid"])["status"] == "passed"
+            assert run_round(worker, clock, h100["uuid"], took_s=30)["status"] == "failed"
+            assert [g["uuid"] for g in _listed_gpus(client)] == [l4["uuid"]]
+            _post_job(client, headers)
+            _post_job(client, headers)
+            assert worker.claim().status_code == 200
+            assert worker.claim().status_code == 204  # the one checked GPU is busy
+    finally:
+        engine.dispose()
