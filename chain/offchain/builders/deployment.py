@@ -13,7 +13,11 @@ from chain.contracts import types as t
 from chain.offchain.builders.errors import BuilderError
 from chain.offchain.builders.onchain import parse_out_ref
 
-DEPLOYMENT_FORMAT = 1
+# Format 2: one oracle-config script is also the config NFT's policy (`config_policy` is
+# its hash and names the config address), escrow refunds refuse reference scripts. Format
+# 1 files describe scripts of the earlier protocol (a separate NFT policy that could mint
+# into any wallet) and are refused, not converted: redeploy.
+DEPLOYMENT_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -22,9 +26,9 @@ class Deployment:
 
     network: str  # "testnet" | "mainnet"
     seed: str
+    # The oracle-config script's hash: the config NFT's policy AND the config address.
     config_policy: str
     config_name: str  # hex
-    oracle_config_hash: str
     escrow_hash: str
     batch_hash: str
     config_ref: str  # the UTxO holding the config NFT and OracleConfigDatum
@@ -41,7 +45,6 @@ class Deployment:
             raise BuilderError(f"deployment network must be testnet or mainnet: {self.network}")
         for name in (
             "config_policy",
-            "oracle_config_hash",
             "escrow_hash",
             "batch_hash",
             "ntx_policy",
@@ -80,9 +83,15 @@ class Deployment:
         return Address(ScriptHash(bytes.fromhex(self.escrow_hash)), network=self.pycardano_network)
 
     @property
+    def oracle_config_hash(self) -> str:
+        """The oracle-config script's hash: the config NFT's policy (one script)."""
+        return self.config_policy
+
+    @property
     def config_address(self) -> Address:
+        """The only address where the config NFT may be (its policy's own script)."""
         return Address(
-            ScriptHash(bytes.fromhex(self.oracle_config_hash)), network=self.pycardano_network
+            ScriptHash(bytes.fromhex(self.config_policy)), network=self.pycardano_network
         )
 
     @property
@@ -120,8 +129,19 @@ class Deployment:
             raise BuilderError(f"deployment is not JSON: {exc}") from exc
         if not isinstance(data, dict):
             raise BuilderError("deployment JSON must be an object")
+        if data.get("format") == 1:
+            raise BuilderError(
+                "deployment format 1 is no longer supported: it names scripts of the earlier "
+                "protocol (a config NFT policy apart from the oracle-config script, which could "
+                "mint the NFT into any wallet; escrow refunds that accept reference scripts). "
+                "Settle or refund its escrows with the release that made it, then redeploy "
+                "(`proofnet chain deploy`) to get a format 2 deployment"
+            )
         if data.get("format") != DEPLOYMENT_FORMAT:
-            raise BuilderError(f"unsupported deployment format {data.get('format')!r}")
+            raise BuilderError(
+                f"unsupported deployment format {data.get('format')!r} "
+                f"(this release reads format {DEPLOYMENT_FORMAT})"
+            )
         names = {f.name for f in fields(cls)}
         unknown = set(data) - names
         missing = names - set(data) - {"tx_ids", "format"}
