@@ -295,12 +295,13 @@ def _is_ada_only(u: UTxO) -> bool:
 
 def _pick_collateral(payer_utxos: Sequence[UTxO]) -> UTxO:
     """The smallest key-locked UTxO with enough ADA, ADA-only ones first. Tokens in it are
-    safe: the collateral return gives them back (the ledger requires ADA-only net)."""
+    safe: the collateral return gives them back (the ledger requires ADA-only net). One
+    carrying a reference script is taken last (the ledger allows it, and collateral inputs
+    do not count for the reference-script fee)."""
     candidates = [
         u
         for u in payer_utxos
-        if u.output.script is None
-        and u.output.amount.coin >= MIN_COLLATERAL_LOVELACE
+        if u.output.amount.coin >= MIN_COLLATERAL_LOVELACE
         and isinstance(u.output.address.payment_part, VerificationKeyHash)
     ]
     if not candidates:
@@ -308,7 +309,10 @@ def _pick_collateral(payer_utxos: Sequence[UTxO]) -> UTxO:
             f"the payer has no key UTxO of at least {MIN_COLLATERAL_LOVELACE} lovelace "
             "for collateral"
         )
-    return min(candidates, key=lambda u: (bool(u.output.amount.multi_asset), u.output.amount.coin))
+    return min(
+        candidates,
+        key=lambda u: (_carries_script(u), bool(u.output.amount.multi_asset), u.output.amount.coin),
+    )
 
 
 def _value_of(utxos: Iterable[UTxO]) -> Value:

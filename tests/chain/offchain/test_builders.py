@@ -139,7 +139,7 @@ def test_lock_spends_a_utxo_carrying_a_reference_script(world: ProtocolWorld) ->
     """A stranger parks a reference script on the only UTxO holding a wallet's NTX (what a
     refund to the submitter could do before the escrow refused it). The lock builder must
     select that UTxO, not report "holds 0", and pay the ledger's reference-script fee."""
-    owner = wallet(300, staked=True)
+    owner = wallet(310, staked=True)
     world.fund(owner, 20_000_000)  # script-free ADA: fees alone never need the parked UTxO
     parked = S.apply_params("escrow")  # about 5 KB: a fee no rounding could hide
     ma = MultiAsset.from_primitive(
@@ -308,6 +308,30 @@ def test_refund_after_the_deadline_by_anyone(world: ProtocolWorld) -> None:
     (back,) = world.utxos_of(tx_id, world.submitter.address)
     assert back.output.amount == escrow.output.amount
     assert datum_cbor(back.output.datum) == out_ref_data(escrow.input).to_cbor()
+
+
+def test_refund_paid_from_a_lone_utxo_carrying_a_reference_script(world: ProtocolWorld) -> None:
+    """The payer's only UTxO carries a parked reference script: it pays the fee and stands
+    as collateral (script transactions need one), and the fee counts its script beside
+    the escrow script the refund references."""
+    (escrow,) = world.lock([world.job(300, deadline_in_ms=8_000)], min_margin_ms=5_000)
+    payer = wallet(311)
+    parked = S.ntx_test_policy(world.admin.pkh)
+    gift = A.output_with_min_ada(world.context, payer.address, script=parked, at_least=30_000_000)
+    plan = A.TxPlan(change_address=world.submitter.address, outputs=[gift])
+    built = A.finalize(world.context, plan, world.submitter.utxos(world.context))
+    tx_id = world.submit(A.sign(built, [world.submitter.signing_key]))
+    (lone,) = world.context.utxos(payer.address)
+    assert str(lone.input.transaction_id) == tx_id and lone.output.script is not None
+    world.wait_until_chain_ms(t.EscrowDatum.from_cbor(datum_cbor(escrow.output.datum)).deadline)
+    world.wait_until_chain_ms(world.now_ms() + 1_000)
+    refund = build_refund(world.context, world.deployment, [escrow], payer.address)
+    body = refund.built.tx.transaction_body
+    assert lone.input in body.inputs and list(body.collateral) == [lone.input]
+    escrow_script = resolve(world.context, world.deployment).escrow_script.output.script
+    assert refund.built.ref_script_size == len(bytes(parked)) + len(bytes(escrow_script))
+    world.submit(A.sign(refund.built, [payer.signing_key]))
+    assert all(u.output.script is None for u in world.context.utxos(payer.address))
 
 
 def test_cancel_with_submitter_and_oracle_quorum(world: ProtocolWorld) -> None:
