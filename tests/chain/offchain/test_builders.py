@@ -5,6 +5,7 @@ and, without a chain, the deployment file and the config reader's address check.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from collections.abc import Iterator
@@ -35,7 +36,13 @@ from chain.offchain.builders import fees
 from chain.offchain.builders.chain_time import ChainClock
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.errors import BuilderError
-from chain.offchain.builders.lock import EscrowJob, assemble, build_lock_unsigned, lock_escrows
+from chain.offchain.builders.lock import (
+    EscrowJob,
+    assemble,
+    build_lock,
+    build_lock_unsigned,
+    lock_escrows,
+)
 from chain.offchain.builders.mint import mint_test_ntx
 from chain.offchain.builders.onchain import address_data, datum_cbor, out_ref_data
 from chain.offchain.builders.protocol_utxos import resolve
@@ -46,6 +53,7 @@ from chain.offchain.builders.settle import (
     build_settle_batch,
     pack_settle_batch,
 )
+from chain.offchain.errors import TransactionRejectedError
 
 
 @pytest.fixture(scope="module")
@@ -156,8 +164,8 @@ def test_lock_spends_a_utxo_carrying_a_reference_script(world: ProtocolWorld) ->
     (held,) = world.utxos_of(tx_id, owner.address)
     assert held.output.script is not None
 
-    result = lock_escrows(world.context, world.deployment, [world.job(600, submitter=owner)], owner)
-    world.devnet.wait_for_tx(result.tx_id)
+    job = world.job(600, submitter=owner)
+    result = build_lock(world.context, world.deployment, [job], owner.address)
     body = result.built.tx.transaction_body
     assert held.input in body.inputs
     script_size = len(bytes(parked))
@@ -168,6 +176,16 @@ def test_lock_spends_a_utxo_carrying_a_reference_script(world: ProtocolWorld) ->
     least = fees.min_fee(pp, result.built.size, [], script_size)
     assert least <= result.built.fee <= least + 2 * int(pp.min_fee_coefficient)
     assert result.built.fee - fees.min_fee(pp, result.built.size, [], 0) >= ref_fee
+    # The ledger charges it: the same lock paying all but the reference-script fee (to
+    # its change instead) is refused.
+    short = copy.deepcopy(result.built.tx)
+    short_body = short.transaction_body
+    short_body.fee -= ref_fee
+    change = short_body.outputs[-1]
+    short_body.outputs[-1] = TransactionOutput(change.address, change.amount + Value(ref_fee))
+    with pytest.raises(TransactionRejectedError, match="FeeTooSmallUTxO"):
+        world.submit(A.sign(short, [owner.signing_key]))
+    world.submit(A.sign(result.built, [owner.signing_key]))
     # The change is script-free: the parked script costs one spend, not every later one.
     left = world.context.utxos(owner.address)
     assert left and all(u.output.script is None for u in left)
