@@ -15,6 +15,7 @@ def sample_deployment(tag: str = "a") -> Deployment:
         seed=ref,
         config_policy=tag * 56,
         config_name="01",
+        oracle_config_hash="b" * 56,
         escrow_hash="c" * 56,
         batch_hash="d" * 56,
         config_ref=f"{tag * 64}#1",

@@ -33,6 +33,7 @@ def deployment(**overrides: Any) -> Deployment:
         "seed": ref.format(0),
         "config_policy": "22" * 28,
         "config_name": t.CONFIG_NFT_NAME.hex(),
+        "oracle_config_hash": "33" * 28,
         "escrow_hash": escrow_hash(),
         "batch_hash": "11" * 28,
         "config_ref": ref.format(1),

@@ -134,6 +134,7 @@ def deploy(
         seed=out_ref_text(seed.input),
         config_policy=scripts.config_policy.payload.hex(),
         config_name=S.CONFIG_NFT_NAME.hex(),
+        oracle_config_hash=scripts.oracle_config_hash.payload.hex(),
         escrow_hash=scripts.escrow_hash.payload.hex(),
         batch_hash=scripts.batch_hash.payload.hex(),
         config_ref=config_ref,

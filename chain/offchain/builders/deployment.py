@@ -13,10 +13,10 @@ from chain.contracts import types as t
 from chain.offchain.builders.errors import BuilderError
 from chain.offchain.builders.onchain import parse_out_ref
 
-# Format 2: one oracle-config script is also the config NFT's policy (`config_policy` is
-# its hash and names the config address), escrow refunds refuse reference scripts. Format
-# 1 files describe scripts of the earlier protocol (a separate NFT policy that could mint
-# into any wallet) and are refused, not converted: redeploy.
+# Format 2: the oracle-config script is also the config NFT's policy (the deploy builder
+# writes `config_policy == oracle_config_hash`), escrow refunds refuse reference scripts.
+# Format 1 files describe scripts of the earlier protocol (a separate NFT policy that could
+# mint into any wallet) and are refused, not converted: redeploy.
 DEPLOYMENT_FORMAT = 2
 
 
@@ -26,9 +26,11 @@ class Deployment:
 
     network: str  # "testnet" | "mainnet"
     seed: str
-    # The oracle-config script's hash: the config NFT's policy AND the config address.
     config_policy: str
     config_name: str  # hex
+    # The oracle-config script: the only address where the config NFT counts. Equal to
+    # `config_policy` in deployments of this build (one script mints and holds the NFT).
+    oracle_config_hash: str
     escrow_hash: str
     batch_hash: str
     config_ref: str  # the UTxO holding the config NFT and OracleConfigDatum
@@ -45,6 +47,7 @@ class Deployment:
             raise BuilderError(f"deployment network must be testnet or mainnet: {self.network}")
         for name in (
             "config_policy",
+            "oracle_config_hash",
             "escrow_hash",
             "batch_hash",
             "ntx_policy",
@@ -83,15 +86,10 @@ class Deployment:
         return Address(ScriptHash(bytes.fromhex(self.escrow_hash)), network=self.pycardano_network)
 
     @property
-    def oracle_config_hash(self) -> str:
-        """The oracle-config script's hash: the config NFT's policy (one script)."""
-        return self.config_policy
-
-    @property
     def config_address(self) -> Address:
-        """The only address where the config NFT may be (its policy's own script)."""
+        """The oracle-config script's address: the only place the config NFT counts."""
         return Address(
-            ScriptHash(bytes.fromhex(self.config_policy)), network=self.pycardano_network
+            ScriptHash(bytes.fromhex(self.oracle_config_hash)), network=self.pycardano_network
         )
 
     @property

@@ -51,9 +51,9 @@ def holds_config_nft(utxo: UTxO, deployment: Deployment) -> bool:
 
 
 def check_config_address(utxo: UTxO, deployment: Deployment) -> None:
-    """The config NFT counts only at the oracle-config script, whose hash is the NFT's
-    policy (the scripts check the same); anywhere else it is not the configuration."""
-    if utxo.output.address.payment_part != ScriptHash(bytes.fromhex(deployment.config_policy)):
+    """The config NFT counts only at the oracle-config script (whose hash is the NFT's
+    policy in this build, which the scripts check); anywhere else it is not the config."""
+    if utxo.output.address.payment_part != ScriptHash(bytes.fromhex(deployment.oracle_config_hash)):
         raise BuilderError(
             f"the config NFT UTxO {out_ref_text(utxo.input)} is at {utxo.output.address}, "
             f"not at the oracle-config script {deployment.config_address}: refusing it"

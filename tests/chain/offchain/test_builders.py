@@ -89,6 +89,7 @@ def test_deploy_locks_config_publishes_scripts_and_registers_stake(
     with pytest.raises(BuilderError, match="unsupported deployment format 3"):
         Deployment.from_json(dep.to_json().replace('"format": 2', '"format": 3'))
     assert dep.config_address.payment_part.payload.hex() == dep.config_policy
+    assert dep.oracle_config_hash == dep.config_policy  # one script mints and holds the NFT
 
     live = resolve(world.context, dep)
     cfg = live.config_datum
@@ -374,6 +375,7 @@ def _offline_deployment() -> Deployment:
         seed="00" * 32 + "#0",
         config_policy="11" * 28,
         config_name=b"proofnet-config".hex(),
+        oracle_config_hash="11" * 28,
         escrow_hash="33" * 28,
         batch_hash="44" * 28,
         config_ref="55" * 32 + "#0",
