@@ -22,6 +22,7 @@ import typer
 ROLES: list[tuple[str, str, str, str]] = [
     ("devnet", "chain.devnet.cli", "app", "Run and administer the local Cardano devnet."),
     ("chain", "chain.offchain.cli", "app", "Deploy and operate the on-chain protocol."),
+    ("bond", "chain.offchain.bond_cli", "app", "Lock, unbond and withdraw a provider bond."),
     ("worker", "worker.cli", "app", "Onboard this machine's GPUs and run jobs as a provider."),
     ("api", "api.cli", "app", "Serve the API and administer its database."),
     ("job", "api.client_cli", "app", "Submit and follow jobs with a key file (submitters)."),
