@@ -123,6 +123,23 @@ def _with_reference_script(o: L.TxOut) -> L.TxOut:
     return L.TxOut(o.address, o.value, o.datum, L.SomeScriptHash(h28("a parked script")))
 
 
+def test_refund_output_datum_is_only_the_tag(deployment) -> None:  # type: ignore[no-untyped-def]
+    """The tag with something riding along (same constructor, an extra field) is refused:
+    the escrow compares the whole inline datum with its out-ref."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class TagPlus(L.PlutusData):
+        CONSTR_ID = 0
+        id: bytes
+        idx: int
+        extra: bytes
+
+    tag = TagPlus(ESCROW_REF.id, ESCROW_REF.idx, b"riding along")
+    tx = _refund_tx(deployment, outputs=[out(SUBMITTER, VALUE, tag)])
+    assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Refund(0))).ok
+
+
 def test_refund_output_carrying_a_reference_script_fails(deployment) -> None:  # type: ignore[no-untyped-def]
     """A stranger refunding after the deadline parks a script on the submitter's refund."""
     tx = _refund_tx(deployment, outputs=[_with_reference_script(_refund_output())])
