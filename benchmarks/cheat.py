@@ -1,0 +1,501 @@
+"""`proofnet bench cheat`: each way to cheat, tried against the checks that should stop it.
+
+Every strategy is played as the cheater would, on a real (numpy MLP) training run proven by
+the network's harness (`pot`), and met by the code that meets it in the product:
+
+- the schedule checks an oracle runs before any replay (`pot.conformance`, as
+  `oracle.proof_checks.check_manifest` runs them);
+- the draw (`pot.seeds.select_spot_checks` seeded by an Ed25519 signature over the
+  proof's commitment, as `oracle.proof_checks.draw_segments`; the signed message stands in
+  for the attestation's leaf hash);
+- the replay a drawn verifier runs (`pot.harness.replay` over the spec's trainer), judged as
+  the oracle judges a report (every drawn segment replays bit for bit with a consistent
+  update norm, checkpoint 0 is the trainer's);
+- the GPU challenge's checks (`worker.challenge`: Freivalds, throughput against the claimed
+  model).
+
+These run in-process without the devnet, API or Docker ("method": "check_only"); what the
+product cannot yet stop, or what only runs under Docker, is computed from the model
+("model_only", `benchmarks.cheat_model`) and says which check (and which branch) it waits on.
+Per strategy: caught (and by which check), the detection probability at the default number
+of checked segments, the cheater's expected value with the default bond and price, and the
+verification compute share. docs/benchmarks.md records the table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.cheat_model import (
+    Terms,
+    detection_probability,
+    faked_segments,
+    provider_ev,
+    verification_share,
+)
+
+FRACTIONS = (0.1, 0.25, 0.5)
+JOB_SEED = 20_261_202
+NONCE = bytes(range(16))
+# The bench job: 20 segments of 5 steps (small enough to train in seconds on a CPU).
+STEPS, INTERVAL, DATASET, BATCH = 100, 5, 256, 32
+CONFIG: dict[str, object] = {"hidden": 16, "lr": "0.05"}
+RATE_RATIO = 2.0  # the claimed GPU model's rate over the real device's
+DRAWS = 400  # oracle draws (distinct signatures) over which the caught rate is counted
+
+
+@dataclass
+class Outcome:
+    strategy: str
+    cheater: str  # provider, submitter, or none (the honest control)
+    method: str  # end_to_end | check_only | model_only
+    caught: bool
+    by: str  # the check that caught it, or why nothing did
+    detection_probability: float
+    expected_value: float  # NTX, the cheat's gain over playing honestly
+    verification_share: float
+    note: str = ""
+    observed: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def deterred(self) -> bool:
+        return self.caught or self.expected_value < 0
+
+
+@dataclass(frozen=True)
+class CheatReport:
+    terms: Terms
+    job: dict[str, int]
+    outcomes: list[Outcome]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "terms": self.terms.as_dict(),
+            "bench_job": self.job,
+            "strategies": [asdict(o) for o in self.outcomes],
+        }
+
+
+# -- the bench job and the checks ----------------------------------------------------------
+
+
+def _schedule() -> Any:
+    from pot.schedule import Schedule
+
+    return Schedule(
+        total_steps=STEPS, steps_per_checkpoint=INTERVAL, dataset_size=DATASET, batch_size=BATCH
+    )
+
+
+def _context(
+    job_dir: Path,
+    *,
+    mode: str = "train",
+    seed: int = JOB_SEED,
+    config: dict[str, object] | None = None,
+) -> Any:
+    from pot.seeds import derive_data_seed
+    from pot.trainer import TrainContext
+
+    return TrainContext(
+        mode="train" if mode == "train" else "replay",
+        job_dir=job_dir,
+        job_seed=seed,
+        data_seed=derive_data_seed(seed, NONCE),
+        schedule=_schedule(),
+        config={**CONFIG, **(config or {})},
+    )
+
+
+def _train(job_dir: Path, *, seed: int = JOB_SEED, config: dict[str, object] | None = None) -> Any:
+    from pot import harness
+    from pot.examples.numpy_mlp import MLPTrainer
+
+    ctx = _context(job_dir, seed=seed, config=config)
+    return harness.train(MLPTrainer(ctx), ctx, job_dir / "pot")
+
+
+def _forge(
+    job_dir: Path, *, steps: int = STEPS, faked: frozenset[int] = frozenset(), jump: float = 1e-6
+) -> Any:
+    """The provider's own loop over the library's recorder: `steps` steps, the segments in
+    `faked` not trained (the weights moved by `jump`: tiny committed norms by default)."""
+    from pot.examples.numpy_mlp import MLPTrainer
+    from pot.recorder import ProofOfTraining
+
+    ctx = _context(job_dir)
+    trainer = MLPTrainer(ctx)
+    sampler = ctx.schedule.sampler(ctx.data_seed)
+    recorder = ProofOfTraining(
+        job_dir / "pot", steps_per_checkpoint=INTERVAL, data_seed=ctx.data_seed
+    )
+    recorder.start(trainer.state())
+    loss = 1.0
+    for step in range(1, steps + 1):
+        segment = (step - 1) // INTERVAL + 1
+        indices = sampler.indices(step)
+        if segment in faked:
+            if step % INTERVAL == 0:
+                trainer.params["W1"] += jump
+        else:
+            loss = trainer.train_step(step, indices)
+        if recorder.record_step(indices, loss):
+            recorder.commit(trainer.state())
+    return recorder.finish(trainer.state())
+
+
+@dataclass(frozen=True)
+class Verdict:
+    caught: bool
+    by: str
+    replayed: tuple[int, ...] = ()
+
+
+class _Oracle:
+    """An oracle's key: it signs the proof's commitment to draw, as `draw_segments` does."""
+
+    def __init__(self, index: int = 0) -> None:
+        from nacl.signing import SigningKey
+
+        self.key = SigningKey(
+            hashlib.sha256(b"proofnet/bench/cheat/oracle" + index.to_bytes(4, "big")).digest()
+        )
+
+    def draw(self, manifest: Any, spot_checks: int, top: int) -> tuple[int, ...]:
+        from pot.seeds import draw_message, draw_seed, select_spot_checks
+
+        commitment = hashlib.sha256(bytes.fromhex(manifest.root)).digest()
+        signature = self.key.sign(draw_message(commitment)).signature
+        return select_spot_checks(
+            manifest.update_norms(), seed=draw_seed(signature), random_count=spot_checks, top=top
+        )
+
+
+def judge(
+    pot_dir: Path,
+    terms: Terms,
+    *,
+    trainer: Callable[[Any], Any] | None = None,
+    oracle: _Oracle | None = None,
+) -> Verdict:
+    """What an oracle and its drawn verifier conclude of the proof in `pot_dir` for the
+    bench job's spec."""
+    from pot import conformance, harness
+    from pot.examples.numpy_mlp import MLPTrainer
+    from pot.manifest import Manifest, ProofError
+    from pot.seeds import derive_data_seed
+
+    manifest = Manifest.load(pot_dir)
+    violation = conformance.check_conformance(
+        manifest, _schedule(), derive_data_seed(JOB_SEED, NONCE)
+    )
+    if violation is not None:
+        return Verdict(True, f"schedule check ({violation.kind}): {violation.message}")
+    segments = (oracle or _Oracle()).draw(manifest, terms.spot_checks, terms.top_by_norm)
+    ctx = _context(pot_dir.parent, mode="replay")
+    build = trainer or MLPTrainer
+    try:
+        report = harness.replay(build(ctx), ctx, pot_dir, root=manifest.root, segments=segments)
+    except ProofError as exc:
+        return Verdict(True, f"replay (proof cannot be replayed): {exc}", segments)
+    if report.initial_weights_hash != manifest.leaves[0].weights:
+        return Verdict(True, "replay: checkpoint 0 is not the trainer's", segments)
+    failed = [r.segment for r in report.failures()]
+    if failed:
+        return Verdict(True, f"replay: segments {failed} do not replay as committed", segments)
+    return Verdict(False, f"segments {list(segments)} replayed as committed", segments)
+
+
+def _observed_rate(manifest: Any, faked: frozenset[int], terms: Terms) -> float:
+    """Share of `DRAWS` oracle keys whose draw lands on a faked segment."""
+    hits = sum(
+        bool(faked & set(_Oracle(i).draw(manifest, terms.spot_checks, terms.top_by_norm)))
+        for i in range(DRAWS)
+    )
+    return round(hits / DRAWS, 4)
+
+
+# -- the strategies ------------------------------------------------------------------------
+
+
+def _proof_outcome(
+    name: str, verdict: Verdict, terms: Terms, saved: float, p: float, note: str = "", **obs: Any
+) -> Outcome:
+    return Outcome(
+        strategy=name,
+        cheater="provider",
+        method="check_only",
+        caught=verdict.caught,
+        by=verdict.by,
+        detection_probability=round(p, 4),
+        expected_value=round(provider_ev(saved, p, terms), 2),
+        verification_share=round(verification_share(terms), 4),
+        note=note,
+        observed={
+            "replayed_segments": list(verdict.replayed),
+            "bench_verification_share": round(len(verdict.replayed) / _schedule().segments, 4),
+            **obs,
+        },
+    )
+
+
+def _run_proof_strategies(work: Path, terms: Terms) -> list[Outcome]:
+    from pot.examples.numpy_mlp import MLPTrainer
+
+    n = _schedule().segments
+    out: list[Outcome] = []
+
+    def fresh(name: str) -> Path:
+        path = work / name
+        path.mkdir()
+        return path
+
+    job = fresh("honest")
+    _train(job)
+    honest = judge(job / "pot", terms)
+    control = _proof_outcome("honest_control", honest, terms, 0.0, 0.0, note="no cheat")
+    out.append(replace(control, cheater="none"))
+
+    job = fresh("zero_step")
+    _forge(job, steps=0)
+    out.append(_proof_outcome("zero_step_proof", judge(job / "pot", terms), terms, 1.0, 1.0))
+
+    job = fresh("truncated")
+    _forge(job, steps=STEPS // 2)
+    out.append(_proof_outcome("truncated_schedule", judge(job / "pot", terms), terms, 0.5, 1.0))
+
+    for f in FRACTIONS:
+        m = faked_segments(f, n)
+        # Spread the fakes over the run; the tiny committed norms keep them off the top picks.
+        fakes = frozenset(1 + (i * n) // m for i in range(m))
+        job = fresh(f"faked_{f}")
+        manifest = _forge(job, faked=fakes)
+        verdict = judge(job / "pot", terms)
+        p = detection_probability(
+            terms.segments, faked_segments(f, terms.segments), terms.spot_checks
+        )
+        out.append(
+            _proof_outcome(
+                f"faked_segments_f{f}_small_norms",
+                verdict,
+                terms,
+                f,
+                p,
+                note=f"{m} of {n} bench segments faked; p is the reference job's random picks",
+                faked=sorted(fakes),
+                caught_rate_over_draws=_observed_rate(manifest, fakes, terms),
+                caught_rate_model_bench=round(detection_probability(n, m, terms.spot_checks), 4),
+            )
+        )
+
+    f = FRACTIONS[0]
+    m = faked_segments(f, n)
+    fakes = frozenset(1 + (i * n) // m for i in range(m))
+    job = fresh("faked_large")
+    manifest = _forge(job, faked=fakes, jump=5.0)
+    out.append(
+        _proof_outcome(
+            f"faked_segments_f{f}_large_norms",
+            judge(job / "pot", terms),
+            terms,
+            f,
+            1.0
+            if m <= terms.top_by_norm
+            else detection_probability(
+                terms.segments, faked_segments(f, terms.segments), terms.spot_checks
+            ),
+            note="fakes that jump are the largest committed norms: the top picks replay them",
+            faked=sorted(fakes),
+            caught_rate_over_draws=_observed_rate(manifest, fakes, terms),
+        )
+    )
+
+    job = fresh("wrong_lr")
+    _train(job, config={"lr": "0.2"})
+    out.append(
+        _proof_outcome(
+            "wrong_learning_rate",
+            judge(job / "pot", terms),
+            terms,
+            0.0,
+            1.0,
+            note="every segment departs from the spec's trainer, so any pick exposes it",
+        )
+    )
+
+    job = fresh("copied")
+    _train(job, seed=JOB_SEED + 1)
+    out.append(
+        _proof_outcome(
+            "checkpoints_from_another_job",
+            judge(job / "pot", terms),
+            terms,
+            1.0,
+            1.0,
+            note="a proof trained for another job (seed) submitted for this one",
+        )
+    )
+
+    job = fresh("smaller")
+    _train(job, config={"hidden": 4})
+    out.append(
+        _proof_outcome(
+            "smaller_model",
+            judge(job / "pot", terms),
+            terms,
+            0.75,
+            1.0,
+            note="hidden 4 instead of the spec's 16: the spec's trainer cannot load it",
+        )
+    )
+
+    # The submitter's code behaves differently only when the harness replays it.
+    class OnlyOnVerifiers(MLPTrainer):  # type: ignore[misc]
+        def __init__(self, ctx: Any) -> None:
+            super().__init__(ctx)
+            self.replaying = ctx.mode == "replay"
+
+        def train_step(self, step: int, indices: np.ndarray) -> float:
+            loss = float(super().train_step(step, indices))
+            if self.replaying and step > INTERVAL:
+                self.params["b2"] += 1e-3  # deterministic: two replays agree with each other
+            return loss
+
+    job = fresh("verifier_only")
+    _train(job)
+    verdict = judge(job / "pot", terms, trainer=OnlyOnVerifiers)
+    blamed = verdict.caught
+    # The provider is blamed (a drawn segment past the first does not replay); the
+    # submitter keeps the results, is refunded and receives the slash.
+    submitter_gain = terms.price + terms.slashed if blamed else 0.0
+    out.append(
+        Outcome(
+            strategy="submitter_code_fails_only_on_verifiers",
+            cheater="submitter",
+            method="check_only",
+            caught=False,
+            by=(
+                "not caught: the replay fails and is the provider's fault ("
+                + verdict.by
+                + "); segment 1 replays, and twice alike, so no job fault is found"
+                if blamed
+                else "not caught: the sabotage missed the drawn segments"
+            ),
+            detection_probability=0.0,
+            expected_value=round(submitter_gain, 2),
+            verification_share=round(verification_share(terms), 4),
+            note=(
+                "the trainer sees ctx.mode == 'replay' on a verifier and departs after "
+                "segment 1; gain = results kept with the price refunded plus the slashed bond"
+            ),
+            observed={"replayed_segments": list(verdict.replayed)},
+        )
+    )
+    return out
+
+
+def _spoofed_gpu(terms: Terms) -> list[Outcome]:
+    from worker.challenge import ChallengeSpec, assess_throughput, run_challenge, verify_freivalds
+
+    spec = ChallengeSpec(seed=42, n=256, dtype="float32")
+    claimed = "NVIDIA H100 80GB HBM3"
+    forged = np.zeros((spec.n, spec.n), dtype=np.float32)  # no product computed at all
+    no_compute = verify_freivalds(spec.seed, spec.n, forged)
+    cpu = run_challenge(spec, backend="numpy", repeats=1)
+    honest_answer = verify_freivalds(spec.seed, spec.n, cpu.c)
+    speed = assess_throughput(spec, cpu.elapsed_s, claimed)
+    share = round(verification_share(terms), 4)
+    return [
+        Outcome(
+            strategy="spoofed_gpu_model_no_compute",
+            cheater="provider",
+            method="check_only",
+            caught=not no_compute.ok,
+            by=f"GPU challenge (Freivalds): {no_compute.reason}",
+            detection_probability=1.0 - 2.0**-32,
+            expected_value=round(provider_ev(1.0, 1.0, terms), 2),
+            verification_share=share,
+            note="a machine claiming an H100 that cannot compute the challenge product",
+        ),
+        Outcome(
+            strategy="spoofed_gpu_model_slower_device_rate_card",
+            cheater="provider",
+            method="check_only",
+            caught=speed.verdict == "too-fast" or not honest_answer.ok,
+            by=(
+                f"not caught on main: the product is right and {speed.detail} is "
+                f"'{speed.verdict}' (slowness is not disqualifying); a model's rate paid only "
+                "to GPUs that passed that model's challenge is 12.5 (branch h-hardware)"
+            ),
+            detection_probability=0.0,
+            expected_value=round((RATE_RATIO - 1) * terms.cost, 2),
+            verification_share=share,
+            note=(
+                f"a device whose own rate is 1/{RATE_RATIO:g} of the claimed model's, paid the "
+                "claimed rate for its time; at a fixed price the claim gains nothing (EV 0)"
+            ),
+            observed={"measured_tflops": round(speed.measured_tflops, 4)},
+        ),
+    ]
+
+
+def _model_only(terms: Terms) -> list[Outcome]:
+    share = round(verification_share(terms), 4)
+    idle = 0.5  # share of the lease's billed time spent idle
+    return [
+        Outcome(
+            strategy="idle_lease_on_rate_card_job",
+            cheater="provider",
+            method="model_only",
+            caught=False,
+            by=(
+                "not caught on main: GPU-seconds are the worker's word and heartbeats keep a "
+                "lease; the lease bound and payable time <= committed steps x verified step "
+                "time are 12.6 (branch h-hardware, not on main)"
+            ),
+            detection_probability=0.0,
+            expected_value=round(idle * terms.price, 2),
+            verification_share=share,
+            note=f"{idle:.0%} of the billed time idle at the rate that prices the job at P",
+        ),
+        Outcome(
+            strategy="job_code_reads_verifier_or_oracle_files",
+            cheater="submitter",
+            method="model_only",
+            caught=True,
+            by=(
+                "contained: no job code on an oracle, and a verifier runs it in the job's "
+                "container without network, key or settings (branch h-verifiers, "
+                "tests/worker/test_verifier_units.py::"
+                "test_job_code_on_a_verifier_reaches_neither_its_key_nor_the_network; "
+                "needs Docker, not run here)"
+            ),
+            detection_probability=1.0,
+            expected_value=round(-terms.price, 2),
+            verification_share=share,
+            note="nothing to read: the submitter pays for the job and learns nothing",
+        ),
+    ]
+
+
+def run_cheat_bench(terms: Terms | None = None) -> CheatReport:
+    terms = terms or Terms.defaults()
+    with tempfile.TemporaryDirectory(prefix="proofnet-cheat-") as tmp:
+        outcomes = _run_proof_strategies(Path(tmp), terms)
+    outcomes += _spoofed_gpu(terms)
+    outcomes += _model_only(terms)
+    schedule = _schedule()
+    job = {
+        "steps": schedule.total_steps,
+        "steps_per_checkpoint": schedule.steps_per_checkpoint,
+        "segments": schedule.segments,
+        "draws_counted": DRAWS,
+    }
+    return CheatReport(terms=replace(terms), job=job, outcomes=outcomes)
