@@ -306,12 +306,8 @@ def _run_proof_strategies(work: Path, terms: Terms) -> list[Outcome]:
             judge(job / "pot", terms),
             terms,
             f,
-            1.0
-            if m <= terms.top_by_norm
-            else detection_probability(
-                terms.segments, faked_segments(f, terms.segments), terms.spot_checks
-            ),
-            note="fakes that jump are the largest committed norms: the top picks replay them",
+            1.0,
+            note="fakes that jump commit the largest norms: the top-by-norm picks replay them",
             faked=sorted(fakes),
             caught_rate_over_draws=_observed_rate(manifest, fakes, terms),
         )
