@@ -11,8 +11,10 @@ the network's harness (`pot`), and met by the code that meets it in the product:
 - the replay a drawn verifier runs (`pot.harness.replay` over the spec's trainer), judged as
   the oracle judges a report (every drawn segment replays bit for bit with a consistent
   update norm, checkpoint 0 is the trainer's);
-- the GPU challenge's checks (`worker.challenge`: Freivalds, throughput against the claimed
-  model).
+- the GPU challenge's checks (Freivalds, `worker.challenge`; the API's timing rule,
+  `api.services.gpu_challenges.allowed_seconds`) and the oracle's metering bound on
+  rate-card GPU time (`oracle.metering.proof_bound_ms` with the oracle's default slack and
+  allowance).
 
 These run in-process without the devnet, API or Docker ("method": "check_only"); what the
 product cannot yet stop, or what only runs under Docker, is computed from the model
@@ -47,7 +49,7 @@ NONCE = bytes(range(16))
 # The bench job: 20 segments of 5 steps (small enough to train in seconds on a CPU).
 STEPS, INTERVAL, DATASET, BATCH = 100, 5, 256, 32
 CONFIG: dict[str, object] = {"hidden": 16, "lr": "0.05"}
-RATE_RATIO = 2.0  # the claimed GPU model's rate over the real device's
+INTERVAL_REFERENCE = 100  # the spec's default steps_per_checkpoint
 DRAWS = 400  # oracle draws (distinct signatures) over which the caught rate is counted
 
 
@@ -397,17 +399,63 @@ def _run_proof_strategies(work: Path, terms: Terms) -> list[Outcome]:
     return out
 
 
-def _spoofed_gpu(terms: Terms) -> list[Outcome]:
-    from worker.challenge import ChallengeSpec, assess_throughput, run_challenge, verify_freivalds
+CLAIMED = "NVIDIA H100 80GB HBM3"
+SUBSTITUTE = "NVIDIA L4"
+ACHIEVED = 0.5  # share of its datasheet peak a GPU reaches on the challenge product
+REFERENCE_HOURS = 1.0  # the reference job's honest GPU time on the claimed model
 
-    spec = ChallengeSpec(seed=42, n=256, dtype="float32")
-    claimed = "NVIDIA H100 80GB HBM3"
-    forged = np.zeros((spec.n, spec.n), dtype=np.float32)  # no product computed at all
-    no_compute = verify_freivalds(spec.seed, spec.n, forged)
-    cpu = run_challenge(spec, backend="numpy", repeats=1)
-    honest_answer = verify_freivalds(spec.seed, spec.n, cpu.c)
-    speed = assess_throughput(spec, cpu.elapsed_s, claimed)
+
+def _api_config() -> Any:
+    from api.config import ApiConfig
+
+    # Only the challenge fields are read; the database and network are not used.
+    return ApiConfig(database_url="sqlite://", network="preprod")
+
+
+def _metering() -> tuple[float, int]:
+    from dataclasses import fields
+
+    from oracle.verify import VerificationContext
+
+    defaults = {f.name: f.default for f in fields(VerificationContext)}
+    slack, allowance = defaults["metering_slack"], defaults["metering_allowance_ms"]
+    assert isinstance(slack, float) and isinstance(allowance, int)
+    return slack, allowance
+
+
+def _spoofed_gpu(terms: Terms) -> list[Outcome]:
+    from api.services.gpu_challenges import PLAUSIBLE_FRACTION, allowed_seconds, min_tflops
+    from worker.challenge import ChallengeSpec, run_challenge, verify_freivalds
+
+    config = _api_config()
+    n = config.gpu_challenge_n
+    flops = 2 * n**3
     share = round(verification_share(terms), 4)
+
+    # A machine that computes nothing answers a product it made up.
+    small = ChallengeSpec(seed=42, n=256, dtype="float32")
+    forged = np.zeros((small.n, small.n), dtype=np.float32)
+    no_compute = verify_freivalds(small.seed, small.n, forged)
+
+    # A CPU (this machine's numpy) claiming an H100: its rate measured on a smaller product,
+    # then the API's rule at the API's n (the full product would take minutes here).
+    probe = ChallengeSpec(seed=43, n=1024, dtype="float32")
+    cpu = run_challenge(probe, backend="numpy", repeats=1)
+    cpu_tflops = probe.flops / max(cpu.elapsed_s, 1e-9) / 1e12
+    cpu_s = flops / (cpu_tflops * 1e12)
+    allowed = allowed_seconds(config, CLAIMED, n)
+    cpu_caught = cpu_s > allowed
+
+    # A close substitute: an L4 at ACHIEVED of its peak, claiming an H100.
+    l4_peak = min_tflops(SUBSTITUTE) / PLAUSIBLE_FRACTION
+    h100_peak = min_tflops(CLAIMED) / PLAUSIBLE_FRACTION
+    l4_s = flops / (l4_peak * ACHIEVED * 1e12)
+    slower = h100_peak / l4_peak  # the L4 runs the job this many times the H100's hours
+    slack, _ = _metering()
+    # Rates taken proportional to peak: honest, the L4 earns the L4 rate for `slower` hours,
+    # i.e. the price P; spoofing, the H100 rate for the hours the proof bound lets through.
+    paid_hours = min(slower, slack) * REFERENCE_HOURS
+    gain = terms.price * paid_hours / REFERENCE_HOURS - terms.price
     return [
         Outcome(
             strategy="spoofed_gpu_model_no_compute",
@@ -421,46 +469,98 @@ def _spoofed_gpu(terms: Terms) -> list[Outcome]:
             note="a machine claiming an H100 that cannot compute the challenge product",
         ),
         Outcome(
-            strategy="spoofed_gpu_model_slower_device_rate_card",
+            strategy="spoofed_gpu_model_cpu_claims_h100",
             cheater="provider",
             method="check_only",
-            caught=speed.verdict == "too-fast" or not honest_answer.ok,
+            caught=cpu_caught,
             by=(
-                f"not caught on main: the product is right and {speed.detail} is "
-                f"'{speed.verdict}' (slowness is not disqualifying); a model's rate paid only "
-                "to GPUs that passed that model's challenge is 12.5 (branch h-hardware)"
+                f"GPU challenge timing (API): {cpu_s:.1f} s for n={n} at the measured "
+                f"{cpu_tflops:.3f} TFLOP/s; an H100 is allowed {allowed:.2f} s"
             ),
-            detection_probability=0.0,
-            expected_value=round((RATE_RATIO - 1) * terms.cost, 2),
+            detection_probability=1.0 if cpu_caught else 0.0,
+            expected_value=0.0 if cpu_caught else round(terms.price, 2),
             verification_share=share,
             note=(
-                f"a device whose own rate is 1/{RATE_RATIO:g} of the claimed model's, paid the "
-                "claimed rate for its time; at a fixed price the claim gains nothing (EV 0)"
+                "not offered, so never leased: nothing earned. A CPU above "
+                f"{flops / allowed / 1e12:.2f} TFLOP/s (a large AVX-512 server) would pass"
             ),
-            observed={"measured_tflops": round(speed.measured_tflops, 4)},
+            observed={"cpu_tflops": round(cpu_tflops, 4), "allowed_s": round(allowed, 3)},
+        ),
+        Outcome(
+            strategy="spoofed_gpu_model_close_substitute_rate_card",
+            cheater="provider",
+            method="model_only",
+            caught=l4_s > allowed,
+            by=(
+                f"not caught: an L4 at {ACHIEVED:.0%} of its peak takes {l4_s:.2f} s of the "
+                f"{allowed:.2f} s an H100 is allowed, and its {slower:.2f}x longer run is within "
+                f"the metering slack x{slack:g}"
+            ),
+            detection_probability=0.0,
+            expected_value=round(gain, 2),
+            verification_share=share,
+            note=(
+                "paid the H100's rate for its own GPU time instead of the L4's (rates taken "
+                "proportional to datasheet peak; the verifier replays at the claimed model's "
+                "speed); at a fixed price the claim gains nothing"
+            ),
+        ),
+    ]
+
+
+def _idle_lease(terms: Terms) -> list[Outcome]:
+    """A rate-card job of `REFERENCE_HOURS` of honest GPU time, paid `terms.price` for it;
+    the provider attests idle time on top, met by the oracle's metering bound (the replay
+    timed at the provider's own step time)."""
+    from oracle.metering import ProofTiming, proof_bound_ms
+
+    slack, allowance_ms = _metering()
+    steps = terms.segments * INTERVAL_REFERENCE
+    honest_ms = int(REFERENCE_HOURS * 3_600_000)
+    replayed = (terms.spot_checks + terms.top_by_norm) * INTERVAL_REFERENCE
+    timing = ProofTiming(
+        committed_steps=steps, replayed_steps=replayed, replay_ms=honest_ms * replayed // steps
+    )
+    bound = proof_bound_ms(timing, gpus=1, slack=slack, allowance_ms=allowance_ms)
+    assert bound is not None
+    share = round(verification_share(terms), 4)
+    padded = 3 * honest_ms
+    rule = f"x{slack:g} the replayed step time + {allowance_ms} ms"
+    return [
+        Outcome(
+            strategy="idle_lease_on_rate_card_job_padded_3x",
+            cheater="provider",
+            method="check_only",
+            caught=padded > bound,
+            by=(
+                f"metering bounded by proof (oracle): {padded} GPU-ms attested, the proof backs "
+                f"{bound} ({steps} steps {rule})"
+            ),
+            detection_probability=1.0,
+            expected_value=round(-terms.price, 2),
+            verification_share=share,
+            note="the attestation is refused (gpu_time_exceeds_proof): unpaid, not slashed",
+        ),
+        Outcome(
+            strategy="idle_lease_on_rate_card_job_within_slack",
+            cheater="provider",
+            method="check_only",
+            caught=False,
+            by=(
+                f"not caught: {bound} GPU-ms attested for {honest_ms} worked is the proof's "
+                f"bound ({rule})"
+            ),
+            detection_probability=0.0,
+            expected_value=round(terms.price * (bound - honest_ms) / honest_ms, 2),
+            verification_share=share,
+            note="idle time padded up to the bound is paid at the rate",
         ),
     ]
 
 
 def _model_only(terms: Terms) -> list[Outcome]:
     share = round(verification_share(terms), 4)
-    idle = 0.5  # share of the lease's billed time spent idle
     return [
-        Outcome(
-            strategy="idle_lease_on_rate_card_job",
-            cheater="provider",
-            method="model_only",
-            caught=False,
-            by=(
-                "not caught on main: GPU-seconds are the worker's word and heartbeats keep a "
-                "lease; the lease bound and payable time <= committed steps x verified step "
-                "time are 12.6 (branch h-hardware, not on main)"
-            ),
-            detection_probability=0.0,
-            expected_value=round(idle * terms.price, 2),
-            verification_share=share,
-            note=f"{idle:.0%} of the billed time idle at the rate that prices the job at P",
-        ),
         Outcome(
             strategy="job_code_reads_verifier_or_oracle_files",
             cheater="submitter",
@@ -486,6 +586,7 @@ def run_cheat_bench(terms: Terms | None = None) -> CheatReport:
     with tempfile.TemporaryDirectory(prefix="proofnet-cheat-") as tmp:
         outcomes = _run_proof_strategies(Path(tmp), terms)
     outcomes += _spoofed_gpu(terms)
+    outcomes += _idle_lease(terms)
     outcomes += _model_only(terms)
     schedule = _schedule()
     job = {

@@ -37,9 +37,12 @@ GAPS = {
         "is blamed on the provider (12.3/12.4 attribute only load failures and a "
         "nondeterministic first segment to the job)"
     ),
-    "idle_lease_on_rate_card_job": "metering bounded by proof, 12.6 (branch h-hardware)",
-    "spoofed_gpu_model_slower_device_rate_card": (
-        "a model's rate only for GPUs that passed its challenge, 12.5 (branch h-hardware)"
+    "idle_lease_on_rate_card_job_within_slack": (
+        "12.6's proof bound pays attested time up to x2 the replayed step time + 10 min"
+    ),
+    "spoofed_gpu_model_close_substitute_rate_card": (
+        "12.5's timing admits any GPU above ~0.36 TFLOP/s at n=8192 as an H100, and the "
+        "longer run fits the metering slack"
     ),
 }
 
@@ -64,8 +67,11 @@ def test_the_table_covers_every_strategy_of_the_issue(report: CheatReport) -> No
         "wrong_learning_rate",
         "checkpoints_from_another_job",
         "smaller_model",
-        "idle_lease_on_rate_card_job",
+        "idle_lease_on_rate_card_job_padded_3x",
+        "idle_lease_on_rate_card_job_within_slack",
         "spoofed_gpu_model_no_compute",
+        "spoofed_gpu_model_cpu_claims_h100",
+        "spoofed_gpu_model_close_substitute_rate_card",
         "submitter_code_fails_only_on_verifiers",
         "job_code_reads_verifier_or_oracle_files",
     } <= names
@@ -91,6 +97,8 @@ def test_the_honest_run_passes_the_checks_that_catch_the_cheats(report: CheatRep
         "checkpoints_from_another_job",
         "smaller_model",
         "spoofed_gpu_model_no_compute",
+        "spoofed_gpu_model_cpu_claims_h100",
+        "idle_lease_on_rate_card_job_padded_3x",
         "job_code_reads_verifier_or_oracle_files",
         *(pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=r)) for n, r in GAPS.items()),
     ],
@@ -126,6 +134,16 @@ def test_faked_segments_are_caught_as_often_as_the_model_says(report: CheatRepor
         rate, model = o.observed["caught_rate_over_draws"], o.observed["caught_rate_model_bench"]
         assert abs(rate - model) < 0.1, (f, rate, model)
         assert o.expected_value < 0
+
+
+def test_hardware_and_metering_checks_catch_the_gross_cheats(report: CheatReport) -> None:
+    assert outcome(report, "spoofed_gpu_model_no_compute").by.startswith(
+        "GPU challenge (Freivalds)"
+    )
+    cpu = outcome(report, "spoofed_gpu_model_cpu_claims_h100")
+    assert cpu.caught and cpu.by.startswith("GPU challenge timing (API)"), cpu.by
+    padded = outcome(report, "idle_lease_on_rate_card_job_padded_3x")
+    assert padded.caught and padded.by.startswith("metering bounded by proof"), padded.by
 
 
 def test_job_code_on_a_verifier_is_blamed_on_the_provider(report: CheatReport) -> None:
