@@ -3,11 +3,10 @@
 Every strategy is played as the cheater would, on a real (numpy MLP) training run proven by
 the network's harness (`pot`), and met by the code that meets it in the product:
 
-- the schedule checks an oracle runs before any replay (`pot.conformance`, as
-  `oracle.proof_checks.check_manifest` runs them);
-- the draw (`pot.seeds.select_spot_checks` seeded by an Ed25519 signature over the
-  proof's commitment, as `oracle.proof_checks.draw_segments`; the signed message stands in
-  for the attestation's leaf hash);
+- the oracle's checks before any replay, on the provider's attestation and the job's spec
+  (`oracle.proof_checks.check_manifest`: the root, then the schedule by `pot.conformance`);
+- the oracle's draw (`oracle.proof_checks.draw_segments`: its Ed25519 signature over the
+  attestation seeds `pot.seeds.select_spot_checks`);
 - the replay a drawn verifier runs (`pot.harness.replay` over the spec's trainer), judged as
   the oracle judges a report (every drawn segment replays bit for bit with a consistent
   update norm, checkpoint 0 is the trainer's);
@@ -153,15 +152,74 @@ def _forge(
     return recorder.finish(trainer.state())
 
 
-@dataclass(frozen=True)
-class Verdict:
-    caught: bool
-    by: str
-    replayed: tuple[int, ...] = ()
+def _spec(spot_checks: int) -> Any:
+    """The bench job's spec: the numpy MLP trained by the harness over the bench schedule."""
+    from proofnet.messages.jobspec import JobSpec
+
+    return JobSpec.from_dict(
+        {
+            "model": {"repo_url": "https://example.org/numpy-mlp.git", "commit": "c" * 40},
+            "framework": "numpy",
+            "image": "python@sha256:" + "d" * 64,
+            "commands": [],
+            "resources": {
+                "gpus": 1,
+                "gpu_memory_mb": 1024,
+                "cpus": 1,
+                "ram_mb": 1024,
+                "disk_mb": 1024,
+                "max_duration_s": 3600,
+            },
+            "results": [{"path": "metrics.json", "kind": "json"}],
+            "pricing": {"kind": "fixed", "amount": 100_000_000},
+            "seed": JOB_SEED,
+            "proof": {
+                "trainer": "mlp:MLPTrainer",
+                "config": CONFIG,
+                "schedule": {"steps": STEPS, "dataset_size": DATASET, "batch_size": BATCH},
+                "steps_per_checkpoint": INTERVAL,
+                "spot_checks": spot_checks,
+                "tolerance_ppm": 0,
+            },
+        }
+    )
+
+
+def _attestation(spec: Any, pot_root: str) -> Any:
+    """What the provider signs for the proof: its root and the claim nonce."""
+    from nacl.signing import SigningKey
+
+    from oracle.service import escrow_script_hash
+    from proofnet.messages.address import enterprise_address
+    from proofnet.messages.attestation import Attestation, AttestationDomain, EscrowRef
+
+    worker = SigningKey(hashlib.sha256(b"proofnet/bench/cheat/provider").digest())
+    return Attestation(
+        domain=AttestationDomain(
+            network="devnet",
+            escrow_script_hash=escrow_script_hash(),
+            escrow=EscrowRef(tx_id="a" * 64, index=0),
+            job_id=spec.job_id,
+        ),
+        worker_key=bytes(worker.verify_key).hex(),
+        payout_address=enterprise_address(bytes(worker.verify_key), "devnet"),
+        started_ms=1_000,
+        ended_ms=601_000,
+        gpu_milliseconds=600_000,
+        gpu_model="NVIDIA H100 80GB HBM3",
+        gpu_uuid_sha256="f" * 64,
+        image_digest=spec.image_digest,
+        command_hash=spec.command_hash,
+        result_hashes={"metrics.json": "e" * 64},
+        pot_root=pot_root,
+        metrics={"loss": "0.25"},
+        nonce=NONCE.hex(),
+        amount=100_000_000,
+    )
 
 
 class _Oracle:
-    """An oracle's key: it signs the proof's commitment to draw, as `draw_segments` does."""
+    """An oracle's key: `oracle.proof_checks.draw_segments` signs the attestation with it."""
 
     def __init__(self, index: int = 0) -> None:
         from nacl.signing import SigningKey
@@ -170,14 +228,22 @@ class _Oracle:
             hashlib.sha256(b"proofnet/bench/cheat/oracle" + index.to_bytes(4, "big")).digest()
         )
 
-    def draw(self, manifest: Any, spot_checks: int, top: int) -> tuple[int, ...]:
-        from pot.seeds import draw_message, draw_seed, select_spot_checks
+    def sign(self, message: bytes) -> bytes:
+        return bytes(self.key.sign(message).signature)
 
-        commitment = hashlib.sha256(bytes.fromhex(manifest.root)).digest()
-        signature = self.key.sign(draw_message(commitment)).signature
-        return select_spot_checks(
-            manifest.update_norms(), seed=draw_seed(signature), random_count=spot_checks, top=top
-        )
+    def draw(self, manifest: Any, terms: Terms) -> tuple[int, ...]:
+        from oracle.proof_checks import draw_segments
+
+        spec = _spec(terms.spot_checks)
+        att = _attestation(spec, manifest.root)
+        return tuple(draw_segments(manifest, att, spec, self.sign, top=terms.top_by_norm).segments)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    caught: bool
+    by: str
+    replayed: tuple[int, ...] = ()
 
 
 def judge(
@@ -187,20 +253,20 @@ def judge(
     trainer: Callable[[Any], Any] | None = None,
     oracle: _Oracle | None = None,
 ) -> Verdict:
-    """What an oracle and its drawn verifier conclude of the proof in `pot_dir` for the
-    bench job's spec."""
-    from pot import conformance, harness
+    """What an oracle (`oracle.proof_checks`) and its drawn verifier (`pot.harness.replay`)
+    conclude of the proof in `pot_dir` for the bench job's spec."""
+    from oracle.proof_checks import ProofRejected, check_manifest
+    from pot import harness
     from pot.examples.numpy_mlp import MLPTrainer
     from pot.manifest import Manifest, ProofError
-    from pot.seeds import derive_data_seed
 
     manifest = Manifest.load(pot_dir)
-    violation = conformance.check_conformance(
-        manifest, _schedule(), derive_data_seed(JOB_SEED, NONCE)
-    )
-    if violation is not None:
-        return Verdict(True, f"schedule check ({violation.kind}): {violation.message}")
-    segments = (oracle or _Oracle()).draw(manifest, terms.spot_checks, terms.top_by_norm)
+    spec = _spec(terms.spot_checks)
+    try:
+        check_manifest(manifest, _attestation(spec, manifest.root), spec)
+    except ProofRejected as exc:
+        return Verdict(True, f"oracle proof check ({exc.reason}): {exc.message}")
+    segments = (oracle or _Oracle()).draw(manifest, terms)
     ctx = _context(pot_dir.parent, mode="replay")
     build = trainer or MLPTrainer
     try:
@@ -217,10 +283,7 @@ def judge(
 
 def _observed_rate(manifest: Any, faked: frozenset[int], terms: Terms) -> float:
     """Share of `DRAWS` oracle keys whose draw lands on a faked segment."""
-    hits = sum(
-        bool(faked & set(_Oracle(i).draw(manifest, terms.spot_checks, terms.top_by_norm)))
-        for i in range(DRAWS)
-    )
+    hits = sum(bool(faked & set(_Oracle(i).draw(manifest, terms))) for i in range(DRAWS))
     return round(hits / DRAWS, 4)
 
 

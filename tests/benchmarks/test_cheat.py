@@ -109,13 +109,13 @@ def test_every_cheat_is_caught_or_loses_money(report: CheatReport, name: str) ->
 
 
 def test_schedule_cheats_are_refused_before_any_replay(report: CheatReport) -> None:
-    for name, kind in (
-        ("zero_step_proof", "segment_count"),
-        ("truncated_schedule", "segment_count"),
-        ("checkpoints_from_another_job", "data_seed"),
+    for name, reason in (
+        ("zero_step_proof", "pot_schedule_mismatch"),
+        ("truncated_schedule", "pot_schedule_mismatch"),
+        ("checkpoints_from_another_job", "pot_data_order_mismatch"),
     ):
         o = outcome(report, name)
-        assert o.caught and f"schedule check ({kind})" in o.by, o.by
+        assert o.caught and f"oracle proof check ({reason})" in o.by, o.by
         assert o.observed["replayed_segments"] == []
 
 
