@@ -36,8 +36,11 @@ import numpy as np
 
 from benchmarks.cheat_model import (
     Terms,
+    bond_for,
+    checks_for,
     detection_probability,
     faked_segments,
+    min_segments,
     provider_ev,
     verification_share,
 )
@@ -77,8 +80,18 @@ class CheatReport:
     outcomes: list[Outcome]
 
     def as_dict(self) -> dict[str, Any]:
+        t = self.terms
         return {
-            "terms": self.terms.as_dict(),
+            "terms": t.as_dict(),
+            "derived": {
+                "verification_share": round(verification_share(t), 4),
+                "min_segments_for_5pct": min_segments(t),
+                "spot_checks_for_95pct_at_f0.1": checks_for(0.95, 0.1),
+                "spot_checks_for_95pct_at_f0.5": checks_for(0.95, 0.5),
+                "slash_needed_at_cost_equal_price": {
+                    str(f): round(bond_for(t, f), 2) for f in FRACTIONS
+                },
+            },
             "bench_job": self.job,
             "strategies": [asdict(o) for o in self.outcomes],
         }

@@ -23,13 +23,12 @@ own compute cost C, bond B of which the quorum slashes a share s = slash_permill
 A cheat pays on average only when EV > 0. Because p(f) >= f for any k >= 1 (without
 replacement the chance of hitting one of m fakes is at least m / n), EV < 0 for every f
 whenever C < P + s B: a provider never paid more than its cost of honest work cannot profit
-from faking at fixed price, bond or not. The bond carries the deterrent where the price
-alone does not: a provider whose cost is close to or above the price (a loss-making job it
-took to be paid for nothing), and the variance of a single job (p is 27 % at f = 0.1 and
-k = 3). The defaults come from:
+from faking at fixed price (with C = P and k = 1 it breaks even; the slash makes it lose).
+The bond compensates the harmed submitter and raises the loss of a single unlucky cheat (p
+is 27 % at f = 0.1 and k = 3). The defaults come from:
 
     k >= ln(1 - p*) / ln(1 - f_min)   (catch a fraction f_min of fakes with probability p*)
-    s B >= f_max C / p(f_max) - P     (EV <= 0 even for a provider paid nothing net, C = P)
+    s B >= f C / p(f) - P             (EV <= 0; it is <= 0 itself whenever C <= P)
     v = (k + t + 1) / n <= 5 %        (verification compute, one oracle; x q for a quorum)
 
 so n >= 20 (k + t + 1) segments: with k = 3, t = 2, at least 120 segments, i.e. a job of
