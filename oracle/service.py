@@ -14,8 +14,9 @@ from oracle.chain import chain_view_for
 from oracle.feed_client import HttpApiFeed
 from oracle.keys import OracleKey, OracleKeyError, load_key
 from oracle.metrics import OracleMetrics
-from oracle.spotcheck import LocalSpotChecker, RepoCache
+from oracle.spotcheck import LocalSpotChecker, RepoCache, SpotChecker
 from oracle.store import AttestationStore
+from oracle.verifiers import VerifierSpotChecker
 from oracle.verify import VerificationContext
 from proofnet.settings import Settings
 
@@ -70,8 +71,10 @@ def context_from_settings(
     spot_check_timeout_s: float = 600.0,
     spot_checks: bool = True,
 ) -> VerificationContext:
-    """`spot_checks=False` leaves proof-of-training replays out (for jobs without a proof
-    directory, e.g. the devnet demo); every other check still runs."""
+    """`spot_checks=False` leaves proof-of-training checks out (for jobs without a proof
+    directory); every other check still runs. Spot checks are verification units run by
+    drawn verifiers (`oracle.verifiers`); only the local demo on the devnet replays on the
+    oracle's host (`oracle_demo_local_replay`)."""
     key = key or oracle_key(settings)
     try:
         deployment: Deployment | None = deployment_of(settings)
@@ -89,7 +92,24 @@ def context_from_settings(
         ttl_s=settings.oracle_chain_cache_ttl_s,
         cache_size=settings.oracle_chain_cache_size,
     )
-    repos = RepoCache(Path(settings.data_dir) / "oracle" / "repos")
+    spot_checker: SpotChecker | None = None
+    if spot_checks and settings.oracle_demo_local_replay:
+        if settings.network != "devnet":
+            raise OracleConfigError(
+                "PROOFNET_ORACLE_DEMO_LOCAL_REPLAY runs job code on the oracle's host: it is "
+                "for the local demo on the devnet only"
+            )
+        spot_checker = LocalSpotChecker(
+            feed,
+            RepoCache(Path(settings.data_dir) / "oracle" / "repos"),
+            sign=lambda message: key.signing_key.sign(message).signature,
+            timeout_s=spot_check_timeout_s,
+            data_cache=Path(settings.data_dir) / "oracle" / "data",
+            harness_root=Path(settings.data_dir) / "oracle" / "harness",
+        )
+    elif spot_checks:
+        # A drawn verifier replays; this oracle runs no job code.
+        spot_checker = VerifierSpotChecker(feed, key.signing_key)
     return VerificationContext(
         network=settings.network,
         escrow_script_hash=escrow_script_hash() if deployment is None else deployment.escrow_hash,
@@ -102,14 +122,5 @@ def context_from_settings(
         config_policy=None if deployment is None else deployment.config_policy,
         config_name=None if deployment is None else deployment.config_name,
         unconfigured=unconfigured,
-        spot_checker=LocalSpotChecker(
-            feed,
-            repos,
-            sign=lambda message: key.signing_key.sign(message).signature,
-            timeout_s=spot_check_timeout_s,
-            data_cache=Path(settings.data_dir) / "oracle" / "data",
-            harness_root=Path(settings.data_dir) / "oracle" / "harness",
-        )
-        if spot_checks
-        else None,
+        spot_checker=spot_checker,
     )

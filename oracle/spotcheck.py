@@ -80,6 +80,9 @@ class SpotCheckVerdict:
     seed: str = ""  # hex; drawn by the oracle after the root was committed
     segments: tuple[int, ...] = ()
     report: dict[str, Any] | None = None
+    # Whose fault a failed check is ("provider" or "job"), and the verifier that replayed.
+    fault: str | None = None
+    verifier: str = ""
 
 
 class SpotChecker(Protocol):

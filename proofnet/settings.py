@@ -193,6 +193,10 @@ class Settings(BaseSettings):
     oracle_escrow_lookups_per_minute_per_address: int = Field(default=120, ge=1)
     oracle_chain_cache_size: int = Field(default=10_000, ge=1)
     oracle_chain_cache_ttl_s: float = Field(default=10.0, gt=0)
+    # The local demo only (refused on any network but the devnet): the oracle replays
+    # spot-checked segments itself, in a subprocess on its host, instead of drawing a
+    # verifier worker (`oracle.verifiers`). Never set it where job code is not your own.
+    oracle_demo_local_replay: bool = False
 
     # --- oracle settlement (oracle.settlement.service.SettlementConfig) --------------------
     settlement_enabled: bool = False
