@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import threading
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from proofnet.messages.verification import (
     VerificationTask,
 )
 from worker import harness
-from worker.api_client import ApiClient, ApiRefused
+from worker.api_client import ApiClient, ApiRefused, ApiUnavailable
 from worker.identity import WorkerKey
 from worker.key_grants import open_granted
 from worker.runtime import LogLine, Resources, RunReason, RunSpec, Runtime, RuntimeErrorBase
@@ -250,3 +251,35 @@ class Verifier:
             if isinstance(report, dict):
                 return report
         return {"status": "error", "message": f"the replay printed no report: {result.message}"}
+
+
+class VerifierLoop:
+    """Answers verification tasks from a background thread until stopped, every
+    `interval_s`, whatever job runs here; never dies of an error."""
+
+    def __init__(self, verifier: Verifier, *, interval_s: float = 30.0) -> None:
+        self.verifier = verifier
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.rounds = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="verifier", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.verifier.run_once()
+            except ApiUnavailable as e:
+                log.info("cannot read verification tasks now: %s", e)
+            except Exception:  # keep verifying: one bad round must not end the thread
+                log.exception("answering verification tasks failed")
+            self.rounds += 1
+            self._stop.wait(self.interval_s)
