@@ -7,8 +7,8 @@ code at any point.
 
 The workers here run the process runtime (no container engine is needed): a verifier
 refuses it unless told it is the local demo or a test (`allow_unisolated`), which is what
-these tests do. The same flow under the Docker runtime is
-`test_docker_runtime.py::test_a_verifier_replays_in_the_jobs_image`.
+these tests do. The same flow under the Docker runtime (the job's image, no network,
+read-only root) is `test_a_verifier_replays_in_the_jobs_image_under_docker`.
 
 Attacks, each beside its honest twin: a lazy provider that faked its later segments; the
 API host forging a report or a task; a worker paid to the provider's address, or the
@@ -60,6 +60,7 @@ from proofnet.messages.verification import (
     VerificationTask,
 )
 from worker.api_client import ApiClient
+from worker.runtime.docker_runtime import DockerRuntime
 from worker.runtime.process_runtime import ProcessRuntime
 from worker.verifier import Verifier, VerifierRefused
 from worker.workspace import RepoCache
@@ -350,6 +351,48 @@ def test_the_process_runtime_is_refused_for_verification_outside_the_demo(
             RepoCache(tmp_path / "r"),
             trusted_oracle_keys={ORACLE_KEY},
         )
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_verifier_replays_in_the_jobs_image_under_docker(
+    tmp_path: Path,
+    api_server: ApiServer,
+    oracle: RecordingOracle,
+    trainers: FixtureRepo,
+    feed: HttpApiFeed,
+    docker_runtime: DockerRuntime,
+    test_image_id: str,
+) -> None:
+    """Provider and verifier both on the Docker runtime: the replay runs in the job's
+    digest-pinned image, without network, read-only root, nothing of the worker mounted
+    but the task's directory and the harness (and no allow_unisolated needed)."""
+    provider = AgentHarness(tmp_path / "provider", api_server, oracle, trainers, docker_runtime)
+    worker = register_worker(api_server, tmp_path / "verifier.skey")
+    api = ApiClient(api_server.url, worker.key, NETWORK)
+    try:
+        spec = job_spec(trainers, steps=20, image=f"proofnet/test-numpy@{test_image_id}")
+        job_id = api_server.submit(spec)
+        outcome = provider.agent.run(once=True).outcomes[0]
+        assert (outcome.status, outcome.reason) == ("attested", "delivered"), outcome
+        att = oracle.accepted[job_id][-1]
+        replayer = Verifier(
+            api,
+            docker_runtime,
+            worker.key,
+            tmp_path / "verifier",
+            RepoCache(tmp_path / "verifier-repos", rewrites=trainers.rewrites),
+            trusted_oracle_keys={ORACLE_KEY},
+            timeout_s=300,
+        )
+        verdict = checked_after_replay(
+            VerifierSpotChecker(feed, ORACLE), feed, att, VerifierWorker(worker, api, replayer)
+        )
+        assert verdict.passed and verdict.fault is None, verdict
+        assert verdict.verifier == worker.key.public_key_hex
+    finally:
+        api.close()
+        provider.close()
 
 
 def _task(att: Attestation, job_id: str, verifier_key: str) -> VerificationTask:
