@@ -201,7 +201,7 @@ class VerifierSpotChecker:
                         job_id=job.job_id,
                         nonce=att.nonce,
                         recipient=verifier,
-                        files=files,
+                        files=files[1:],  # the checkpoints; the manifest is not sealed
                     )
                 )
             state = self.desk.post_verification(task)
