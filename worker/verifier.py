@@ -18,8 +18,9 @@
 4. signs the harness's hashes as a `VerificationReport` and posts it.
 
 The process runtime does not isolate job code (it runs as this worker's user, beside its
-key): a `Verifier` refuses it unless `allow_unisolated` is set, which only the local demo
-and tests do. Relay-stage tasks (`task.unit`) are left unanswered for now.
+key): a `Verifier` refuses it unless `allow_unisolated` is set, which only tests do. A
+relay stage's task replays with the stage's own shards of the job's data (fetched and
+SHA-256 checked) and the stage's unit environment.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from pot import launch
+from pot.env import INPUT_CHECKPOINTS, SHARDS, UNIT_INDEX, UNIT_KIND
 from proofnet.messages.envelope import MAGIC_BYTES, SealingError, is_sealed
 from proofnet.messages.jobspec import JobSpec, JobSpecError
+from proofnet.messages.topology import plan
 from proofnet.messages.verification import (
     FIRST_SEGMENT,
     SegmentResult,
@@ -47,7 +50,7 @@ from worker.api_client import ApiClient, ApiRefused, ApiUnavailable
 from worker.identity import WorkerKey
 from worker.key_grants import open_granted
 from worker.runtime import LogLine, Resources, RunReason, RunSpec, Runtime, RuntimeErrorBase
-from worker.workspace import RepoCache, WorkspaceError
+from worker.workspace import RepoCache, WorkspaceError, fetch_data
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +113,6 @@ class Verifier:
         task.verify(self.trusted)
         if task.verifier != self.key.public_key_hex:
             raise VerificationError("the task names another verifier")
-        if task.unit is not None:
-            log.info("task %s replays a relay stage: not supported yet", task.digest[:16])
-            return None
         spec = JobSpec.from_dict(pending["spec"])
         if spec.job_id != task.job_id:
             raise VerificationError("the API served a spec that is not the task's job")
@@ -138,7 +138,10 @@ class Verifier:
         withheld = self._fetch_files(task, pending, work)
         if withheld:
             return self._report(task, status="withheld", message=withheld)
-        drawn = self._run(task, spec, work, task.segments, "drawn")
+        shards: tuple[Path, ...] = ()
+        if task.unit is not None:
+            shards = self._stage_data(task.unit, spec, work)
+        drawn = self._run(task, spec, work, task.segments, "drawn", shards)
         status = str(drawn.get("status"))
         if status not in HARNESS_STATUSES:
             status = "error"
@@ -153,11 +156,29 @@ class Verifier:
             ],
         }
         if status in ("passed", "failed"):
-            again = self._run(task, spec, work, (FIRST_SEGMENT,), "repeat")
+            again = self._run(task, spec, work, (FIRST_SEGMENT,), "repeat", shards)
             first = [r for r in again.get("results") or [] if isinstance(r, dict)]
             if first:
                 fields["repeat"] = SegmentResult.from_harness(first[0]).model_dump(mode="json")
         return self._report(task, **fields)
+
+    def _stage_data(self, index: int, spec: JobSpec, work: Path) -> tuple[Path, ...]:
+        """A relay stage trained on its planned shards of `spec.data`: fetch them (SHA-256
+        checked) into `work/data/`, in the stage's order."""
+        units = {u.index: u for u in plan(spec.topology)} if spec.topology is not None else {}
+        unit = units.get(index)
+        if unit is None or unit.kind != "stage":
+            raise VerificationError(f"unit {index} is not a planned stage of the job")
+        try:
+            paths = fetch_data(
+                [spec.data[i] for i in unit.shards],
+                work / "data",
+                cache_dir=self.work_dir / "cache" / "data",
+            )
+        except WorkspaceError as e:
+            # The data host failing (or serving other bytes) is not the provider's doing.
+            raise VerificationError(f"stage {index}'s data: {e}") from e
+        return tuple(paths)
 
     def _fetch_files(self, task: VerificationTask, pending: dict[str, Any], work: Path) -> str:
         """Download (and open, if sealed) the task's files into `work`; why not, or ""."""
@@ -166,7 +187,7 @@ class Verifier:
         for name in task.files:
             if name not in refs:
                 return f"{name} was not uploaded"
-            dest = work / name
+            dest = work / "pot" / Path(name).name  # a stage's are units/<i>/pot/<name>
             try:
                 self.api.download_task_file(int(pending["id"]), name, dest, refs[name])
             except ApiRefused as e:
@@ -178,7 +199,11 @@ class Verifier:
             return ""
         for request_id in pending.get("key_requests") or []:
             try:
-                opened = open_granted(self.api, int(request_id), work, self.key.signing_key)
+                opened = open_granted(
+                    self.api, int(request_id), work / "granted", self.key.signing_key
+                )
+                for o in opened:
+                    (work / "granted" / o.name).replace(work / "pot" / Path(o.name).name)
             except ApiRefused as e:  # 409: the provider has not answered yet
                 raise VerificationError(f"key grant {request_id} not ready: {e}") from e
             except SealingError as e:
@@ -195,8 +220,21 @@ class Verifier:
         work: Path,
         segments: tuple[int, ...],
         label: str,
+        shards: tuple[Path, ...] = (),
     ) -> dict[str, Any]:
         seen = Path(MOUNT_POINT) if self.runtime.isolated else work
+        environ = spec.job_env(seen, bytes.fromhex(task.nonce)).to_environ()
+        if task.unit is not None:
+            # A stage replays from the committed checkpoint that opens each segment: no
+            # input checkpoints, its own shards.
+            environ.update(
+                {
+                    UNIT_KIND: "stage",
+                    UNIT_INDEX: str(task.unit),
+                    SHARDS: ":".join(str(seen / p.relative_to(work)) for p in shards),
+                    INPUT_CHECKPOINTS: "",
+                }
+            )
         argv = launch.harness_argv(
             harness.PYTHON,
             "replay",
@@ -221,7 +259,7 @@ class Verifier:
             image=spec.image,
             argv=tuple(argv),
             work_dir=work,
-            env=spec.job_env(seen, bytes.fromhex(task.nonce)).to_environ(),
+            env=environ,
             resources=Resources(
                 cpus=float(spec.resources.cpus),
                 memory_bytes=spec.resources.ram_mb * 2**20,
