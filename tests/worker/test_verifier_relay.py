@@ -136,10 +136,10 @@ def _train_stage(
 
 
 def _replay(
-    tmp_path: Path, repo: tuple[str, str], spec: JobSpec, data_for_stage: Path  # noqa: F811
+    tmp_path: Path, source: tuple[str, str], spec: JobSpec, data_for_stage: Path
 ) -> tuple[Any, Relay, Verifier]:
     nonce = secrets.token_hex(16)
-    files, root = _train_stage(tmp_path / "stage", repo[0], spec, nonce, data_for_stage)
+    files, root = _train_stage(tmp_path / "stage", source[0], spec, nonce, data_for_stage)
     relay = Relay(spec, files)
     checker = VerifierSpotChecker(relay, ORACLE)
     att = SimpleNamespace(
@@ -158,7 +158,7 @@ def _replay(
         ProcessRuntime(),
         VERIFIER,
         tmp_path / "verifier",
-        RepoCache(tmp_path / "repos", rewrites={SPEC_URL: repo[0]}),
+        RepoCache(tmp_path / "repos", rewrites={SPEC_URL: source[0]}),
         trusted_oracle_keys={ORACLE_KEY},
         allow_unisolated=True,
         timeout_s=120,
