@@ -32,11 +32,11 @@ demo: $(STAMP)
 	$(BIN)/proofnet demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check libs/pot/pot proofnet chain oracle worker api scripts tests
-	$(BIN)/ruff format --check libs/pot/pot proofnet chain oracle worker api scripts tests
+	$(BIN)/ruff check libs/pot/pot proofnet chain oracle worker api benchmarks scripts tests
+	$(BIN)/ruff format --check libs/pot/pot proofnet chain oracle worker api benchmarks scripts tests
 
 typecheck: $(STAMP)
-	$(BIN)/mypy libs/pot/pot proofnet chain oracle worker api
+	$(BIN)/mypy libs/pot/pot proofnet chain oracle worker api benchmarks
 
 unit: $(STAMP) $(NODE_STAMP)
 	$(BIN)/pytest -n 2 $(PYTEST_ARGS)

@@ -23,8 +23,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from proofnet.messages.attestation import EscrowRef
+from proofnet.messages.auction import MAX_BIDS, AuctionError, RevealedBid, parse_revealed
 from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
-from proofnet.messages.jobspec import JobSpec, JobSpecError, RateCardPrice, job_id_of
+from proofnet.messages.jobspec import AuctionPrice, JobSpec, JobSpecError, RateCardPrice, job_id_of
 from proofnet.messages.rate_card import RateCardDocument, RateCardError, document_for_digest
 
 if TYPE_CHECKING:
@@ -55,6 +56,12 @@ class LeaseInfo:
 
 
 @dataclass(frozen=True)
+class AuctionRecord:
+    commitments: tuple[str, ...]
+    bids: tuple[RevealedBid, ...]
+
+
+@dataclass(frozen=True)
 class JobInfo:
     job_id: str
     spec: JobSpec
@@ -65,6 +72,9 @@ class JobInfo:
     results: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # The document a rate-card spec names (checked against its digest); None for fixed price.
     rate_card: RateCardDocument | None = None
+    # An auction-priced job's commitments and signed bids (signatures checked when parsed);
+    # None for other pricing.
+    auction: AuctionRecord | None = None
     # A topology job's units in index order (`oracle.feed_units`); empty for a single unit.
     units: tuple[UnitInfo, ...] = ()
     # When a provider first leased the job or a unit of it (POSIX ms), None while none has;
@@ -206,6 +216,7 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
         lease=lease,
         results=MappingProxyType(dict(results_raw)),
         rate_card=parse_rate_card(obj.get("rate_card"), spec),
+        auction=parse_auction(obj.get("auction"), spec),
         units=parse_units(obj.get("units"), spec),
         work_started_ms=(
             None
@@ -256,6 +267,28 @@ def parse_rate_card(raw: Any, spec: JobSpec) -> RateCardDocument | None:
         return document_for_digest(raw.encode("utf-8"), spec.pricing.rate_card)
     except RateCardError as exc:
         raise FeedDataError(f"rate card: {exc}") from exc
+
+
+def parse_auction(raw: Any, spec: JobSpec) -> AuctionRecord | None:
+    """The auction record the feed carries for an auction-priced job, every bid's signature
+    verified: an API cannot invent a bid (it could only drop one; docs/pricing.md)."""
+    if not isinstance(spec.pricing, AuctionPrice):
+        return None
+    if not isinstance(raw, Mapping):
+        raise FeedDataError("the job is priced by auction, but the feed carries no auction")
+    commitments = raw.get("commitments")
+    bids = raw.get("bids")
+    if not isinstance(commitments, list) or not all(
+        isinstance(c, str) and _HEX64.fullmatch(c) for c in commitments
+    ):
+        raise FeedDataError("auction.commitments must be a list of SHA-256 hex digests")
+    if not isinstance(bids, list) or len(bids) > MAX_BIDS or len(commitments) > MAX_BIDS:
+        raise FeedDataError(f"auction.bids must be a list of at most {MAX_BIDS} bids")
+    try:
+        parsed = tuple(parse_revealed(b) for b in bids)
+    except AuctionError as exc:
+        raise FeedDataError(f"auction: {exc}") from exc
+    return AuctionRecord(commitments=tuple(commitments), bids=parsed)
 
 
 class ArtifactMissing(Exception):

@@ -30,6 +30,57 @@ def bench_settle(
     run_settle_bench(json_out=json_out)
 
 
+@app.command("market")
+def bench_market(
+    mechanism: list[str] = typer.Option(
+        ["fixed", "rate_card", "auction"],
+        "--mechanism",
+        help="fixed, rate_card, auction, or package.module:Class (repeat)",
+    ),
+    jobs: int = typer.Option(400, min=1, help="jobs arriving"),
+    providers: int = typer.Option(40, min=1, help="providers, one GPU each"),
+    hours: float = typer.Option(48.0, min=0.1, help="hours the arrivals spread over"),
+    seed: int = typer.Option(7, help="seed of the synthetic market (same seed, same market)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """Replay one synthetic market under each pricing mechanism: submitter cost, provider
+    earnings and profit, utilisation, time to start (docs/pricing.md)."""
+    import json
+
+    from benchmarks.market import MarketShape, run_market_bench
+
+    shape = MarketShape(jobs=jobs, providers=providers, hours=hours, seed=seed)
+    try:
+        report = run_market_bench(mechanism, shape)
+    except ValueError as exc:
+        typer.secho(f"bench market: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from exc
+    if json_out:
+        typer.echo(json.dumps(report.as_dict()))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"proofnet bench market ({jobs} jobs, {providers} providers, seed {seed})")
+    columns = (
+        "completed",
+        "unserved",
+        "submitter_cost_per_ref_gpu_hour",
+        "provider_earnings",
+        "provider_profit",
+        "utilisation",
+    )
+    table.add_column("mechanism")
+    for c in (*columns, "start mean s", "start p90 s"):
+        table.add_column(c, justify="right")
+    for name, figures in report.mechanisms.items():
+        starts = figures["time_to_start_s"]
+        table.add_row(
+            name, *(str(figures[c]) for c in columns), str(starts["mean"]), str(starts["p90"])
+        )
+    Console().print(table)
+
+
 @app.command("worker")
 def bench_worker(
     k: int = typer.Option(100, help="proof-of-training checkpoint interval (steps)"),

@@ -4,6 +4,7 @@ from fastapi import APIRouter
 
 from api.routes import (
     approvals,
+    auctions,
     auth,
     balances,
     escrow_cancel,
@@ -37,6 +38,7 @@ api_router.include_router(balances.router)
 api_router.include_router(providers.router)
 api_router.include_router(rate_cards.router)
 api_router.include_router(worker.router)
+api_router.include_router(auctions.router)
 api_router.include_router(worker_io.router)
 api_router.include_router(oracle_feed.router)
 api_router.include_router(proof_keys.router)
