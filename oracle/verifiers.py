@@ -31,7 +31,9 @@ verifier it chose. Reads and writes through the feed only; runs nothing.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from oracle.proof_checks import TOP_BY_NORM, ProofRejected, Sign, check_manifest, draw_segments
@@ -118,6 +120,10 @@ def attribute(report: VerificationReport) -> str | None:
     return None
 
 
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
 @dataclass
 class VerifierSpotChecker:
     """Spot checks run by drawn verifiers (the oracle's only checker outside the demo)."""
@@ -125,6 +131,11 @@ class VerifierSpotChecker:
     desk: VerifierDesk
     signing_key: SigningKey
     top: int = TOP_BY_NORM
+    # A drawn verifier that has not answered this long after the task was first posted is
+    # replaced by the next round's draw, at most `max_rounds` verifiers in all.
+    answer_within_s: float = 3600.0
+    max_rounds: int = 3
+    now: Callable[[], datetime] = field(default=_now)
 
     @property
     def sign(self) -> Sign:
@@ -173,11 +184,54 @@ class VerifierSpotChecker:
             raise SpotCheckUnavailable(
                 f"no online verifier with device class {devices!r} other than the provider"
             )
-        verifier = draw_verifier([c.worker_key for c in found], draw.seed)
         # The manifest too: the harness checks the files against it, and it against the root.
         files = tuple(prefix + n for n in (MANIFEST_NAME, *needed_files(segments)))
+        now = self.now()
+        drawn: list[str] = []
+        first: datetime | None = None
+        for round_ in range(self.max_rounds):
+            left = [c.worker_key for c in found if c.worker_key not in drawn]
+            if not left:
+                break
+            verifier = draw_verifier(left, draw.seed, round_)
+            drawn.append(verifier)
+            task = self._task(att, job, devices, segments, files, draw.signature, verifier, round_)
+            state = self._post(task, att, job, files)
+            if state.get("report") is not None:
+                try:
+                    report = VerificationReport.from_json(state["report"])
+                    report.verify_for(task)
+                except VerificationError as exc:
+                    # Not the drawn verifier's answer (the API relays it): wait for one.
+                    log.warning("ignoring a report for task %s: %s", task.digest, exc)
+                    raise SpotCheckUnavailable(f"the relayed report does not hold: {exc}") from exc
+                return judge_report(report, manifest, draw, spec.proof.tolerance_ppm, att)
+            # Round r's verifier has until (r + 1) answer periods after the first task.
+            posted = _time(state.get("created_at"))
+            first = posted if first is None else first
+            if first is None or (now - first).total_seconds() < (round_ + 1) * self.answer_within_s:
+                raise SpotCheckUnavailable(
+                    f"waiting for verifier {verifier[:16]}... to replay segments {list(segments)}"
+                    + (f" (round {round_})" if round_ else "")
+                )
+            log.info("verifier %s did not answer task %s in time", verifier[:16], task.digest)
+        raise SpotCheckUnavailable(
+            f"none of the {len(drawn)} verifier(s) drawn answered within {self.answer_within_s:.0f}s"
+        )
+
+    def _task(
+        self,
+        att: Attestation,
+        job: JobInfo,
+        devices: str,
+        segments: tuple[int, ...],
+        files: tuple[str, ...],
+        draw_signature: bytes,
+        verifier: str,
+        round_: int,
+    ) -> VerificationTask:
         try:
-            task = VerificationTask.sign(
+            return VerificationTask.sign(
                 self.signing_key,
                 job_id=job.job_id,
                 nonce=att.nonce,
@@ -189,10 +243,19 @@ class VerifierSpotChecker:
                 device_class=devices,
                 segments=list(segments),
                 files=list(files),
-                draw_signature=draw.signature.hex(),
+                draw_signature=draw_signature.hex(),
+                round=round_,
             )
         except VerificationError as exc:
             raise SpotCheckUnavailable(f"cannot make a verification task: {exc}") from exc
+
+    def _post(
+        self, task: VerificationTask, att: Attestation, job: JobInfo, files: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """Post the task (again: the same unit), and for a sealed job the key request for
+        its checkpoints (the manifest is not sealed); the unit's state."""
+        from oracle.feed import FeedError
+
         try:
             if _sealed(job):
                 self.desk.request_keys(
@@ -200,25 +263,23 @@ class VerifierSpotChecker:
                         self.signing_key,
                         job_id=job.job_id,
                         nonce=att.nonce,
-                        recipient=verifier,
-                        files=files[1:],  # the checkpoints; the manifest is not sealed
+                        recipient=task.verifier,
+                        files=files[1:],
                     )
                 )
-            state = self.desk.post_verification(task)
+            return self.desk.post_verification(task)
         except FeedError as exc:
             raise SpotCheckUnavailable(str(exc)) from exc
-        if state.get("report") is None:
-            raise SpotCheckUnavailable(
-                f"waiting for verifier {verifier[:16]}... to replay segments {list(segments)}"
-            )
-        try:
-            report = VerificationReport.from_json(state["report"])
-            report.verify_for(task)
-        except VerificationError as exc:
-            # Not the drawn verifier's answer (the API host relays it): wait for one that is.
-            log.warning("ignoring a report for task %s: %s", task.digest, exc)
-            raise SpotCheckUnavailable(f"the relayed report does not hold: {exc}") from exc
-        return judge_report(report, manifest, draw, spec.proof.tolerance_ppm, att)
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def judge_report(

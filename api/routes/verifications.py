@@ -4,6 +4,7 @@ files and posts its signed report; oracles read the report back."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query
@@ -31,6 +32,7 @@ class VerificationState(PublicBody):
     digest: str
     reported: bool
     report: dict[str, Any] | None
+    created_at: datetime
 
 
 class PendingVerification(PublicBody):
@@ -47,7 +49,11 @@ class ReportBody(RequestBody):
 
 def _state(state: service.VerificationUnitState) -> VerificationState:
     return VerificationState(
-        id=state.id, digest=state.digest, reported=state.report is not None, report=state.report
+        id=state.id,
+        digest=state.digest,
+        reported=state.report is not None,
+        report=state.report,
+        created_at=state.created_at,
     )
 
 

@@ -15,7 +15,7 @@ up a task (no oracle key) nor a report (no verifier key): oracles check both sig
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -148,11 +148,14 @@ class VerificationUnitState:
     id: int
     digest: str
     report: dict[str, object] | None
+    # When the task was first posted: an oracle redraws a verifier silent for too long.
+    created_at: datetime
 
 
 def _state(row: VerificationUnit) -> VerificationUnitState:
     assert row.id is not None
-    return VerificationUnitState(row.id, row.digest, row.report)
+    created = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=UTC)
+    return VerificationUnitState(row.id, row.digest, row.report, created)
 
 
 def state(session: Session, digest: str) -> VerificationUnitState:

@@ -37,6 +37,7 @@ REPORT_DOMAIN = "proofnet/verification-report/v1"
 MAX_SEGMENTS = 256
 MAX_FILES = 1024
 MAX_MESSAGE = 2000
+MAX_ROUNDS = 16
 # The segment every task replays twice: the first, from the trainer's own checkpoint 0.
 FIRST_SEGMENT = 1
 _NONCE = r"[0-9a-f]{16,128}"
@@ -86,6 +87,9 @@ class VerificationTask(Frozen):
     # The oracle's signature over the attestation's draw message: seeds the segments and
     # the verifier drawn, checkable by anyone with the oracle's key.
     draw_signature: Annotated[str, Field(pattern=_SIGNATURE)]
+    # The draw's round: a verifier that did not answer in time is replaced by the next
+    # round's draw (among the candidates not drawn before).
+    round: Annotated[int, Field(ge=0, le=MAX_ROUNDS)] = 0
     oracle_key: Hex64
     signature: Annotated[str, Field(pattern=_SIGNATURE)]
 
@@ -221,11 +225,12 @@ class VerificationReport(Frozen):
         _verify(self.verifier, self.signed_part(), self.signature, "verification report")
 
 
-def draw_verifier(candidates: Collection[str], seed: bytes) -> str:
-    """The verifier drawn from `candidates` (worker keys) with a draw's seed: uniform, and
-    the same for anyone who knows the candidates and the oracle's signature."""
+def draw_verifier(candidates: Collection[str], seed: bytes, round: int = 0) -> str:
+    """The verifier drawn from `candidates` (worker keys) with a draw's seed in `round`:
+    uniform, and the same for anyone who knows the candidates and the oracle's signature."""
     ordered = sorted(set(candidates))
     if not ordered:
         raise VerificationError("no verifier to draw from")
-    pick = int.from_bytes(hashlib.sha256(b"proofnet/verifier-draw/v1" + seed).digest(), "big")
+    material = b"proofnet/verifier-draw/v1" + seed + round.to_bytes(2, "big")
+    pick = int.from_bytes(hashlib.sha256(material).digest(), "big")
     return ordered[pick % len(ordered)]

@@ -106,3 +106,14 @@ def test_the_verifier_draw_is_uniform_and_reproducible() -> None:
     assert draw_verifier(keys, b"\x07" * 32) == draw_verifier(list(reversed(keys)), b"\x07" * 32)
     with pytest.raises(VerificationError):
         draw_verifier([], b"\x00" * 32)
+    # Each round draws anew (a verifier that did not answer is replaced by another round's).
+    rounds = {draw_verifier(keys, b"\x07" * 32, r) for r in range(16)}
+    assert len(rounds) > 1
+
+
+def test_the_round_is_signed() -> None:
+    task = VerificationTask.sign(ORACLE, **task_fields(round=1))
+    task.verify({_hex(ORACLE)})
+    moved = VerificationTask.from_json({**task.to_json(), "round": 0})
+    with pytest.raises(VerificationError, match="does not verify"):
+        moved.verify({_hex(ORACLE)})

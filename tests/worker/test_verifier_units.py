@@ -22,7 +22,7 @@ import json
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -307,6 +307,62 @@ def test_the_api_host_cannot_forge_a_report_or_a_task(
     assert refused.status_code == 403, refused.text
     with pytest.raises(VerificationError, match="not an oracle"):
         verifier.verifier.verify({"id": 0, "task": made_up.to_json(), "spec": {}})
+
+
+def test_a_silent_verifier_is_replaced_by_the_next_draw(
+    tmp_path: Path,
+    api_server: ApiServer,
+    oracle: RecordingOracle,
+    provider: AgentHarness,
+    verifier: VerifierWorker,
+    feed: HttpApiFeed,
+    trainers: FixtureRepo,
+) -> None:
+    """The drawn verifier never answers (offline, or withholding): after `answer_within_s`
+    the oracle draws again among the others, so a provider is not left unpaid for ever."""
+    second = register_worker(api_server, tmp_path / "second.skey")
+    workers = {
+        verifier.worker.key.public_key_hex: verifier,
+        second.key.public_key_hex: VerifierWorker(
+            second,
+            api := ApiClient(api_server.url, second.key, NETWORK),
+            Verifier(
+                api,
+                ProcessRuntime(),
+                second.key,
+                tmp_path / "second",
+                RepoCache(tmp_path / "second-repos", rewrites=trainers.rewrites),
+                trusted_oracle_keys={ORACLE_KEY},
+                allow_unisolated=True,  # the process runtime, in a test
+                timeout_s=300,
+            ),
+        ),
+    }
+    try:
+        att, _ = run_job(api_server, oracle, provider, trainers)
+        clock = [datetime.now(UTC)]
+        checker = VerifierSpotChecker(feed, ORACLE, answer_within_s=600, now=lambda: clock[0])
+        with pytest.raises(SpotCheckUnavailable, match="waiting for verifier"):
+            spot_check(checker, feed, att)
+        with open_session(api_server.engine) as session:
+            first = VerificationTask.from_json(session.exec(select(VerificationUnit)).one().task)
+        # Still within its time: the oracle keeps waiting for the first draw.
+        clock[0] += timedelta(seconds=599)
+        with pytest.raises(SpotCheckUnavailable, match="waiting for verifier"):
+            spot_check(checker, feed, att)
+        clock[0] += timedelta(seconds=2)
+        with pytest.raises(SpotCheckUnavailable, match=r"\(round 1\)"):
+            spot_check(checker, feed, att)
+        with open_session(api_server.engine) as session:
+            rows = session.exec(select(VerificationUnit).order_by(VerificationUnit.id)).all()
+        redrawn = VerificationTask.from_json(rows[-1].task)
+        assert len(rows) == 2 and redrawn.round == 1
+        assert redrawn.verifier != first.verifier
+        assert workers[redrawn.verifier].verifier.run_once()
+        verdict = spot_check(checker, feed, att)
+        assert verdict.passed and verdict.verifier == redrawn.verifier, verdict
+    finally:
+        workers[second.key.public_key_hex].api.close()
 
 
 def test_the_provider_and_workers_paid_to_its_address_are_never_drawn(
