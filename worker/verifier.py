@@ -135,6 +135,13 @@ class Verifier:
             self.repos.checkout(spec.model.repo_url, spec.model.commit, work)
         except WorkspaceError as e:
             raise VerificationError(f"cannot check out the job's code: {e}") from e
+        for own in (work / "pot", work / "granted"):
+            # The repository's own `pot` (a symlink out of the work dir, say) is not where
+            # the proof files go: the verifier's are the only ones there.
+            if own.is_symlink() or own.is_file():
+                own.unlink()
+            elif own.exists():
+                shutil.rmtree(own)
         withheld = self._fetch_files(task, pending, work)
         if withheld:
             return self._report(task, status="withheld", message=withheld)

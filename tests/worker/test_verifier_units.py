@@ -241,6 +241,36 @@ def test_a_drawn_verifier_replays_and_the_oracle_verifies_the_honest_proof(
     assert verifier.verifier.run_once() == []
 
 
+def test_a_repository_pot_link_does_not_lead_the_proof_files_out_of_the_task_dir(
+    tmp_path: Path,
+    api_server: ApiServer,
+    oracle: RecordingOracle,
+    provider: AgentHarness,
+    verifier: VerifierWorker,
+    feed: HttpApiFeed,
+    trainers: FixtureRepo,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The job's repository, as the verifier checks it out, holds `pot` as a link to a
+    directory of the verifier's machine (here added right after the real checkout: the
+    provider's run of such a repository is another matter): the proof files still land in
+    the task's own directory and nothing is written through the link."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    checkout = verifier.verifier.repos.checkout
+
+    def with_link(url: str, commit: str, dest: Path) -> Path:
+        done = checkout(url, commit, dest)
+        (dest / "pot").symlink_to(outside)
+        return done
+
+    att, _ = run_job(api_server, oracle, provider, trainers)
+    monkeypatch.setattr(verifier.verifier.repos, "checkout", with_link)
+    verdict = checked_after_replay(VerifierSpotChecker(feed, ORACLE), feed, att, verifier)
+    assert verdict.passed, verdict
+    assert list(outside.iterdir()) == []
+
+
 def test_a_lazy_provider_is_caught_and_it_is_the_providers_fault(
     api_server: ApiServer,
     oracle: RecordingOracle,
