@@ -264,7 +264,9 @@ class VerifierSpotChecker:
                         job_id=job.job_id,
                         nonce=att.nonce,
                         recipient=task.verifier,
-                        files=files[1:],
+                        # The checkpoints (the manifest is not sealed), as the lease named
+                        # them (a relay stage's uploads are units/<index>/... to others).
+                        files=[task.lease_name(f) for f in files[1:]],
                     )
                 )
             return self.desk.post_verification(task)

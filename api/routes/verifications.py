@@ -102,7 +102,7 @@ def pending_tasks(verifier: CurrentProvider, session: SessionDep) -> list[Pendin
             id=p.row_id,
             task=p.task.to_json(),
             spec=dict(p.spec),
-            files=[FileRef.model_validate(f) for f in p.files],
+            files=[FileRef(name=n, sha256=f.sha256, size=f.size) for n, f in p.files],
             key_requests=p.key_requests,
         )
         for p in service.pending_for(session, verifier)

@@ -52,7 +52,7 @@ class PendingTask:
     row_id: int
     task: VerificationTask
     spec: dict[str, object]
-    files: list[JobResult]
+    files: list[tuple[str, JobResult]]  # (the task's name for it, the upload)
     # Key requests naming this verifier for the lease: the grants of sealed proof files.
     key_requests: list[int]
 
@@ -117,7 +117,7 @@ def record_task(
     uploads = {
         r.name for r in session.exec(select(JobResult).where(JobResult.lease_id == lease.id)).all()
     }
-    missing = [name for name in task.files if name not in uploads]
+    missing = [name for name in task.files if task.lease_name(name) not in uploads]
     if missing:
         raise BadRequest(f"the lease uploaded no {', '.join(repr(m) for m in missing[:5])}")
     assert job.id is not None and lease.id is not None
@@ -165,16 +165,19 @@ def state(session: Session, digest: str) -> VerificationUnitState:
     return _state(row)
 
 
-def _files(session: Session, row: VerificationUnit, names: tuple[str, ...]) -> list[JobResult]:
-    uploads = {
-        r.name: r
-        for r in session.exec(
-            select(JobResult).where(
-                JobResult.lease_id == row.lease_id, col(JobResult.name).in_(names)
-            )
-        ).all()
-    }
-    return [uploads[n] for n in names if n in uploads]
+def _files(
+    session: Session, row: VerificationUnit, names: tuple[str, ...]
+) -> list[tuple[str, JobResult]]:
+    """The lease's uploads the task names, each with the task's name for it."""
+    task = VerificationTask.from_json(row.task)
+    inner = {task.lease_name(n): n for n in names}
+    uploads = session.exec(
+        select(JobResult).where(
+            JobResult.lease_id == row.lease_id, col(JobResult.name).in_(list(inner))
+        )
+    ).all()
+    by_name = {inner[r.name]: r for r in uploads}
+    return [(n, by_name[n]) for n in names if n in by_name]
 
 
 def pending_for(session: Session, verifier: Provider) -> list[PendingTask]:
@@ -223,8 +226,8 @@ def task_file(session: Session, verifier: Provider, unit_id: int, name: str) -> 
     """A proof file the task names, for its verifier only (the bytes as uploaded: sealed
     ones stay sealed; their keys come by a key grant)."""
     row = _own_row(session, verifier, unit_id)
-    for upload in _files(session, row, (name,)):
-        if name in row.task.get("files", ()):
+    for named, upload in _files(session, row, (name,)):
+        if named in row.task.get("files", ()):
             return upload
     raise NotFound(f"verification task {unit_id} names no file {name!r}")
 

@@ -142,6 +142,12 @@ class VerificationTask(Frozen):
             "files": list(self.files),
         }
 
+    def lease_name(self, name: str) -> str:
+        """The name under which the task's lease uploaded file `name`: a relay stage's
+        uploads are named `units/<index>/<name>` to everyone but the stage's lease."""
+        prefix = f"units/{self.unit}/"
+        return name[len(prefix) :] if self.unit is not None and name.startswith(prefix) else name
+
     def verify(self, trusted_oracle_keys: Collection[str]) -> None:
         """Signed by one of `trusted_oracle_keys`; VerificationError otherwise."""
         if self.oracle_key not in trusted_oracle_keys:
