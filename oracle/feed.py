@@ -17,11 +17,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from oracle.feed_values import FeedDataError, FeedError, LeaseInfo, int_of, ms_of, str_of
 from proofnet.messages.attestation import EscrowRef
 from proofnet.messages.auction import MAX_BIDS, AuctionError, RevealedBid, parse_revealed
 from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
@@ -31,28 +31,9 @@ from proofnet.messages.rate_card import RateCardDocument, RateCardError, documen
 if TYPE_CHECKING:
     from oracle.feed_units import UnitInfo
 
+__all__ = ["FeedDataError", "FeedError", "LeaseInfo"]  # re-exported: callers import them here
+
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
-class FeedError(Exception):
-    """The API could not be asked (transient): verification is retried later."""
-
-
-class FeedDataError(FeedError):
-    """The API answered with something the oracle cannot trust or parse."""
-
-
-@dataclass(frozen=True)
-class LeaseInfo:
-    """The lease under which the job completed."""
-
-    worker_key: str
-    payout_address: str  # from the provider's binding at completion time
-    nonce: str  # revealed to the worker at claim time
-    gpus: int  # GPUs leased (the spec's resources.gpus)
-    started_ms: int  # claim time, POSIX ms
-    completed_ms: int
-    attempt: int
 
 
 @dataclass(frozen=True)
@@ -139,39 +120,13 @@ class ApiFeed(Protocol):
         ...
 
 
-def _ms(value: Any, what: str) -> int:
-    if not isinstance(value, str):
-        raise FeedDataError(f"{what} must be an ISO 8601 time, got {value!r}")
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise FeedDataError(f"{what}: {exc}") from exc
-    if parsed.tzinfo is None:
-        raise FeedDataError(f"{what} must carry a time zone")
-    return int(parsed.timestamp() * 1000)
-
-
-def _str(obj: Mapping[str, Any], key: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise FeedDataError(f"{key} must be a string")
-    return value
-
-
-def _int(obj: Mapping[str, Any], key: str) -> int:
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise FeedDataError(f"{key} must be an integer")
-    return value
-
-
 def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
     """Parse `GET /api/v1/oracle/jobs/{job_id}`; the spec must hash to `expected_job_id`."""
     from oracle.feed_units import parse_units
 
     if not isinstance(obj, Mapping):
         raise FeedDataError("job feed must be a JSON object")
-    spec_text = _str(obj, "spec")
+    spec_text = str_of(obj, "spec")
     canonical = spec_text.encode("utf-8")
     if job_id_of(canonical) != expected_job_id or obj.get("job_id") != expected_job_id:
         raise FeedDataError(f"the API served a spec that does not hash to job {expected_job_id}")
@@ -185,7 +140,7 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
         if not isinstance(raw, Mapping):
             raise FeedDataError("escrow must be an object")
         try:
-            escrow = EscrowRef(tx_id=_str(raw, "tx_id"), index=_int(raw, "index"))
+            escrow = EscrowRef(tx_id=str_of(raw, "tx_id"), index=int_of(raw, "index"))
         except ValueError as exc:
             raise FeedDataError(f"escrow: {exc}") from exc
     lease = None
@@ -194,13 +149,13 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
         if not isinstance(raw, Mapping):
             raise FeedDataError("lease must be an object")
         lease = LeaseInfo(
-            worker_key=_str(raw, "worker_key"),
-            payout_address=_str(raw, "payout_address"),
-            nonce=_str(raw, "nonce"),
-            gpus=_int(raw, "gpus"),
-            started_ms=_ms(raw.get("started_at"), "lease.started_at"),
-            completed_ms=_ms(raw.get("completed_at"), "lease.completed_at"),
-            attempt=_int(raw, "attempt"),
+            worker_key=str_of(raw, "worker_key"),
+            payout_address=str_of(raw, "payout_address"),
+            nonce=str_of(raw, "nonce"),
+            gpus=int_of(raw, "gpus"),
+            started_ms=ms_of(raw.get("started_at"), "lease.started_at"),
+            completed_ms=ms_of(raw.get("completed_at"), "lease.completed_at"),
+            attempt=int_of(raw, "attempt"),
         )
     results_raw = obj.get("results") or {}
     if not isinstance(results_raw, Mapping) or not all(
@@ -211,7 +166,7 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
     return JobInfo(
         job_id=expected_job_id,
         spec=spec,
-        status=_str(obj, "status"),
+        status=str_of(obj, "status"),
         escrow=escrow,
         lease=lease,
         results=MappingProxyType(dict(results_raw)),
@@ -221,7 +176,7 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
         work_started_ms=(
             None
             if obj.get("work_started_at") is None
-            else _ms(obj.get("work_started_at"), "work_started_at")
+            else ms_of(obj.get("work_started_at"), "work_started_at")
         ),
         work_reported="work_started_at" in obj,
         sealed=obj.get("sealed") is True,
@@ -238,7 +193,7 @@ def parse_worker(obj: Any, *, expected_key: str, network: str) -> WorkerInfo:
             binding,
             network=network,
             nonce=binding.nonce,
-            payout_address=_str(obj, "payout_address"),
+            payout_address=str_of(obj, "payout_address"),
             worker_pubkey=expected_key,
         )
     except (ValueError, BindingError) as exc:

@@ -15,7 +15,7 @@ def bench_devnet(
     json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
 ) -> None:
     """Transactions/s validated (payments, Plutus spends) and memory per 100k UTxOs."""
-    from chain.devnet.bench import run_devnet_bench
+    from benchmarks.devnet import run_devnet_bench
 
     run_devnet_bench(payments=payments, plutus=plutus, utxos=utxos, json_out=json_out)
 
@@ -25,7 +25,7 @@ def bench_settle(
     json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
 ) -> None:
     """Largest batch settlement per transaction (distinct / aggregated) and fee per escrow."""
-    from chain.offchain.bench_settle import run_settle_bench
+    from benchmarks.settle import run_settle_bench
 
     run_settle_bench(json_out=json_out)
 
@@ -97,11 +97,11 @@ def bench_worker(
     from rich.console import Console
     from rich.table import Table
 
-    from worker.bench_pot import run_worker_bench
+    from benchmarks.pot import run_worker_bench
 
     report: dict[str, object] = run_worker_bench(k=k, steps=steps, attestations=attestations)
     if container_runs > 0:
-        from worker.bench_runtime import bench_worker as container_bench
+        from benchmarks.runtime import bench_worker as container_bench
 
         start = container_bench(runs=container_runs, image=image)
         report["container_start"] = {
@@ -146,7 +146,7 @@ def bench_handoff(
     from rich.console import Console
     from rich.table import Table
 
-    from worker.bench_handoff import run_handoff_bench
+    from benchmarks.handoff import run_handoff_bench
 
     report = run_handoff_bench(size_mb=size_mb, steps=steps, examples=examples, synthetic=synthetic)
     if json_out:
@@ -186,7 +186,7 @@ def bench_api(
     """Job status and balance reads/s and p50/p95/p99 latency, API on PostgreSQL."""
     import json
 
-    from api.bench import run_api_bench
+    from benchmarks.api import run_api_bench
 
     report = run_api_bench(
         postgres_url=postgres_url or None,
@@ -244,12 +244,12 @@ def bench_oracle(
     from rich.console import Console
     from rich.table import Table
 
-    from oracle.bench import run_oracle_verify_bench
+    from benchmarks.oracle import run_oracle_verify_bench
 
     runs = [run_oracle_verify_bench(n, processes=p, batch=batch) for p in processes]
     report: dict[str, object] = {"verify": runs}
     if latency:
-        from oracle.settlement.bench import run_settlement_bench
+        from benchmarks.settlement import run_settlement_bench
 
         report["settlement_latency"] = run_settlement_bench(
             count=settle_count, block_time_s=block_time

@@ -102,3 +102,41 @@ def reveal(
         typer.secho(f"bid not revealed: {e}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from e
     typer.echo(json.dumps({"job_id": job_id, "amount": kept.amount, "revealed": True}))
+
+
+def auctions(
+    api_url: str | None = typer.Option(None, "--api-url", help="the proofnet API"),
+    job_id: str | None = typer.Option(None, "--job", help="one job's auction, with its bids"),
+) -> None:
+    """List the auctions open for bids (or one job's auction, with its bids and winner)."""
+    import httpx
+
+    from proofnet.settings import build_settings
+
+    base = (api_url or build_settings().api_url).rstrip("/")
+    path = "/api/v1/auctions" if job_id is None else f"/api/v1/jobs/{job_id}/auction"
+    try:
+        answer = httpx.get(base + path, timeout=30)
+    except httpx.HTTPError as e:
+        typer.secho(f"cannot reach the API at {base}: {e}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from e
+    if answer.status_code != 200:
+        detail = (
+            answer.json().get("detail")
+            if answer.headers.get("content-type", "").startswith("application/json")
+            else answer.text[:200]
+        )
+        typer.secho(f"the API refused: {detail}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    body = answer.json()
+    if job_id is not None:
+        typer.echo(json.dumps(body, indent=2))
+        return
+    if not body["data"]:
+        typer.echo("no auction is open now")
+    for a in body["data"]:
+        closes = a["bids_close_at"] if a["phase"] == "bidding" else a["reveals_close_at"]
+        typer.echo(
+            f"{a['job_id']}  {a['phase']:<9} {a['gpus']} GPU x {a['gpu_memory_mb']} MB  "
+            f"reserve {a['reserve']}  closes {closes}  bids {a['commitments']}"
+        )

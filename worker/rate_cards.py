@@ -73,6 +73,9 @@ class RateCardBook:
                 return self._prices[job_id]
         try:
             state = self._api.auction(job_id)
+            if state.get("phase") != "cleared":
+                # Bids still being revealed could change the outcome: no price yet.
+                raise PricingError(f"the auction of job {job_id} has not cleared yet")
             bids = tuple(parse_revealed(b) for b in state.get("bids") or ())
             outcome = clear(
                 job_id=job_id,

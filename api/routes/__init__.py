@@ -7,6 +7,8 @@ from api.routes import (
     auctions,
     auth,
     balances,
+    bundles,
+    deployment,
     escrow_cancel,
     escrow_refund,
     escrow_state,
@@ -28,6 +30,8 @@ from api.routes import (
 
 api_router = APIRouter(prefix="/api/v1")
 api_router.include_router(health.router)
+api_router.include_router(deployment.router)
+api_router.include_router(bundles.router)
 api_router.include_router(auth.router)
 api_router.include_router(users.router)
 api_router.include_router(approvals.router)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.deps import CurrentProvider, NowDep, SessionDep
@@ -44,6 +44,32 @@ class AuctionPublic(BaseModel):
     price: int | None = None
     reason: str | None = None
     cleared_at: datetime | None = None
+
+
+class OpenAuction(BaseModel):
+    job_id: str
+    phase: str
+    gpus: int
+    gpu_memory_mb: int
+    max_duration_s: int
+    reserve: int
+    bids_close_at: datetime
+    reveals_close_at: datetime
+    commitments: int
+
+
+class OpenAuctions(BaseModel):
+    data: list[OpenAuction]
+
+
+@router.get("/auctions")
+def open_auctions(
+    session: SessionDep, now: NowDep, limit: int = Query(100, ge=1, le=500)
+) -> OpenAuctions:
+    """Auctions taking bids or reveals now, the soonest to close first."""
+    return OpenAuctions(
+        data=[OpenAuction.model_validate(a) for a in service.open_auctions(session, now, limit)]
+    )
 
 
 @router.get("/jobs/{job_id}/auction")

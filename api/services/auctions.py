@@ -271,3 +271,32 @@ def feed_auction(session: Session, job: Job) -> dict[str, Any] | None:
         "commitments": sorted(record.commitments),
         "bids": [b.model_dump(mode="json") for b in record.bids],
     }
+
+
+def open_auctions(session: Session, now: datetime, limit: int = 100) -> list[dict[str, Any]]:
+    """Auctions still taking bids or reveals, the soonest to close first: what a provider
+    looks through for jobs to bid on."""
+    clear_due(session, now)
+    rows = session.exec(
+        select(Auction, Job)
+        .where(col(Auction.job_id) == col(Job.id), col(Auction.cleared_at).is_(None))
+        .order_by(col(Auction.bids_close_at), col(Job.id))
+        .limit(limit)
+    ).all()
+    listed = []
+    for auction, job in rows:
+        count = len(session.exec(select(AuctionBid.id).where(AuctionBid.job_id == job.id)).all())
+        listed.append(
+            {
+                "job_id": job.job_id,
+                "phase": phase(auction, now),
+                "gpus": job.gpu_count,
+                "gpu_memory_mb": job.gpu_memory_mb,
+                "max_duration_s": int(job.spec["resources"]["max_duration_s"]),
+                "reserve": auction.reserve,
+                "bids_close_at": auction.bids_close_at,
+                "reveals_close_at": auction.reveals_close_at,
+                "commitments": count,
+            }
+        )
+    return listed
