@@ -188,17 +188,22 @@ class Verifier:
         return tuple(paths)
 
     def _fetch_files(self, task: VerificationTask, pending: dict[str, Any], work: Path) -> str:
-        """Download (and open, if sealed) the task's files into `work`; why not, or ""."""
+        """Download (and open, if sealed) the task's files into `work/pot`; why the provider
+        withheld them (a grant that opens nothing), or "". VerificationError when they
+        cannot be had now (the API's trouble, or a grant not answered yet)."""
         refs = {str(f["name"]): str(f["sha256"]) for f in pending.get("files") or []}
         sealed = []
         for name in task.files:
             if name not in refs:
-                return f"{name} was not uploaded"
+                # The API checked the lease uploaded it when it took the task: its trouble.
+                raise VerificationError(f"the API lists no {name} for the task")
             dest = work / "pot" / Path(name).name  # a stage's are units/<i>/pot/<name>
             try:
                 self.api.download_task_file(int(pending["id"]), name, dest, refs[name])
             except ApiRefused as e:
-                return f"{name}: {e}"
+                # Not the bytes the API recorded (and the provider attested), or none: the
+                # API host's trouble, not the provider's; the task stays unanswered.
+                raise VerificationError(f"cannot download {name}: {e}") from e
             with dest.open("rb") as f:
                 if is_sealed(f.read(MAGIC_BYTES)):
                     sealed.append(name)
