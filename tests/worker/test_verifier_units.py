@@ -481,6 +481,131 @@ def test_a_verifier_replays_in_the_jobs_image_under_docker(
         provider.close()
 
 
+SNOOP_PY = '''"""The numpy MLP that trains differently whenever it can reach what a verifier's job
+code must not: the verifier's key file, or the API over the network."""
+import socket
+
+from pot.examples.numpy_mlp import MLPTrainer as _Base
+
+KEY_FILE = {key_file!r}
+API = ({host!r}, {port})
+
+
+def _reaches():
+    try:
+        with open(KEY_FILE, "rb") as f:
+            f.read(1)
+        return "the verifier's key"
+    except OSError:
+        pass
+    try:
+        socket.create_connection(API, timeout=2).close()
+        return "the network"
+    except OSError:
+        return None
+
+
+class MLPTrainer(_Base):
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self.reached = _reaches()
+
+    def train_step(self, step, indices):
+        loss = super().train_step(step, indices)
+        if self.reached and ctx_mode(self) == "replay":
+            self.params["b2"] += 1e-3
+        return loss
+
+
+def ctx_mode(trainer):
+    return trainer.ctx.mode
+'''
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_job_code_on_a_verifier_reaches_neither_its_key_nor_the_network(
+    tmp_path: Path,
+    api_server: ApiServer,
+    oracle: RecordingOracle,
+    feed: HttpApiFeed,
+    docker_runtime: DockerRuntime,
+    test_image_id: str,
+    job_path: None,  # noqa: F811
+) -> None:
+    """Job code that changes what it computes on replay whenever it can read the
+    verifier's key file or reach the API: under the Docker runtime it reaches neither, so
+    its replay matches; the twin, the same task replayed by the process runtime (what a
+    verifier refuses outside tests), reaches both and does not replay."""
+    worker = register_worker(api_server, tmp_path / "verifier.skey")
+    host, port = api_server.url.removeprefix("http://").rsplit(":", 1)
+    root = tmp_path / "snoop-git"
+    repo = root / "numpy-mlp.git"
+    repo.mkdir(parents=True)
+    _git(repo, "init", "--quiet")
+    (repo / "snoop.py").write_text(
+        SNOOP_PY.format(key_file=str(worker.key_file), host=host, port=int(port))
+    )
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "--quiet", "-m", "snooping trainer")
+    snoop = FixtureRepo(
+        repo, _git(repo, "rev-parse", "HEAD"), {"https://git.example.test/": f"file://{root}/"}
+    )
+    provider = AgentHarness(tmp_path / "provider", api_server, oracle, snoop, docker_runtime)
+    api = ApiClient(api_server.url, worker.key, NETWORK)
+    try:
+        spec = job_spec(snoop, steps=20, image=f"proofnet/test-numpy@{test_image_id}")
+        spec["proof"]["trainer"] = "snoop:MLPTrainer"
+        job_id = api_server.submit(spec)
+        outcome = provider.agent.run(once=True).outcomes[0]
+        assert (outcome.status, outcome.reason) == ("attested", "delivered"), outcome
+        att = oracle.accepted[job_id][-1]
+
+        def replayer(runtime: Any, name: str, **kw: Any) -> VerifierWorker:
+            v = Verifier(
+                api,
+                runtime,
+                worker.key,
+                tmp_path / name,
+                RepoCache(tmp_path / f"{name}-repos", rewrites=snoop.rewrites),
+                trusted_oracle_keys={ORACLE_KEY},
+                timeout_s=300,
+                **kw,
+            )
+            return VerifierWorker(worker, api, v)
+
+        docker = replayer(docker_runtime, "docker")
+        verdict = checked_after_replay(VerifierSpotChecker(feed, ORACLE), feed, att, docker)
+        assert verdict.passed, verdict
+        # The twin: the same draw replayed by the unisolated process runtime.
+        with open_session(api_server.engine) as session:
+            row = session.exec(select(VerificationUnit)).one()
+        task = VerificationTask.from_json(row.task)
+        unisolated = replayer(ProcessRuntime(), "process", allow_unisolated=True).verifier
+        pending = {
+            "id": row.id,
+            "task": task.to_json(),
+            "spec": api_server.job(job_id)["spec"],
+            "files": [{"name": n, "sha256": h} for n, h in feed_hashes(feed, job_id, task).items()],
+            "key_requests": [],
+        }
+        report = unisolated.verify(pending)
+        assert report is not None and report.status == "failed", report
+        # Far off, as the snooping code's nudge makes it (not a rounding difference between
+        # the host's numpy and the image's).
+        assert max(float(r.distance) for r in report.results) > 1e-4, report
+    finally:
+        api.close()
+        provider.close()
+
+
+def feed_hashes(feed: HttpApiFeed, job_id: str, task: VerificationTask) -> dict[str, str]:
+    job = feed.job(job_id)
+    assert job is not None
+    hashes = {n: job.result_hash(n) for n in task.files}
+    return {n: h for n, h in hashes.items() if h is not None}
+
+
 def _task(att: Attestation, job_id: str, verifier_key: str) -> VerificationTask:
     return VerificationTask.sign(
         ORACLE,
