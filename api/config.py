@@ -30,6 +30,9 @@ class ApiConfig:
     max_attempts: int = 3
     # A provider counts as online while its last heartbeat is younger than this.
     provider_online_s: int = 60
+    # A worker is drawn as verifier while it asked for verification tasks this recently
+    # (workers ask every 30 s by default: worker.agent.AgentConfig.verification_poll_s).
+    verifier_online_s: int = 120
     # Signed worker requests are accepted within this clock skew.
     worker_request_skew_s: int = 120
     sweep_interval_s: float = 5.0

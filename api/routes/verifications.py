@@ -68,7 +68,7 @@ def verifier_candidates(
 ) -> list[CandidatePublic]:
     """Online workers that can replay a proof made on `device_class`, other than worker
     `exclude` (the provider) and any worker paid to its address."""
-    found = service.candidates(session, device_class, exclude, now, config.provider_online_s)
+    found = service.candidates(session, device_class, exclude, now, config.verifier_online_s)
     return [
         CandidatePublic(worker_key=c.worker_key, payout_address=c.payout_address) for c in found
     ]
@@ -95,8 +95,11 @@ def task_state(
 
 
 @router.get("/worker/verifications")
-def pending_tasks(verifier: CurrentProvider, session: SessionDep) -> list[PendingVerification]:
-    """The tasks this worker was drawn for and has not reported yet."""
+def pending_tasks(
+    verifier: CurrentProvider, session: SessionDep, now: NowDep
+) -> list[PendingVerification]:
+    """The tasks this worker was drawn for and has not reported yet (asking makes it a
+    candidate verifier for a while: `verifier_online_s`)."""
     return [
         PendingVerification(
             id=p.row_id,
@@ -105,7 +108,7 @@ def pending_tasks(verifier: CurrentProvider, session: SessionDep) -> list[Pendin
             files=[FileRef(name=n, sha256=f.sha256, size=f.size) for n, f in p.files],
             key_requests=p.key_requests,
         )
-        for p in service.pending_for(session, verifier)
+        for p in service.pending_for(session, verifier, now)
     ]
 
 

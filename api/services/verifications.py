@@ -60,11 +60,12 @@ class PendingTask:
 def candidates(
     session: Session, device_class: str, exclude: str, now: datetime, online_s: float
 ) -> list[Candidate]:
-    """Online workers that can replay a proof made on `device_class` (any worker for a job
-    that leased no GPU), leaving out worker `exclude` and every worker paid to its address."""
+    """Workers that asked for verification tasks within `online_s` and can replay a proof
+    made on `device_class` (any of them for a job that leased no GPU), leaving out worker
+    `exclude` and every worker paid to its address."""
     excluded = session.exec(select(Provider).where(Provider.worker_key == exclude)).first()
     online_since = now - timedelta(seconds=online_s)
-    stmt = select(Provider).where(col(Provider.last_heartbeat_at) >= online_since)
+    stmt = select(Provider).where(col(Provider.verifies_at) >= online_since)
     if device_class != CPU:
         with_model = select(ProviderGpu.provider_id).where(ProviderGpu.model == device_class)
         stmt = stmt.where(col(Provider.id).in_(with_model))
@@ -180,8 +181,12 @@ def _files(
     return [(n, by_name[n]) for n in names if n in by_name]
 
 
-def pending_for(session: Session, verifier: Provider) -> list[PendingTask]:
-    """This worker's tasks not reported yet, oldest first, with what replaying them needs."""
+def pending_for(session: Session, verifier: Provider, now: datetime) -> list[PendingTask]:
+    """This worker's tasks not reported yet, oldest first, with what replaying them needs.
+    Asking marks the worker as one that verifies (a candidate for the next draws)."""
+    verifier.verifies_at = now
+    session.add(verifier)
+    session.commit()
     rows = session.exec(
         select(VerificationUnit)
         .where(

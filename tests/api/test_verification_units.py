@@ -98,6 +98,9 @@ def test_a_stage_task_reaches_its_verifier_with_the_stages_files(
 ) -> None:
     job_id, provider, nonce, files = _stage_with_proof(client, approved, workers)
     verifier = workers()
+    # Registered and online, but not asking for tasks (not verifying): never drawn.
+    assert feed.verifier_candidates(GPU[0], provider.worker.public_key) == []
+    assert verifier.worker.request("GET", "/api/v1/worker/verifications").json() == []
     candidates = feed.verifier_candidates(GPU[0], provider.worker.public_key)
     assert [c.worker_key for c in candidates] == [verifier.worker.public_key]
     assert feed.verifier_candidates("NVIDIA H100", provider.worker.public_key) == []

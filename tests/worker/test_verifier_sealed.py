@@ -68,6 +68,7 @@ def _verifier(tmp_path: Path, api: ApiServer, repo: FixtureRepo) -> tuple[Verifi
         allow_unisolated=True,  # a test (see the module doc)
         timeout_s=300,
     )
+    assert replayer.run_once() == []  # asks for tasks: a candidate from now on
     return replayer, client
 
 

@@ -165,6 +165,7 @@ def verifier(
         allow_unisolated=True,  # the process runtime, in a test (see the module doc)
         timeout_s=300,
     )
+    assert replayer.run_once() == []  # asks for tasks: a candidate from now on
     yield VerifierWorker(worker, api, replayer)
     api.close()
 
@@ -205,6 +206,7 @@ def checked_after_replay(
     checker: VerifierSpotChecker, feed: HttpApiFeed, att: Attestation, verifier: VerifierWorker
 ) -> SpotCheckVerdict:
     """The oracle draws and waits; the verifier answers; the oracle judges."""
+    verifier.verifier.run_once()  # it asks for tasks (a worker that never does is not drawn)
     with pytest.raises(SpotCheckUnavailable, match="waiting for verifier"):
         spot_check(checker, feed, att)
     reports = verifier.verifier.run_once()
@@ -369,6 +371,7 @@ def test_a_silent_verifier_is_replaced_by_the_next_draw(
         ),
     }
     try:
+        assert workers[second.key.public_key_hex].verifier.run_once() == []
         att, _ = run_job(api_server, oracle, provider, trainers)
         clock = [datetime.now(UTC)]
         checker = VerifierSpotChecker(feed, ORACLE, answer_within_s=600, now=lambda: clock[0])

@@ -1,5 +1,5 @@
 """verification units: oracle-signed replay tasks for drawn verifiers and their signed
-reports, relayed unchanged
+reports, relayed unchanged; providers.verifies_at (workers that ask for tasks)
 
 Revision ID: 0013
 Revises: 0012
@@ -20,6 +20,8 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("providers", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("verifies_at", sa.DateTime(timezone=True), nullable=True))
     op.create_table(
         "verification_units",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -69,3 +71,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("verification_units")
+    with op.batch_alter_table("providers", schema=None) as batch_op:
+        batch_op.drop_column("verifies_at")
