@@ -4,6 +4,7 @@ the deployment whose escrows it verifies: escrow script, batch script, oracle co
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from chain.offchain.backends import chain_context
@@ -18,7 +19,9 @@ from oracle.spotcheck import LocalSpotChecker, RepoCache, SpotChecker
 from oracle.store import AttestationStore
 from oracle.verifiers import VerifierSpotChecker
 from oracle.verify import VerificationContext
-from proofnet.settings import Settings
+from proofnet.egress import EgressPolicy
+from proofnet.settings import Settings, absolute
+from proofnet.shard_fetch import DataFetchPolicy
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,6 +56,36 @@ def deployment_of(settings: Settings) -> Deployment:
             f"deployment's NTX ({deployment.ntx_unit})"
         )
     return deployment
+
+
+def data_policy_of(settings: Settings) -> DataFetchPolicy:
+    """How spot checks' data and repositories reach this host (the operator's settings)."""
+    networks = [n for n in settings.oracle_data_allow_networks.split(",") if n.strip()]
+    try:
+        egress = EgressPolicy.allowing(networks)
+    except ValueError as exc:
+        raise OracleConfigError(f"PROOFNET_ORACLE_DATA_ALLOW_NETWORKS: {exc}") from exc
+    dirs = [d for d in settings.oracle_local_data_dirs.split(os.pathsep) if d.strip()]
+    return DataFetchPolicy(
+        allow_http=settings.oracle_data_allow_http,
+        egress=egress,
+        local_dirs=tuple(absolute(Path(d)) for d in dirs),
+    )
+
+
+def repo_rewrites_of(settings: Settings) -> dict[str, str]:
+    """`PROOFNET_ORACLE_REPO_REWRITES`: PREFIX=REPLACEMENT, comma-separated."""
+    out: dict[str, str] = {}
+    for item in settings.oracle_repo_rewrites.split(","):
+        if not item.strip():
+            continue
+        prefix, sep, replacement = item.strip().partition("=")
+        if not sep or not prefix or not replacement:
+            raise OracleConfigError(
+                f"PROOFNET_ORACLE_REPO_REWRITES wants PREFIX=REPLACEMENT, got {item!r}"
+            )
+        out[prefix] = replacement
+    return out
 
 
 def oracle_key(settings: Settings, key_file: Path | None = None) -> OracleKey:
@@ -99,13 +132,20 @@ def context_from_settings(
                 "PROOFNET_ORACLE_DEMO_LOCAL_REPLAY runs job code on the oracle's host: it is "
                 "for the local demo on the devnet only"
             )
+        data_policy = data_policy_of(settings)
+        repos = RepoCache(
+            Path(settings.data_dir) / "oracle" / "repos",
+            rewrites=repo_rewrites_of(settings),
+            egress=data_policy.egress,
+        )
         spot_checker = LocalSpotChecker(
             feed,
-            RepoCache(Path(settings.data_dir) / "oracle" / "repos"),
+            repos,
             sign=lambda message: key.signing_key.sign(message).signature,
             timeout_s=spot_check_timeout_s,
             data_cache=Path(settings.data_dir) / "oracle" / "data",
             harness_root=Path(settings.data_dir) / "oracle" / "harness",
+            data_policy=data_policy,
         )
     elif spot_checks:
         # A drawn verifier replays; this oracle runs no job code.

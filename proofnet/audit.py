@@ -1221,7 +1221,7 @@ def audit(
             try:
                 deployed = load_deployment(source, http)
             except AuditError as exc:
-                typer.echo(f"audit: --deployment {source}: {exc}", err=True)
+                typer.echo(f"error: audit --deployment {source}: {exc}", err=True)
                 raise typer.Exit(EXIT_CANNOT_AUDIT) from exc
             step(f"deployment {deployed.label} (from {deployed.origin})")
         try:
@@ -1261,7 +1261,7 @@ def audit(
                 except WrongDeployment as exc:
                     foreign.append(exc)
         except AuditError as exc:
-            typer.echo(f"audit: cannot audit {tx or job or provider}: {exc}", err=True)
+            typer.echo(f"error: audit cannot audit {tx or job or provider}: {exc}", err=True)
             raise typer.Exit(EXIT_CANNOT_AUDIT) from exc
     if as_json:
         typer.echo(

@@ -173,6 +173,11 @@ class _Demo:
     def logs(self) -> Path:
         return self.workdir / "logs"
 
+    @property
+    def relay_data_dir(self) -> Path:
+        """Where the relay demo's data shards lie: the workers' only local data dir."""
+        return self.workdir / "relay-data"
+
     def _base_env(self) -> dict[str, str]:
         bin_dir = str(Path(sys.executable).parent)
         return {
@@ -395,7 +400,10 @@ class _Demo:
             home = self.workdir / oracle.name
             env = {
                 **self._base_env(),
-                **self.state.repo.git_env(),
+                # The demo's repository and the relay's shards are here: the oracles'
+                # mirror and their one local data dir.
+                "PROOFNET_ORACLE_REPO_REWRITES": self.state.repo.rewrite,
+                "PROOFNET_ORACLE_LOCAL_DATA_DIRS": str(self.relay_data_dir),
                 "PROOFNET_DATABASE_URL": f"sqlite:///{home / 'oracle.db'}",
                 "PROOFNET_DATA_DIR": str(home),
                 "PROOFNET_ORACLE_KEY_FILE": str(oracle.key_file),
@@ -488,6 +496,10 @@ class _Demo:
                         "devnet",
                         "--repo-rewrite",
                         self.state.repo.rewrite,
+                        # The relay's shards are files here: the one local data dir
+                        # (not PROOFNET_DATA_DIR, which holds the roles' keys).
+                        "--local-data-dir",
+                        str(self.relay_data_dir),
                         "--poll-interval",
                         "0.5",
                         "--grace",
@@ -800,7 +812,7 @@ class _Demo:
                 "shards and a held-out shard written"
             ):
                 self.state.repo = demo_relay.create_repo(self.workdir / "git")
-                self.state.relay_data = demo_relay.make_data(self.workdir / "data")
+                self.state.relay_data = demo_relay.make_data(self.relay_data_dir)
         else:
             with self.step("model repository committed (numpy MLP with proof of training)"):
                 self.state.repo = demo_job.create_repo(self.workdir / "git")

@@ -57,14 +57,6 @@ class FixtureRepo:
         """`--repo-rewrite` value for `proofnet worker run`."""
         return f"{URL_PREFIX}=file://{self.root}/"
 
-    def git_env(self) -> dict[str, str]:
-        """Environment that makes git (an oracle's repo cache) fetch REPO_URL from here."""
-        return {
-            "GIT_CONFIG_COUNT": "1",
-            "GIT_CONFIG_KEY_0": f"url.file://{self.root}/.insteadOf",
-            "GIT_CONFIG_VALUE_0": URL_PREFIX,
-        }
-
 
 def _git(repo: Path, *args: str) -> str:
     env = {

@@ -101,6 +101,9 @@ class Settings(BaseSettings):
 
     # --- protocol deployment (script hashes, reference scripts, config; see builders) ---
     deployment_file: Path | None = None
+    # Provider bond terms (parameters of the bond script: every party must agree on them).
+    bond_unbonding_delay_ms: int = Field(default=7 * 24 * 3_600_000, ge=0)
+    bond_slash_permille: int = Field(default=500, ge=1, le=1000)
 
     # --- NTX ---------------------------------------------------------------------------
     # Which unit counts as NTX is configuration: policy id hex + asset name hex.
@@ -199,6 +202,16 @@ class Settings(BaseSettings):
     # spot-checked segments itself, in a subprocess on its host, instead of drawing a
     # verifier worker (`oracle.verifiers`). Never set it where job code is not your own.
     oracle_demo_local_replay: bool = False
+    # Spot checks fetch a job's repository and a stage's data on the oracle's host, by the
+    # rules a provider's host keeps (proofnet.shard_fetch, proofnet.pinned_git): https from
+    # public addresses only. Repository mirrors the operator chose (comma-separated
+    # PREFIX=REPLACEMENT, like git's insteadOf); plain http for data; networks (CIDRs,
+    # comma-separated) let back in; local directories (os.pathsep-separated) whose files
+    # jobs may name as file:// shards.
+    oracle_repo_rewrites: str = ""
+    oracle_data_allow_http: bool = False
+    oracle_data_allow_networks: str = ""
+    oracle_local_data_dirs: str = ""
 
     # --- oracle settlement (oracle.settlement.service.SettlementConfig) --------------------
     settlement_enabled: bool = False
@@ -233,6 +246,19 @@ class Settings(BaseSettings):
     # Docker runtime: run cluster nodes with the host's network (and so its egress), which
     # multi-node training needs; without it the worker claims no cluster nodes.
     worker_allow_cluster_networking: bool = False
+    # Jobs that ask for network egress (`egress: true`) run here only with this; without it
+    # the worker hands them back.
+    worker_allow_egress: bool = False
+    # Job data and repositories (worker.data_fetch, worker.workspace): fetched over https
+    # from public addresses only. Plain http only with DATA_ALLOW_HTTP; networks (CIDRs,
+    # comma-separated) let back in, e.g. a dataset mirror on the provider's LAN; local
+    # directories (os.pathsep-separated) whose files jobs may name as file:// shards; at
+    # most DATA_MAX_MB (or the job's disk_mb, if smaller) and DATA_TIMEOUT_S per job.
+    worker_data_allow_http: bool = False
+    worker_data_allow_networks: str = ""
+    worker_local_data_dirs: str = ""
+    worker_data_max_mb: int = Field(default=50 * 1024, ge=1)
+    worker_data_timeout_s: float = Field(default=1800.0, gt=0)
 
     # --- every path absolute, defaults under data_dir / cache_dir ---------------------------
 

@@ -51,6 +51,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
 from proofnet.messages.attestation import (
     Attestation,
     AttestationDomain,
@@ -60,6 +67,7 @@ from proofnet.messages.attestation import (
 )
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.topology import MultiNode
+from proofnet.redaction import redact_credentials
 from proofnet.settings import absolute
 from worker import harness, units
 from worker.api_client import (
@@ -78,6 +86,7 @@ from worker.cluster import (
     node_commands,
     wait_for_cluster,
 )
+from worker.data_fetch import DataFetchPolicy, fetch_data
 from worker.faults import HostFault
 from worker.identity import WorkerKey
 from worker.key_grants import GrantResponder
@@ -112,7 +121,7 @@ from worker.sealing_check import SealingKeyRefused, SealingKeyUnverified, verify
 from worker.telemetry import JobUsage, TelemetrySampler
 from worker.unit_claim import ClusterState, UnitAssignment
 from worker.verifier import Verifier, VerifierLoop, VerifierRefused
-from worker.workspace import RepoCache, WorkspaceError, WorkspaceUnavailable, fetch_data
+from worker.workspace import RepoCache, WorkspaceError, WorkspaceUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +160,11 @@ class AgentConfig:
     # (worker.verifier): only under an isolating runtime, for the trusted oracles above.
     verify: bool = True
     verification_poll_s: float = 30.0
+    # How job data reaches this host (schemes, addresses, size and time limits).
+    data: DataFetchPolicy = field(default_factory=DataFetchPolicy)
+    # Whether jobs that ask for network egress (`egress: true`) may have it here; without
+    # it such a job is handed back, never run without the network it asked for.
+    allow_egress: bool = False
 
     def __post_init__(self) -> None:
         # Absolute once and for all: git runs inside job dirs, runtimes mount them by path.
@@ -306,6 +320,7 @@ class Agent:
                 self.repos,
                 trusted_oracle_keys=self.config.trusted_oracle_keys,
                 pids_limit=self.config.pids_limit,
+                data_policy=self.config.data,
             )
         except VerifierRefused as e:
             log.info("not verifying other providers' proofs: %s", e)
@@ -374,7 +389,10 @@ class Agent:
 
     def run_once(self) -> JobOutcome | None:
         """Claim one job and see it through; None when no job is queued for this worker."""
-        claimed = self.api.claim(accepts_cluster=self.runtime.cluster_networking)
+        claimed = self.api.claim(
+            accepts_cluster=self.runtime.cluster_networking,
+            accepts_egress=self.config.allow_egress,
+        )
         if claimed is None:
             return None
         return self.process(claimed)
@@ -436,6 +454,12 @@ class Agent:
             raise _Released(
                 f"this worker's {self.runtime.name} runtime does not run cluster nodes "
                 "(they need the host's network: --allow-cluster-networking)"
+            )
+        if claimed.spec.egress and not self.config.allow_egress:
+            # Only an API that ignored this worker's claim body gets here.
+            raise _Released(
+                "the job asks for network egress, which this provider does not allow "
+                "(PROOFNET_WORKER_ALLOW_EGRESS)"
             )
         assigned, model = self._assign_gpus(claimed.spec)
         try:
@@ -514,20 +538,26 @@ class Agent:
                 shutil.rmtree(_sealed_dir(job_dir), ignore_errors=True)
 
     def _end_lease(self, how: Literal["release", "fail"], token: str, reason: str) -> None:
-        for attempt in range(5):
-            try:
-                (self.api.release if how == "release" else self.api.fail)(token, reason)
-                return
-            except LeaseLost as e:
-                log.warning("could not %s the lease: it is already gone (%s)", how, e)
-                return
-            except ApiUnavailable as e:
-                log.warning("could not %s the lease yet: %s", how, e)
-                self._pause(min(self.config.max_backoff_s, 2**attempt))
-            except ApiRefused as e:
-                log.error("the API refused to %s the lease: %s", how, e)
-                return
-        log.error("gave up trying to %s the lease; it will expire on its own", how)
+        retrying = Retrying(
+            stop=stop_after_attempt(5),
+            wait=wait_exponential(multiplier=1, max=self.config.max_backoff_s),
+            retry=retry_if_exception_type(ApiUnavailable),
+            sleep=self._pause,
+            before_sleep=lambda state: log.warning(
+                "could not %s the lease yet: %s", how, state.outcome and state.outcome.exception()
+            ),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    (self.api.release if how == "release" else self.api.fail)(token, reason)
+        except LeaseLost as e:
+            log.warning("could not %s the lease: it is already gone (%s)", how, e)
+        except ApiRefused as e:
+            log.error("the API refused to %s the lease: %s", how, e)
+        except ApiUnavailable:
+            log.error("gave up trying to %s the lease; it will expire on its own", how)
 
     def _process(
         self,
@@ -668,7 +698,9 @@ class Agent:
         Returns (data files, input checkpoints), as host paths."""
         cfg, spec, unit = self.config, claimed.spec, claimed.unit
         keeper.message = "preparing workspace"
-        shipper.note(f"checking out {spec.model.repo_url} at {spec.model.commit}")
+        shipper.note(
+            f"checking out {redact_credentials(spec.model.repo_url)} at {spec.model.commit}"
+        )
         data = list(spec.data) if unit is None else units.unit_data(spec, unit)
         self._check_disk(spec)
         try:
@@ -682,7 +714,13 @@ class Agent:
             shards: list[Path] = []
             if data:
                 shipper.note(f"fetching {len(data)} data shard(s)")
-                shards = fetch_data(data, job_dir / "data", cache_dir=cfg.data_cache_dir)
+                shards = fetch_data(
+                    data,
+                    job_dir / "data",
+                    disk_mb=spec.resources.disk_mb,
+                    policy=cfg.data,
+                    cache_dir=cfg.data_cache_dir,
+                )
         except WorkspaceUnavailable as e:
             raise _HostFault(f"workspace: {e}") from e
         except WorkspaceError as e:

@@ -19,6 +19,7 @@ import typer
 
 # The request-signing scheme the API checks; re-exported here for callers of the old name.
 from proofnet.messages.worker_auth import request_target, sign_request_headers
+from proofnet.redaction import redact_credentials
 from worker.bid_cli import auctions, bid, reveal
 from worker.rate_card_cli import rate_card
 from worker.status_cli import status
@@ -482,7 +483,7 @@ def _print_summary(outcome: OnboardOutcome, opts: OnboardOptions) -> None:
         console.print("[yellow]no payout address[/]: rerun with --payout-address to be paid")
     console.print(f"registration written to {outcome.report_path}")
     if outcome.registered:
-        console.print(f"[green]registered with {opts.api_url}[/]")
+        console.print(f"[green]registered with {redact_credentials(opts.api_url or '')}[/]")
     for p in outcome.problems:
         console.print(f"[red]problem[/]: {p}")
     if outcome.problems and opts.api_url:
@@ -521,6 +522,31 @@ def _rewrites(items: list[str]) -> dict[str, str]:
             raise RunSetupError(f"--repo-rewrite wants PREFIX=REPLACEMENT, got {item!r}")
         out[prefix] = replacement
     return out
+
+
+def data_policy_from_settings(settings: Any, local_dirs: list[Path]) -> Any:
+    """The provider's rules for job data and repositories, from its settings and flags."""
+    import os
+
+    from proofnet.egress import EgressPolicy
+    from proofnet.settings import absolute
+    from worker.data_fetch import DataFetchPolicy
+
+    networks = [n for n in settings.worker_data_allow_networks.split(",") if n.strip()]
+    try:
+        egress = EgressPolicy.allowing(networks)
+    except ValueError as e:
+        raise RunSetupError(f"PROOFNET_WORKER_DATA_ALLOW_NETWORKS: {e}") from e
+    dirs = local_dirs or [
+        absolute(Path(d)) for d in settings.worker_local_data_dirs.split(os.pathsep) if d.strip()
+    ]
+    return DataFetchPolicy(
+        allow_http=settings.worker_data_allow_http,
+        max_mb=settings.worker_data_max_mb,
+        timeout_s=settings.worker_data_timeout_s,
+        egress=egress,
+        local_dirs=tuple(dirs),
+    )
 
 
 def _make_runtime(
@@ -601,6 +627,18 @@ def run(
         help="docker runtime: take multi-node jobs, whose nodes run with the HOST's network "
         "(and so its egress and open ports); without it the worker claims no cluster nodes",
     ),
+    allow_egress: bool = typer.Option(
+        False,
+        "--allow-egress",
+        help="run jobs that ask for network egress (egress: true) with it; without this "
+        "they are handed back [default: PROOFNET_WORKER_ALLOW_EGRESS]",
+    ),
+    local_data_dir: list[Path] = typer.Option(
+        [],
+        "--local-data-dir",
+        help="a directory whose files jobs may name as file:// data shards (repeat); "
+        "without one, file:// data is refused [default: PROOFNET_WORKER_LOCAL_DATA_DIRS]",
+    ),
     oracle_key: list[str] = typer.Option(
         [],
         "--oracle-key",
@@ -637,6 +675,7 @@ def run(
     try:
         key = load_key(absolute(key_file) if key_file else settings.worker_key_file)
         cards = rate_cards_by_digest(load_rate_card(absolute(p)) for p in rate_card)
+        data_policy = data_policy_from_settings(settings, [absolute(p) for p in local_data_dir])
         config = AgentConfig(
             work_dir=wd,
             network=network or settings.network,
@@ -653,9 +692,13 @@ def run(
                 if k.strip()
             ),
             verify=verify,
+            data=data_policy,
+            allow_egress=allow_egress or settings.worker_allow_egress,
         )
         # One mirror cache per user, shared by every job (and process) of this machine.
-        repos = RepoCache(settings.git_cache_dir, rewrites=_rewrites(repo_rewrite))
+        repos = RepoCache(
+            settings.git_cache_dir, rewrites=_rewrites(repo_rewrite), egress=data_policy.egress
+        )
         runtime = _make_runtime(
             runtime_name or settings.worker_runtime,
             allow_cluster_networking=(

@@ -16,6 +16,8 @@ from typing import Any
 
 import typer
 
+from proofnet.redaction import redact_credentials
+
 EARNINGS_PATH = "/api/v1/worker/earnings"
 SHOWN_PAYOUTS = 10
 
@@ -64,7 +66,7 @@ def render(body: dict[str, Any], api_url: str) -> list[str]:
     payouts = list(body.get("payouts") or [])
     earned = body.get("earned") or {}
     lines = [
-        f"worker {body.get('worker_key', '?')[:16]}... at {api_url}",
+        f"worker {body.get('worker_key', '?')[:16]}... at {redact_credentials(api_url)}",
         f"payout address   {body.get('payout_address')}",
         f"earned           {_ntx(earned)}",
         f"pending          {_ntx(body.get('pending_settlement') or {})}",

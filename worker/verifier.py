@@ -47,10 +47,11 @@ from proofnet.messages.verification import (
 )
 from worker import harness
 from worker.api_client import ApiClient, ApiRefused, ApiUnavailable
+from worker.data_fetch import DataFetchPolicy, fetch_data
 from worker.identity import WorkerKey
 from worker.key_grants import open_granted
 from worker.runtime import LogLine, Resources, RunReason, RunSpec, Runtime, RuntimeErrorBase
-from worker.workspace import RepoCache, WorkspaceError, fetch_data
+from worker.workspace import RepoCache, WorkspaceError
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class Verifier:
         allow_unisolated: bool = False,
         timeout_s: float = 1800.0,
         pids_limit: int | None = 4096,
+        data_policy: DataFetchPolicy | None = None,
     ) -> None:
         if not runtime.isolated and not allow_unisolated:
             raise VerifierRefused(
@@ -88,6 +90,8 @@ class Verifier:
         self.trusted = tuple(trusted_oracle_keys)
         self.timeout_s = timeout_s
         self.pids_limit = pids_limit
+        # How a relay stage's data reaches this host: the provider's own rules for jobs.
+        self.data_policy = data_policy
 
     def run_once(self) -> list[VerificationReport]:
         """Answer every pending task that can be answered now; the reports posted."""
@@ -180,6 +184,8 @@ class Verifier:
             paths = fetch_data(
                 [spec.data[i] for i in unit.shards],
                 work / "data",
+                disk_mb=spec.resources.disk_mb,
+                policy=self.data_policy,
                 cache_dir=self.work_dir / "cache" / "data",
             )
         except WorkspaceError as e:

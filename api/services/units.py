@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, case, exists, func, not_, or_
+from sqlalchemy import Connection, case, exists, func, not_, or_, true
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
@@ -130,8 +130,21 @@ def fitting_gpus(provider_id: int) -> Any:
     )
 
 
+def egress_claimable(accepts_egress: bool) -> Any:
+    """The jobs a worker may be handed: without `accepts_egress` (its provider allows no
+    network egress), none whose spec asks for it (`egress: true`)."""
+    if accepts_egress:
+        return true()
+    return func.coalesce(col(Job.spec)["egress"].as_boolean(), False).is_(False)
+
+
 def claimable_unit(
-    config: ApiConfig, provider_id: int, now: datetime, *, accepts_cluster: bool = True
+    config: ApiConfig,
+    provider_id: int,
+    now: datetime,
+    *,
+    accepts_cluster: bool = True,
+    accepts_egress: bool = True,
 ) -> Any:
     """The oldest queued unit (oldest job first, then unit index) this provider fits, with
     its job. A provider never holds two nodes of one cluster: they must be separate hosts;
@@ -165,7 +178,7 @@ def claimable_unit(
         stmt = stmt.where(exists().where(col(JobEscrow.job_id) == col(Job.id)))
     if not accepts_cluster:
         stmt = stmt.where(col(JobUnit.kind) != "node")
-    return stmt
+    return stmt.where(egress_claimable(accepts_egress))
 
 
 def lease_unit(

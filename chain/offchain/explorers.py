@@ -3,7 +3,10 @@ preview and mainnet, the devnet's own explorer locally. Pure string building, no
 
 from __future__ import annotations
 
-EXPLORER_PREFIX = "/explorer"  # the devnet serves its explorer here, beside /api/v0
+from chain.devnet.links import EXPLORER_PREFIX, explorer_tx_url
+from proofnet.redaction import redact_credentials
+
+__all__ = ["EXPLORERS", "EXPLORER_PREFIX", "explorer_links", "explorer_tx_url"]
 
 EXPLORERS: dict[str, tuple[tuple[str, str], ...]] = {
     "preprod": (
@@ -21,15 +24,9 @@ EXPLORERS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-def explorer_tx_url(devnet_url: str, tx_hash: str) -> str:
-    """The devnet explorer's page of `tx_hash` for a devnet whose Blockfrost root is
-    `devnet_url` (with or without the trailing /api/v0)."""
-    root = devnet_url.rstrip("/").removesuffix("/api/v0")
-    return f"{root}{EXPLORER_PREFIX}/tx/{tx_hash}"
-
-
 def explorer_links(network: str, devnet_url: str, tx_hash: str) -> dict[str, str]:
     """Explorer name -> the page of `tx_hash` on `network` ("devnet": the local explorer)."""
     if network == "devnet":
-        return {"devnet": explorer_tx_url(devnet_url, tx_hash)}
+        # Shown to users: a devnet URL's credentials never are.
+        return {"devnet": redact_credentials(explorer_tx_url(devnet_url, tx_hash))}
     return {name: url.format(tx_hash) for name, url in EXPLORERS.get(network, ())}

@@ -42,7 +42,7 @@ from chain.offchain.errors import ChainError
 BUILD_DIR = Path(__file__).resolve().parents[1] / "contracts" / "build"
 BLUEPRINT_PATH = BUILD_DIR / "plutus.json"
 CONFIG_NFT_NAME: bytes = t.CONFIG_NFT_NAME
-SCRIPT_NAMES = ("escrow", "batch_settle", "oracle_config", "config_nft", "test_ntx")
+SCRIPT_NAMES = ("escrow", "batch_settle", "oracle_config", "config_nft", "test_ntx", "bond")
 
 
 class ScriptLoadError(ChainError):
@@ -91,7 +91,9 @@ def load_scripts(traces: bool = False) -> dict[str, PlutusV3Script]:
     return {name: unapplied(name, path) for name in SCRIPT_NAMES}
 
 
-def apply_params(name: str, *params: bytes | PlutusData, traces: bool = False) -> PlutusV3Script:
+def apply_params(
+    name: str, *params: bytes | int | PlutusData, traces: bool = False
+) -> PlutusV3Script:
     """Apply exactly the parameters the blueprint declares, in order."""
     path = blueprint_path(traces)
     titles = parameter_titles(name, path)

@@ -56,6 +56,7 @@ from chain.offchain.builders.onchain import address_from_data, datum_cbor
 from oracle.unit_checks import PayableUnit
 from proofnet.audit import chain_breaks
 from proofnet.messages.attestation import Attestation, UnitWork
+from proofnet.redaction import redact_credentials
 
 from .bundle import BundleError, parse_bundle
 from .ports import (
@@ -527,10 +528,14 @@ class CoSignerClient:
                 timeout=self.timeout_s,
             )
         except httpx.HTTPError as exc:
-            raise QuorumRefusal(f"co-signer {self.url} unreachable: {exc}") from exc
+            raise QuorumRefusal(
+                redact_credentials(f"co-signer {self.url} unreachable: {exc}")
+            ) from exc
         if response.status_code != 200:
             raise QuorumRefusal(
-                f"co-signer {self.url}: {response.status_code} {response.text[:300]}"
+                redact_credentials(
+                    f"co-signer {self.url}: {response.status_code} {response.text[:300]}"
+                )
             )
         return bytes.fromhex(response.json()["witness"])
 

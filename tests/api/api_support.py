@@ -122,9 +122,11 @@ class Worker:
         assert response.status_code == 200, response.text
         return dict(response.json())
 
-    def claim(self, *, cluster: bool = True) -> Any:
-        """Claim as a current worker does: saying whether it runs cluster nodes."""
-        return self.request("POST", "/api/v1/worker/claim", {"accepts": {"cluster": cluster}})
+    def claim(self, *, cluster: bool = True, egress: bool = False) -> Any:
+        """Claim as a current worker does: saying whether it runs cluster nodes and whether
+        its provider allows jobs network egress."""
+        accepts = {"cluster": cluster, "egress": egress}
+        return self.request("POST", "/api/v1/worker/claim", {"accepts": accepts})
 
 
 def capabilities(offered: list[dict[str, Any]]) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from proofnet.messages.attestation import Attestation  # noqa: E402
 from proofnet.messages.jobspec import JobSpec  # noqa: E402
 from proofnet.messages.key_grant import KeyRequest  # noqa: E402
 from proofnet.messages.verification import VerificationTask  # noqa: E402
+from worker.data_fetch import DataFetchPolicy  # noqa: E402
 from worker.identity import WorkerKey  # noqa: E402
 from worker.runtime.base import RunSpec  # noqa: E402
 from worker.runtime.process_runtime import ProcessRuntime  # noqa: E402
@@ -162,6 +163,8 @@ def _replay(
         trusted_oracle_keys={ORACLE_KEY},
         allow_unisolated=True,
         timeout_s=120,
+        # The shards are local files here: the operator lets their directory in.
+        data_policy=DataFetchPolicy(local_dirs=tuple({Path(d.uri[7:]).parent for d in spec.data})),
     )
     verifier.run_once()
     if relay.report is None:

@@ -6,6 +6,8 @@
     settle      -> BatchTx                           settle.build_settle_batch, pack_settle_batch
     refund      -> ReturnTx                          refund.build_refund
     cancel      -> ReturnTx                          refund.build_cancel
+    bond        -> BondTx                            bond.build_lock_bond, build_unbond,
+                                                     build_withdraw, build_slash
 
 Builders return unsigned transactions with their measured cost (`assembly.BuiltTx`);
 `assembly.sign` / `assembly.add_witnesses` add signatures and `assembly.submit` submits.
