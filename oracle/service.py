@@ -162,5 +162,7 @@ def context_from_settings(
         config_policy=None if deployment is None else deployment.config_policy,
         config_name=None if deployment is None else deployment.config_name,
         unconfigured=unconfigured,
+        metering_slack=settings.oracle_metering_slack,
+        metering_allowance_ms=settings.oracle_metering_allowance_s * 1000,
         spot_checker=spot_checker,
     )

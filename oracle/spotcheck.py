@@ -38,11 +38,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from oracle.metering import ProofTiming
 from oracle.proof_checks import (
     TOP_BY_NORM,
     Draw,
@@ -92,6 +94,8 @@ class SpotCheckVerdict:
     # Whose fault a failed check is ("provider" or "job"), and the verifier that replayed.
     fault: str | None = None
     verifier: str = ""
+    # What the replay measured, for metering bounded by proof (oracle.metering).
+    timing: ProofTiming | None = None
 
 
 class SpotChecker(Protocol):
@@ -421,13 +425,16 @@ class LocalSpotChecker:
                     raise SpotCheckUnavailable(str(exc)) from exc
             self.repos.export(spec.model.repo_url, spec.model.commit, work / "repo")
             lib = launch.install(self.harness_root or work / ".harness")
+            started = time.monotonic()
             report = run_request(
                 request, work, timeout_s=self.timeout_s, python_lib=lib, python=self.python
             )
+            replay_ms = int((time.monotonic() - started) * 1000)
         report["draw_signature"] = draw.signature.hex()
         # A job, or a stage that opens a branch, starts from what the trainer builds.
         from_scratch = att.unit is None or not att.unit.inputs
-        return judge(report, manifest, draw, request.tolerance_ppm, from_scratch=from_scratch)
+        verdict = judge(report, manifest, draw, request.tolerance_ppm, from_scratch=from_scratch)
+        return replace(verdict, timing=replay_timing(manifest, draw.segments, replay_ms))
 
     def _with_stage_data(
         self, request: SpotCheckRequest, index: int, job: JobInfo, work: Path
@@ -460,6 +467,15 @@ class LocalSpotChecker:
             unit_index=index,
             shards=tuple(str(p.relative_to(work)) for p in paths),
         )
+
+
+def replay_timing(manifest: Manifest, segments: tuple[int, ...], replay_ms: int) -> ProofTiming:
+    """The steps the manifest commits (its last checkpoint's step) and the steps the replay
+    of `segments` ran, with the replay's wall time."""
+    leaves = manifest.leaves
+    replayed = sum(leaves[s].step - leaves[s - 1].step for s in segments if 0 < s < len(leaves))
+    committed = leaves[-1].step if leaves else 0
+    return ProofTiming(committed_steps=committed, replayed_steps=replayed, replay_ms=replay_ms)
 
 
 def _replayed(result: Mapping[str, Any], leaf_weights: str, tolerance_ppm: int) -> bool:

@@ -43,6 +43,7 @@ from oracle.spotcheck import (
     SpotCheckVerdict,
     judge,
     needed_files,
+    replay_timing,
 )
 from pot.manifest import MANIFEST_NAME, Manifest, ProofError
 from proofnet.messages.key_grant import KeyRequest
@@ -311,4 +312,10 @@ def judge_report(
     from_scratch = att.unit is None or not att.unit.inputs
     verdict = judge(details, manifest, draw, tolerance_ppm, from_scratch=from_scratch)
     fault = None if verdict.passed else "provider"
-    return replace(verdict, report=details, verifier=report.verifier, fault=fault)
+    # The verifier's measured replay bounds a rate-card job's payable GPU time.
+    timing = (
+        None
+        if report.replay_ms is None
+        else replay_timing(manifest, draw.segments, report.replay_ms)
+    )
+    return replace(verdict, report=details, verifier=report.verifier, fault=fault, timing=timing)

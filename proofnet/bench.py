@@ -129,6 +129,30 @@ def bench_worker(
     Console().print(table)
 
 
+@app.command("gpu-challenge")
+def bench_gpu_challenge(
+    n: list[int] = typer.Option([4096, 8192], "--n", help="matrix sizes (repeat)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """The GPU challenge round outside the product: generating A and B, committing to C,
+    the API's check, beside the time the API allows an H100 (docs/benchmarks.md)."""
+    import json
+
+    from benchmarks.gpu_challenge import run_gpu_challenge_bench
+
+    rows = run_gpu_challenge_bench(n)
+    if json_out:
+        typer.echo(json.dumps(rows))
+        return
+    for row in rows:
+        typer.echo(
+            f"n={row['n']}: generate A,B {row['generate_s']:.2f} s, commit C "
+            f"{row['commit_s']:.2f} s, API check {row['api_check_s']:.2f} s; an H100 at its "
+            f"minimum rate computes in {row['h100_compute_s']:.2f} s, allowed "
+            f"{row['h100_allowed_s']:.2f} s"
+        )
+
+
 @app.command("handoff")
 def bench_handoff(
     size_mb: float = typer.Option(100.0, "--size-mb", help="checkpoint size (MiB)"),

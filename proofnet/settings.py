@@ -127,6 +127,19 @@ class Settings(BaseSettings):
     api_challenge_ttl_s: int = 300
     api_token_ttl_s: int = 86_400
     api_lease_ttl_s: int = 120
+    # A rate-card lease lives at most the spec's max_duration_s plus this grace: heartbeats
+    # past it are refused and the lease ends (api/services/leases.py).
+    api_lease_grace_s: int = Field(default=300, ge=0)
+    # The API's own GPU challenge (api/services/gpu_challenges.py): with `required`, a GPU
+    # is offered only while a challenge of the API passed within `interval_s`; a failed one
+    # (or a failed container runtime check) keeps a GPU off the market either way. The
+    # matrix size n, the rows revealed, and the time allowed beyond the claimed model's
+    # minimum throughput for generating the matrices, hashing C and the round trips.
+    api_gpu_challenge_required: bool = True
+    api_gpu_challenge_n: int = Field(default=8192, ge=2, le=16384)
+    api_gpu_challenge_rows: int = Field(default=4, ge=1, le=16)
+    api_gpu_challenge_interval_s: int = Field(default=24 * 3600, ge=60)
+    api_gpu_challenge_overhead_s: float = Field(default=3.0, ge=0)
     api_job_max_attempts: int = 3
     api_settlement_window_s: int = 24 * 3600
     # How long an auction-priced job takes bid reveals after its bidding window closes.
@@ -212,6 +225,10 @@ class Settings(BaseSettings):
     oracle_data_allow_http: bool = False
     oracle_data_allow_networks: str = ""
     oracle_local_data_dirs: str = ""
+    # Metering bounded by proof (oracle/metering.py): a rate-card attestation is paid for at
+    # most committed steps x the replayed step time x slack, plus this allowance, per GPU.
+    oracle_metering_slack: float = Field(default=2.0, ge=1.0)
+    oracle_metering_allowance_s: int = Field(default=600, ge=0)
 
     # --- oracle settlement (oracle.settlement.service.SettlementConfig) --------------------
     settlement_enabled: bool = False

@@ -48,6 +48,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -165,6 +166,10 @@ class AgentConfig:
     # Whether jobs that ask for network egress (`egress: true`) may have it here; without
     # it such a job is handed back, never run without the network it asked for.
     allow_egress: bool = False
+    # How often, between jobs, the worker asks the API which GPUs' checks are due and runs
+    # the API's challenge round on them (worker.api_challenge): the API offers a GPU only
+    # while its last round passed within the API's interval. 0 turns it off.
+    gpu_check_s: float = 600.0
 
     def __post_init__(self) -> None:
         # Absolute once and for all: git runs inside job dirs, runtimes mount them by path.
@@ -348,11 +353,31 @@ class Agent:
         responder.start()
         return responder
 
+    def _challenge_due_gpus(self) -> None:
+        """Between jobs (the GPUs are idle): run the API's challenge round on every GPU whose
+        check is due. Never fatal: a GPU that is not offered is simply not leased."""
+        from worker.api_challenge import challenge_due
+
+        try:
+            for outcome in challenge_due(self.api, datetime.now(UTC)):
+                if outcome.status == "passed":
+                    log.info("GPU %s passed the API's challenge", outcome.gpu_uuid)
+                else:
+                    log.warning(
+                        "GPU %s failed the API's challenge: %s", outcome.gpu_uuid, outcome.reason
+                    )
+        except Exception as e:  # the API, the GPU or its driver: retried next period
+            log.warning("the API's GPU challenge could not run: %s", e)
+
     def _run(self, *, max_jobs: int | None, once: bool) -> AgentStats:
         outcomes: list[JobOutcome] = []
         failures = 0
         self.flush_outbox()
+        next_gpu_check = 0.0
         while not self._stop.is_set():
+            if self.config.gpu_check_s > 0 and time.monotonic() >= next_gpu_check:
+                next_gpu_check = time.monotonic() + self.config.gpu_check_s
+                self._challenge_due_gpus()
             try:
                 outcome = self.run_once()
                 failures = 0

@@ -109,9 +109,14 @@ def _signed_post(client: Any, url: str, body: bytes, key: Any, network: str) -> 
 
 
 def run_onboarding(
-    opts: OnboardOptions, *, nvml: Any = None, docker_client: Any = None
+    opts: OnboardOptions,
+    *,
+    nvml: Any = None,
+    docker_client: Any = None,
+    gpu_compute: Any = None,
 ) -> OnboardOutcome:
-    """Everything `onboard` does except printing. `nvml` and `docker_client` are for tests."""
+    """Everything `onboard` does except printing. `nvml`, `docker_client` and `gpu_compute`
+    (how a GPU computes the API's challenge; default: on that GPU) are for tests."""
     from proofnet import __version__
     from proofnet.messages.binding import NETWORKS, BindingError
     from proofnet.messages.registration import (
@@ -257,6 +262,13 @@ def run_onboarding(
                 opts.network,
             )
             registered = True
+            if registration.gpus and not opts.skip_challenge:
+                rounds = _api_rounds(opts, key, api, gpu_compute)
+                problems.extend(
+                    f"GPU {r.gpu_uuid} failed the API's challenge: {r.reason}"
+                    for r in rounds
+                    if r.status != "passed"
+                )
     finally:
         if client is not None:
             client.close()
@@ -270,6 +282,21 @@ def run_onboarding(
         api_response=api_response,
         problems=tuple(problems),
     )
+
+
+def _api_rounds(opts: OnboardOptions, key: Any, api: str, gpu_compute: Any) -> list[Any]:
+    """The API's own challenge round for each registered GPU (worker/api_challenge.py): the
+    API offers a GPU only once it passed one."""
+    from datetime import UTC, datetime
+
+    from worker.api_challenge import challenge_due, compute_on_gpu
+    from worker.api_client import ApiClient, ApiClientError
+
+    try:
+        with ApiClient(api, key, opts.network, timeout_s=opts.timeout_s) as client:
+            return challenge_due(client, datetime.now(UTC), gpu_compute or compute_on_gpu)
+    except (ApiClientError, RuntimeError, ValueError) as e:
+        raise OnboardingError(f"the API's GPU challenge could not run: {e}") from e
 
 
 def _run_challenges(

@@ -29,6 +29,7 @@ import json
 import logging
 import shutil
 import threading
+import time
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -152,7 +153,9 @@ class Verifier:
         shards: tuple[Path, ...] = ()
         if task.unit is not None:
             shards = self._stage_data(task.unit, spec, work)
+        started = time.monotonic()
         drawn = self._run(task, spec, work, task.segments, "drawn", shards)
+        replay_ms = int((time.monotonic() - started) * 1000)
         status = str(drawn.get("status"))
         if status not in HARNESS_STATUSES:
             status = "error"
@@ -165,6 +168,7 @@ class Verifier:
                 for r in drawn.get("results") or []
                 if isinstance(r, dict)
             ],
+            "replay_ms": replay_ms,
         }
         if status in ("passed", "failed"):
             again = self._run(task, spec, work, (FIRST_SEGMENT,), "repeat", shards)

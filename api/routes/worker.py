@@ -120,11 +120,15 @@ def telemetry(
 
 @router.put("/rate-card")
 def rate_card(
-    body: RateCardUpdate, provider: CurrentProvider, session: SessionDep, now: NowDep
+    body: RateCardUpdate,
+    provider: CurrentProvider,
+    session: SessionDep,
+    config: ConfigDep,
+    now: NowDep,
 ) -> RateCardSetPublic:
     """Replace this provider's rates and publish them as its current rate card document;
     `digest` is what a spec's `pricing.rate_card` names to buy at these prices."""
-    done = service.set_rate_card(session, provider, dict(body.rates), now)
+    done = service.set_rate_card(session, config, provider, dict(body.rates), now)
     card = done.published
     return RateCardSetPublic(
         digest=None if card is None else card.digest,

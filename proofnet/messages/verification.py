@@ -29,7 +29,7 @@ from nacl.signing import SigningKey, VerifyKey
 from pydantic import Field, ValidationError
 
 from proofnet.messages.canonical import canonical_json
-from proofnet.messages.fields import DecimalStr, Frozen, Hex64, PosInt, TupleOf
+from proofnet.messages.fields import DecimalStr, Frozen, Hex64, NonNegInt, PosInt, TupleOf
 from proofnet.messages.result_paths import ResultNameError, check_result_name
 
 TASK_DOMAIN = "proofnet/verification-task/v1"
@@ -181,6 +181,9 @@ class VerificationReport(Frozen):
     results: Annotated[TupleOf[SegmentResult], Field(max_length=MAX_SEGMENTS)] = ()
     # The first segment replayed a second time, from the same checkpoint.
     repeat: SegmentResult | None = None
+    # Wall time of the drawn segments' replay (ms): bounds the payable GPU time of a
+    # rate-card job by the committed steps (oracle.metering).
+    replay_ms: NonNegInt | None = None
     signature: Annotated[str, Field(pattern=_SIGNATURE)]
 
     def signed_part(self) -> dict[str, Any]:

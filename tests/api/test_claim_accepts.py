@@ -34,7 +34,8 @@ def config(database_url: str) -> ApiConfig:
 def workers(worker_factory: Callable[[], Worker]) -> Callable[[], Worker]:
     def make() -> Worker:
         worker = worker_factory()
-        worker.register([("NVIDIA H100", 81920)])
+        # Enough GPUs for every claim a test makes: a GPU holds one lease at a time.
+        worker.register([("NVIDIA H100", 81920)] * 4)
         return worker
 
     return make

@@ -72,7 +72,9 @@ class Rig:
             work_dir=tmp / "work",
             network="devnet",
             payout_address=payout,
-            heartbeat_s=0.3,
+            # Beats come faster than a checkout: node 0 always beats before it publishes
+            # its rendezvous, as on a loaded machine (the fakes must not read beats[0]).
+            heartbeat_s=0.05,
             poll_interval_s=0.1,
             oracle_retry_base_s=0.01,
             advertise_host="127.0.0.1",

@@ -230,6 +230,8 @@ def test_a_drawn_verifier_replays_and_the_oracle_verifies_the_honest_proof(
     # The first segment is always replayed, and replayed twice.
     assert 1 in verdict.segments
     assert verdict.report is not None and verdict.report["repeat"]["segment"] == 1
+    # The verifier's measured replay is what bounds a rate-card job's GPU time.
+    assert verdict.timing is not None and verdict.timing.replayed_steps > 0
     # The task the verifier answered is the oracle's, naming the provider and the draw.
     with open_session(api_server.engine) as session:
         row = session.exec(select(VerificationUnit)).one()
