@@ -36,8 +36,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from oracle.proof_checks import TOP_BY_NORM, ProofRejected, Sign, check_manifest, draw_segments
-from oracle.spotcheck import (
+from oracle.verification.proof_checks import (
+    TOP_BY_NORM,
+    ProofRejected,
+    Sign,
+    check_manifest,
+    draw_segments,
+)
+from oracle.verification.spotcheck import (
     POT_PREFIX,
     SpotCheckUnavailable,
     SpotCheckVerdict,
@@ -59,7 +65,7 @@ from proofnet.messages.verification import (
 if TYPE_CHECKING:
     from nacl.signing import SigningKey
 
-    from oracle.feed import JobInfo
+    from oracle.inputs.feed import JobInfo
     from proofnet.messages.attestation import Attestation
 
 log = logging.getLogger("oracle.verifiers")
@@ -143,9 +149,9 @@ class VerifierSpotChecker:
         return lambda message: self.signing_key.sign(message).signature
 
     def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict:
-        from oracle.feed import ArtifactMissing, FeedError
-        from oracle.feed_units import unit_result_name
-        from oracle.verify import Reason
+        from oracle.inputs.feed import ArtifactMissing, FeedError
+        from oracle.inputs.feed_units import unit_result_name
+        from oracle.verification.verify import Reason
 
         spec = job.spec
         prefix = POT_PREFIX if att.unit is None else unit_result_name(att.unit.index, POT_PREFIX)
@@ -255,7 +261,7 @@ class VerifierSpotChecker:
     ) -> dict[str, Any]:
         """Post the task (again: the same unit), and for a sealed job the key request for
         its checkpoints (the manifest is not sealed); the unit's state."""
-        from oracle.feed import FeedError
+        from oracle.inputs.feed import FeedError
 
         try:
             if _sealed(job):
@@ -289,7 +295,7 @@ def judge_report(
     report: VerificationReport, manifest: Manifest, draw: Any, tolerance_ppm: int, att: Attestation
 ) -> SpotCheckVerdict:
     """The verdict on a verifier's report, with whose fault it is."""
-    from oracle.verify import Reason
+    from oracle.verification.verify import Reason
 
     seed, segments = draw.seed.hex(), draw.segments
     details = report_as_harness_json(report)
