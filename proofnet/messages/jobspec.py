@@ -324,6 +324,8 @@ class JobSpec(Frozen):
     @model_validator(mode="after")
     def _destinations_fit(self) -> JobSpec:
         globs = [r.path for r in self.results]
+        if self.destinations and self.topology is not None:
+            raise ValueError("destinations are for single-unit jobs (no topology) for now")
         if sum(isinstance(d, ApiDestination) for d in self.destinations) > 1:
             raise ValueError("destinations names the API store twice")
         for i, dest in enumerate(self.destinations):
