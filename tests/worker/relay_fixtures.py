@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from demos.job import commit_repo
 from pot.examples.numpy_relay import make_shards
-from proofnet.demo_job import commit_repo
 
 RELAY_REPO_URL = "https://git.example.test/relay.git"
 IMAGE = "proofnet/test-numpy@sha256:" + "e" * 64

@@ -8,7 +8,7 @@
 Every role is its own `proofnet <role>` process with its log under `<data dir>/logs/`; the
 demo itself only plays the submitter (wallet signatures, the escrow lock) and the auditor.
 `--shape relay` (and `stopped`) posts a relay pipeline instead, run by three workers
-(`proofnet.demo_relay`).
+(`demos.relay`).
 Workers use the process runtime (jobs run on the host, NOT isolated): a Docker engine with
 the right image is not something a demo machine can be assumed to have.
 """
@@ -33,7 +33,8 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from proofnet import demo_job, demo_relay
+from demos import job as demo_job
+from demos import relay as demo_relay
 from proofnet.processes import (
     ProcessStartError,
     RoleGroup,
@@ -48,12 +49,12 @@ THRESHOLD = 2
 WORKERS = 2
 SENIORS = 5
 SUBMITTER_NTX = 10_000_000
-# "single": one training job (what `make demo` runs); the others: proofnet.demo_relay.
+# "single": one training job (what `make demo` runs); the others: demos.relay.
 SHAPES = ("single", *demo_relay.SHAPES)
 
 
 # Defined beside the demos' shared pieces so the relay demo can raise it without importing
-# this module back; re-exported here for callers of `proofnet.demo`.
+# this module back; re-exported here for callers of `demos.demo`.
 DemoError = demo_job.DemoError
 
 
@@ -710,8 +711,8 @@ class _Demo:
     # --- the summary ----------------------------------------------------------------------
 
     def audit(self, tx_id: str) -> Any:
+        from auditor.audit import audit_settlement
         from oracle.service import escrow_script_hash
-        from proofnet.audit import audit_settlement
 
         deployment = self.state.deployment
         return audit_settlement(

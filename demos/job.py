@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_URL = "https://git.proofnet.demo/numpy-mlp.git"
-URL_PREFIX = "https://git.proofnet.demo/"
+REPO_URL = "https://git.demos.demo/numpy-mlp.git"
+URL_PREFIX = "https://git.demos.demo/"
 # The process runtime runs jobs on the host and ignores the image; the spec still pins one
 # by digest, as every spec must. (A container runtime would need this digest to exist.)
 IMAGE = "proofnet/demo-numpy@sha256:" + hashlib.sha256(b"proofnet demo image").hexdigest()
