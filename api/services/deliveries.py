@@ -91,3 +91,27 @@ def unacknowledged(session: Session, job: Job, lease: Lease) -> list[str]:
         elif not row.acknowledged:
             missing.append(f"destination {i} ({kind}) was not acknowledged: {row.reason}")
     return missing
+
+
+def view(session: Session, job: Job) -> list[dict[str, Any]]:
+    """Each destination of the spec with its state for the job's current (or completing)
+    lease: pending, acknowledged or refused, with the reason and per-result answers."""
+    rows = {d.position: d for d in rows_of(session, job)}
+    lease_id = job.current_lease_id
+    out = []
+    for i, dest in enumerate(destinations_of(job)):
+        row = rows.get(i)
+        current = row is not None and (lease_id is None or row.lease_id == lease_id)
+        if row is None or not current:
+            out.append({"index": i, "kind": dest.get("kind", ""), "state": "pending"})
+            continue
+        out.append(
+            {
+                "index": i,
+                "kind": row.kind,
+                "state": "acknowledged" if row.acknowledged else "refused",
+                "reason": row.reason,
+                "results": row.results,
+            }
+        )
+    return out

@@ -68,6 +68,12 @@ def test_a_job_with_an_unacknowledged_destination_is_not_complete(
     assert refused.status_code == 409 and "inline cap" in refused.text
     job = client.get(f"/api/v1/jobs/{job_id}", headers=headers).json()
     assert job["status"] == "leased"
+    view = client.get(f"/api/v1/jobs/{job_id}/deliveries", headers=headers).json()
+    assert [(d["kind"], d["state"]) for d in view["data"]] == [
+        ("api", "acknowledged"),
+        ("webhook", "refused"),
+    ]
+    assert view["data"][1]["reason"] == reason and view["complete"] is False
 
     # Every destination acknowledged: the job completes.
     hook_ack = {"index": 1, "kind": "webhook", "acknowledged": True, "results": [ACK]}
@@ -75,6 +81,9 @@ def test_a_job_with_an_unacknowledged_destination_is_not_complete(
     done = _complete(worker, token)
     assert done.status_code == 200, done.text
     assert client.get(f"/api/v1/jobs/{job_id}", headers=headers).json()["status"] == "completed"
+    view = client.get(f"/api/v1/jobs/{job_id}/deliveries", headers=headers).json()
+    assert view["complete"] is True
+    assert view["data"][1]["results"] == [dict(ACK, etag=None)]
 
 
 def test_reports_must_match_the_specs_destinations(
