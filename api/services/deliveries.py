@@ -2,7 +2,8 @@
 
 A spec's `destinations` (`proofnet.messages.destinations`) are where the submitter wants the
 results; the worker delivers to each and reports how each answered under its lease
-(`record`). `unacknowledged` says which destinations still lack an acknowledgement from
+(`record`; the `api` destination, our own store, is checked against the uploads of that
+lease rather than taken on the worker's word). `unacknowledged` says which destinations still lack an acknowledgement from
 that lease: `leases.complete` refuses to complete the job while any does. A spec without
 destinations has nothing to wait for (the API's store got the results by upload).
 I/O: the session it is given; never contacts a destination itself.
@@ -17,7 +18,7 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from api.errors import BadRequest
-from api.models import Job, JobDelivery, Lease
+from api.models import Job, JobDelivery, JobResult, Lease
 from proofnet.messages.destinations import DeliveryReport
 
 
@@ -57,13 +58,31 @@ def record(
         )
         row.lease_id = lease.id
         row.kind = r.kind
-        row.acknowledged = r.acknowledged
-        row.reason = r.reason
+        row.acknowledged, row.reason = r.acknowledged, r.reason
+        if r.kind == "api" and r.acknowledged:
+            # Our own store: checked here, never taken on the worker's word.
+            missing = _not_stored(session, lease, r)
+            if missing:
+                row.acknowledged, row.reason = False, missing
         row.results = [a.model_dump(mode="json") for a in r.results]
         row.reported_at = now
         session.add(row)
         stored.append(row)
     return stored
+
+
+def _not_stored(session: Session, lease: Lease, report: DeliveryReport) -> str:
+    """Why the API's store does not hold what `report` says it acknowledged ("" if it does)."""
+    if not report.results:
+        return "the report names no result the API store holds"
+    stored = {
+        r.name: r.sha256
+        for r in session.exec(select(JobResult).where(JobResult.lease_id == lease.id)).all()
+    }
+    for ack in report.results:
+        if stored.get(ack.name) != ack.sha256:
+            return f"the API store holds no upload of {ack.name} with that hash under this lease"
+    return ""
 
 
 def rows_of(session: Session, job: Job) -> list[JobDelivery]:

@@ -7,16 +7,36 @@ always did."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from api_support import Wallet, Worker, job_spec
+from api_support import NETWORK, Wallet, Worker, job_spec
 from fastapi.testclient import TestClient
+
+from proofnet.messages.worker_auth import request_target, sign_request_headers
 
 HOOK = {"kind": "webhook", "url": "https://hooks.example/results"}
 PUT = {"name": "out/metrics.json", "url": "https://bucket.example/m?X-Amz-Signature=ab"}
 RESULTS = [{"path": "out/*.json", "kind": "json"}]
-ACK = {"name": "out/metrics.json", "sha256": "cd" * 32, "status": 200}
+METRICS = b'{"loss": "0.25"}\n'
+ACK = {"name": "out/metrics.json", "sha256": hashlib.sha256(METRICS).hexdigest(), "status": 200}
+
+
+def _upload(worker: Worker, token: str, name: str, data: bytes) -> None:
+    path = f"/api/v1/worker/leases/{token}/results/{name}"
+    now = worker.clock() if worker.clock else None
+    signed = sign_request_headers(
+        worker.key,
+        network=NETWORK,
+        method="PUT",
+        path=request_target(path),
+        body=data,
+        timestamp=int(now.timestamp()) if now else None,
+    )
+    signed["content-type"] = "application/octet-stream"
+    answer = worker.client.request("PUT", path, content=data, headers=signed)
+    assert answer.status_code == 200, answer.text
 
 
 def _lease(
@@ -53,6 +73,7 @@ def test_a_job_with_an_unacknowledged_destination_is_not_complete(
     assert refused.status_code == 409 and "destination 1 (webhook) was not reported" in refused.text
 
     # The webhook refused the result: still not complete, and the reason is kept.
+    _upload(worker, token, "out/metrics.json", METRICS)
     reason = "refused: over the webhook's inline cap of 262144 bytes per result"
     answer = _report(
         worker,
@@ -117,3 +138,25 @@ def test_another_workers_lease_cannot_report_deliveries(
     acked = {"index": 0, "kind": "webhook", "acknowledged": True, "results": [ACK]}
     assert _report(intruder, token, [acked]).status_code == 404
     assert _complete(worker, token).status_code == 409
+
+
+def test_the_api_store_is_acknowledged_only_for_what_it_holds(
+    client: TestClient,
+    approved: tuple[Wallet, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+) -> None:
+    """The attack: a worker claims the API store acknowledged results it never uploaded."""
+    _, headers = approved
+    worker = worker_factory()
+    _, token = _lease(client, headers, worker, [{"kind": "api"}])
+    claimed = {"index": 0, "kind": "api", "acknowledged": True, "results": [ACK]}
+    pending = _report(worker, token, [claimed]).json()["pending"]
+    assert pending == [
+        "destination 0 (api) was not acknowledged: the API store holds no upload of "
+        "out/metrics.json with that hash under this lease"
+    ]
+    assert _complete(worker, token).status_code == 409
+    # The honest twin: uploaded, then reported.
+    _upload(worker, token, "out/metrics.json", METRICS)
+    assert _report(worker, token, [claimed]).json()["pending"] == []
+    assert _complete(worker, token).status_code == 200
