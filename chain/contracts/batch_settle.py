@@ -7,6 +7,10 @@ settles all of them, O(number of escrows):
 - the redeemer's entries name every escrow input exactly once, in strictly increasing
   input order; each names its payout outputs and its refund output, and all output indices
   used by the batch strictly increase, so no output counts for two obligations;
+- every other input is a key input: no script input the batch does not settle may share
+  the transaction (an escrow of another script version or deployment, a second batch's
+  escrows, any other script), so no other validator can count one of these outputs for an
+  obligation of its own;
 - each escrow's datum trusts this batch script and this configuration, the escrow holds
   only ADA and its NTX unit, each payout output (named by its index alone) carries a
   positive NTX quantity as its first token, their sum is within the budget, and the rest of
@@ -22,7 +26,7 @@ Cost (this runs once per batch but its per-escrow part bounds the batch size):
 - one forward pass: the entries' input and output indices strictly increase, so inputs and
   outputs are walked once with the list builtins (`chain.contracts.listwalk`), dropping the
   traversed prefix, instead of positional indexing (O(index) per access, O(N^2) a batch);
-  every input stepped over must not be an escrow, every input named must be one;
+  every input stepped over must be a key input, every input named must be an escrow;
 - the context and the redeemer are read through views (below) whose unread fields are
   `Anything`: OpShin copies a `List[...]` field on every read, not an `Anything` one;
 - values are read by position (the ledger puts ADA first) rather than by key lookups;
@@ -80,15 +84,17 @@ class BatchContext(PlutusData):
     purpose: ScriptInfo
 
 
-def no_escrow_among(ins: List[Elem], n: int, escrow_cred: Credential) -> None:
-    """None of the first `n` inputs is an escrow: stepping over one would leave it unsettled
-    (an entry left out, or entries out of input order)."""
+def no_script_among(ins: List[Elem], n: int) -> None:
+    """None of the first `n` inputs is a script input: stepping over an escrow would leave
+    it unsettled (an entry left out, or entries out of input order), and any other script
+    input (an escrow of another version or deployment, a second batch's escrow) could have
+    its own claim on one of this batch's outputs."""
     if n > 0:
         skipped: TxInInfo = head_list(ins)
-        assert skipped.resolved.address.payment_credential != escrow_cred, (
-            "escrow input skipped: every escrow must be settled, escrow input indices must strictly increase"
+        assert isinstance(skipped.resolved.address.payment_credential, PubKeyCredential), (
+            "script input skipped: every script input must be an escrow this batch settles, escrow input indices must strictly increase"
         )
-        no_escrow_among(tail_list(ins), n - 1, escrow_cred)
+        no_script_among(tail_list(ins), n - 1)
 
 
 def pay_all(
@@ -147,13 +153,13 @@ def pay_all(
         )
 
 
-def no_escrow_left(ins: List[Elem], escrow_cred: Credential) -> None:
+def no_script_left(ins: List[Elem]) -> None:
     if not null_list(ins):
         left: TxInInfo = head_list(ins)
-        assert left.resolved.address.payment_credential != escrow_cred, (
-            "every escrow must be settled"
+        assert isinstance(left.resolved.address.payment_credential, PubKeyCredential), (
+            "every script input must be an escrow this batch settles"
         )
-        no_escrow_left(tail_list(ins), escrow_cred)
+        no_script_left(tail_list(ins))
 
 
 def settle_entries(
@@ -167,7 +173,7 @@ def settle_entries(
     upper: int,
 ) -> None:
     if null_list(entries):
-        no_escrow_left(ins, escrow_cred)
+        no_script_left(ins)
     else:
         e: EntryView = head_list(entries)
         idx = e.input_index
@@ -178,7 +184,7 @@ def settle_entries(
         escrow = i.resolved
         assert escrow.address.payment_credential == escrow_cred, "entry is not an escrow input"
         if skip > 0:
-            no_escrow_among(ins, skip, escrow_cred)
+            no_script_among(ins, skip)
         od: SomeOutputDatum = escrow.datum
         d: EscrowDatum = od.datum
         assert d.batch_credential == own_hash, "escrow does not trust this batch script"

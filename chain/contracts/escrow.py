@@ -5,8 +5,9 @@
 - Refund: after the deadline anyone may return the whole value to the submitter's full
   address; the submitter cannot lose anything by a third party doing it.
 - Cancel: submitter and the oracle quorum agree; value back as in Refund.
-Refund and Cancel refuse to run next to a batch withdrawal, and their output carries the
-escrow's TxOutRef as inline datum, so one output never pays back two escrows.
+Refund and Cancel refuse to run next to any withdrawal (a batch of this or any other script
+version or deployment), and their output carries the escrow's TxOutRef as inline datum, so
+one output never pays back two escrows nor serves a batch as well.
 
 Cost: Settle runs once per escrow of a batch, so it reads the context through the views
 below (fields it never reads are `Anything`, which OpShin neither converts nor copies) and
@@ -66,7 +67,10 @@ class EscrowContext(PlutusData):
 
 def pays_back(tx: TxInfo, own_ref: TxOutRef, datum: EscrowDatum, output_index: int) -> None:
     """The whole value of the escrow `own_ref` goes to the submitter in `output_index`."""
-    assert not withdraws_from(tx.withdrawals, datum.batch_credential), "batch in same tx"
+    # No withdrawal at all: not this escrow's batch (whose remainder output could be this
+    # one), nor a batch of another script version or deployment, which does not know this
+    # escrow and could name this output as one of its own escrows' remainders.
+    assert len(tx.withdrawals) == 0, "no withdrawal beside a refund or cancel"
     own_value: Dict[bytes, Dict[bytes, int]] = {}
     found = False
     for i in tx.inputs:

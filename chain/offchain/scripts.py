@@ -9,6 +9,11 @@ NFT is minted from, and the network. Everything else follows:
     escrow        = escrow                                 (unparameterised)
     batch_settle  = batch_settle(escrow_hash, config_policy, oracle_config_hash)
 
+Released versions stay loadable: `release="1.0.0"` reads the frozen blueprint of that
+protocol version (`chain/contracts/releases/<version>/plutus.json`), so escrows locked under
+an old version keep settling and refunding under their own scripts after an upgrade (see
+docs/protocol.md, Upgrades). The current build's version is `current_version()`.
+
 `traces=True` (tests only) gives the same scripts from the trace-keeping build, whose
 failures report the message of the assertion that rejected; it is compiled on first use
 and cached under `.proofnet/` (`chain.offchain.compile.trace_blueprint`). Its hashes differ
@@ -41,6 +46,7 @@ from chain.offchain.errors import ChainError
 
 BUILD_DIR = Path(__file__).resolve().parents[1] / "contracts" / "build"
 BLUEPRINT_PATH = BUILD_DIR / "plutus.json"
+RELEASES_DIR = BUILD_DIR.parent / "releases"
 CONFIG_NFT_NAME: bytes = t.CONFIG_NFT_NAME
 SCRIPT_NAMES = ("escrow", "batch_settle", "oracle_config", "config_nft", "test_ntx")
 
@@ -73,8 +79,29 @@ def parameter_titles(name: str, blueprint_path: Path = BLUEPRINT_PATH) -> list[s
     raise ScriptLoadError(f"no validator {name!r} in {blueprint_path}")
 
 
-def blueprint_path(traces: bool = False) -> Path:
-    """The committed production blueprint, or (traces) the cached trace-keeping build."""
+def current_version() -> str:
+    """The protocol version of the committed production build (its blueprint preamble)."""
+    return str(_blueprint(BLUEPRINT_PATH)["preamble"]["version"])
+
+
+def release_blueprint(version: str) -> Path:
+    """The frozen blueprint of an earlier protocol version, or the current one."""
+    if version == current_version():
+        return BLUEPRINT_PATH
+    path = RELEASES_DIR / version / "plutus.json"
+    if "/" in version or not path.is_file():
+        raise ScriptLoadError(f"no released protocol version {version!r} under {RELEASES_DIR}")
+    return path
+
+
+def blueprint_path(traces: bool = False, release: str | None = None) -> Path:
+    """The committed production blueprint, a released one, or (traces) the cached
+    trace-keeping build of the current sources."""
+    if release is not None:
+        if traces and release != current_version():
+            raise ScriptLoadError(f"release {release} has no trace-keeping build")
+        if not traces:
+            return release_blueprint(release)
     if not traces:
         return BLUEPRINT_PATH
     from chain.offchain import compile as compiler  # the compiler is needed only here
@@ -91,9 +118,11 @@ def load_scripts(traces: bool = False) -> dict[str, PlutusV3Script]:
     return {name: unapplied(name, path) for name in SCRIPT_NAMES}
 
 
-def apply_params(name: str, *params: bytes | PlutusData, traces: bool = False) -> PlutusV3Script:
+def apply_params(
+    name: str, *params: bytes | PlutusData, traces: bool = False, release: str | None = None
+) -> PlutusV3Script:
     """Apply exactly the parameters the blueprint declares, in order."""
-    path = blueprint_path(traces)
+    path = blueprint_path(traces, release)
     titles = parameter_titles(name, path)
     if len(params) != len(titles):
         raise ScriptLoadError(f"{name} takes {len(titles)} parameters {titles}, got {len(params)}")
@@ -163,18 +192,21 @@ class ProtocolScripts:
 
 
 def protocol_scripts(
-    seed: TransactionInput, network: Network, *, traces: bool = False
+    seed: TransactionInput, network: Network, *, traces: bool = False, release: str | None = None
 ) -> ProtocolScripts:
-    config_nft = apply_params("config_nft", out_ref(seed), traces=traces)
+    """The scripts of the deployment `seed` on `network`: the current build, or those of
+    an earlier protocol version (`release`)."""
+    config_nft = apply_params("config_nft", out_ref(seed), traces=traces, release=release)
     config_policy = script_hash(config_nft).payload
-    oracle_config = apply_params("oracle_config", config_policy, traces=traces)
-    escrow = apply_params("escrow", traces=traces)
+    oracle_config = apply_params("oracle_config", config_policy, traces=traces, release=release)
+    escrow = apply_params("escrow", traces=traces, release=release)
     batch = apply_params(
         "batch_settle",
         script_hash(escrow).payload,
         config_policy,
         script_hash(oracle_config).payload,
         traces=traces,
+        release=release,
     )
     return ProtocolScripts(seed, network, config_nft, oracle_config, escrow, batch)
 

@@ -74,9 +74,11 @@ def deploy(
     ntx_name: bytes,
     *,
     traces: bool = False,
+    release: str | None = None,
 ) -> Deployment:
     """Deploy from `deployer`'s funds (about 50 ADA: reference-script min-ADA, the stake
-    deposit and fees). `traces=True` deploys the trace-keeping build where available."""
+    deposit and fees). `traces=True` deploys the trace-keeping build where available;
+    `release` an earlier protocol version's scripts (`scripts.release_blueprint`)."""
     if len(ntx_policy) != 28 or len(ntx_name) > 32:
         raise BuilderError("NTX policy must be 28 bytes and its name at most 32 bytes")
     utxos = deployer.utxos(context)
@@ -84,7 +86,10 @@ def deploy(
     if not seeds:
         raise BuilderError(f"{deployer.address} has no ADA-only UTxO to seed the config NFT")
     seed = max(seeds, key=lambda u: u.output.amount.coin)
-    scripts = protocol_scripts_for(seed, deployer.network, traces)
+    if release is not None and release != S.current_version():
+        scripts = S.protocol_scripts(seed.input, deployer.network, release=release)
+    else:
+        scripts = protocol_scripts_for(seed, deployer.network, traces)
     datum = setup.datum(scripts.batch_hash.payload)
     keys = [deployer.signing_key]
 
@@ -141,6 +146,7 @@ def deploy(
         ntx_policy=ntx_policy.hex(),
         ntx_name=ntx_name.hex(),
         tx_ids=(tx1, tx2, tx3),
+        protocol_version=release or S.current_version(),
     )
 
 

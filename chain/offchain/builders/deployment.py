@@ -14,6 +14,9 @@ from chain.offchain.builders.errors import BuilderError
 from chain.offchain.builders.onchain import parse_out_ref
 
 DEPLOYMENT_FORMAT = 1
+FIRST_PROTOCOL = "1.0.0"
+# The version of the committed build (chain/offchain/compile.py PROTOCOL_VERSION).
+CURRENT_PROTOCOL = "2.0.0"
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,9 @@ class Deployment:
     ntx_name: str  # hex
     tx_ids: tuple[str, ...] = ()
     format: int = DEPLOYMENT_FORMAT
+    # The protocol version of its scripts (the blueprint's); files written before the
+    # field existed are 1.0.0 deployments.
+    protocol_version: str = CURRENT_PROTOCOL
 
     def __post_init__(self) -> None:
         if self.network not in ("testnet", "mainnet"):
@@ -124,7 +130,7 @@ class Deployment:
             raise BuilderError(f"unsupported deployment format {data.get('format')!r}")
         names = {f.name for f in fields(cls)}
         unknown = set(data) - names
-        missing = names - set(data) - {"tx_ids", "format"}
+        missing = names - set(data) - {"tx_ids", "format", "protocol_version"}
         if unknown or missing:
             raise BuilderError(
                 f"deployment JSON: unknown keys {sorted(unknown)}, missing {sorted(missing)}"
@@ -136,6 +142,7 @@ class Deployment:
             elif key != "format" and not isinstance(value, str):
                 raise BuilderError(f"deployment {key} must be a string")
         data["tx_ids"] = tuple(data.get("tx_ids", ()))
+        data.setdefault("protocol_version", FIRST_PROTOCOL)
         return cls(**data)
 
     def save(self, path: Path) -> None:

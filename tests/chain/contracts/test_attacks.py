@@ -540,7 +540,7 @@ def test_attack_other_redeemer_refund_next_to_a_batch(world: ProtocolWorld) -> N
         A.sign(built, quorum_keys(world)),
         purpose="spend",
         index=spend_index(built, old),
-        trace="batch in same tx",
+        trace="no withdrawal beside a refund or cancel",
     )
     settle(world, sp.plan)
     payer = world.providers[0]
@@ -904,7 +904,7 @@ def test_attack_deregistration_of_the_batch_credential(world: ProtocolWorld) -> 
 @pytest.mark.parametrize(
     "tamper,trace",
     [
-        ("omit", "every escrow must be settled"),
+        ("omit", "every script input must be an escrow this batch settles"),
         ("repeat", "escrow input indices must strictly increase"),
         ("reorder", "escrow input indices must strictly increase"),
     ],

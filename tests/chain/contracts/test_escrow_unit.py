@@ -124,6 +124,14 @@ def test_refund_next_to_a_batch_withdrawal_fails(deployment) -> None:  # type: i
     assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Refund(0))).ok
 
 
+@pytest.mark.parametrize("credential", ["another-version-batch", "any-script"])
+def test_refund_next_to_any_withdrawal_fails(deployment, credential) -> None:  # type: ignore[no-untyped-def]
+    """A batch of another script version or deployment does not know this escrow and could
+    count its refund output as one of its own escrows' remainders: no withdrawal at all."""
+    tx = _refund_tx(deployment, withdrawals={L.ScriptCredential(h28(credential)): 0})
+    assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Refund(0))).ok
+
+
 def test_refund_reads_only_the_fields_it_needs(deployment) -> None:  # type: ignore[no-untyped-def]
     # A datum with garbage in every field Refund does not read stays refundable.
     d = _datum(deployment, budget=-5, config_policy=b"", job="x")

@@ -302,3 +302,35 @@ def test_escrow_job_validation_needs_no_chain() -> None:
     assert dep.trusts(datum)
     with pytest.raises(BuilderError):
         Deployment.from_json(dep.to_json().replace('"batch_hash"', '"batch"'))
+
+
+def test_a_deployment_file_without_a_protocol_version_is_a_first_version_one() -> None:
+    """Deployment files written before upgrades existed name 1.0.0 scripts; new ones name
+    the version of the committed build."""
+    import json
+
+    from chain.offchain import scripts as S
+    from chain.offchain.builders.deployment import CURRENT_PROTOCOL, FIRST_PROTOCOL
+
+    dep = Deployment(
+        network="testnet",
+        seed="00" * 32 + "#0",
+        config_policy="11" * 28,
+        config_name=b"proofnet-config".hex(),
+        oracle_config_hash="22" * 28,
+        escrow_hash="33" * 28,
+        batch_hash="44" * 28,
+        config_ref="55" * 32 + "#0",
+        escrow_script_ref="55" * 32 + "#1",
+        batch_script_ref="55" * 32 + "#2",
+        config_script_ref="55" * 32 + "#3",
+        ntx_policy="66" * 28,
+        ntx_name="4e5458",
+    )
+    assert dep.protocol_version == CURRENT_PROTOCOL == S.current_version()
+    old = json.loads(dep.to_json())
+    del old["protocol_version"]
+    assert Deployment.from_json(json.dumps(old)).protocol_version == FIRST_PROTOCOL
+    assert S.release_blueprint(FIRST_PROTOCOL) != S.BLUEPRINT_PATH
+    with pytest.raises(S.ScriptLoadError):
+        S.release_blueprint("0.9.0")
