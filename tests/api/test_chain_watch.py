@@ -65,7 +65,12 @@ class Api:
     auth: dict[str, str]
 
     def post_job(self) -> str:
-        posted = self.client.post("/api/v1/jobs", json={"spec": job_spec()}, headers=self.auth)
+        # Priced and sized so that every escrow this module locks can pay it: the API records
+        # only escrows whose budget covers the price and whose deadline leaves time to run.
+        spec = job_spec()
+        spec["pricing"]["amount"] = 100
+        spec["resources"]["max_duration_s"] = 600
+        posted = self.client.post("/api/v1/jobs", json={"spec": spec}, headers=self.auth)
         assert posted.status_code == 201, posted.text
         return str(posted.json()["job_id"])
 
@@ -91,7 +96,11 @@ class Api:
 def api_for(world: ProtocolWorld, url: str, **config_overrides: Any) -> Iterator[Api]:
     engine = make_engine(url)
     config = ApiConfig(
-        database_url=url, network="devnet", rate_limit_per_minute=100_000, **config_overrides
+        database_url=url,
+        network="devnet",
+        rate_limit_per_minute=100_000,
+        settlement_window_s=600,
+        **config_overrides,
     )
     app = create_app(config=config, engine=engine, clock=FakeClock(), run_sweeper=False)
     app.state.run_notifier = False  # deliveries stay in the outbox, where the test reads them
@@ -99,7 +108,9 @@ def api_for(world: ProtocolWorld, url: str, **config_overrides: Any) -> Iterator
     app.state.deployment = world.deployment
     try:
         with TestClient(app) as client:
-            owner = Wallet()
+            # The job owner is the world's submitter: the API records only escrows whose datum
+            # names the job's owner (their refund and remainder go back to them).
+            owner = Wallet(world.submitter.signing_key)
             with open_session(engine) as s:
                 add_senior(s, config, owner.address, FakeClock()())
             yield Api(client, engine, owner, sign_in(client, owner))
