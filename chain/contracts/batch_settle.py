@@ -11,7 +11,9 @@ settles all of them, O(number of escrows):
   the transaction (an escrow of another script version or deployment, a second batch's
   escrows, any other script), so no other validator can count one of these outputs for an
   obligation of its own;
-- each escrow's datum trusts this batch script and this configuration, the escrow holds
+- each escrow's datum trusts this batch script and this configuration and pins the oracle
+  set the configuration holds now (so an admin's rotation settles no escrow locked before
+  it, unless the set it pinned is restored), the escrow holds
   only ADA and its NTX unit, each payout output (named by its index alone) carries a
   positive NTX quantity as its first token, their sum is within the budget, and the rest of
   the NTX and ADA goes to the submitter's full address; payout amounts and addresses are not
@@ -171,6 +173,7 @@ def settle_entries(
     escrow_cred: Credential,
     own_hash: bytes,
     upper: int,
+    oracle_set: bytes,
 ) -> None:
     if null_list(entries):
         no_script_left(ins)
@@ -188,6 +191,7 @@ def settle_entries(
         od: SomeOutputDatum = escrow.datum
         d: EscrowDatum = od.datum
         assert d.batch_credential == own_hash, "escrow does not trust this batch script"
+        assert d.oracle_set == oracle_set, "escrow pinned to another oracle set"
         assert upper <= d.deadline, "escrow deadline passed"
         value = escrow.value
         policy = d.ntx_policy
@@ -223,10 +227,17 @@ def settle_entries(
             escrow_cred,
             own_hash,
             upper,
+            oracle_set,
         )
 
 
-def settle(escrow_hash: bytes, own_hash: bytes, redeemer: BatchSettleView, tx: TxView) -> None:
+def settle(
+    escrow_hash: bytes,
+    own_hash: bytes,
+    redeemer: BatchSettleView,
+    tx: TxView,
+    oracle_set: bytes,
+) -> None:
     assert len(redeemer.merkle_root) == 32, "merkle root must be 32 bytes"
     escrow_cred: Credential = ScriptCredential(escrow_hash)
     settle_entries(
@@ -238,6 +249,7 @@ def settle(escrow_hash: bytes, own_hash: bytes, redeemer: BatchSettleView, tx: T
         escrow_cred,
         own_hash,
         upper_limit(tx.validity_range),
+        oracle_set,
     )
 
 
@@ -259,7 +271,7 @@ def validator(
         assert ref.resolved.address.payment_credential == config_cred, "config not at script"
         cfg = config_from(ref, config_policy, CONFIG_NFT_NAME)
         assert count_signers(cfg.oracles, tx.signatories) >= cfg.threshold, "no oracle quorum"
-        settle(escrow_hash, cred.credential_hash, redeemer, tx)
+        settle(escrow_hash, cred.credential_hash, redeemer, tx, oracle_set_hash(cfg))
     elif isinstance(purpose, CertifyingScript):
         cert = purpose.certificate
         if not isinstance(cert, TxCertRegStaking):

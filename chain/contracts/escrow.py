@@ -4,7 +4,8 @@
   named in the datum, which settles every escrow input at once (withdraw-zero pattern).
 - Refund: after the deadline anyone may return the whole value to the submitter's full
   address; the submitter cannot lose anything by a third party doing it.
-- Cancel: submitter and the oracle quorum agree; value back as in Refund.
+- Cancel: submitter and the oracle quorum agree; value back as in Refund. The config must
+  hold the oracle set the escrow pinned when it was locked (`EscrowDatum.oracle_set`).
 Refund and Cancel refuse to run next to any withdrawal (a batch of this or any other script
 version or deployment), and their output carries the escrow's TxOutRef as inline datum, so
 one output never pays back two escrows nor serves a batch as well.
@@ -120,4 +121,12 @@ def validator(context: EscrowContext) -> None:
                 datum.config_name,
             )
             assert count_signers(cfg.oracles, tx.signatories) >= cfg.threshold, "oracle quorum"
+            # The config holds the oracle set the escrow pinned: `rules.oracle_set_hash`,
+            # inlined (a top-level function is bound at the start of every run, Settle's too).
+            pinned = integer_to_byte_string(True, 8, cfg.threshold)
+            for k in cfg.oracles:
+                pinned = pinned + k
+            assert blake2b(pinned).digest() == datum.oracle_set, (
+                "escrow pinned to another oracle set"
+            )
             pays_back(tx, own_ref, datum, cancel.output_index)

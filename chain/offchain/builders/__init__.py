@@ -6,12 +6,14 @@
     settle      -> BatchTx                           settle.build_settle_batch, pack_settle_batch
     refund      -> ReturnTx                          refund.build_refund
     cancel      -> ReturnTx                          refund.build_cancel
+    config      -> BuiltTx (admin quorum)            config_update.build_config_update
 
 Builders return unsigned transactions with their measured cost (`assembly.BuiltTx`);
 `assembly.sign` / `assembly.add_witnesses` add signatures and `assembly.submit` submits.
 """
 
 from chain.offchain.builders.assembly import BuiltTx, add_witnesses, sign, submit
+from chain.offchain.builders.config_update import build_config_update
 from chain.offchain.builders.deploy import OracleSetup, deploy
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.errors import (
@@ -56,6 +58,7 @@ __all__ = [
     "add_witnesses",
     "assemble",
     "build_cancel",
+    "build_config_update",
     "build_lock",
     "build_lock_unsigned",
     "build_mint_test_ntx",

@@ -227,6 +227,35 @@ def test_another_deployments_escrow_beside_the_batch_fails(deployment, batch) ->
     assert not _run(deployment, batch, _reindexed(batch)).ok
 
 
+# --- oracle set pinned at lock time (no admin action moves escrows locked before it) -----
+
+
+def test_rotated_oracle_set_cannot_settle_escrows_locked_before(deployment, batch, admins) -> None:  # type: ignore[no-untyped-def]
+    """The admins rewrite the authentic config to name themselves the oracles and sign the
+    batch: the escrows pinned the old set, so the batch refuses them."""
+    cfg = T.OracleConfigDatum(admins[:1], 1, admins, 2, batch.batch_hash)
+    batch.tx.reference_inputs = [config_input(deployment, cfg)]
+    batch.tx.signatories = admins[:1]
+    assert not _run(deployment, batch).ok
+
+
+@pytest.mark.parametrize("change", ["threshold", "one-key-more"])
+def test_any_change_of_the_oracle_set_unpins(deployment, batch, oracles, admins, change) -> None:  # type: ignore[no-untyped-def]
+    keys, threshold = (oracles, 3) if change == "threshold" else (sorted([*oracles, h28("x")]), 2)
+    cfg = T.OracleConfigDatum(keys, threshold, admins, 2, batch.batch_hash)
+    batch.tx.reference_inputs = [config_input(deployment, cfg)]
+    batch.tx.signatories = oracles
+    assert not _run(deployment, batch).ok
+
+
+def test_admins_may_change_without_unpinning(deployment, batch, oracles) -> None:  # type: ignore[no-untyped-def]
+    """Only oracles and threshold are pinned: an admin-key rotation leaves escrows payable."""
+    new_admins = sorted(h28(f"new-admin{i}") for i in range(2))
+    cfg = T.OracleConfigDatum(oracles, 2, new_admins, 1, batch.batch_hash)
+    batch.tx.reference_inputs = [config_input(deployment, cfg)]
+    assert _run(deployment, batch).ok
+
+
 def test_wrong_merkle_root_length_fails(deployment, batch) -> None:  # type: ignore[no-untyped-def]
     red = batch.redeemer()
     red.merkle_root = b"short"

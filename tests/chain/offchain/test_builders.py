@@ -297,7 +297,7 @@ def test_escrow_job_validation_needs_no_chain() -> None:
         ntx_name="4e5458",
     )
     owner = wallet(7, staked=True).address
-    datum = escrow_datum(dep, EscrowJob(b"\x01" * 32, 10, 10**12, owner))
+    datum = escrow_datum(dep, EscrowJob(b"\x01" * 32, 10, 10**12, owner), b"\x07" * 32)
     assert datum.batch_credential == bytes.fromhex("44" * 28)
     assert dep.trusts(datum)
     with pytest.raises(BuilderError):
