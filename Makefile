@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit install node clean
+.PHONY: demo test lint imports typecheck unit install node clean
 
 $(STAMP): pyproject.toml libs/pot/pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,16 +32,20 @@ demo: $(STAMP)
 	$(BIN)/proofnet demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check libs/pot/pot proofnet chain oracle worker api scripts tests
-	$(BIN)/ruff format --check libs/pot/pot proofnet chain oracle worker api scripts tests
+	$(BIN)/ruff check libs/pot/pot proofnet chain oracle worker api benchmarks scripts tests
+	$(BIN)/ruff format --check libs/pot/pot proofnet chain oracle worker api benchmarks scripts tests
+
+# The dependency rules of docs/architecture.md ([tool.importlinter] in pyproject.toml).
+imports: $(STAMP)
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
-	$(BIN)/mypy libs/pot/pot proofnet chain oracle worker api
+	$(BIN)/mypy libs/pot/pot proofnet chain oracle worker api benchmarks
 
 unit: $(STAMP) $(NODE_STAMP)
 	$(BIN)/pytest -n 2 $(PYTEST_ARGS)
 
-test: lint typecheck unit
+test: lint imports typecheck unit
 
 clean:
 	rm -rf $(VENV) node_modules .pytest_cache .mypy_cache .ruff_cache

@@ -49,6 +49,9 @@ class ApiConfig:
     # (api/services/clusters.py): idle providers must not wait on it forever.
     cluster_wait_s: int = 600
     cluster_backoff_s: int = 60
+    # An auction-priced job takes reveals this long after its bidding window closes
+    # (api/services/auctions.py); bids still sealed then are out.
+    auction_reveal_s: int = 300
     # The chain watcher (api.services.chain_watch). `proofnet api serve` turns it on from
     # the settings; bare ApiConfig(...) leaves it off so tests need no chain.
     chain_watch: bool = False
@@ -78,6 +81,7 @@ class ApiConfig:
             "settlement_window_s": settings.api_settlement_window_s,
             "cluster_wait_s": settings.api_cluster_wait_s,
             "cluster_backoff_s": settings.api_cluster_backoff_s,
+            "auction_reveal_s": settings.api_auction_reveal_s,
             "auto_migrate": settings.api_auto_migrate,
             "chain_watch": settings.api_chain_watch,
             "chain_watch_interval_s": settings.api_chain_watch_interval_s,
@@ -114,6 +118,7 @@ class ApiConfig:
             "settlement_window_s": self.settlement_window_s,
             "cluster_wait_s": self.cluster_wait_s,
             "cluster_backoff_s": self.cluster_backoff_s,
+            "auction_reveal_s": self.auction_reveal_s,
             "chain_watch_confirmations": self.chain_watch_confirmations,
         }
         for name, value in positive.items():

@@ -183,30 +183,3 @@ class LocalBlobStore(BlobStore):
             return self._path(sha256).stat().st_size
         except FileNotFoundError as e:
             raise BlobMissing(f"no blob {sha256}") from e
-
-
-def blob_store_for(data_dir: Path, settings: object | None = None) -> BlobStore:
-    """The store the settings select: `result_store = "s3"` for an S3-compatible bucket
-    (`result_store_s3_*` fields), else (the default) a directory `blobs/` under the data dir.
-    """
-    kind = str(getattr(settings, "result_store", "local") or "local")
-    if kind == "local":
-        return LocalBlobStore(Path(data_dir) / "blobs")
-    if kind != "s3":
-        raise ValueError(f"result_store must be 'local' or 's3', not {kind!r}")
-    from api.storage_s3 import S3BlobStore
-
-    def field(name: str) -> str:
-        return str(getattr(settings, f"result_store_s3_{name}", "") or "")
-
-    if not field("bucket"):
-        raise ValueError("result_store is 's3' but result_store_s3_bucket is empty")
-    return S3BlobStore(
-        field("bucket"),
-        staging_dir=Path(data_dir) / "uploads",
-        endpoint_url=field("endpoint_url") or None,
-        region=field("region") or None,
-        access_key=field("access_key") or None,
-        secret_key=field("secret_key") or None,
-        prefix=field("prefix"),
-    )

@@ -11,6 +11,8 @@ Routes:
   submitter or provider can read where a payout stands without signing in anywhere.
 - `GET /api/v1/escrows/{tx_id}/{index}`: an escrow's datum as this oracle reads it on chain
   (`oracle/escrow_info.py`); workers check sealing keys against its submitter.
+- `GET /api/v1/deployment`: the protocol deployment this oracle verifies and settles
+  against (`proofnet.messages.deployment`; public, cached; 503 when none is configured).
 - `GET /metrics`: Prometheus text from the oracle's own registry.
 
 `lifespan_hooks` are async context-manager factories taking the app, entered after the
@@ -42,6 +44,7 @@ from oracle.store import AttestationStore
 from oracle.verify import Rejection, VerificationContext
 from proofnet.json_limits import JsonLimits
 from proofnet.limits import TokenBuckets
+from proofnet.messages.deployment import DEPLOYMENT_PATH, deployment_headers, not_modified
 from proofnet.messages.oracle_api import ATTESTATIONS_PATH, COSE_CONTENT_TYPE
 from proofnet.settings import Settings, build_settings
 
@@ -220,6 +223,23 @@ def create_app(
     @app.get("/api/v1/health")
     async def health() -> dict[str, str]:
         return {"status": "ok"}
+
+    @app.get(DEPLOYMENT_PATH, response_class=Response)
+    def deployment(request: Request) -> Response:
+        from oracle.service import OracleConfigError, deployment_of
+
+        deployed = getattr(app.state, "deployment", None)
+        if deployed is None:
+            try:
+                deployed = deployment_of(settings)
+            except OracleConfigError as exc:
+                return JSONResponse(status_code=503, content={"detail": str(exc)})
+            app.state.deployment = deployed
+        body = deployed.to_json().encode()
+        headers = deployment_headers(body)
+        if not_modified(request.headers.get("if-none-match"), headers):
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type="application/json", headers=headers)
 
     app.include_router(
         escrow_info_router(

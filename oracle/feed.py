@@ -17,41 +17,29 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from oracle.feed_values import FeedDataError, FeedError, LeaseInfo, int_of, ms_of, str_of
 from proofnet.messages.attestation import EscrowRef
+from proofnet.messages.auction import MAX_BIDS, AuctionError, RevealedBid, parse_revealed
 from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
-from proofnet.messages.jobspec import JobSpec, JobSpecError, RateCardPrice, job_id_of
+from proofnet.messages.jobspec import AuctionPrice, JobSpec, JobSpecError, RateCardPrice, job_id_of
 from proofnet.messages.rate_card import RateCardDocument, RateCardError, document_for_digest
 
 if TYPE_CHECKING:
     from oracle.feed_units import UnitInfo
 
+__all__ = ["FeedDataError", "FeedError", "LeaseInfo"]  # re-exported: callers import them here
+
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-class FeedError(Exception):
-    """The API could not be asked (transient): verification is retried later."""
-
-
-class FeedDataError(FeedError):
-    """The API answered with something the oracle cannot trust or parse."""
-
-
 @dataclass(frozen=True)
-class LeaseInfo:
-    """The lease under which the job completed."""
-
-    worker_key: str
-    payout_address: str  # from the provider's binding at completion time
-    nonce: str  # revealed to the worker at claim time
-    gpus: int  # GPUs leased (the spec's resources.gpus)
-    started_ms: int  # claim time, POSIX ms
-    completed_ms: int
-    attempt: int
+class AuctionRecord:
+    commitments: tuple[str, ...]
+    bids: tuple[RevealedBid, ...]
 
 
 @dataclass(frozen=True)
@@ -65,6 +53,9 @@ class JobInfo:
     results: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # The document a rate-card spec names (checked against its digest); None for fixed price.
     rate_card: RateCardDocument | None = None
+    # An auction-priced job's commitments and signed bids (signatures checked when parsed);
+    # None for other pricing.
+    auction: AuctionRecord | None = None
     # A topology job's units in index order (`oracle.feed_units`); empty for a single unit.
     units: tuple[UnitInfo, ...] = ()
     # When a provider first leased the job or a unit of it (POSIX ms), None while none has;
@@ -127,39 +118,13 @@ class ApiFeed(Protocol):
         ...
 
 
-def _ms(value: Any, what: str) -> int:
-    if not isinstance(value, str):
-        raise FeedDataError(f"{what} must be an ISO 8601 time, got {value!r}")
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise FeedDataError(f"{what}: {exc}") from exc
-    if parsed.tzinfo is None:
-        raise FeedDataError(f"{what} must carry a time zone")
-    return int(parsed.timestamp() * 1000)
-
-
-def _str(obj: Mapping[str, Any], key: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise FeedDataError(f"{key} must be a string")
-    return value
-
-
-def _int(obj: Mapping[str, Any], key: str) -> int:
-    value = obj.get(key)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise FeedDataError(f"{key} must be an integer")
-    return value
-
-
 def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
     """Parse `GET /api/v1/oracle/jobs/{job_id}`; the spec must hash to `expected_job_id`."""
     from oracle.feed_units import parse_units
 
     if not isinstance(obj, Mapping):
         raise FeedDataError("job feed must be a JSON object")
-    spec_text = _str(obj, "spec")
+    spec_text = str_of(obj, "spec")
     canonical = spec_text.encode("utf-8")
     if job_id_of(canonical) != expected_job_id or obj.get("job_id") != expected_job_id:
         raise FeedDataError(f"the API served a spec that does not hash to job {expected_job_id}")
@@ -173,7 +138,7 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
         if not isinstance(raw, Mapping):
             raise FeedDataError("escrow must be an object")
         try:
-            escrow = EscrowRef(tx_id=_str(raw, "tx_id"), index=_int(raw, "index"))
+            escrow = EscrowRef(tx_id=str_of(raw, "tx_id"), index=int_of(raw, "index"))
         except ValueError as exc:
             raise FeedDataError(f"escrow: {exc}") from exc
     lease = None
@@ -182,13 +147,13 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
         if not isinstance(raw, Mapping):
             raise FeedDataError("lease must be an object")
         lease = LeaseInfo(
-            worker_key=_str(raw, "worker_key"),
-            payout_address=_str(raw, "payout_address"),
-            nonce=_str(raw, "nonce"),
-            gpus=_int(raw, "gpus"),
-            started_ms=_ms(raw.get("started_at"), "lease.started_at"),
-            completed_ms=_ms(raw.get("completed_at"), "lease.completed_at"),
-            attempt=_int(raw, "attempt"),
+            worker_key=str_of(raw, "worker_key"),
+            payout_address=str_of(raw, "payout_address"),
+            nonce=str_of(raw, "nonce"),
+            gpus=int_of(raw, "gpus"),
+            started_ms=ms_of(raw.get("started_at"), "lease.started_at"),
+            completed_ms=ms_of(raw.get("completed_at"), "lease.completed_at"),
+            attempt=int_of(raw, "attempt"),
         )
     results_raw = obj.get("results") or {}
     if not isinstance(results_raw, Mapping) or not all(
@@ -199,16 +164,17 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
     return JobInfo(
         job_id=expected_job_id,
         spec=spec,
-        status=_str(obj, "status"),
+        status=str_of(obj, "status"),
         escrow=escrow,
         lease=lease,
         results=MappingProxyType(dict(results_raw)),
         rate_card=parse_rate_card(obj.get("rate_card"), spec),
+        auction=parse_auction(obj.get("auction"), spec),
         units=parse_units(obj.get("units"), spec),
         work_started_ms=(
             None
             if obj.get("work_started_at") is None
-            else _ms(obj.get("work_started_at"), "work_started_at")
+            else ms_of(obj.get("work_started_at"), "work_started_at")
         ),
         work_reported="work_started_at" in obj,
     )
@@ -224,7 +190,7 @@ def parse_worker(obj: Any, *, expected_key: str, network: str) -> WorkerInfo:
             binding,
             network=network,
             nonce=binding.nonce,
-            payout_address=_str(obj, "payout_address"),
+            payout_address=str_of(obj, "payout_address"),
             worker_pubkey=expected_key,
         )
     except (ValueError, BindingError) as exc:
@@ -253,6 +219,28 @@ def parse_rate_card(raw: Any, spec: JobSpec) -> RateCardDocument | None:
         return document_for_digest(raw.encode("utf-8"), spec.pricing.rate_card)
     except RateCardError as exc:
         raise FeedDataError(f"rate card: {exc}") from exc
+
+
+def parse_auction(raw: Any, spec: JobSpec) -> AuctionRecord | None:
+    """The auction record the feed carries for an auction-priced job, every bid's signature
+    verified: an API cannot invent a bid (it could only drop one; docs/pricing.md)."""
+    if not isinstance(spec.pricing, AuctionPrice):
+        return None
+    if not isinstance(raw, Mapping):
+        raise FeedDataError("the job is priced by auction, but the feed carries no auction")
+    commitments = raw.get("commitments")
+    bids = raw.get("bids")
+    if not isinstance(commitments, list) or not all(
+        isinstance(c, str) and _HEX64.fullmatch(c) for c in commitments
+    ):
+        raise FeedDataError("auction.commitments must be a list of SHA-256 hex digests")
+    if not isinstance(bids, list) or len(bids) > MAX_BIDS or len(commitments) > MAX_BIDS:
+        raise FeedDataError(f"auction.bids must be a list of at most {MAX_BIDS} bids")
+    try:
+        parsed = tuple(parse_revealed(b) for b in bids)
+    except AuctionError as exc:
+        raise FeedDataError(f"auction: {exc}") from exc
+    return AuctionRecord(commitments=tuple(commitments), bids=parsed)
 
 
 class ArtifactMissing(Exception):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from oracle.feed import FeedDataError, LeaseInfo, _int, _ms, _str
+from oracle.feed_values import FeedDataError, LeaseInfo, int_of, ms_of, str_of
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.topology import plan
 
@@ -77,13 +77,13 @@ def parse_lease(raw: Any, what: str) -> LeaseInfo | None:
         raise FeedDataError(f"{what} must be an object")
     try:
         return LeaseInfo(
-            worker_key=_str(raw, "worker_key"),
-            payout_address=_str(raw, "payout_address"),
-            nonce=_str(raw, "nonce"),
-            gpus=_int(raw, "gpus"),
-            started_ms=_ms(raw.get("started_at"), "started_at"),
-            completed_ms=_ms(raw.get("completed_at"), "completed_at"),
-            attempt=_int(raw, "attempt"),
+            worker_key=str_of(raw, "worker_key"),
+            payout_address=str_of(raw, "payout_address"),
+            nonce=str_of(raw, "nonce"),
+            gpus=int_of(raw, "gpus"),
+            started_ms=ms_of(raw.get("started_at"), "started_at"),
+            completed_ms=ms_of(raw.get("completed_at"), "completed_at"),
+            attempt=int_of(raw, "attempt"),
         )
     except FeedDataError as exc:
         raise FeedDataError(f"{what}.{exc}") from exc
@@ -135,7 +135,11 @@ def parse_units(raw: Any, spec: JobSpec) -> tuple[UnitInfo, ...]:
         if not isinstance(item, Mapping):
             raise FeedDataError(f"{what} must be an object")
         try:
-            index, kind, status = _int(item, "index"), _str(item, "kind"), _str(item, "status")
+            index, kind, status = (
+                int_of(item, "index"),
+                str_of(item, "kind"),
+                str_of(item, "status"),
+            )
         except FeedDataError as exc:
             raise FeedDataError(f"{what}.{exc}") from exc
         unit = planned.get(index)

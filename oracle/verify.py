@@ -36,7 +36,8 @@ from proofnet.messages.attestation import (
     WrongScript,
     verify_attestation,
 )
-from proofnet.messages.jobspec import FixedPrice
+from proofnet.messages.auction import AuctionError, clear
+from proofnet.messages.jobspec import AuctionPrice, FixedPrice
 from proofnet.messages.rate_card import RateCardError, price_under
 from proofnet.messages.topology import Unit
 
@@ -84,6 +85,8 @@ class Reason(StrEnum):
     IMAGE_MISMATCH = "image_mismatch"
     COMMAND_MISMATCH = "command_mismatch"
     AMOUNT_EXCEEDS_PRICE = "amount_exceeds_price"
+    # An auction-priced job: the attesting worker did not win its auction (or none did).
+    AUCTION_NOT_WON = "auction_not_won"
     AMOUNT_EXCEEDS_BUDGET = "amount_exceeds_budget"
     RESULT_HASHES_MISMATCH = "result_hashes_mismatch"
     POT_MISSING = "pot_missing"
@@ -464,6 +467,8 @@ def price_cap(job: JobInfo, att: Attestation) -> int:
     pricing = job.spec.pricing
     if isinstance(pricing, FixedPrice):
         return pricing.amount
+    if isinstance(pricing, AuctionPrice):
+        return _auction_price(job, pricing, att)
     if job.rate_card is None:
         raise FeedDataError(f"the API feed carries no rate card document for job {job.job_id}")
     try:
@@ -476,6 +481,30 @@ def price_cap(job: JobInfo, att: Attestation) -> int:
         )
     except RateCardError as exc:
         raise _Rejected(Reason.AMOUNT_EXCEEDS_PRICE, f"nothing is payable: {exc}") from exc
+
+
+def _auction_price(job: JobInfo, pricing: AuctionPrice, att: Attestation) -> int:
+    """The clearing price, recomputed here from the signed bids the feed carries (each
+    signature re-verified), and only for the worker that won."""
+    if job.auction is None:
+        raise FeedDataError(f"the API feed carries no auction record for job {job.job_id}")
+    try:
+        outcome = clear(
+            job_id=job.job_id,
+            reserve=pricing.reserve,
+            bids=job.auction.bids,
+            commitments=job.auction.commitments,
+        )
+    except AuctionError as exc:
+        raise _Rejected(Reason.AUCTION_NOT_WON, f"the auction record is invalid: {exc}") from exc
+    if outcome.winner is None or outcome.price is None:
+        raise _Rejected(Reason.AUCTION_NOT_WON, f"the auction has no winner: {outcome.reason}")
+    if outcome.winner != att.worker_key:
+        raise _Rejected(
+            Reason.AUCTION_NOT_WON,
+            f"worker {att.worker_key} did not win the auction ({outcome.winner} did)",
+        )
+    return outcome.price
 
 
 def _check_amount(att: Attestation, job: JobInfo, unit: Unit | None = None) -> None:

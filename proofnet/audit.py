@@ -35,22 +35,18 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cbor2
 import httpx
 import typer
 
-from chain.devnet.links import explorer_tx_url
+if TYPE_CHECKING:
+    from chain.offchain.builders.deployment import Deployment
 
 MEMO_LABEL = 674
 PAGE_SIZE = 100  # Blockfrost's largest page
 REWARD_TAG = 3  # the ledger's redeemer tag for withdrawals (the batch validator's purpose)
-BLOCKFROST_URLS = {
-    "mainnet": "https://cardano-mainnet.blockfrost.io/api/v0",
-    "preprod": "https://cardano-preprod.blockfrost.io/api/v0",
-    "preview": "https://cardano-preview.blockfrost.io/api/v0",
-}
 
 
 class AuditError(Exception):
@@ -75,6 +71,28 @@ UNBALANCED = "escrow-ntx-unaccounted"
 UNIT_ATTESTED_TWICE = "unit-attested-twice"
 UNIT_INPUT_NOT_CHAINED = "unit-input-not-chained"
 NODE_OUTPUTS_DISAGREE = "node-outputs-disagree"
+FOREIGN_ESCROW = "escrow-of-another-deployment"
+
+
+class WrongDeployment(AuditError):
+    """The settlement pays escrows of another deployment than the one audited against: not
+    fraud, a question asked of the wrong deployment. `actual` are the deployments its
+    escrows name, `expected` the one given (each "config NFT policy.name")."""
+
+    def __init__(self, tx_id: str, actual: tuple[str, ...], expected: str) -> None:
+        self.tx_id = tx_id
+        self.actual = actual
+        self.expected = expected
+        super().__init__(
+            f"settlement {tx_id} belongs to deployment {', '.join(actual)}, not {expected}: "
+            "audit it against the deployment its escrows name (--deployment)"
+        )
+
+
+def deployment_label(config_policy: str, config_name: str) -> str:
+    """A deployment's name in audit output: its config NFT (unique per deployment, minted
+    once from the deployment's seed), as "policy.name" in hex."""
+    return f"{config_policy}.{config_name}"
 
 
 @dataclass(frozen=True)
@@ -197,42 +215,41 @@ class ChainTx:
 
 
 class ChainReader:
-    """The Blockfrost REST calls the audit needs (`url` ends in /api/v0). With a
-    `project_id` every request carries Blockfrost's `project_id` header."""
+    """The chain reads the audit needs, through the REST client of a Blockfrost-shaped chain
+    backend (`chain.offchain.backends.history_api`: the devnet or hosted Blockfrost, spoken
+    by blockfrost-python); `client` fetches bundles from oracles. Its errors become
+    AuditError here; a 404 reads as None."""
 
-    def __init__(self, url: str, client: httpx.Client, project_id: str | None = None) -> None:
-        self.url = url.rstrip("/")
+    def __init__(self, api: Any, client: httpx.Client) -> None:
+        self.api = api
         self.client = client
-        self.headers = {"project_id": project_id} if project_id else {}
         self._txs: dict[str, ChainTx] = {}
 
-    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        """The JSON at `path`, or None on 404."""
+    def call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """One request through the SDK: its JSON, or None on 404."""
         try:
-            response = self.client.get(f"{self.url}{path}", params=params, headers=self.headers)
-        except httpx.HTTPError as exc:
-            raise AuditError(f"chain backend unreachable: {exc}") from exc
-        if response.status_code == 404:
-            return None
-        if response.status_code != 200:
-            raise AuditError(f"GET {path}: {response.status_code} {response.text[:200]}")
-        try:
-            return response.json()
-        except ValueError as exc:
-            raise AuditError(f"GET {path}: the answer is not JSON") from exc
+            return fn(*args, return_type="json", **kwargs)
+        except Exception as exc:  # the SDK raises its ApiError, requests' errors, ...
+            status = getattr(exc, "status_code", None)
+            if status == 404:
+                return None
+            if isinstance(status, int):
+                message = getattr(exc, "message", None) or exc
+                raise AuditError(f"{what}: the chain backend answered {status}: {message}") from exc
+            raise AuditError(f"chain backend unreachable ({what}): {exc}") from exc
 
     def pages(
-        self, path: str, *, limit: int, params: dict[str, Any] | None = None
+        self, what: str, fn: Callable[..., Any], *args: Any, limit: int, **kwargs: Any
     ) -> Iterator[Any]:
-        """Up to `limit` items of a paginated list, following `count`/`page` (404: none)."""
+        """Up to `limit` items of a paginated list, page by page (404: none)."""
         page = 1
         given = 0
         while given < limit:
-            items = self.get(path, {**(params or {}), "count": PAGE_SIZE, "page": page})
+            items = self.call(what, fn, *args, count=PAGE_SIZE, page=page, **kwargs)
             if items is None:
                 return
             if not isinstance(items, list):
-                raise AuditError(f"GET {path}: expected a list, got {type(items).__name__}")
+                raise AuditError(f"{what}: expected a list, got {type(items).__name__}")
             for item in items[: limit - given]:
                 given += 1
                 yield item
@@ -240,18 +257,22 @@ class ChainReader:
                 return
             page += 1
 
+    def tx_info(self, tx_id: str) -> dict[str, Any] | None:
+        info = self.call(f"transaction {tx_id}", self.api.transaction, tx_id)
+        return info if isinstance(info, dict) else None
+
     def chain_tx(self, tx_id: str) -> ChainTx:
         from pycardano import Transaction
 
         if tx_id in self._txs:
             return self._txs[tx_id]
-        info = self.get(f"/txs/{tx_id}")
+        info = self.tx_info(tx_id)
         if info is None:
             raise AuditError(f"transaction {tx_id} is not on chain")
         if info.get("valid_contract") is False:
             raise AuditError(f"transaction {tx_id} failed phase-2 validation")
-        raw = self.get(f"/txs/{tx_id}/cbor")
-        if raw is None:
+        raw = self.call(f"the CBOR of {tx_id}", self.api.transaction_cbor, tx_id)
+        if not isinstance(raw, dict) or "cbor" not in raw:
             raise AuditError(f"the chain backend has no CBOR of {tx_id}")
         cbor = bytes.fromhex(raw["cbor"])
         height = info.get("block_height")
@@ -274,7 +295,8 @@ class ChainReader:
 
     def settlement_memo(self, tx_id: str) -> dict[str, Any] | None:
         """The label-674 JSON of `tx_id` when it names a root and a bundle."""
-        for entry in self.get(f"/txs/{tx_id}/metadata") or []:
+        found = self.call(f"the metadata of {tx_id}", self.api.transaction_metadata, tx_id)
+        for entry in found or []:
             if str(entry.get("label")) == str(MEMO_LABEL) and _is_settlement(
                 entry.get("json_metadata")
             ):
@@ -404,6 +426,124 @@ def chain_breaks(units: Sequence[tuple[str, Any]]) -> list[ChainBreak]:
     return found
 
 
+def escrow_deployments(chain: ChainReader, inputs: Sequence[Any], script: Any) -> dict[str, str]:
+    """Escrow input ("txid#index") -> the deployment its datum names (`deployment_label` of
+    the datum's config NFT), for the inputs at the escrow script `script` with an escrow
+    datum. The escrow script is shared by every deployment; the datum says whose it is (the
+    batch validator only pays escrows whose datum names its config)."""
+    from chain.contracts.types import EscrowDatum
+    from chain.offchain.builders.onchain import datum_cbor
+
+    named: dict[str, str] = {}
+    for tx_in in inputs:
+        source = tx_in.transaction_id.payload.hex()
+        out = chain.output(source, tx_in.index)
+        if out.address.payment_part != script:
+            continue
+        try:
+            datum = EscrowDatum.from_cbor(datum_cbor(out.datum))
+        except Exception:  # foreign data at the script address: flagged by the audit
+            continue
+        named[f"{source}#{tx_in.index}"] = deployment_label(
+            bytes(datum.config_policy).hex(), bytes(datum.config_name).hex()
+        )
+    return named
+
+
+@dataclass(frozen=True)
+class AuditedDeployment:
+    """What the audit needs of a deployment, and where it was read (a file, a service's
+    `GET /api/v1/deployment`, or the settlement itself on chain)."""
+
+    escrow_hash: str
+    ntx_policy: str
+    ntx_name: str
+    config_policy: str
+    config_name: str
+    origin: str
+
+    @property
+    def label(self) -> str:
+        return deployment_label(self.config_policy, self.config_name)
+
+
+def deployment_from_chain(chain: ChainReader, tx_id: str) -> AuditedDeployment:
+    """The deployment a settlement belongs to, read from the chain alone: its escrow inputs'
+    datums name the config NFT, the batch credential and the NTX; a reference input must
+    hold that config NFT at a script address with an oracle config naming the same batch
+    credential, and another must carry the escrow script the inputs are locked by (the
+    deployment's reference scripts). Raises AuditError when the transaction does not read
+    as a settlement of one deployment. Which deployment it is, the caller must still judge
+    (an attacker can deploy too): compare `label` with the one a service you trust serves."""
+    from pycardano.plutus import script_hash
+
+    from chain.contracts.types import EscrowDatum, OracleConfigDatum
+    from chain.offchain.builders.onchain import datum_cbor
+
+    body = chain.transaction(tx_id).transaction_body
+    escrows: dict[tuple[str, str, str, str, str, str], str] = {}
+    for tx_in in body.inputs:
+        source = tx_in.transaction_id.payload.hex()
+        out = chain.output(source, tx_in.index)
+        part = out.address.payment_part
+        if out.datum is None or type(part).__name__ != "ScriptHash":
+            continue
+        try:
+            datum = EscrowDatum.from_cbor(datum_cbor(out.datum))
+        except Exception:  # not an escrow: other scripts may be spent alongside
+            continue
+        key = (
+            part.payload.hex(),
+            bytes(datum.config_policy).hex(),
+            bytes(datum.config_name).hex(),
+            bytes(datum.batch_credential).hex(),
+            bytes(datum.ntx_policy).hex(),
+            bytes(datum.ntx_name).hex(),
+        )
+        escrows[key] = f"{source}#{tx_in.index}"
+    if not escrows:
+        raise AuditError(f"{tx_id} spends no escrow: no deployment to read from chain")
+    if len(escrows) > 1:
+        named = sorted({deployment_label(k[1], k[2]) for k in escrows})
+        raise AuditError(f"{tx_id} spends escrows naming several deployments: {named}")
+    ((escrow_hash, policy, name, batch, ntx_policy, ntx_name),) = escrows
+    config_at = ""
+    scripts: set[str] = set()
+    for ref in body.reference_inputs or ():
+        source = ref.transaction_id.payload.hex()
+        out = chain.output(source, ref.index)
+        if out.script is not None:
+            scripts.add(script_hash(out.script).payload.hex())
+        if _ntx(out, bytes.fromhex(policy), bytes.fromhex(name)) != 1 or out.datum is None:
+            continue
+        try:
+            config = OracleConfigDatum.from_cbor(datum_cbor(out.datum))
+        except Exception as exc:  # the NFT's output must carry the oracle config
+            raise AuditError(
+                f"the config NFT at {source}#{ref.index} has no config: {exc}"
+            ) from exc
+        if bytes(config.batch_credential).hex() != batch:
+            raise AuditError(
+                f"the config at {source}#{ref.index} names batch script "
+                f"{bytes(config.batch_credential).hex()}, the escrows {batch}"
+            )
+        config_at = f"{source}#{ref.index}"
+    if not config_at:
+        raise AuditError(
+            f"{tx_id} references no output holding config NFT {deployment_label(policy, name)}"
+        )
+    if escrow_hash not in scripts:
+        raise AuditError(f"{tx_id} references no copy of escrow script {escrow_hash}")
+    return AuditedDeployment(
+        escrow_hash,
+        ntx_policy,
+        ntx_name,
+        policy,
+        name,
+        f"chain: config NFT at {config_at}, escrow script {escrow_hash}, batch script {batch}",
+    )
+
+
 # --- bundles ------------------------------------------------------------------------------------
 
 
@@ -477,16 +617,22 @@ def audit_settlement(
     on_step: Callable[[str], None] | None = None,
     project_id: str | None = None,
     chain: ChainReader | None = None,
+    config_nft: tuple[str, str] | None = None,
 ) -> AuditReport:
-    """Audit `tx_id` (see the module doc). Raises AuditError when it cannot be made."""
+    """Audit `tx_id` (see the module doc). Raises AuditError when it cannot be made, and
+    WrongDeployment when `config_nft` (the expected deployment's config NFT policy and
+    name, hex) is not the one the settlement's escrows name."""
     if len(tx_id) != 64 or not all(c in "0123456789abcdef" for c in tx_id):
         raise AuditError(f"a transaction hash is 64 lowercase hex digits, not {tx_id[:80]!r}")
     own = client is None and chain is None
     http = chain.client if chain is not None else (client or httpx.Client(timeout=30))
     try:
-        reader = chain or ChainReader(chain_url, http, project_id)
+        if chain is None:
+            from chain.offchain.backends import blockfrost_at, history_api
+
+            chain = ChainReader(history_api(blockfrost_at(chain_url, project_id)), http)
         return _audit(
-            reader,
+            chain,
             tx_id,
             oracle_urls,
             network=network,
@@ -494,6 +640,7 @@ def audit_settlement(
             policy=bytes.fromhex(ntx_policy),
             name=bytes.fromhex(ntx_name),
             note=on_step or (lambda _text: None),
+            config_nft=config_nft,
         )
     finally:
         if own:
@@ -510,6 +657,7 @@ def _audit(
     policy: bytes,
     name: bytes,
     note: Callable[[str], None],
+    config_nft: tuple[str, str] | None = None,
 ) -> AuditReport:
     from pycardano import Address, ScriptHash
 
@@ -531,9 +679,16 @@ def _audit(
     if not isinstance(root, bytes) or not isinstance(bundle_hash, bytes):
         raise AuditError(f"{tx_id} carries no settlement metadata (label {MEMO_LABEL})")
     note(f"metadata: Merkle root {root.hex()}, bundle {bundle_hash.hex()}")
+    script = ScriptHash(bytes.fromhex(escrow_script_hash))
+    named = escrow_deployments(chain, body.inputs, script)
+    expected = deployment_label(*config_nft) if config_nft is not None else ""
+    if config_nft is not None and named and expected not in named.values():
+        raise WrongDeployment(tx_id, tuple(sorted(set(named.values()))), expected)
 
     # The batch redeemer's root must be the metadata's: the validator saw that one.
-    redeemers = chain.get(f"/txs/{tx_id}/redeemers") or []
+    redeemers = (
+        chain.call(f"the redeemers of {tx_id}", chain.api.transaction_redeemers, tx_id) or []
+    )
     rewards = [int(r["tx_index"]) for r in redeemers if r.get("purpose") == "reward"]
     on_chain_root = redeemer_root(settled_tx.cbor, rewards) if rewards else None
     if on_chain_root is None:
@@ -594,13 +749,19 @@ def _audit(
     for problem in chain_breaks([(ref, a.unit) for ref, atts in unit_claims.items() for a in atts]):
         flag(problem.kind, problem.detail)
 
-    script = ScriptHash(bytes.fromhex(escrow_script_hash))
     spent: dict[str, tuple[str, int]] = {}  # escrow -> (submitter, held)
     for tx_in in body.inputs:
         source = tx_in.transaction_id.payload.hex()
         ref = f"{source}#{tx_in.index}"
         out = chain.output(source, tx_in.index)
         if out.address.payment_part != script:
+            continue
+        if config_nft is not None and named.get(ref, expected) != expected:
+            flag(
+                FOREIGN_ESCROW,
+                f"escrow {ref} belongs to deployment {named[ref]}, not {expected}, and is "
+                "spent beside this deployment's escrows",
+            )
             continue
         try:
             datum = EscrowDatum.from_cbor(datum_cbor(out.datum))
@@ -821,7 +982,11 @@ def settlements_for_job(
     bundles: dict[str, bool] = {}
     scanned = 0
     for entry in chain.pages(
-        f"/metadata/txs/labels/{MEMO_LABEL}", limit=limit, params={"order": "desc"}
+        f"label {MEMO_LABEL} transactions",
+        chain.api.metadata_label_json,
+        str(MEMO_LABEL),
+        limit=limit,
+        order="desc",
     ):
         memo = entry.get("json_metadata")
         if not _is_settlement(memo):
@@ -849,12 +1014,16 @@ def settlements_paying(
 ) -> Scan:
     """Settlement transactions (label 674 with a root and a bundle) that touch `address`,
     newest first: at most `limit` of its transactions, none below block height `since`."""
-    params: dict[str, Any] = {"order": "desc"}
-    if since is not None:
-        params["from"] = str(since)
     found: list[str] = []
     scanned = 0
-    for entry in chain.pages(f"/addresses/{address}/transactions", limit=limit, params=params):
+    for entry in chain.pages(
+        f"the transactions of {address}",
+        chain.api.address_transactions,
+        address,
+        limit=limit,
+        from_block=None if since is None else str(since),
+        order="desc",
+    ):
         scanned += 1
         tx_id = str(entry["tx_hash"])
         if since is not None and int(entry.get("block_height", since)) < since:
@@ -865,7 +1034,7 @@ def settlements_paying(
 
 
 def _height(chain: ChainReader, tx_id: str) -> int:
-    info = chain.get(f"/txs/{tx_id}") or {}
+    info = chain.tx_info(tx_id) or {}
     height = info.get("block_height")
     return int(height) if isinstance(height, int) else 0
 
@@ -873,15 +1042,109 @@ def _height(chain: ChainReader, tx_id: str) -> int:
 # --- `proofnet audit` ---------------------------------------------------------------------------
 
 
-def blockfrost_url(project_id: str) -> str:
-    """Blockfrost's API root for a project id (they start with the network's name)."""
-    for network, url in BLOCKFROST_URLS.items():
+def network_of_project(project_id: str) -> str:
+    """The network of a Blockfrost project id (they start with the network's name)."""
+    for network in ("mainnet", "preprod", "preview"):
         if project_id.startswith(network):
-            return url
+            return network
     raise AuditError(
-        f"cannot tell the network of project id {project_id[:12]!r}...; pass --chain-url"
+        f"cannot tell the network of project id {project_id[:12]!r}...; set PROOFNET_NETWORK"
     )
 
+
+@dataclass(frozen=True)
+class ChainChoice:
+    """Where the audit reads the chain: the reader, the network attestations must name, and
+    the devnet's URL for explorer links (unused off the devnet)."""
+
+    reader: ChainReader
+    network: str
+    devnet_url: str
+
+    def links(self, tx_id: str) -> dict[str, str]:
+        from chain.offchain.explorers import explorer_links
+
+        return explorer_links(self.network, self.devnet_url, tx_id)
+
+
+def choose_chain(
+    settings: Any, client: httpx.Client, *, chain_url: str = "", project_id: str = ""
+) -> ChainChoice:
+    """The chain backend `settings` select (PROOFNET_CHAIN_BACKEND, as every role reads it),
+    or a Blockfrost-shaped REST root given outright (`chain_url`, the devnet's by default
+    project id), or hosted Blockfrost for `project_id` (its network from the id when
+    PROOFNET_NETWORK is devnet). Ogmios cannot serve past transactions: AuditError."""
+    from chain.offchain.backends import blockfrost_at, chain_context, history_api
+    from chain.offchain.errors import BackendConfigError
+
+    try:
+        if chain_url:
+            context: Any = blockfrost_at(chain_url, project_id or None)
+            return ChainChoice(
+                ChainReader(history_api(context), client), settings.network, chain_url
+            )
+        if project_id:
+            network = settings.network
+            if network == "devnet":
+                network = network_of_project(project_id)
+            settings = settings.model_copy(
+                update={
+                    "chain_backend": "blockfrost",
+                    "blockfrost_project_id": project_id,
+                    "network": network,
+                }
+            )
+        context = chain_context(settings)
+        return ChainChoice(
+            ChainReader(history_api(context), client), settings.network, settings.devnet_url
+        )
+    except BackendConfigError as exc:
+        raise AuditError(str(exc)) from exc
+
+
+def load_deployment(source: str, client: httpx.Client) -> AuditedDeployment:
+    """The deployment to audit against: a deployment.json file, or the URL of the API or an
+    oracle, whose `GET /api/v1/deployment` says which deployment the service runs with."""
+    from chain.offchain.builders.deployment import Deployment
+    from chain.offchain.builders.errors import BuilderError
+    from proofnet.messages.deployment import DEPLOYMENT_PATH
+
+    if not source.startswith(("http://", "https://")):
+        try:
+            return _audited(Deployment.load(Path(source)), source)
+        except BuilderError as exc:
+            raise AuditError(str(exc)) from exc
+    url = source.rstrip("/")
+    if not url.endswith(DEPLOYMENT_PATH):
+        url += DEPLOYMENT_PATH
+    try:
+        response = client.get(url)
+    except httpx.HTTPError as exc:
+        raise AuditError(f"cannot read the deployment at {url}: {exc}") from exc
+    if response.status_code != 200:
+        raise AuditError(f"{url} answered {response.status_code}: {response.text[:200]}")
+    try:
+        return _audited(Deployment.from_json(response.text), url)
+    except BuilderError as exc:
+        raise AuditError(f"{url} serves no usable deployment: {exc}") from exc
+
+
+def _audited(deployment: Deployment, origin: str) -> AuditedDeployment:
+    return AuditedDeployment(
+        deployment.escrow_hash,
+        deployment.ntx_policy,
+        deployment.ntx_name,
+        deployment.config_policy,
+        deployment.config_name,
+        origin,
+    )
+
+
+# Exit codes of `proofnet audit`.
+EXIT_OK = 0
+EXIT_DISCREPANCY = 1  # a settlement disagrees with its attestations, or none was found
+EXIT_CANNOT_AUDIT = 2  # bad input, chain or bundle unavailable
+EXIT_WRONG_DEPLOYMENT = 3  # the settlement(s) belong to another deployment than the one given
 
 app = typer.Typer(
     help="Audit settlement transactions from the chain and their published bundles.",
@@ -896,19 +1159,29 @@ def audit(
     provider: str = typer.Option(
         "", "--provider", help="a payout address: audit every settlement paying it"
     ),
-    deployment: Path = typer.Option(
-        ..., "--deployment", help="deployment.json (escrow script, NTX unit)"
+    deployment: str = typer.Option(
+        "",
+        "--deployment",
+        help="deployment.json, the URL of the API or an oracle serving GET "
+        "/api/v1/deployment, or 'chain': read it from each settlement's escrows, config NFT "
+        "and reference scripts (default: PROOFNET_DEPLOYMENT_FILE, else PROOFNET_API_URL)",
     ),
     oracle_url: list[str] = typer.Option(
-        [], "--oracle-url", help="an oracle serving bundles (repeat; default: settings)"
+        [],
+        "--oracle-url",
+        help="an oracle or the API, serving bundles (repeat; default: PROOFNET_ORACLE_URL, "
+        "then PROOFNET_API_URL)",
     ),
     chain_url: str = typer.Option(
-        "", "--chain-url", help="Blockfrost-shaped REST root (default: PROOFNET_DEVNET_URL)"
+        "",
+        "--chain-url",
+        help="a Blockfrost-shaped REST root (default: the backend PROOFNET_CHAIN_BACKEND "
+        "selects, as for every role)",
     ),
     project_id: str = typer.Option(
         "",
         "--blockfrost-project-id",
-        help="Blockfrost project id (default: PROOFNET_BLOCKFROST_PROJECT_ID)",
+        help="read hosted Blockfrost with this project id (default: PROOFNET_CHAIN_BACKEND)",
     ),
     since: int | None = typer.Option(
         None, "--since", min=0, help="scan only blocks at or above this height"
@@ -918,31 +1191,42 @@ def audit(
     ),
     as_json: bool = typer.Option(False, "--json", help="print the reports as JSON"),
 ) -> None:
-    """Check payouts, refunds, Merkle roots and every attestation signature."""
-    from chain.offchain.builders.deployment import Deployment
-    from chain.offchain.builders.errors import BuilderError
+    """Check payouts, refunds, Merkle roots and every attestation signature.
+
+    Exit codes: 0 every settlement is as attested; 1 a discrepancy (or nothing found);
+    2 the audit could not be made; 3 the settlement belongs to another deployment than the
+    one given (not fraud: audit it against its own)."""
     from proofnet.settings import build_settings
 
     modes = [m for m in (tx, job, provider) if m]
     if len(modes) != 1:
         raise typer.BadParameter("give exactly one of --tx, --job, --provider")
     settings = build_settings()
-    try:
-        deployed = Deployment.load(deployment)
-    except (BuilderError, ValueError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="--deployment") from exc
-    project = project_id or settings.blockfrost_project_id
-    oracles = oracle_url or [settings.oracle_url]
+    source = deployment or (
+        str(settings.deployment_file) if settings.deployment_file else settings.api_url
+    )
+    # The API relays the oracles' bundles (checked against their hash, as here): asked last.
+    oracles = oracle_url or [settings.oracle_url, settings.api_url]
     quiet = as_json
 
     def step(text: str) -> None:
         if not quiet:
             typer.echo(text)
 
+    foreign: list[WrongDeployment] = []
+    read: dict[str, AuditedDeployment] = {}  # settlement -> the deployment audited against
     with httpx.Client(timeout=30) as http:
+        deployed: AuditedDeployment | None = None
+        if source != "chain":
+            try:
+                deployed = load_deployment(source, http)
+            except AuditError as exc:
+                typer.echo(f"audit: --deployment {source}: {exc}", err=True)
+                raise typer.Exit(EXIT_CANNOT_AUDIT) from exc
+            step(f"deployment {deployed.label} (from {deployed.origin})")
         try:
-            url = chain_url or (blockfrost_url(project) if project else settings.devnet_url)
-            chain = ChainReader(url, http, project or None)
+            choice = choose_chain(settings, http, chain_url=chain_url, project_id=project_id)
+            chain = choice.reader
             scan = None
             if tx:
                 tx_ids: tuple[str, ...] = (tx,)
@@ -952,36 +1236,52 @@ def audit(
             else:
                 scan = settlements_paying(chain, provider, since=since, limit=limit)
                 tx_ids = scan.tx_ids
-            reports = [
-                audit_settlement(
-                    url,
-                    t,
-                    oracles,
-                    network=settings.network,
-                    escrow_script_hash=deployed.escrow_hash,
-                    ntx_policy=deployed.ntx_policy,
-                    ntx_name=deployed.ntx_name,
-                    chain=chain,
-                    on_step=step,
-                )
-                for t in tx_ids
-            ]
+            reports = []
+            for t in tx_ids:
+                target = deployed
+                if target is None:
+                    target = deployment_from_chain(chain, t)
+                    step(f"deployment {target.label} (read from {target.origin})")
+                read[t] = target
+                try:
+                    reports.append(
+                        audit_settlement(
+                            "",
+                            t,
+                            oracles,
+                            network=choice.network,
+                            escrow_script_hash=target.escrow_hash,
+                            ntx_policy=target.ntx_policy,
+                            ntx_name=target.ntx_name,
+                            chain=chain,
+                            on_step=step,
+                            config_nft=(target.config_policy, target.config_name),
+                        )
+                    )
+                except WrongDeployment as exc:
+                    foreign.append(exc)
         except AuditError as exc:
             typer.echo(f"audit: cannot audit {tx or job or provider}: {exc}", err=True)
-            raise typer.Exit(2) from exc
-    is_devnet = not project
+            raise typer.Exit(EXIT_CANNOT_AUDIT) from exc
     if as_json:
         typer.echo(
             json.dumps(
                 {
                     "ok": bool(reports) and all(r.ok for r in reports),
+                    "deployment": deployed.label if deployed else None,
+                    "deployment_source": deployed.origin if deployed else "chain",
                     "scanned": scan.scanned if scan else 1,
                     "unreadable": list(scan.unreadable) if scan else [],
+                    "other_deployments": [
+                        {"tx_id": w.tx_id, "deployments": list(w.actual)} for w in foreign
+                    ],
                     "settlements": [
                         {
                             **r.to_json(),
+                            "deployment": read[r.tx_id].label,
                             "paid_to_provider": r.paid_to(provider) if provider else None,
-                            "explorer": explorer_tx_url(url, r.tx_id) if is_devnet else None,
+                            "explorer": next(iter(choice.links(r.tx_id).values()), None),
+                            "explorers": choice.links(r.tx_id),
                         }
                         for r in reports
                     ],
@@ -990,17 +1290,21 @@ def audit(
             )
         )
     else:
-        _print_reports(reports, provider, url if is_devnet else "", scan)
+        _print_reports(reports, provider, choice, scan)
+    for wrong in foreign:
+        typer.echo(f"audit: {wrong}", err=True)
     if not reports:
+        if foreign:
+            raise typer.Exit(EXIT_WRONG_DEPLOYMENT)
         what = f"job {job}" if job else f"address {provider}"
         typer.echo(f"audit: no settlement found for {what}", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_DISCREPANCY)
     if not all(r.ok for r in reports):
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_DISCREPANCY)
 
 
 def _print_reports(
-    reports: Sequence[AuditReport], provider: str, devnet_url: str, scan: Scan | None
+    reports: Sequence[AuditReport], provider: str, choice: ChainChoice, scan: Scan | None
 ) -> None:
     from rich.console import Console
 
@@ -1011,8 +1315,8 @@ def _print_reports(
             console.print(f"[yellow]skipped (bundle unavailable): {text}[/yellow]")
     for report in reports:
         console.print(f"\n[bold]settlement {report.tx_id}[/bold] (block {report.block_height})")
-        if devnet_url:
-            console.print(f"explorer: {explorer_tx_url(devnet_url, report.tx_id)}")
+        for name, link in choice.links(report.tx_id).items():
+            console.print(f"explorer ({name}): {link}", markup=False)
         for e in report.escrows:
             if e.units:
                 console.print(

@@ -15,7 +15,7 @@ def bench_devnet(
     json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
 ) -> None:
     """Transactions/s validated (payments, Plutus spends) and memory per 100k UTxOs."""
-    from chain.devnet.bench import run_devnet_bench
+    from benchmarks.devnet import run_devnet_bench
 
     run_devnet_bench(payments=payments, plutus=plutus, utxos=utxos, json_out=json_out)
 
@@ -25,9 +25,60 @@ def bench_settle(
     json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
 ) -> None:
     """Largest batch settlement per transaction (distinct / aggregated) and fee per escrow."""
-    from chain.offchain.bench_settle import run_settle_bench
+    from benchmarks.settle import run_settle_bench
 
     run_settle_bench(json_out=json_out)
+
+
+@app.command("market")
+def bench_market(
+    mechanism: list[str] = typer.Option(
+        ["fixed", "rate_card", "auction"],
+        "--mechanism",
+        help="fixed, rate_card, auction, or package.module:Class (repeat)",
+    ),
+    jobs: int = typer.Option(400, min=1, help="jobs arriving"),
+    providers: int = typer.Option(40, min=1, help="providers, one GPU each"),
+    hours: float = typer.Option(48.0, min=0.1, help="hours the arrivals spread over"),
+    seed: int = typer.Option(7, help="seed of the synthetic market (same seed, same market)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """Replay one synthetic market under each pricing mechanism: submitter cost, provider
+    earnings and profit, utilisation, time to start (docs/pricing.md)."""
+    import json
+
+    from benchmarks.market import MarketShape, run_market_bench
+
+    shape = MarketShape(jobs=jobs, providers=providers, hours=hours, seed=seed)
+    try:
+        report = run_market_bench(mechanism, shape)
+    except ValueError as exc:
+        typer.secho(f"bench market: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from exc
+    if json_out:
+        typer.echo(json.dumps(report.as_dict()))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"proofnet bench market ({jobs} jobs, {providers} providers, seed {seed})")
+    columns = (
+        "completed",
+        "unserved",
+        "submitter_cost_per_ref_gpu_hour",
+        "provider_earnings",
+        "provider_profit",
+        "utilisation",
+    )
+    table.add_column("mechanism")
+    for c in (*columns, "start mean s", "start p90 s"):
+        table.add_column(c, justify="right")
+    for name, figures in report.mechanisms.items():
+        starts = figures["time_to_start_s"]
+        table.add_row(
+            name, *(str(figures[c]) for c in columns), str(starts["mean"]), str(starts["p90"])
+        )
+    Console().print(table)
 
 
 @app.command("worker")
@@ -46,11 +97,11 @@ def bench_worker(
     from rich.console import Console
     from rich.table import Table
 
-    from worker.bench_pot import run_worker_bench
+    from benchmarks.pot import run_worker_bench
 
     report: dict[str, object] = run_worker_bench(k=k, steps=steps, attestations=attestations)
     if container_runs > 0:
-        from worker.bench_runtime import bench_worker as container_bench
+        from benchmarks.runtime import bench_worker as container_bench
 
         start = container_bench(runs=container_runs, image=image)
         report["container_start"] = {
@@ -95,7 +146,7 @@ def bench_handoff(
     from rich.console import Console
     from rich.table import Table
 
-    from worker.bench_handoff import run_handoff_bench
+    from benchmarks.handoff import run_handoff_bench
 
     report = run_handoff_bench(size_mb=size_mb, steps=steps, examples=examples, synthetic=synthetic)
     if json_out:
@@ -135,7 +186,7 @@ def bench_api(
     """Job status and balance reads/s and p50/p95/p99 latency, API on PostgreSQL."""
     import json
 
-    from api.bench import run_api_bench
+    from benchmarks.api import run_api_bench
 
     report = run_api_bench(
         postgres_url=postgres_url or None,
@@ -193,12 +244,12 @@ def bench_oracle(
     from rich.console import Console
     from rich.table import Table
 
-    from oracle.bench import run_oracle_verify_bench
+    from benchmarks.oracle import run_oracle_verify_bench
 
     runs = [run_oracle_verify_bench(n, processes=p, batch=batch) for p in processes]
     report: dict[str, object] = {"verify": runs}
     if latency:
-        from oracle.settlement.bench import run_settlement_bench
+        from benchmarks.settlement import run_settlement_bench
 
         report["settlement_latency"] = run_settlement_bench(
             count=settle_count, block_time_s=block_time

@@ -52,12 +52,9 @@ SUBMITTER_NTX = 10_000_000
 SHAPES = ("single", *demo_relay.SHAPES)
 
 
-class DemoError(RuntimeError):
-    """A step of the demo failed; `role` names the process to blame, when there is one."""
-
-    def __init__(self, message: str, role: str = "") -> None:
-        super().__init__(message)
-        self.role = role
+# Defined beside the demos' shared pieces so the relay demo can raise it without importing
+# this module back; re-exported here for callers of `proofnet.demo`.
+DemoError = demo_job.DemoError
 
 
 @dataclass(frozen=True)
@@ -249,6 +246,16 @@ class _Demo:
         )
         self.roles.start(devnet)
         devnet.wait_healthy(f"{self.state.devnet_url}/health", timeout=60)
+
+    def devnet_up_command(self) -> str:
+        """The command that serves this demo's chain again, explorer included."""
+        import shlex
+
+        port = self.state.devnet_url.removesuffix("/api/v0").rsplit(":", 1)[-1]
+        return (
+            f"proofnet devnet up --data-dir {shlex.quote(str(self.workdir / 'devnet'))} "
+            f"--port {port}"
+        )
 
     def oracle_keys(self) -> None:
         """`proofnet oracle keygen` for each oracle (in parallel: each is a cold start)."""
@@ -704,6 +711,7 @@ class _Demo:
             ntx_policy=deployment.ntx_policy,
             ntx_name=deployment.ntx_name,
             client=self.http,
+            config_nft=(deployment.config_policy, deployment.config_name),
         )
 
     def signers_of(self, tx_id: str) -> list[str]:
@@ -755,6 +763,13 @@ class _Demo:
         self.console.print(f"explorer: {root}/explorer/tx/{tx_id}", soft_wrap=True)
         self.console.print(report.line(), soft_wrap=True)
         self.console.print(f"demo finished in {elapsed:.1f}s; data and logs in {self.workdir}")
+        self.console.print(
+            "the demo's chain stays browsable after the demo (same port, so the links above "
+            f"work): {self.devnet_up_command()}",
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
         return {
             "settlement_tx": tx_id,
             "lock_tx": lock_tx,

@@ -147,3 +147,11 @@ def job_spec(commit: str, *, seed: int = SEED) -> dict[str, Any]:
             "tolerance_ppm": 0,
         },
     }
+
+
+class DemoError(RuntimeError):
+    """A step of the demo failed; `role` names the process to blame, when there is one."""
+
+    def __init__(self, message: str, role: str = "") -> None:
+        super().__init__(message)
+        self.role = role

@@ -243,7 +243,7 @@ class RelayFollower:
             f"{self.demo.state.api_url}/api/v1/jobs/{self.job.job_id}", headers=self.headers
         )
         if response.status_code != 200:
-            from proofnet.demo import DemoError
+            from proofnet.demo_job import DemoError
 
             raise DemoError(f"job status: the API answered {response.status_code}", "api")
         body: dict[str, Any] = response.json()
@@ -251,7 +251,7 @@ class RelayFollower:
 
     def poll(self) -> bool:
         from oracle.settlement.audit import settlement_tx_of
-        from proofnet.demo import DemoError
+        from proofnet.demo_job import DemoError
 
         job = self._job()
         for row in job.get("units") or []:
@@ -339,7 +339,7 @@ class RelayFollower:
             return
         output = row.get("output")
         if not output:
-            from proofnet.demo import DemoError
+            from proofnet.demo_job import DemoError
 
             raise DemoError(f"{label(unit)} completed without an output checkpoint", "api")
         self._outputs[unit.index] = output
@@ -352,7 +352,7 @@ class RelayFollower:
             + ("matches)" if matches else "DIFFERS)")
         )
         if not matches:
-            from proofnet.demo import DemoError
+            from proofnet.demo_job import DemoError
 
             raise DemoError(f"{label(unit)}'s checkpoint does not hash to its output", "api")
 
@@ -447,7 +447,7 @@ def chain_breaks(units: dict[int, Unit], attested: list[AttestedUnit]) -> list[s
 def print_summary(demo: _Demo, report: AuditReport, shape: RelayShape) -> dict[str, str]:
     """The per-unit table (who ran what, the checkpoint chain, what each was paid), the
     payout per provider and the submitter's refund; extra summary fields."""
-    from proofnet.demo import DemoError
+    from proofnet.demo_job import DemoError
 
     job = demo.state.jobs[0]
     units = planned_units(job.spec)

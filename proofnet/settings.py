@@ -126,6 +126,8 @@ class Settings(BaseSettings):
     api_lease_ttl_s: int = 120
     api_job_max_attempts: int = 3
     api_settlement_window_s: int = 24 * 3600
+    # How long an auction-priced job takes bid reveals after its bidding window closes.
+    api_auction_reveal_s: int = 300
     # Comma-separated Ed25519 public keys (hex) of oracles allowed to read the oracle feed.
     api_oracle_keys: str = ""
     # A multi-node job's nodes wait at most this long for the rest of their cluster; then the

@@ -275,6 +275,26 @@ class ApiClient:
         body = self._json("POST", CLAIM_PATH, {"accepts": {"cluster": accepts_cluster}})
         return None if body is None else parse_claim(body)
 
+    # --- auctions (proofnet.messages.auction) ------------------------------------------
+
+    def auction(self, job_id: str) -> dict[str, Any]:
+        """The public state of a job's auction (every commitment and signed bid once bidding
+        closed): the caller re-runs the clearing rule instead of trusting `winner`/`price`."""
+        body = self._json("GET", f"/api/v1/jobs/{quote(job_id, safe='')}/auction")
+        if not isinstance(body, dict):
+            raise ApiUnavailable("the API's auction answer is not an object")
+        return body
+
+    def commit_bid(self, job_id: str, commitment: str) -> dict[str, Any]:
+        path = f"/api/v1/worker/auctions/{quote(job_id, safe='')}/commit"
+        body = self._json("POST", path, {"commitment": commitment})
+        return dict(body or {})
+
+    def reveal_bid(self, job_id: str, revealed: Mapping[str, Any]) -> dict[str, Any]:
+        path = f"/api/v1/worker/auctions/{quote(job_id, safe='')}/reveal"
+        body = self._json("POST", path, dict(revealed))
+        return dict(body or {})
+
     def _lease_state(self, body: Any) -> LeaseAnswer:
         try:
             return LeaseAnswer.model_validate(body)

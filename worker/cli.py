@@ -19,6 +19,7 @@ import typer
 
 # The request-signing scheme the API checks; re-exported here for callers of the old name.
 from proofnet.messages.worker_auth import request_target, sign_request_headers
+from worker.bid_cli import auctions, bid, reveal
 from worker.rate_card_cli import rate_card
 from worker.status_cli import status
 
@@ -554,6 +555,9 @@ def _make_runtime(
 
 
 app.command("rate-card")(rate_card)
+app.command("bid")(bid)
+app.command("reveal")(reveal)
+app.command("auctions")(auctions)
 app.command("status")(status)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from proofnet.messages.jobspec import FixedPrice, JobSpec
+from proofnet.messages.jobspec import FixedPrice, JobSpec, RateCardPrice
 from proofnet.messages.rate_card import RateCardDocument, RateCardError, price_under
 
 # The worker's name for the shared message.
@@ -39,7 +39,8 @@ def rate_cards_by_digest(cards: Iterable[RateCardDocument]) -> dict[str, RateCar
 
 
 def _card_for(spec: JobSpec, cards: Mapping[str, RateCardDocument]) -> RateCardDocument:
-    assert not isinstance(spec.pricing, FixedPrice)
+    if not isinstance(spec.pricing, RateCardPrice):
+        raise PricingError(f"{spec.pricing.kind!r} pricing is not priced by a rate card")
     card = cards.get(spec.pricing.rate_card)
     if card is None:
         raise PricingError(f"this worker does not hold rate card {spec.pricing.rate_card}")
@@ -70,7 +71,7 @@ def amount_claimed(
     try:
         return price_under(
             card,
-            max_amount=spec.pricing.max_amount,
+            max_amount=spec.max_amount,
             worker_key=worker_key,
             gpu_model=gpu_model,
             gpu_milliseconds=gpu_milliseconds,

@@ -1,6 +1,7 @@
 """Every API table; importing this package registers them all on `api_registry.metadata`."""
 
 from api.models.approval import Application, Endorsement
+from api.models.auction import Auction, AuctionBid
 from api.models.auth import ApiToken, AuthChallenge, WorkerRequestNonce
 from api.models.base import TableBase, api_registry
 from api.models.chain_movement import ChainMovement, ChainWatchCursor, ChainWatchPoint
@@ -19,6 +20,8 @@ from api.models.user import User
 metadata = api_registry.metadata
 
 __all__ = [
+    "Auction",
+    "AuctionBid",
     "ApiToken",
     "Application",
     "AuthChallenge",

@@ -4,8 +4,11 @@ from fastapi import APIRouter
 
 from api.routes import (
     approvals,
+    auctions,
     auth,
     balances,
+    bundles,
+    deployment,
     escrow_cancel,
     escrow_refund,
     escrow_state,
@@ -26,6 +29,8 @@ from api.routes import (
 
 api_router = APIRouter(prefix="/api/v1")
 api_router.include_router(health.router)
+api_router.include_router(deployment.router)
+api_router.include_router(bundles.router)
 api_router.include_router(auth.router)
 api_router.include_router(users.router)
 api_router.include_router(approvals.router)
@@ -36,6 +41,7 @@ api_router.include_router(balances.router)
 api_router.include_router(providers.router)
 api_router.include_router(rate_cards.router)
 api_router.include_router(worker.router)
+api_router.include_router(auctions.router)
 api_router.include_router(worker_io.router)
 api_router.include_router(oracle_feed.router)
 api_router.include_router(proof_keys.router)

@@ -22,6 +22,7 @@ from pydantic import Field
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
+from api.blob_stores import blob_store_for
 from api.config import ApiConfig
 from api.deps import (
     ConfigDep,
@@ -37,7 +38,7 @@ from api.errors import BadRequest, Conflict, LengthRequired, NotFound, RangeNotS
 from api.models import Provider
 from api.schemas.common import PublicBody, RequestBody
 from api.services import results as service
-from api.storage import BlobMissing, BlobStore, blob_store_for
+from api.storage import BlobMissing, BlobStore
 from api.uploads import (
     ChunkWriter,
     UploadBusy,

@@ -38,22 +38,8 @@ from sqlmodel import Session, col, select
 from api.errors import BadRequest, Forbidden
 from api.models import ChainMovement, Job, JobEscrow, Lease, Provider, User
 from api.services import movements
-from chain.devnet.links import explorer_tx_url
+from chain.offchain.explorers import explorer_links
 
-EXPLORERS: dict[str, tuple[tuple[str, str], ...]] = {
-    "preprod": (
-        ("cardanoscan", "https://preprod.cardanoscan.io/transaction/{}"),
-        ("cexplorer", "https://preprod.cexplorer.io/tx/{}"),
-    ),
-    "preview": (
-        ("cardanoscan", "https://preview.cardanoscan.io/transaction/{}"),
-        ("cexplorer", "https://preview.cexplorer.io/tx/{}"),
-    ),
-    "mainnet": (
-        ("cardanoscan", "https://cardanoscan.io/transaction/{}"),
-        ("cexplorer", "https://cexplorer.io/tx/{}"),
-    ),
-}
 # Attestation statuses whose amount is still to come while the record shows the escrow
 # unspent ("settled": the oracle saw its settlement; the watcher has not recorded it yet).
 PENDING_STATUSES = ("verified", "batched", "settled")
@@ -382,12 +368,6 @@ class Balance:
     slashed: Amount = Amount(None, 0)
     # Latest escrow returns to these addresses (refunds, settlement remainders, cancels).
     refunds: tuple[MovementView, ...] = ()
-
-
-def explorer_links(network: str, devnet_url: str, tx_hash: str) -> dict[str, str]:
-    if network == "devnet":
-        return {"devnet": explorer_tx_url(devnet_url, tx_hash)}
-    return {name: url.format(tx_hash) for name, url in EXPLORERS.get(network, ())}
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from api.config import ApiConfig
 from api.errors import Conflict, Forbidden, NotFound
 from api.models import Job, JobEscrow, Lease, Provider, ProviderGpu, User
 from api.models.job import TERMINAL_STATUSES
-from api.services import rate_cards, unit_outcomes
+from api.services import auctions, rate_cards, unit_outcomes
 from api.services import units as unit_service
 from api.services.units import UnitRow
 from proofnet.messages.jobspec import JobSpec
@@ -72,6 +72,9 @@ def submit_job(
         session.flush()
         unit_service.create_units(session, job, topology, now)
     rate_cards.link_job(session, job, spec)
+    if job.id is None:
+        session.flush()
+    auctions.open_auction(session, config, job, spec)
     session.commit()
     return job
 

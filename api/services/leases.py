@@ -22,7 +22,7 @@ from api.config import ApiConfig
 from api.errors import BadRequest, Conflict, NotFound
 from api.models import Job, JobEscrow, JobUnit, Lease, Provider
 from api.models.job import NOT_STARTED, TERMINAL_STATUSES
-from api.services import clusters, unit_outcomes, units
+from api.services import auctions, clusters, unit_outcomes, units
 from api.services.estimates import record_run
 from api.services.notifications import notify_job_completed
 from api.services.rate_cards import claimable_by as rate_card_claimable
@@ -82,6 +82,8 @@ def claim(
     handed out; without `accepts_cluster`, no node of a multi-node job is (the route
     passes what the worker's claim says; absent there means no)."""
     assert provider.id is not None
+    # Auctions whose reveals closed clear first: their winners may claim in this call.
+    auctions.clear_due(session, now)
     stmt = (
         select(Job)
         .where(Job.status == "queued", col(Job.gpu_count) <= fitting_gpus(provider.id))
@@ -92,6 +94,8 @@ def claim(
         stmt = stmt.where(exists().where(col(JobEscrow.job_id) == col(Job.id)))
     # A rate-card job goes only to the provider whose current card the spec names.
     stmt = stmt.where(rate_card_claimable(provider.id))
+    # An auction-priced job goes only to its auction's winner, once cleared.
+    stmt = stmt.where(auctions.claimable_by(provider.id))
     unit_stmt = units.claimable_unit(config, provider.id, now, accepts_cluster=accepts_cluster)
     if _is_postgres(session):
         # Workers claiming at once each skip rows another has locked instead of queueing

@@ -17,7 +17,7 @@ from sqlmodel import Session, col, select
 
 from api.errors import Conflict, NotFound
 from api.models import Job, JobEscrow, JobResult, Lease, Provider, User
-from api.services import rate_cards, unit_feed
+from api.services import auctions, rate_cards, unit_feed
 from api.services.jobs import get_job
 from api.services.leases import leases_started
 from chain.offchain.escrow_terms import EscrowFacts
@@ -78,6 +78,9 @@ def job_feed(session: Session, job_id: str) -> dict[str, Any]:
         "results": results,
         # The document a rate-card spec names: the oracle recomputes the price from it.
         "rate_card": rate_cards.feed_document(session, spec),
+        # An auction-priced job's commitments and revealed bids: the oracle re-verifies
+        # them and re-runs the clearing rule (proofnet.messages.auction) for winner and price.
+        "auction": auctions.feed_auction(session, job),
         # When a provider first leased the job (or a unit of it); null while none has. An
         # oracle co-signs an escrow's cancel only while this is null.
         "work_started_at": None if started is None else _iso(started.created_at),

@@ -4,11 +4,10 @@ A rule is looked up by the `kind` of the spec's pricing (`fixed`, `rate_card`), 
 pricing scheme is: a new `JobSpec` pricing variant with its own `kind`, plus a rule object
 registered here under that name. No route or estimate code changes.
 
-The auction seam: an auction would be a rule whose `quote` reads the open bids for the job
-(a bids table the API does not have yet) instead of the published rate cards, and whose
-settlement amount is the clearing price. The `MarketRate` inputs are deliberately plain
-values so a bid book can be handed over in the same shape. There is no auction rule today:
-a spec with an unknown kind is refused by `rule_for` with a clear error.
+Auctions (`auction`) quote before any bid: between the cheapest fitting posted rate and the
+reserve; what is paid is the clearing price of `proofnet.messages.auction.clear`, which the
+worker and the oracle recompute from the signed bids. A spec with an unknown kind is refused
+by `rule_for` with a clear error.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from proofnet.messages.jobspec import FixedPrice, JobSpec, RateCardPrice
+from proofnet.messages.jobspec import AuctionPrice, FixedPrice, JobSpec, RateCardPrice
 from proofnet.messages.rate_card import metered_cost
 
 
@@ -126,6 +125,29 @@ class RateCardRule:
         return Quote(self.name, low, high, cap, basis)
 
 
+@dataclass(frozen=True)
+class AuctionRule:
+    """A sealed-bid reverse auction: the winner is paid the second-lowest bid, never more
+    than the reserve. Before bids, the posted rates of fitting providers are the best guess
+    of their costs (truthful bidding is their best strategy under a second price)."""
+
+    name: str = "auction"
+
+    def quote(self, spec: JobSpec, gpu_seconds: Span, rates: Sequence[MarketRate]) -> Quote:
+        if not isinstance(spec.pricing, AuctionPrice):
+            raise PricingError(f"the auction rule cannot price {spec.pricing.kind!r}")
+        reserve = spec.pricing.reserve
+        basis = (
+            f"sealed-bid auction over {spec.pricing.bid_window_s} s: the lowest bid wins and "
+            f"is paid the second-lowest, at most the reserve {reserve}"
+        )
+        if not rates or spec.resources.gpus == 0:
+            return Quote(self.name, 0, reserve, reserve, basis)
+        cheapest = min(r.ntx_per_gpu_hour for r in rates)
+        low = min(reserve, math.floor(gpu_seconds.low * cheapest / 3600))
+        return Quote(self.name, low, reserve, reserve, basis)
+
+
 _RULES: dict[str, PricingRule] = {}
 
 
@@ -148,3 +170,4 @@ def registered_rules() -> tuple[str, ...]:
 
 register_rule(FixedPriceRule())
 register_rule(RateCardRule())
+register_rule(AuctionRule())

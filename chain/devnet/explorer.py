@@ -5,19 +5,26 @@ Pages: the index (latest blocks and transactions, a search box), a transaction (
 the outputs they spend, outputs with values, datums and reference scripts, fee, validity
 interval, metadata with the CIP-20 memo up front, redeemers with purposes and execution
 units, its block and confirmations), an address (UTxOs and transactions) and a block.
-Everything shown is escaped; no scripts, no external assets.
+
+Rendered from the Jinja2 templates in `templates/explorer/` with autoescaping on: everything
+the chain holds is escaped. Every id is shown in full with a copy button; on a phone the
+tables fold into one card per row, so nothing scrolls sideways. The one inline script
+copies ids and keeps a page live: it asks `/explorer/tip` every `POLL_MS` and, when a block
+has landed, refetches the page and swaps its content (confirmations, latest blocks, a
+pending transaction once it is in a block). No external assets.
 
     app.include_router(explorer_router(ledger))
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterable, Sequence
-from html import escape
+from dataclasses import dataclass
 from typing import Any
 
 import cbor2
+import jinja2
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
@@ -29,76 +36,71 @@ from chain.devnet.records import BlockRecord, OutputRecord, TxRecord
 PREFIX = EXPLORER_PREFIX
 MEMO_LABEL = 674  # CIP-20 messages
 LATEST = 20  # blocks on the index, transactions per address page
+POLL_MS = 2000  # how often an open page asks for the tip
 _HEX = frozenset("0123456789abcdef")
 
-_STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.5rem auto;max-width:72rem;padding:0 1rem;
-color:#1b1f24}
-a{color:#0b5cad;text-decoration:none}a:hover{text-decoration:underline}
-code,.mono{font-family:ui-monospace,monospace;font-size:.9em;word-break:break-all}
-table{border-collapse:collapse;width:100%;margin:.5rem 0 1.5rem}
-th,td{border-bottom:1px solid #d8dee4;padding:.35rem .5rem;text-align:left;vertical-align:top}
-th{background:#f6f8fa}.memo{background:#fff8c5;border:1px solid #d4a72c;padding:.75rem;
-border-radius:6px;margin:1rem 0}.bad{color:#cf222e}.muted{color:#57606a}
-pre{background:#f6f8fa;padding:.5rem;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
-"""
+
+@functools.cache
+def _templates() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("chain.devnet", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals.update(prefix=PREFIX, poll_ms=POLL_MS)
+    return env
 
 
 # --- rendering helpers --------------------------------------------------------------------------
 
 
-def _e(value: object) -> str:
-    return escape(str(value), quote=True)
-
-
-def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
+def _render(
+    template: str, title: str, tip_height: int, status: int = 200, **values: Any
+) -> HTMLResponse:
     html = (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>{_e(title)} - proofnet devnet</title><style>{_STYLE}</style></head><body>"
-        f'<nav><a href="{PREFIX}/">proofnet devnet explorer</a> '
-        f'<form action="{PREFIX}/search" method=get style="display:inline">'
-        '<input name=q size=70 placeholder="transaction, block hash or height, address">'
-        "<button>search</button></form></nav>"
-        f"<h1>{_e(title)}</h1>{body}</body></html>"
+        _templates()
+        .get_template(f"explorer/{template}.html")
+        .render(title=title, tip_height=tip_height, **values)
     )
     return HTMLResponse(html, status_code=status)
 
 
-def _not_found(what: str) -> HTMLResponse:
-    return _page("Not found", f"<p>{_e(what)} is not on this devnet.</p>", status=404)
+def _message(
+    title: str, message: str, status: int, tip_height: int, bad: bool = False
+) -> HTMLResponse:
+    return _render("message", title, tip_height, status, message=message, bad=bad)
 
 
-def _bad_request(what: str) -> HTMLResponse:
-    return _page("Bad request", f"<p class=bad>{_e(what)}</p>", status=400)
+@dataclass(frozen=True)
+class AssetView:
+    quantity: str
+    label: str
+    policy: str
 
 
-def _tx_link(tx_hash: str, text: str | None = None) -> str:
-    return f'<a class=mono href="{PREFIX}/tx/{_e(tx_hash)}">{_e(text or tx_hash)}</a>'
+@dataclass(frozen=True)
+class OutputView:
+    """One output as the templates show it (plain values; the templates escape them)."""
 
-
-def _address_link(address: str) -> str:
-    return f'<a class=mono href="{PREFIX}/address/{_e(address)}">{_e(address)}</a>'
-
-
-def _block_link(height: int, text: str | None = None) -> str:
-    return f'<a href="{PREFIX}/block/{height}">{_e(text or height)}</a>'
-
-
-def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """`rows` hold HTML already escaped; `head` is plain text."""
-    cells = "".join(f"<th>{_e(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return (
-        f"<table><tr>{cells}</tr>{body or '<tr><td colspan=9 class=muted>none</td></tr>'}</table>"
-    )
+    tx_hash: str
+    index: int
+    address: str
+    ada: str
+    assets: tuple[AssetView, ...]
+    datum: tuple[tuple[str, str], ...]  # (kind, text): inline / hash / reference script
+    flags: tuple[str, ...]
+    spent_by: str | None
+    undecodable: bool
 
 
 def _ada(lovelace: int) -> str:
     return f"{lovelace / 1_000_000:,.6f} ADA"
 
 
-def _value(decoded: shapes.DecodedOutput) -> str:
-    parts = [_e(_ada(decoded.coin))]
+def _assets(decoded: shapes.DecodedOutput) -> tuple[AssetView, ...]:
+    views = []
     for unit, quantity in decoded.assets:
         policy, name = unit[:56], unit[56:]
         try:
@@ -106,11 +108,11 @@ def _value(decoded: shapes.DecodedOutput) -> str:
             label = label if label.isprintable() else name
         except (ValueError, UnicodeDecodeError):
             label = name
-        parts.append(f'{quantity:,} <span class=mono title="{_e(policy)}">{_e(label)}</span>')
-    return "<br>".join(parts)
+        views.append(AssetView(f"{quantity:,}", label, policy))
+    return tuple(views)
 
 
-def _datum(decoded: shapes.DecodedOutput) -> str:
+def _datum(decoded: shapes.DecodedOutput) -> tuple[tuple[str, str], ...]:
     out = []
     if decoded.inline_datum:
         try:
@@ -118,12 +120,12 @@ def _datum(decoded: shapes.DecodedOutput) -> str:
             text = json.dumps(data, separators=(",", ":"))
         except Exception:  # foreign data is shown raw, never fails the page
             text = decoded.inline_datum
-        out.append(f"inline: <code>{_e(text[:600])}</code>")
+        out.append(("inline", text[:600]))
     elif decoded.data_hash:
-        out.append(f"hash: <code>{_e(decoded.data_hash)}</code>")
+        out.append(("hash", decoded.data_hash))
     if decoded.reference_script_hash:
-        out.append(f"reference script: <code>{_e(decoded.reference_script_hash)}</code>")
-    return "<br>".join(out)
+        out.append(("reference script", decoded.reference_script_hash))
+    return tuple(out)
 
 
 def _decoded(rec: OutputRecord) -> shapes.DecodedOutput | None:
@@ -133,38 +135,40 @@ def _decoded(rec: OutputRecord) -> shapes.DecodedOutput | None:
         return None
 
 
-def _output_row(rec: OutputRecord, *, source: bool) -> list[str]:
+def _output(rec: OutputRecord, *, source: bool) -> OutputView:
     decoded = _decoded(rec)
-    ref = _tx_link(rec.tx_hash, f"{rec.tx_hash[:16]}...#{rec.index}") if source else f"#{rec.index}"
     flags = []
     if rec.collateral:
         flags.append("collateral")
     if rec.reference:
         flags.append("reference input")
-    if not source and rec.spent_by:
-        flags.append("spent by " + _tx_link(rec.spent_by, rec.spent_by[:16] + "..."))
-    return [
-        ref,
-        _address_link(rec.address),
-        _value(decoded) if decoded else "<span class=bad>undecodable</span>",
-        _datum(decoded) if decoded else "",
-        " ".join(f if f.startswith("spent") else _e(f) for f in flags),
-    ]
+    return OutputView(
+        tx_hash=rec.tx_hash,
+        index=rec.index,
+        address=rec.address,
+        ada=_ada(decoded.coin) if decoded else "",
+        assets=_assets(decoded) if decoded else (),
+        datum=_datum(decoded) if decoded else (),
+        flags=tuple(flags),
+        spent_by=rec.spent_by if not source and rec.spent_by else None,
+        undecodable=decoded is None,
+    )
 
 
-def _memo(metadata: dict[int, Any]) -> str:
+@dataclass(frozen=True)
+class MemoView:
+    lines: tuple[str, ...]
+    extra: tuple[tuple[str, str], ...]
+
+
+def _memo(metadata: dict[int, Any]) -> MemoView | None:
     value = metadata.get(MEMO_LABEL)
     if not isinstance(value, dict):
-        return ""
+        return None
     msg = value.get("msg")
     lines = msg if isinstance(msg, list) else [msg] if msg is not None else []
-    memo = "<br>".join(_e(line) for line in lines)
-    extra = "".join(
-        f"<br><b>{_e(k)}</b>: <code>{_e(shapes.metadatum_json(v))}</code>"
-        for k, v in value.items()
-        if k != "msg"
-    )
-    return f"<div class=memo><b>memo (CIP-20, label 674)</b><br>{memo}{extra}</div>"
+    extra = tuple((str(k), str(shapes.metadatum_json(v))) for k, v in value.items() if k != "msg")
+    return MemoView(tuple(str(line) for line in lines), extra)
 
 
 def _redeemer_data(cbor: bytes) -> str:
@@ -188,6 +192,18 @@ def explorer_router(ledger: DevnetLedger) -> APIRouter:
     def tip() -> BlockRecord:
         return ledger.tip()
 
+    def not_found(what: str) -> HTMLResponse:
+        return _message("Not found", f"{what} is not on this devnet.", 404, tip().height)
+
+    def bad_request(what: str) -> HTMLResponse:
+        return _message("Bad request", what, 400, tip().height, bad=True)
+
+    @router.get("/tip")
+    def tip_json() -> dict[str, Any]:
+        """What open pages poll: they refetch themselves when the height moves."""
+        top = tip()
+        return {"height": top.height, "hash": top.hash, "slot": top.slot}
+
     @router.get("")
     @router.get("/")
     def index() -> HTMLResponse:
@@ -197,33 +213,22 @@ def explorer_router(ledger: DevnetLedger) -> APIRouter:
             for h in range(top.height, max(-1, top.height - LATEST), -1)
             if (b := ledger.block(h)) is not None
         ]
-        block_rows = [
-            [
-                _block_link(b.height),
-                f"<span class=mono>{_e(b.hash[:24])}...</span>",
-                _e(b.slot),
-                _e(len(b.tx_hashes)),
-            ]
-            for b in blocks
-        ]
-        tx_rows = [
-            [_tx_link(h), _block_link(b.height)] for b in blocks for h in reversed(b.tx_hashes)
-        ][:LATEST]
-        body = (
-            f"<p>tip: block {_block_link(top.height)} (slot {_e(top.slot)}), "
-            f"{_e(len(ledger.mempool()))} transaction(s) in the mempool</p>"
-            "<h2>Latest blocks</h2>"
-            + _table(["height", "hash", "slot", "transactions"], block_rows)
-            + "<h2>Latest transactions</h2>"
-            + _table(["transaction", "block"], tx_rows)
+        txs = [(h, b.height) for b in blocks for h in reversed(b.tx_hashes)][:LATEST]
+        return _render(
+            "index",
+            "proofnet devnet",
+            top.height,
+            tip=top,
+            blocks=blocks,
+            txs=txs,
+            mempool=len(ledger.mempool()),
         )
-        return _page("proofnet devnet", body)
 
     @router.get("/search")
     def search(q: str = "") -> Response:
         text = q.strip()
         if not text:
-            return _bad_request("Type a transaction hash, a block hash or height, or an address.")
+            return bad_request("Type a transaction hash, a block hash or height, or an address.")
         if text.isdigit() and len(text) < 19:
             return RedirectResponse(f"{PREFIX}/block/{int(text)}", status_code=303)
         lowered = text.lower()
@@ -232,60 +237,56 @@ def explorer_router(ledger: DevnetLedger) -> APIRouter:
                 return RedirectResponse(f"{PREFIX}/tx/{lowered}", status_code=303)
             if ledger.block(lowered) is not None:
                 return RedirectResponse(f"{PREFIX}/block/{lowered}", status_code=303)
-            return _not_found(f"{text}: no transaction or block with this hash")
+            return not_found(f"{text}: no transaction or block with this hash")
         try:
             shapes.parse_address(text)
         except ValueError:
-            return _bad_request(f"{text[:120]!r} is no transaction, block or address")
+            return bad_request(f"{text[:120]!r} is no transaction, block or address")
         return RedirectResponse(f"{PREFIX}/address/{text}", status_code=303)
 
     @router.get("/tx/{tx_hash}")
     def transaction(tx_hash: str) -> HTMLResponse:
         if not _is_hash(tx_hash):
-            return _bad_request("A transaction hash is 64 lower-case hex digits.")
+            return bad_request("A transaction hash is 64 lower-case hex digits.")
         record = ledger.transaction(tx_hash)
         if record is None:
             if tx_hash in ledger.mempool():
-                return _page(
+                return _message(
                     "Transaction pending",
-                    f"<p>{_e(tx_hash)} waits in the mempool for the next block.</p>",
-                    status=404,
+                    f"{tx_hash} waits in the mempool for the next block.",
+                    404,
+                    tip().height,
                 )
-            return _not_found(f"transaction {tx_hash}")
-        return _page(f"Transaction {tx_hash}", _tx_body(ledger, record, tip().height))
+            return not_found(f"transaction {tx_hash}")
+        return _tx_page(ledger, record, tip().height)
 
     @router.get("/address/{address}")
     def address(address: str) -> HTMLResponse:
         try:
             info = shapes.parse_address(address)
         except ValueError:
-            return _bad_request(f"{address[:120]!r} is not a Cardano address")
+            return bad_request(f"{address[:120]!r} is not a Cardano address")
         if not ledger.address_known(address):
-            return _not_found(f"address {address}")
+            return not_found(f"address {address}")
         utxos = ledger.utxos_at(address)
         txs = ledger.address_txs(address)
-        kind = "script" if info.is_script else "key"
-        stake = (
-            f", stake address <code>{_e(info.stake_address)}</code>" if info.stake_address else ""
-        )
         total = sum(d.coin for u in utxos if (d := _decoded(u)) is not None)
-        body = (
-            f"<p>{_e(kind)} address{stake}; {_e(len(utxos))} UTxO(s) holding {_e(_ada(total))}, "
-            f"{_e(len(txs))} transaction(s)</p><h2>UTxOs</h2>"
-            + _table(
-                ["output", "address", "value", "datum / script", ""],
-                [_output_row(u, source=True) for u in utxos],
-            )
-            + f"<h2>Transactions (latest {LATEST})</h2>"
-            + _table(
-                ["transaction", "block", "fee"],
-                [
-                    [_tx_link(t.hash), _block_link(t.block_height), _e(_ada(t.fee))]
-                    for t in list(reversed(txs))[:LATEST]
-                ],
-            )
+        return _render(
+            "address",
+            f"Address {address}",
+            tip().height,
+            address=address,
+            kind="script" if info.is_script else "key",
+            stake_address=info.stake_address,
+            utxos=[_output(u, source=True) for u in utxos],
+            total=_ada(total),
+            tx_count=len(txs),
+            latest=LATEST,
+            txs=[
+                {"hash": t.hash, "block_height": t.block_height, "fee": _ada(t.fee)}
+                for t in list(reversed(txs))[:LATEST]
+            ],
         )
-        return _page(f"Address {address}", body)
 
     @router.get("/block/{ref}")
     def block(ref: str) -> HTMLResponse:
@@ -295,39 +296,18 @@ def explorer_router(ledger: DevnetLedger) -> APIRouter:
         elif _is_hash(ref):
             key = ref
         else:
-            return _bad_request("A block is named by its height or its 64-hex-digit hash.")
+            return bad_request("A block is named by its height or its 64-hex-digit hash.")
         found = ledger.block(key)
         if found is None:
-            return _not_found(f"block {ref}")
-        top = tip().height
-        nav = []
-        if found.height > 0:
-            nav.append(_block_link(found.height - 1, "previous"))
-        if found.height < top:
-            nav.append(_block_link(found.height + 1, "next"))
-        body = (
-            f"<p>{' | '.join(nav)}</p>"
-            + _table(
-                ["", ""],
-                [
-                    ["hash", f"<code>{_e(found.hash)}</code>"],
-                    ["height", _e(found.height)],
-                    ["slot", f"{_e(found.slot)} (epoch {_e(found.epoch)})"],
-                    ["time", _e(found.time)],
-                    ["confirmations", _e(top - found.height + 1)],
-                    ["size", f"{_e(found.size)} bytes"],
-                    ["fees", _e(_ada(found.fees))],
-                ],
-            )
-            + "<h2>Transactions</h2>"
-            + _table(["transaction"], [[_tx_link(h)] for h in found.tx_hashes])
+            return not_found(f"block {ref}")
+        return _render(
+            "block", f"Block {found.height}", tip().height, block=found, fees=_ada(found.fees)
         )
-        return _page(f"Block {found.height}", body)
 
     return router
 
 
-def _tx_body(ledger: DevnetLedger, record: TxRecord, tip_height: int) -> str:
+def _tx_page(ledger: DevnetLedger, record: TxRecord, tip_height: int) -> HTMLResponse:
     try:
         summary: shapes.TxBodySummary | None = shapes.summarize_tx(record.cbor)
     except Exception:  # an undecodable body still shows what the ledger recorded
@@ -339,76 +319,33 @@ def _tx_body(ledger: DevnetLedger, record: TxRecord, tip_height: int) -> str:
             f" .. {summary.invalid_hereafter if summary.invalid_hereafter is not None else '-'}"
         )
     metadata = ledger.tx_metadata(record.hash)
-    status = (
-        "scripts validated"
-        if record.valid_contract
-        else "<span class=bad>phase-2 failed: collateral consumed</span>"
-    )
     inputs = ledger.tx_inputs(record.hash)
-    facts = [
-        ["block", f"{_block_link(record.block_height)} (index {_e(record.index)})"],
-        ["confirmations", _e(tip_height - record.block_height + 1)],
-        ["slot", _e(record.slot)],
-        ["fee", _e(_ada(record.fee))],
-        ["size", f"{_e(record.size)} bytes"],
-        ["validity interval", _e(validity)],
-        ["status", status],
-    ]
-    if record.deposit:
-        facts.append(["deposit", _e(_ada(record.deposit))])
-    parts = [_memo(metadata), _table(["", ""], facts)]
-    spent = [i for i in inputs if not i.collateral and not i.reference]
-    parts.append("<h2>Inputs</h2>")
-    parts.append(
-        _table(
-            ["spends", "address", "value", "datum / script", ""],
-            [_output_row(i, source=True) for i in spent],
-        )
+    return _render(
+        "tx",
+        f"Transaction {record.hash}",
+        tip_height,
+        record=record,
+        memo=_memo(metadata),
+        fee=_ada(record.fee),
+        deposit=_ada(record.deposit) if record.deposit else "",
+        validity=validity,
+        inputs=[_output(i, source=True) for i in inputs if not i.collateral and not i.reference],
+        others=[_output(i, source=True) for i in inputs if i.collateral or i.reference],
+        outputs=[_output(o, source=False) for o in ledger.tx_outputs(record.hash)],
+        redeemers=[
+            {
+                "tag": r.tag,
+                "index": r.index,
+                "script_hash": r.script_hash,
+                "mem": f"{r.mem:,}",
+                "steps": f"{r.steps:,}",
+                "fee": _ada(r.fee),
+                "data": _redeemer_data(r.redeemer_data_cbor)[:600],
+            }
+            for r in record.redeemers
+        ],
+        metadata=[
+            (label, json.dumps(shapes.metadatum_json(v), indent=1))
+            for label, v in sorted(metadata.items())
+        ],
     )
-    others = [i for i in inputs if i.collateral or i.reference]
-    if others:
-        parts.append("<h2>Collateral and reference inputs</h2>")
-        parts.append(
-            _table(
-                ["output", "address", "value", "datum / script", ""],
-                [_output_row(i, source=True) for i in others],
-            )
-        )
-    parts.append("<h2>Outputs</h2>")
-    parts.append(
-        _table(
-            ["index", "address", "value", "datum / script", ""],
-            [_output_row(o, source=False) for o in ledger.tx_outputs(record.hash)],
-        )
-    )
-    if record.redeemers:
-        parts.append("<h2>Redeemers</h2>")
-        parts.append(
-            _table(
-                ["purpose", "index", "script", "memory", "steps", "fee", "data"],
-                [
-                    [
-                        _e(r.tag),
-                        _e(r.index),
-                        f"<code>{_e(r.script_hash)}</code>",
-                        _e(f"{r.mem:,}"),
-                        _e(f"{r.steps:,}"),
-                        _e(_ada(r.fee)),
-                        f"<code>{_e(_redeemer_data(r.redeemer_data_cbor)[:600])}</code>",
-                    ]
-                    for r in record.redeemers
-                ],
-            )
-        )
-    if metadata:
-        parts.append("<h2>Metadata</h2>")
-        parts.append(
-            _table(
-                ["label", "value"],
-                [
-                    [_e(label), f"<pre>{_e(json.dumps(shapes.metadatum_json(v), indent=1))}</pre>"]
-                    for label, v in sorted(metadata.items())
-                ],
-            )
-        )
-    return "".join(parts)

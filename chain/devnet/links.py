@@ -1,8 +1,7 @@
-"""Where the devnet's explorer pages are, for anyone linking to them (no server imports)."""
+"""Where the devnet's explorer pages are, for anyone linking to them (no server imports).
 
-EXPLORER_PREFIX = "/explorer"
+The definitions live with the public explorers in `chain.offchain.explorers`."""
 
+from chain.offchain.explorers import EXPLORER_PREFIX, explorer_tx_url
 
-def explorer_tx_url(devnet_url: str, tx_hash: str) -> str:
-    """The explorer page of `tx_hash` for a devnet whose Blockfrost root is `devnet_url`."""
-    return f"{devnet_url.rstrip('/').removesuffix('/api/v0')}{EXPLORER_PREFIX}/tx/{tx_hash}"
+__all__ = ["EXPLORER_PREFIX", "explorer_tx_url"]

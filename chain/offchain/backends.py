@@ -76,14 +76,34 @@ def describe_backend(settings: Settings) -> BackendDescription:
     return BackendDescription("ogmios", settings.network, settings.ogmios_url)
 
 
+def blockfrost_at(url: str, project_id: str | None = None) -> LazyBlockFrostChainContext:
+    """A Blockfrost-shaped backend at an explicit REST root (`.../api/v0` or `.../api`): the
+    devnet, hosted Blockfrost or anything answering its shapes (a local blockfrost-ryo)."""
+    base = url.rstrip("/")
+    # pycardano appends the API version itself when given the server root.
+    root = base[: -len("/v0")] if base.endswith("/v0") else base
+    return LazyBlockFrostChainContext(project_id=project_id or DEVNET_PROJECT_ID, base_url=root)
+
+
+def history_api(context: ChainContext) -> Any:
+    """The REST client of a Blockfrost-shaped context, for reading past transactions, their
+    metadata and redeemers, and label or address listings (what auditors and followers
+    read). An Ogmios node keeps no such index: BackendConfigError says what to use."""
+    api = getattr(context, "api", None)
+    if api is None or not hasattr(api, "transaction_cbor"):
+        raise BackendConfigError(
+            "reading past transactions needs a Blockfrost-shaped backend "
+            "(PROOFNET_CHAIN_BACKEND=devnet or blockfrost); Ogmios serves the current "
+            "ledger only"
+        )
+    return api
+
+
 def chain_context(settings: Settings) -> ChainContext:
     """Build the pycardano `ChainContext` that `settings` selects."""
     backend = settings.chain_backend
     if backend == "devnet":
-        base = settings.devnet_url.rstrip("/")
-        # pycardano appends the API version itself when given the server root.
-        root = base[: -len("/v0")] if base.endswith("/v0") else base
-        return LazyBlockFrostChainContext(project_id=DEVNET_PROJECT_ID, base_url=root)
+        return blockfrost_at(settings.devnet_url)
     if backend == "blockfrost":
         if settings.network == "devnet":
             raise BackendConfigError("blockfrost needs network preprod, preview or mainnet")

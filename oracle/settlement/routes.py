@@ -1,7 +1,9 @@
 """The settlement engine's HTTP routes, included by `oracle.app.create_app(routers=...)`.
 
 - `GET /api/v1/bundles/{sha256}`: the attestation bundle of a batch, byte for byte as its
-  hash in the transaction metadata commits to (auditors fetch it here).
+  hash in the transaction metadata commits to (auditors fetch it here). Every oracle of a
+  quorum serves it: the proposer stored it when it planned the batch, each co-signer stores
+  the bundle it signed for, so an auditor does not depend on the proposer staying up.
 - `POST /api/v1/quorum/sign` (`{"tx_cbor": hex, "bundle": json text}`): a co-signer's
   review of a proposed batch; 200 `{"witness": hex}` or 409 `{"detail": reason}`.
 - `POST /api/v1/quorum/cancel` (`{"tx_cbor": hex}`): the review of an escrow cancel the API
@@ -85,7 +87,28 @@ async def quorum_sign(request: Request) -> dict[str, str]:
         raise HTTPException(409, exc.reason) from exc
     except ChainUnavailable as exc:
         raise HTTPException(503, f"chain backend unavailable: {exc}") from exc
+    await run_in_threadpool(_keep_bundle, _db(request), bundle_body)
     return {"witness": witness.hex()}
+
+
+def _keep_bundle(db: Any, body: bytes) -> None:
+    """Store a bundle this oracle signed for (content-addressed: storing twice is a no-op)."""
+    from sqlalchemy.exc import IntegrityError
+    from sqlmodel import Session
+
+    from .bundle import parse_bundle
+
+    bundle = parse_bundle(body)  # the review parsed it already: it is well formed
+    with Session(db) as session:
+        if session.get(SettlementBundle, bundle.sha256) is not None:
+            return
+        session.add(
+            SettlementBundle(sha256=bundle.sha256, merkle_root=bundle.merkle_root.hex(), body=body)
+        )
+        try:
+            session.commit()
+        except IntegrityError:  # a concurrent review of the same bundle stored it first
+            session.rollback()
 
 
 def _cancel_cosigner(request: Request) -> Any:

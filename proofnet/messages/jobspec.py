@@ -15,7 +15,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, model_validator
 
@@ -133,6 +133,12 @@ class ResultSpec(Frozen):
     kind: ResultKind
 
 
+# An auction's bidding window: long enough for workers polling every few seconds to see the
+# job, short enough that a job does not wait a week for its price.
+MIN_BID_WINDOW_S: Final = 30
+MAX_BID_WINDOW_S: Final = 7 * 24 * 3600
+
+
 class FixedPrice(Frozen):
     """One price for the whole job, in NTX base units."""
 
@@ -152,7 +158,18 @@ class RateCardPrice(Frozen):
     max_amount: PosInt
 
 
-Pricing = Annotated[FixedPrice | RateCardPrice, Field(discriminator="kind")]
+class AuctionPrice(Frozen):
+    """A sealed-bid reverse auction among providers whose hardware fits
+    (`proofnet.messages.auction`): the lowest bid at or under `reserve` wins and is paid the
+    second-lowest bid (the reserve when it bid alone). `reserve` is what the escrow locks;
+    bids are taken for `bid_window_s` after the job is posted, then revealed."""
+
+    kind: Literal["auction"] = "auction"
+    reserve: PosInt
+    bid_window_s: Annotated[int, Field(ge=MIN_BID_WINDOW_S, le=MAX_BID_WINDOW_S)]
+
+
+Pricing = Annotated[FixedPrice | RateCardPrice | AuctionPrice, Field(discriminator="kind")]
 
 
 def _trainer_ref(value: str) -> str:
@@ -368,6 +385,8 @@ class JobSpec(Frozen):
         """The most this job can cost, i.e. what the escrow must lock."""
         if isinstance(self.pricing, FixedPrice):
             return self.pricing.amount
+        if isinstance(self.pricing, AuctionPrice):
+            return self.pricing.reserve
         return self.pricing.max_amount
 
     @classmethod

@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from api.bench import run_api_bench
+from benchmarks.api import run_api_bench
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

@@ -102,9 +102,9 @@ def test_rate_card_cost_without_market_goes_up_to_the_cap() -> None:
 
 
 def test_pricing_registry_is_pluggable_and_refuses_unknown_kinds() -> None:
-    assert set(pricing.registered_rules()) >= {"fixed", "rate_card"}
-    with pytest.raises(PricingError, match="no pricing rule for 'auction'"):
-        rule_for("auction")
+    assert set(pricing.registered_rules()) >= {"fixed", "rate_card", "auction"}
+    with pytest.raises(PricingError, match="no pricing rule for 'dutch-auction'"):
+        rule_for("dutch-auction")
 
     class Flat:
         name = "test-flat"

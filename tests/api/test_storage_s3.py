@@ -16,7 +16,8 @@ import boto3
 import httpx
 import pytest
 
-from api.storage import BlobMissing, DigestMismatch, LocalBlobStore, StorageError, blob_store_for
+from api.blob_stores import blob_store_for
+from api.storage import BlobMissing, DigestMismatch, LocalBlobStore, StorageError
 from api.storage_s3 import S3BlobStore
 
 

@@ -811,3 +811,79 @@ def test_money_back_and_the_state_from_the_api_at_desktop_and_phone_width(
     assert not outside, outside
     phone.close()
     desktop.close()
+
+
+@pytest.mark.slow
+def test_an_auction_from_the_form_to_its_winner_in_the_browser(
+    browser: Any, served: Served, tmp_path: Path
+) -> None:
+    """A submitter posts an auction-priced job from the form; the open auctions list shows
+    it; two providers bid (sealed), reveal; the job page then shows every bid, the winner
+    and its second price, at desktop and phone width."""
+    from proofnet.messages.auction import new_bid, sign_bid
+
+    root, world = served.root, served.world
+    shots = tmp_path / "screens"
+    shots.mkdir()
+    errors: list[str] = []
+    outside: list[str] = []
+    wallet = InjectedWallet(world)
+    page = _page(_context(browser, DESKTOP, wallet), root, errors, outside)
+    page.goto(root + "/")
+    _sign_in(page, world.wallet.address)
+
+    spec = job_spec()
+    page.fill("#f-repo", spec["model"]["repo_url"])
+    page.fill("#f-commit", spec["model"]["commit"])
+    page.fill("#f-image", spec["image"])
+    page.select_option("#f-pricing", "auction")
+    assert page.inner_text("#price-label") == "Reserve" and page.is_visible("#f-window")
+    page.fill("#f-window", "5")  # too short: refused in the form
+    page.click("#post-job")
+    page.wait_for_selector("#form-errors li")
+    assert "bid window" in page.inner_text("#form-errors")
+    page.fill("#f-window", "60")
+    page.fill("#f-price", "3")
+    page.click("#post-job")
+    page.wait_for_selector("#job:not([hidden])")
+    job_id = page.inner_text("#job-id")
+    page.wait_for_selector('#job-auction [data-phase="bidding"]')
+
+    bidders = [Worker(TestClient(served.app), clock=served.clock) for _ in range(2)]
+    bids = []
+    for bidder, amount in zip(bidders, (1_000_000, 2_000_000), strict=True):
+        bidder.register([("NVIDIA A100 80GB", 81920)])
+        bid = new_bid(job_id, bidder.public_key, amount, os.urandom(32))
+        committed = bidder.request(
+            "POST", f"/api/v1/worker/auctions/{job_id}/commit", {"commitment": bid.commitment}
+        )
+        assert committed.status_code == 200, committed.text
+        bids.append(bid)
+    page.reload()
+    page.wait_for_selector(f'#auction-rows tr[data-auction="{job_id}"]')
+    assert page.inner_text(f'#auction-rows tr[data-auction="{job_id}"] td:last-child') == "2"
+
+    served.clock.advance(60)
+    for bidder, bid in zip(bidders, bids, strict=True):
+        opened = bidder.request(
+            "POST",
+            f"/api/v1/worker/auctions/{job_id}/reveal",
+            sign_bid(bid, bidder.key).model_dump(mode="json"),
+        )
+        assert opened.status_code == 200, opened.text
+    served.clock.advance(served.config.auction_reveal_s)
+
+    page.click("#refresh-jobs")
+    page.click(f'#job-rows tr[data-job="{job_id}"] button')
+    page.wait_for_selector('#job-auction [data-phase="cleared"]')
+    text = page.inner_text("#job-auction")
+    assert "Won by" in text and "at 2 NTX" in text and "(winner)" in text
+    assert len(page.query_selector_all("#job-auction li[data-bid]")) == 2
+    _layout(page, shots, "auction-desktop", "#job-auction")
+    phone = _page(_context(browser, PHONE, wallet), root, errors, outside)
+    phone.goto(root + "/")
+    _sign_in(phone, world.wallet.address)
+    phone.click(f'#job-rows tr[data-job="{job_id}"] button')
+    phone.wait_for_selector('#job-auction [data-phase="cleared"]')
+    _layout(phone, shots, "auction-phone", "#job-auction")
+    assert errors == [] and outside == []

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from oracle.bench import run_oracle_verify_bench
+from benchmarks.oracle import run_oracle_verify_bench
 from oracle.cli import app
 from oracle.keys import OracleKeyError, load_key
 

@@ -99,3 +99,44 @@ def test_scheduler_run_only_settles_under_the_lease(tmp_path: Path) -> None:
     scheduler.start()
     scheduler.stop()
     assert not scheduler.lease.held
+
+
+class _SignsEverything:
+    """A co-signer whose review passes (the review itself is tested in test_quorum_devnet)."""
+
+    def review(self, tx_cbor: bytes, bundle_body: bytes) -> bytes:
+        return b"\x01" * 8
+
+
+def test_a_cosigner_serves_the_bundles_it_signed_for(tmp_path: Path) -> None:
+    """The proposer may vanish after settling: every co-signer serves the bundle too."""
+    import cbor2
+
+    from oracle.settlement.bundle import make_bundle
+    from oracle.settlement.ports import Claim, OutRef
+    from proofnet.messages import merkle
+
+    payload = b'{"a": 1}'
+    cose = cbor2.dumps([b"p", {}, payload, bytes(64)])
+    claim = Claim(1, OutRef("ab" * 32, 0), merkle.leaf_hash(payload), cose, 100, "provider")
+    bundle = make_bundle([claim])
+    db = oracle_engine(tmp_path)
+    ctx = VerificationContext(
+        network="devnet",
+        escrow_script_hash="00" * 28,
+        chain=None,
+        feed=_NoFeed(),
+        store=None,  # type: ignore[arg-type]
+    )
+    settings = build_settings()
+    hooks, routers = settlement_extensions(settings, None, None)  # type: ignore[arg-type]
+    app = create_app(settings, context=ctx, engine=db, lifespan_hooks=hooks, routers=routers)
+    with TestClient(app) as client:
+        assert client.get(f"/api/v1/bundles/{bundle.sha256}").status_code == 404
+        app.state.settlement_cosigner = _SignsEverything()
+        for _ in range(2):  # signing the same batch twice stores it once
+            body = {"tx_cbor": "00", "bundle": bundle.body.decode()}
+            assert client.post("/api/v1/quorum/sign", json=body).status_code == 200
+        served = client.get(f"/api/v1/bundles/{bundle.sha256}")
+        assert served.status_code == 200 and served.content == bundle.body
+    db.dispose()

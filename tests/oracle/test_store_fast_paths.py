@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from oracle_fixtures import make_world
 
-from oracle.bench import STAGES, run_oracle_verify_bench
+from benchmarks.oracle import STAGES, run_oracle_verify_bench
 from oracle.db import make_engine
 from oracle.store import AttestationStore
 from oracle.verify import authenticate, leaf_of, verify

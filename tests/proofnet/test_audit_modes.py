@@ -24,7 +24,9 @@ from typer.testing import CliRunner
 from chain.devnet.testing import running_devnet, serve_app
 from chain.offchain.builders import assembly as A
 from chain.offchain.builders import settle as S
+from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.onchain import out_ref_text
+from chain.offchain.explorers import explorer_links
 from oracle.db import make_engine
 from oracle.models import metadata as oracle_metadata
 from oracle.settlement import scenario as sc
@@ -37,6 +39,7 @@ from oracle.settlement.ports import Claim
 from oracle.settlement.queue import AttestationQueue
 from oracle.settlement.watcher import WatchConfig
 from proofnet import audit as au
+from proofnet.messages.deployment import DEPLOYMENT_PATH
 
 BUDGET = 1_000
 ATTESTED = 300
@@ -55,6 +58,9 @@ class World:
     bad_tx: str
     bad_job: str
     stranger: str
+    other_deployment_file: Path  # a second, real deployment on the same devnet
+    service: str  # serves the deployment at GET /api/v1/deployment, as the API and oracles do
+    lock_tx: str  # locks escrows: no settlement
 
 
 def _bundle_app(bodies: dict[str, bytes]) -> FastAPI:
@@ -65,6 +71,17 @@ def _bundle_app(bodies: dict[str, bytes]) -> FastAPI:
         if sha256 not in bodies:
             return Response(status_code=404)
         return Response(bodies[sha256], media_type="application/json")
+
+    return app
+
+
+def _deployment_app(body: str) -> FastAPI:
+    """Stands in for the API or an oracle (their route: tests/api/test_deployment_route.py)."""
+    app = FastAPI()
+
+    @app.get(DEPLOYMENT_PATH)
+    def deployment() -> Response:
+        return Response(body, media_type="application/json")
 
     return app
 
@@ -157,9 +174,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         bad_tx, bad_body = _settle_by_hand(scenario, escrows[2:], stranger)
         deployment_file = tmp / "deployment.json"
         deployment_file.write_text(scenario.deployment.to_json())
+        other = sc.setup(devnet, oracles=1, threshold=1, tag="audit-modes-other")
+        other_deployment_file = tmp / "other-deployment.json"
+        other_deployment_file.write_text(other.deployment.to_json())
         bodies = {au.hashlib.sha256(b).hexdigest(): b for b in (good_body, bad_body)}
         lies = {h: b.replace(b"1", b"2", 1) for h, b in bodies.items()}
-        with serve_app(_bundle_app(bodies)) as oracle, serve_app(_bundle_app(lies)) as liar:
+        with (
+            serve_app(_bundle_app(bodies)) as oracle,
+            serve_app(_bundle_app(lies)) as liar,
+            serve_app(_deployment_app(scenario.deployment.to_json())) as service,
+        ):
             yield World(
                 devnet=devnet,
                 scenario=scenario,
@@ -172,23 +196,32 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 bad_tx=bad_tx,
                 bad_job=escrows[2][1].hex(),
                 stranger=str(stranger),
+                other_deployment_file=other_deployment_file,
+                service=service,
+                lock_tx=escrows[0][0].tx_id,
             )
 
 
-def _cli(world: World, *args: str, oracle: str | None = None) -> tuple[int, str, str]:
+def _cli(
+    world: World,
+    *args: str,
+    oracle: str | None = None,
+    deployment: str | None = None,
+    chain: tuple[str, ...] | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[int, str, str]:
     runner = CliRunner()
     result = runner.invoke(
         au.app,
         [
             *args,
             "--deployment",
-            str(world.deployment_file),
-            "--chain-url",
-            world.devnet.url,
+            deployment or str(world.deployment_file),
+            *(("--chain-url", world.devnet.url) if chain is None else chain),
             "--oracle-url",
             oracle or world.oracle,
         ],
-        env={"PROOFNET_NETWORK": "devnet", "COLUMNS": "250"},
+        env={"PROOFNET_NETWORK": "devnet", "COLUMNS": "250", **(env or {})},
     )
     return result.exit_code, result.stdout, result.stderr
 
@@ -301,55 +334,156 @@ def test_wrong_script_and_tampered_bundle_are_named(world: World) -> None:
     assert code == 2 and "exactly one" in err
 
 
-class Recorder(httpx.BaseTransport):
-    def __init__(self) -> None:
-        self.inner = httpx.HTTPTransport()
-        self.requests: list[httpx.Request] = []
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        return self.inner.handle_request(request)
-
-
 def test_blockfrost_pagination_and_project_id(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The chain is read through blockfrost-python (`chain.offchain.backends`): its pages,
+    and the project id on every chain request, never on an oracle's."""
+    import requests
+
+    from chain.offchain.backends import blockfrost_at, history_api
+
     monkeypatch.setattr(au, "PAGE_SIZE", 1)
-    recorder = Recorder()
-    with httpx.Client(transport=recorder, timeout=30) as client:
-        chain = au.ChainReader(world.devnet.url, client, project_id="preprodTESTKEY")
+    chain_requests: list[tuple[str, dict[str, object], dict[str, str]]] = []
+    real_get = requests.get
+
+    def recording_get(url: str, **kwargs: object) -> requests.Response:
+        params = dict(kwargs.get("params") or {})  # type: ignore[call-overload]
+        chain_requests.append((url, params, dict(kwargs.get("headers") or {})))  # type: ignore[call-overload]
+        return real_get(url, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(requests, "get", recording_get)
+    oracle_requests: list[httpx.Request] = []
+    with httpx.Client(timeout=30, event_hooks={"request": [oracle_requests.append]}) as client:
+        api = history_api(blockfrost_at(world.devnet.url, "preprodTESTKEY"))
+        chain = au.ChainReader(api, client)
         scan = au.settlements_for_job(chain, [world.oracle], world.good_jobs[0])
         assert scan.tx_ids == (world.good_tx,)
         scan_all = au.settlements_for_job(chain, [world.oracle], world.bad_job, limit=1)
-    label_pages = [r for r in recorder.requests if r.url.path.endswith(f"/labels/{au.MEMO_LABEL}")]
-    pages = [int(r.url.params["page"]) for r in label_pages]
-    assert pages[:2] == [1, 2] and all(r.url.params["count"] == "1" for r in label_pages)
-    assert all(r.url.params["order"] == "desc" for r in label_pages)
-    chain_requests = [r for r in recorder.requests if "/api/v0/" in r.url.path]
+    label_pages = [p for u, p, _ in chain_requests if u.endswith(f"/labels/{au.MEMO_LABEL}")]
+    assert [p["page"] for p in label_pages][:2] == [1, 2]
+    assert all(p["count"] == 1 and p["order"] == "desc" for p in label_pages)
     assert chain_requests and all(
-        r.headers.get("project_id") == "preprodTESTKEY" for r in chain_requests
+        h.get("project_id") == "preprodTESTKEY" for *_, h in chain_requests
     )
     # Oracles get no Blockfrost key.
-    assert all("project_id" not in r.headers for r in recorder.requests if r not in chain_requests)
+    assert oracle_requests and all("project_id" not in r.headers for r in oracle_requests)
     # `limit` bounds the scan: the newest settlement (the hand-built one) only.
     assert scan_all.scanned == 1 and scan_all.tx_ids == (world.bad_tx,)
 
 
-def test_blockfrost_url_follows_the_project_id() -> None:
-    assert au.blockfrost_url("preprodABC") == au.BLOCKFROST_URLS["preprod"]
-    assert au.blockfrost_url("mainnetABC") == au.BLOCKFROST_URLS["mainnet"]
-    with pytest.raises(au.AuditError, match="--chain-url"):
-        au.blockfrost_url("nonsense")
-    assert (
-        au.explorer_tx_url("http://127.0.0.1:3030/api/v0/", "ab" * 32)
-        == f"http://127.0.0.1:3030/explorer/tx/{'ab' * 32}"
+def test_the_chain_backend_setting_picks_blockfrost_with_its_project_and_network() -> None:
+    """No request is made: the reader is built from the settings as every role builds its
+    chain (`chain.offchain.backends`), hosted Blockfrost for the configured network."""
+    from proofnet.settings import build_settings
+
+    settings = build_settings(
+        chain_backend="blockfrost", network="preprod", blockfrost_project_id="preprodKEY"
     )
+    with httpx.Client() as client:
+        chosen = au.choose_chain(settings, client)
+        assert chosen.network == "preprod"
+        assert chosen.reader.api.url == "https://cardano-preprod.blockfrost.io/api/v0"
+        assert chosen.reader.api.project_id == "preprodKEY"
+        assert set(chosen.links("ab" * 32)) == {"cardanoscan", "cexplorer"}
+        # A project id given on the command line on a devnet-configured machine: its network.
+        devnet = build_settings(chain_backend="devnet", network="devnet")
+        chosen = au.choose_chain(devnet, client, project_id="mainnetKEY")
+        assert chosen.network == "mainnet"
+        assert chosen.reader.api.url == "https://cardano-mainnet.blockfrost.io/api/v0"
+        # Missing project id: one line naming the setting.
+        bare = build_settings(
+            chain_backend="blockfrost", network="preprod", blockfrost_project_id=""
+        )
+        with pytest.raises(au.AuditError, match="PROOFNET_BLOCKFROST_PROJECT_ID"):
+            au.choose_chain(bare, client)
+
+
+def test_the_network_follows_the_project_id_and_links_follow_the_network() -> None:
+    assert au.network_of_project("preprodABC") == "preprod"
+    assert au.network_of_project("mainnetABC") == "mainnet"
+    with pytest.raises(au.AuditError, match="PROOFNET_NETWORK"):
+        au.network_of_project("nonsense")
+    h = "ab" * 32
+    assert explorer_links("devnet", "http://127.0.0.1:3030/api/v0/", h) == {
+        "devnet": f"http://127.0.0.1:3030/explorer/tx/{h}"
+    }
+    assert explorer_links("preprod", "", h) == {
+        "cardanoscan": f"https://preprod.cardanoscan.io/transaction/{h}",
+        "cexplorer": f"https://preprod.cexplorer.io/tx/{h}",
+    }
+    assert explorer_links("mainnet", "", h)["cexplorer"] == f"https://cexplorer.io/tx/{h}"
+
+
+def test_the_wrong_deployment_is_named_not_taken_for_fraud(world: World) -> None:
+    """Audited against another (real) deployment, the engine's correct settlement is said to
+    belong to its own deployment, with its own exit code, and no discrepancy is printed."""
+    other = Deployment.load(world.other_deployment_file)
+    mine = world.scenario.deployment
+    code, out, err = _cli(world, "--tx", world.good_tx, deployment=str(world.other_deployment_file))
+    assert code == au.EXIT_WRONG_DEPLOYMENT == 3, out + err
+    actual = au.deployment_label(mine.config_policy, mine.config_name)
+    given = au.deployment_label(other.config_policy, other.config_name)
+    assert f"settlement {world.good_tx} belongs to deployment {actual}, not {given}" in err
+    assert "FAILED" not in out + err and au.REFUND_MISMATCH not in out + err
+    # Found by job, the same verdict.
+    code, _, err = _cli(
+        world, "--job", world.good_jobs[0], deployment=str(world.other_deployment_file)
+    )
+    assert code == au.EXIT_WRONG_DEPLOYMENT and "belongs to deployment" in err
+    # Against its own deployment it is OK; the real fraud is still fraud (exit 1).
+    assert _cli(world, "--tx", world.good_tx)[0] == au.EXIT_OK
+    code, out, _ = _cli(world, "--tx", world.bad_tx)
+    assert code == au.EXIT_DISCREPANCY and au.PAYOUT_MISMATCH in out
+
+
+def test_the_deployment_comes_from_a_service_and_the_chain_from_the_settings(
+    world: World,
+) -> None:
+    """`--deployment URL` reads GET /api/v1/deployment; with no --chain-url the audit reads
+    the chain the settings select (PROOFNET_CHAIN_BACKEND), like every other role."""
+    settings = {"PROOFNET_CHAIN_BACKEND": "devnet", "PROOFNET_DEVNET_URL": world.devnet.url}
+    code, out, err = _cli(
+        world, "--tx", world.good_tx, deployment=world.service, chain=(), env=settings
+    )
+    assert code == au.EXIT_OK, out + err
+    assert f"(from {world.service}{DEPLOYMENT_PATH})" in out
+    assert (
+        f"explorer (devnet): {explorer_links('devnet', world.devnet.url, world.good_tx)['devnet']}"
+        in out
+    )
+    assert out.splitlines()[-1].startswith("audit: OK")
+    # Ogmios keeps no transaction history: said in one line, not a traceback.
+    ogmios = {**settings, "PROOFNET_CHAIN_BACKEND": "ogmios"}
+    code, _, err = _cli(world, "--tx", world.good_tx, chain=(), env=ogmios)
+    assert code == au.EXIT_CANNOT_AUDIT and "Blockfrost-shaped backend" in err
+    # A service without a deployment, or none at all, is a usage error naming the option.
+    code, _, err = _cli(world, "--tx", world.good_tx, deployment=world.oracle)
+    assert code == au.EXIT_CANNOT_AUDIT and "--deployment" in err and "404" in err
+
+
+def test_the_deployment_read_from_chain(world: World) -> None:
+    """`--deployment chain`: the settlement's escrows name the config NFT, a reference input
+    holds it (with a config naming the same batch script), another carries the escrow
+    script; the audit names that deployment and checks against it. A fraud stays a fraud."""
+    mine = world.scenario.deployment
+    label = au.deployment_label(mine.config_policy, mine.config_name)
+    code, out, err = _cli(world, "--tx", world.good_tx, deployment="chain")
+    assert code == au.EXIT_OK, out + err
+    assert f"deployment {label} (read from chain: config NFT at {mine.config_ref}" in out
+    assert f"escrow script {mine.escrow_hash}, batch script {mine.batch_hash}" in out
+    code, out, _ = _cli(world, "--tx", world.bad_tx, deployment="chain")
+    assert code == au.EXIT_DISCREPANCY and au.PAYOUT_MISMATCH in out
+    code, _, err = _cli(world, "--tx", world.lock_tx, deployment="chain")
+    assert code == au.EXIT_CANNOT_AUDIT and "spends no escrow" in err
 
 
 def test_the_explorer_shows_the_settlement(world: World) -> None:
     root = world.devnet.url.removesuffix("/api/v0")
-    page = httpx.get(au.explorer_tx_url(world.devnet.url, world.good_tx))
+    page = httpx.get(explorer_links("devnet", world.devnet.url, world.good_tx)["devnet"])
     assert page.status_code == 200 and page.url.path == f"/explorer/tx/{world.good_tx}"
     assert root in str(page.url)
-    assert "proofnet settlement" in page.text and "<td>reward</td>" in page.text
-    assert page.text.count("<td>spend</td>") == 2
+    assert (
+        "proofnet settlement" in page.text and '<td data-label="purpose">reward</td>' in page.text
+    )
+    assert page.text.count('<td data-label="purpose">spend</td>') == 2

@@ -117,6 +117,35 @@ def test_demo_settles_the_job_as_attested(
 
 
 @pytest.mark.slow
+def test_the_printed_devnet_command_serves_the_demos_chain_again(
+    demo_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """After the demo stopped every role, the command it printed brings its chain back, and
+    the explorer link it printed works again."""
+    import shlex
+
+    import httpx
+
+    from proofnet.processes import RoleProcess
+
+    data, completed = demo_run
+    out = completed.stdout
+    assert completed.returncode == 0, out + completed.stderr
+    command = re.search(r"(proofnet devnet up --data-dir \S+ --port (\d+))$", out, re.M)
+    link = re.search(r"^explorer: (http://127\.0\.0\.1:\d+/explorer/tx/[0-9a-f]{64})$", out, re.M)
+    assert command and link, out
+    argv = shlex.split(command.group(1))
+    assert argv[:3] == ["proofnet", "devnet", "up"] and Path(argv[4]) == data / "devnet"
+    devnet = RoleProcess("devnet-again", argv[1:], tmp_path / "devnet.log").start()
+    try:
+        devnet.wait_healthy(f"http://127.0.0.1:{command.group(2)}/api/v0/health", timeout=120)
+        page = httpx.get(link.group(1), timeout=30)
+        assert page.status_code == 200 and "proofnet settlement" in page.text
+    finally:
+        devnet.stop()
+
+
+@pytest.mark.slow
 def test_the_api_records_the_payout_and_the_refund_from_the_chain(
     demo_run: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:

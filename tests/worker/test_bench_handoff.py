@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.bench_handoff import MiB, hidden_for
+from benchmarks.handoff import MiB, hidden_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -457,7 +457,7 @@ def test_gpu_requests_diagnose_the_engine(
 
 @pytest.mark.docker
 def test_start_overhead_benchmark(docker_runtime: DockerRuntime, test_image_id: str) -> None:
-    from worker.bench_runtime import measure_start_overhead
+    from benchmarks.runtime import measure_start_overhead
 
     report = measure_start_overhead(docker_runtime, test_image_id, runs=3)
     assert len(report.process_samples_s) == len(report.container_samples_s) == 3

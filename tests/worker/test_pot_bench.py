@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from pot.examples.numpy_mlp import MLPConfig
-from worker.bench_pot import (
+from benchmarks.pot import (
     measure_attestation_rates,
     measure_pot_overhead,
     run_worker_bench,
 )
+from pot.examples.numpy_mlp import MLPConfig
 
 TINY = MLPConfig(examples=256, features=16, hidden=32, classes=4, batch_size=32)
 

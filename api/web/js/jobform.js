@@ -107,6 +107,15 @@ export function readJobForm(form) {
   } catch (e) {
     errors.push(["amount", `price must be ${e.message}`]);
   }
+  let pricing = { kind: "fixed", amount };
+  if (v("pricing") === "auction") {
+    const windowText = v("bid_window_s");
+    const window = Number(windowText);
+    if (!/^\d+$/.test(windowText) || window < 30 || window > 604800) {
+      errors.push(["bid_window_s", "bid window must be 30 s to 7 days (604800 s)"]);
+    }
+    pricing = { kind: "auction", reserve: amount, bid_window_s: window };
+  }
   const seedText = v("seed");
   let seed = 0;
   if (!/^\d+$/.test(seedText) || BigInt(seedText) > MAX_SEED) {
@@ -122,7 +131,7 @@ export function readJobForm(form) {
     resources,
     data,
     results,
-    pricing: { kind: "fixed", amount },
+    pricing,
     seed,
     egress: form.elements.egress.checked,
   };

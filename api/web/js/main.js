@@ -10,6 +10,7 @@ import { el } from "./dom.js";
 import { EscrowPanel } from "./escrow.js";
 import { randomSeed, readJobForm } from "./jobform.js";
 import { showEstimate, showProviders } from "./market.js";
+import { showAuction, showOpenAuctions } from "./auctions.js";
 import { ConnectedWallet, availableWallets } from "./wallet.js";
 import { isoMs, whenText } from "./when.js";
 
@@ -26,6 +27,7 @@ const state = {
   address: sessionStorage.getItem("proofnet.address"),
   me: null,
   job: null,
+  pricing: null,
   status: null,
   logCursor: 0,
   poll: null,
@@ -85,7 +87,8 @@ async function toggleUnits(on) {
   const input = $("f-price");
   let price = null;
   try {
-    price = readJobForm($("job-form")).spec.pricing.amount;
+    const pricing = readJobForm($("job-form")).spec.pricing;
+    price = pricing.amount ?? pricing.reserve;
   } catch {
     price = null;
   }
@@ -302,7 +305,8 @@ async function loadJobs() {
   rows.replaceChildren(
     ...list.data.map((job) => {
       const open = () => selectJob(job.job_id).catch(fail);
-      const price = job.spec.pricing.amount ?? job.spec.pricing.max_amount;
+      const p = job.spec.pricing;
+      const price = p.amount ?? p.max_amount ?? p.reserve;
       return el(
         "tr",
         { "data-job": job.job_id, "aria-selected": String(state.job === job.job_id) },
@@ -375,6 +379,7 @@ async function selectJob(jobId) {
   for (const row of document.querySelectorAll("#job-rows tr[data-job]")) {
     row.setAttribute("aria-selected", String(row.dataset.job === jobId));
   }
+  state.pricing = (await get(`/api/v1/jobs/${jobId}`)).spec.pricing;
   await refreshJob();
   state.poll = setInterval(() => refreshJob().catch(fail), POLL_MS);
 }
@@ -405,7 +410,7 @@ async function refreshJob() {
   $("job-progress").value = st.progress;
   $("job-progress-text").textContent = `${Math.round(st.progress * 100)}% ${st.progress_message}`;
   state.status = st.status;
-  await escrow.load(jobId);
+  await Promise.all([escrow.load(jobId), showAuction(jobId, state.pricing)]);
   const logs = await get(`/api/v1/jobs/${jobId}/logs?after=${state.logCursor}`);
   if (state.job !== jobId) return;
   if (logs.lines.length) {
@@ -469,8 +474,13 @@ function start() {
   $("f-seed").value = randomSeed();
   showUnits();
   loadNetwork()
-    .then(() => showProviders())
+    .then(() => Promise.all([showProviders(), showOpenAuctions()]))
     .catch(fail);
+  $("f-pricing").addEventListener("change", (e) => {
+    const auction = e.currentTarget.value === "auction";
+    $("f-window-field").hidden = !auction;
+    $("price-label").textContent = auction ? "Reserve" : "Price";
+  });
   listWallets();
   // Wallet extensions inject window.cardano after the page loads.
   setTimeout(listWallets, 500);

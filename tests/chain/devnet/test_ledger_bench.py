@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from chain.devnet.bench import run_devnet_bench
+from benchmarks.devnet import run_devnet_bench
 
 
 def test_bench_reports_throughput_and_memory(capsys: pytest.CaptureFixture[str]) -> None:

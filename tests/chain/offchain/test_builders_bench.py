@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from chain.offchain.bench_settle import run_settle_bench
+from benchmarks.settle import run_settle_bench
 
 KEYS = {
     "max_settlements_per_tx_distinct",

@@ -57,16 +57,15 @@ def run_settlement_bench(
     from chain.devnet.testing import running_devnet
     from oracle.db import make_engine
     from oracle.models import metadata
-
-    from . import scenario as sc
-    from .batcher import ProposerLeaseGuard, SettlementScheduler
-    from .builder_port import CardanoSettlementBuilder
-    from .chain_view import BlockfrostChainView
-    from .engine import BatchPolicy, SettlementEngine
-    from .intents import IntentLog
-    from .models import IntentItem, SettlementIntent
-    from .queue import AttestationQueue
-    from .watcher import WatchConfig
+    from oracle.settlement import scenario as sc
+    from oracle.settlement.batcher import ProposerLeaseGuard, SettlementScheduler
+    from oracle.settlement.builder_port import CardanoSettlementBuilder
+    from oracle.settlement.chain_view import BlockfrostChainView
+    from oracle.settlement.engine import BatchPolicy, SettlementEngine
+    from oracle.settlement.intents import IntentLog
+    from oracle.settlement.models import IntentItem, SettlementIntent
+    from oracle.settlement.queue import AttestationQueue
+    from oracle.settlement.watcher import WatchConfig
 
     if count < 1:
         raise ValueError("count must be at least 1")

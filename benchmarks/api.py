@@ -407,7 +407,8 @@ def bench_app() -> Any:
     return create_app()
 
 
-def _wait_ready(port: int, process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+def _wait_ready(port: int, process: subprocess.Popen[bytes], timeout: float = 300.0) -> None:
+    # A bound on a hang, not a budget: on a loaded machine several workers take a while.
     import httpx
 
     deadline = time.monotonic() + timeout
@@ -481,7 +482,7 @@ def run_api_bench(
         )
         server = subprocess.Popen(
             [
-                sys.executable, "-m", "uvicorn", "api.bench:bench_app", "--factory",
+                sys.executable, "-m", "uvicorn", "benchmarks.api:bench_app", "--factory",
                 "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
                 "--loop", "uvloop", "--http", "httptools", "--no-access-log",
                 "--log-level", "warning",
@@ -503,7 +504,7 @@ def run_api_bench(
         with tempfile.TemporaryDirectory(prefix="proofnet-bench-") as tmp:
             load_config["out"] = os.path.join(tmp, "load.json")
             loader = subprocess.run(
-                [sys.executable, "-c", "from api.bench import _load_main; _load_main()"],
+                [sys.executable, "-c", "from benchmarks.api import _load_main; _load_main()"],
                 input=json.dumps(load_config).encode(),
                 capture_output=True,
                 timeout=duration_s + 120,
