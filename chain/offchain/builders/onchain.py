@@ -138,20 +138,28 @@ class EscrowDatumV1(PlutusData):
         )
 
 
+def escrow_datum_from_cbor(raw: bytes) -> t.EscrowDatum:
+    """An escrow datum of any released protocol version, as today's (`EscrowDatumV1` reads
+    with an empty `oracle_set`). Raises what pycardano raises on anything else."""
+    try:
+        return t.EscrowDatum.from_cbor(raw)
+    except Exception:  # pycardano raises assorted errors on foreign data
+        try:
+            return EscrowDatumV1.from_cbor(raw).current()
+        except Exception:
+            pass
+        raise
+
+
 def escrow_datum_of(utxo: UTxO) -> t.EscrowDatum:
     """The inline `EscrowDatum` of an escrow UTxO; BuilderError when it has none. A 1.0.0
     escrow's datum reads as today's with an empty `oracle_set`."""
     datum = utxo.output.datum
     if datum is None:
         raise BuilderError(f"{out_ref_text(utxo.input)} has no inline datum")
-    raw = datum_cbor(datum)
     try:
-        return t.EscrowDatum.from_cbor(raw)
+        return escrow_datum_from_cbor(datum_cbor(datum))
     except Exception as exc:  # pycardano raises assorted errors on foreign data
-        try:
-            return EscrowDatumV1.from_cbor(raw).current()
-        except Exception:
-            pass
         raise BuilderError(
             f"{out_ref_text(utxo.input)} does not hold an EscrowDatum: {exc}"
         ) from exc

@@ -334,3 +334,35 @@ def test_a_deployment_file_without_a_protocol_version_is_a_first_version_one() -
     assert S.release_blueprint(FIRST_PROTOCOL) != S.BLUEPRINT_PATH
     with pytest.raises(S.ScriptLoadError):
         S.release_blueprint("0.9.0")
+
+
+def test_escrow_datums_of_both_versions_read_as_todays() -> None:
+    """Builders and the auditor read 1.0.0 escrows (12 fields) beside 2.0.0 ones; a 1.0.0
+    datum pins no oracle set. Neither schema is taken for foreign data."""
+    from chain.offchain.builders.lock import escrow_datum
+    from chain.offchain.builders.onchain import EscrowDatumV1, escrow_datum_from_cbor
+
+    dep = Deployment(
+        network="testnet",
+        seed="00" * 32 + "#0",
+        config_policy="11" * 28,
+        config_name=b"proofnet-config".hex(),
+        oracle_config_hash="22" * 28,
+        escrow_hash="33" * 28,
+        batch_hash="44" * 28,
+        config_ref="55" * 32 + "#0",
+        escrow_script_ref="55" * 32 + "#1",
+        batch_script_ref="55" * 32 + "#2",
+        config_script_ref="55" * 32 + "#3",
+        ntx_policy="66" * 28,
+        ntx_name="4e5458",
+    )
+    owner = wallet(7, staked=True).address
+    current = escrow_datum(dep, EscrowJob(b"\x01" * 32, 10, 10**12, owner), b"\x07" * 32)
+    assert escrow_datum_from_cbor(current.to_cbor()) == current
+    old = EscrowDatumV1.of(current)
+    assert escrow_datum_from_cbor(old.to_cbor()) == dataclasses.replace(current, oracle_set=b"")
+    from pycardano.exception import PyCardanoException
+
+    with pytest.raises(PyCardanoException):
+        escrow_datum_from_cbor(bytes.fromhex("d8799f01ff"))
