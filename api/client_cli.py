@@ -386,7 +386,7 @@ def _run(fn: Any) -> Any:
         return fn()
     except (JobCliError, SealingError) as e:
         typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from e
+        raise typer.Exit(2) from e  # an expected failure: one line, exit 2 (proofnet.cli)
 
 
 @app.command()

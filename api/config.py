@@ -63,6 +63,9 @@ class ApiConfig:
     # How amounts are shown: NTX = base units / 10**ntx_decimals.
     ntx_decimals: int = 6
     ntx_ticker: str = "NTX"
+    # Provider bond terms (parameters of the bond script; api.services.bonds).
+    bond_unbonding_delay_ms: int = 7 * 24 * 3_600_000
+    bond_slash_permille: int = 500
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: object) -> ApiConfig:
@@ -95,6 +98,8 @@ class ApiConfig:
             ),
             "ntx_decimals": settings.ntx_decimals,
             "ntx_ticker": settings.ntx_ticker,
+            "bond_unbonding_delay_ms": settings.bond_unbonding_delay_ms,
+            "bond_slash_permille": settings.bond_slash_permille,
             "oracle_keys": tuple(
                 k.strip().lower() for k in settings.api_oracle_keys.split(",") if k.strip()
             ),

@@ -1,4 +1,4 @@
-"""`proofnet oracle ...`: serve the oracle, create its key."""
+"""`proofnet oracle ...`: serve the oracle, create its key, list the frauds a bond pays for."""
 
 from __future__ import annotations
 
@@ -67,6 +67,35 @@ def keygen(path: Path = typer.Argument(..., help="where to write the new key (06
         raise typer.BadParameter(f"{path} exists; refusing to overwrite a key", param_hint="PATH")
     key = write_key(path)
     typer.echo(key.public_key_hex)
+
+
+@app.command()
+def frauds(
+    job: str | None = typer.Option(None, help="only this job id (hex)"),
+    out: Path | None = typer.Option(
+        None, help="write each case's attestation here as <job>.cose.hex (for `bond slash`)"
+    ),
+) -> None:
+    """Frauds a provider bond may be slashed for (oracle.fraud): provider-signed
+    attestations whose spot check failed. Each quorum oracle checks its own list before
+    signing `proofnet bond slash --attestation <file>`."""
+    from oracle.db import make_engine
+    from oracle.fraud import fraud_cases
+    from oracle.store import AttestationStore
+    from proofnet.settings import build_settings
+
+    store = AttestationStore(make_engine(build_settings().database_url))
+    cases = fraud_cases(store, job)
+    for case in cases:
+        typer.echo(
+            f"attestation {case.attestation_id}: job {case.job_id} root {case.pot_root} "
+            f"provider {case.provider} escrow {case.escrow_ref}: {case.reason}"
+        )
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"{case.job_id}.cose.hex").write_text(case.cose.hex() + "\n")
+    if not cases:
+        typer.echo("no frauds")
 
 
 # The settlement engine's commands (`settle`) live beside it.

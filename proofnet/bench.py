@@ -285,3 +285,45 @@ def bench_oracle(
             f"batch {settle['batch_size']}, max wait {settle['max_wait_s']}s",
         )
     Console().print(table)
+
+
+@app.command("cli")
+def bench_cli(
+    runs: int = typer.Option(10, help="`proofnet --help` runs to time"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """How fast `proofnet --help` answers: median wall and CPU seconds of fresh interpreters
+    (CPU time is what a busy machine does not inflate), and the slowest imports of one run
+    (`python -X importtime`)."""
+    import json
+    import resource
+    import statistics
+    import subprocess
+    import sys
+    import time
+
+    argv = [sys.executable, "-m", "proofnet.cli", "--help"]
+    walls, cpus = [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        began = time.perf_counter()
+        subprocess.run(argv, capture_output=True, check=True)
+        walls.append(time.perf_counter() - began)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    traced = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv[1:]], capture_output=True, text=True, check=True
+    )
+    imports = []  # (cumulative microseconds, module) of top-level imports
+    for line in traced.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit() and not parts[2].startswith("  "):
+            imports.append((int(parts[1]), parts[2].strip()))
+    report = {
+        "runs": runs,
+        "wall_median_s": round(statistics.median(walls), 3),
+        "cpu_median_s": round(statistics.median(cpus), 3),
+        "target_s": 1.0,
+        "slowest_imports_ms": {m: round(us / 1000, 1) for us, m in sorted(imports)[-5:][::-1]},
+    }
+    typer.echo(json.dumps(report) if json_out else json.dumps(report, indent=2))

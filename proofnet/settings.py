@@ -101,6 +101,9 @@ class Settings(BaseSettings):
 
     # --- protocol deployment (script hashes, reference scripts, config; see builders) ---
     deployment_file: Path | None = None
+    # Provider bond terms (parameters of the bond script: every party must agree on them).
+    bond_unbonding_delay_ms: int = Field(default=7 * 24 * 3_600_000, ge=0)
+    bond_slash_permille: int = Field(default=500, ge=1, le=1000)
 
     # --- NTX ---------------------------------------------------------------------------
     # Which unit counts as NTX is configuration: policy id hex + asset name hex.

@@ -51,6 +51,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
 from proofnet.messages.attestation import (
     Attestation,
     AttestationDomain,
@@ -485,20 +492,26 @@ class Agent:
                 shutil.rmtree(_sealed_dir(job_dir), ignore_errors=True)
 
     def _end_lease(self, how: Literal["release", "fail"], token: str, reason: str) -> None:
-        for attempt in range(5):
-            try:
-                (self.api.release if how == "release" else self.api.fail)(token, reason)
-                return
-            except LeaseLost as e:
-                log.warning("could not %s the lease: it is already gone (%s)", how, e)
-                return
-            except ApiUnavailable as e:
-                log.warning("could not %s the lease yet: %s", how, e)
-                self._pause(min(self.config.max_backoff_s, 2**attempt))
-            except ApiRefused as e:
-                log.error("the API refused to %s the lease: %s", how, e)
-                return
-        log.error("gave up trying to %s the lease; it will expire on its own", how)
+        retrying = Retrying(
+            stop=stop_after_attempt(5),
+            wait=wait_exponential(multiplier=1, max=self.config.max_backoff_s),
+            retry=retry_if_exception_type(ApiUnavailable),
+            sleep=self._pause,
+            before_sleep=lambda state: log.warning(
+                "could not %s the lease yet: %s", how, state.outcome and state.outcome.exception()
+            ),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    (self.api.release if how == "release" else self.api.fail)(token, reason)
+        except LeaseLost as e:
+            log.warning("could not %s the lease: it is already gone (%s)", how, e)
+        except ApiRefused as e:
+            log.error("the API refused to %s the lease: %s", how, e)
+        except ApiUnavailable:
+            log.error("gave up trying to %s the lease; it will expire on its own", how)
 
     def _process(
         self,

@@ -16,7 +16,7 @@ from api.deps import (
     get_deployment,
 )
 from api.errors import ApiError, BadRequest
-from api.models import Job, Lease, User
+from api.models import Job, Lease, Provider, User
 from api.routes.balances import sources_of
 from api.schemas.earnings import EarningsPublic
 from api.schemas.lease import (
@@ -38,12 +38,13 @@ from api.schemas.provider import (
 )
 from api.schemas.rate_card import RateCardSetPublic
 from api.services import auth as auth_service
+from api.services import bonds, leases, payable_escrow
 from api.services import earnings as earnings_service
-from api.services import leases, payable_escrow
 from api.services import providers as service
 from api.services.escrow_tx import EscrowUnavailable
 from api.services.leases import ActiveLease, ClaimedLease
 from api.services.rate_cards import document_of
+from chain.offchain.builders.bond import Bond
 from chain.offchain.escrow_terms import escrow_refusal
 from proofnet.messages.claim import ClaimEscrow, ClaimSealing
 from proofnet.messages.registration import ProviderRegistration
@@ -153,9 +154,19 @@ def claim(
     accepts = (body or ClaimRequest()).accepts
     leases.sweep_expired(session, now, config=config)
     service.heartbeat(session, provider, now)
+    provider_bonds = _provider_bonds(request, session, config, provider)
+    bonded = bonds.bonded_total(provider_bonds) if provider_bonds else 0
     for _ in range(_CLAIM_TRIES):
-        claimed = leases.claim(session, config, provider, now, accepts_cluster=accepts.cluster)
-        if claimed is None or not config.claim_requires_escrow:
+        claimed = leases.claim(
+            session, config, provider, now, accepts_cluster=accepts.cluster, bonded_ntx=bonded
+        )
+        if claimed is None:
+            break
+        refusal = bonds.bond_refusal(provider_bonds, claimed.job)
+        if refusal is not None:
+            leases.end_unstarted(session, claimed, refusal, now, escrow_refused=False)
+            continue
+        if not config.claim_requires_escrow:
             break
         if _escrow_pays_at_start(request, session, config, claimed, now):
             break
@@ -220,6 +231,24 @@ def _escrow_pays_at_start(
         session, claimed, f"{refusal.reason}: {refusal.message}", now, escrow_refused=True
     )
     return False
+
+
+def _provider_bonds(
+    request: Request, session: SessionDep, config: ConfigDep, provider: Provider
+) -> list[Bond] | None:
+    """The provider's bonds, read on chain now, when a queued job requires a bond (None
+    when none does, or when they cannot be read: such jobs are then not handed out)."""
+    if not leases.bond_required(session):
+        return None
+    try:
+        return bonds.provider_bonds(
+            get_chain_context(request),
+            get_deployment(request),
+            bonds.terms_of(config),
+            provider.worker_key,
+        )
+    except (bonds.BondUnavailable, HTTPException):
+        return None
 
 
 def _claim_sealing(session: SessionDep, job: Job) -> ClaimSealing | None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
+from cachetools import TTLCache
 from pycardano import Address
 from sqlalchemy import Connection, Integer, bindparam, exists
 from sqlmodel import Session, col, select
@@ -159,25 +160,25 @@ class CachedLookups:
         self.ttl_s = ttl_s
         self.clock = clock
         self.max_entries = max_entries
-        self._cache: dict[tuple[str, ...], tuple[float, Any, str | None]] = {}
+        # (answer, failure) per lookup; the oldest go first when full.
+        self._cache: TTLCache[tuple[str, ...], tuple[Any, str | None]] = TTLCache(
+            maxsize=max_entries, ttl=ttl_s, timer=clock
+        )
         self._lock = threading.Lock()
 
     def _get(self, key: tuple[str, ...], fetch: Callable[[], Any]) -> Any:
-        now = self.clock()
         with self._lock:
             hit = self._cache.get(key)
-        if hit is None or now - hit[0] > self.ttl_s:
+        if hit is None:
             try:
-                hit = (now, fetch(), None)
+                hit = (fetch(), None)
             except LookupFailed as e:
-                hit = (now, None, str(e))
+                hit = (None, str(e))
             with self._lock:
-                if len(self._cache) >= self.max_entries:
-                    self._cache.clear()
                 self._cache[key] = hit
-        if hit[2] is not None:
-            raise LookupFailed(hit[2])
-        return hit[1]
+        if hit[1] is not None:
+            raise LookupFailed(hit[1])
+        return hit[0]
 
     def holdings(self, address: str) -> Holdings:
         result: Holdings = self._get(("h", address), lambda: self.chain.holdings(address))

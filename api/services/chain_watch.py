@@ -3,7 +3,7 @@
 Every `interval_s` one watcher among the API processes sharing a database (elected by the
 lease on its cursor row, `ChainWatchCursor`) asks the follower (chain.offchain.follow) what
 happened since its cursor, classifies the transactions into movements (payouts, refunds,
-cancels; slashes by plug-in) and applies the step in one database transaction:
+cancels; slashed provider bonds) and applies the step in one database transaction:
 
 - compare and set the cursor first: the update names the holder, an unexpired lease and
   the cursor the pass started from, so a watcher that lost its lease or raced another
@@ -39,8 +39,9 @@ from sqlmodel import Session, col, select
 
 from api.db import is_sqlite, open_session
 from api.models import ChainMovement, ChainWatchCursor, ChainWatchPoint, Job, JobEscrow
-from api.services import balances, notifications
+from api.services import balances, bonds, notifications
 from chain.offchain.builders.deployment import Deployment
+from chain.offchain.follow.bond_slashes import BondClassifier
 from chain.offchain.follow.classify import (
     DEFAULT_CLASSIFIERS,
     SETTLE_ACTION,
@@ -448,6 +449,8 @@ def build(state: Any) -> ChainWatch | None:
         deployment,
         clock=state.clock,
         config=config_of(state.config),
+        # Slashed provider bonds are movements too (kind SLASH, with the cited job).
+        classifiers=(*DEFAULT_CLASSIFIERS, BondClassifier(bonds.terms_of(state.config))),
     )
     log.info(
         "chain watch: following deployment %s (escrow %s) as %s",

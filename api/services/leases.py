@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, update
+from sqlalchemy import exists, func, update
 from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
@@ -76,11 +76,14 @@ def claim(
     now: datetime,
     *,
     accepts_cluster: bool = True,
+    bonded_ntx: int = 0,
 ) -> ClaimedLease | None:
     """Lease the oldest queued job or unit this provider's GPUs fit, or None when there is
     none. With `config.claim_requires_escrow`, only jobs whose escrow is recorded are
     handed out; without `accepts_cluster`, no node of a multi-node job is (the route
-    passes what the worker's claim says; absent there means no)."""
+    passes what the worker's claim says; absent there means no); a job whose spec asks
+    for a minimum bond only when `bonded_ntx` (what the provider's bonds back, read on
+    chain by the route: api.services.bonds) reaches it."""
     assert provider.id is not None
     # Auctions whose reveals closed clear first: their winners may claim in this call.
     auctions.clear_due(session, now)
@@ -97,6 +100,8 @@ def claim(
     # An auction-priced job goes only to its auction's winner, once cleared.
     stmt = stmt.where(auctions.claimable_by(provider.id))
     unit_stmt = units.claimable_unit(config, provider.id, now, accepts_cluster=accepts_cluster)
+    stmt = stmt.where(_bond_suffices(bonded_ntx))
+    unit_stmt = unit_stmt.where(_bond_suffices(bonded_ntx))
     if _is_postgres(session):
         # Workers claiming at once each skip rows another has locked instead of queueing
         # behind them; the lock holds until commit. A unit is guarded by its job's row,
@@ -188,6 +193,19 @@ def leases_started(session: Session, job: Job) -> bool:
         ).first()
         is not None
     )
+
+
+def bond_required(session: Session) -> bool:
+    """Whether any queued job asks for a minimum bond (else no claim reads bonds)."""
+    wanted = func.coalesce(col(Job.spec)["min_bond"].as_integer(), 0)
+    found = session.exec(select(Job.id).where(Job.status == "queued", wanted > 0).limit(1))
+    return found.first() is not None
+
+
+def _bond_suffices(bonded_ntx: int) -> Any:
+    """SQL: the job's spec asks for no bond, or for at most `bonded_ntx` NTX."""
+    wanted = col(Job.spec)["min_bond"].as_integer()
+    return func.coalesce(wanted, 0) <= bonded_ntx
 
 
 def end_unstarted(

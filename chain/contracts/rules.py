@@ -8,7 +8,7 @@ from chain.contracts.types import *
 
 
 @wraps_builtin
-def integer_to_byte_string(big_endian: bool, width: int, val: int) -> bytes:
+def integer_to_byte_string(big_endian: bool, width: int, val: int) -> bytes:  # type: ignore[empty-body]
     """The UPLC builtin integerToByteString (Plutus V3)."""
     pass
 

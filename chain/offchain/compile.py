@@ -33,6 +33,7 @@ from opshin.builder import to_plutus_schema
 from opshin.compiler_config import DEFAULT_CONFIG, OPT_O3_CONFIG
 from pycardano import PlutusV3Script, plutus_script_hash
 
+from chain.contracts import bond_types as bt
 from chain.contracts import types as t
 from chain.deep_stack import deep_recursion
 from chain.offchain.errors import ChainError
@@ -118,6 +119,21 @@ VALIDATORS: tuple[ValidatorSpec, ...] = (
         description="Test-NTX minting policy (devnet/preprod): admin mints, anyone burns.",
         redeemer=("redeemer", t.MintTestNtx),
         parameters=(("admin_pkh", bytes),),
+    ),
+    ValidatorSpec(
+        name="bond",
+        purpose="spend",
+        description="Provider bond: Unbond, Withdraw after the delay, Slash by the oracle quorum.",
+        datum=("datum", bt.BondDatum),
+        redeemer=("redeemer", bt.BondRedeemer),
+        parameters=(
+            ("config_policy", bytes),
+            ("config_script_hash", bytes),
+            ("ntx_policy", bytes),
+            ("ntx_name", bytes),
+            ("unbonding_delay", int),
+            ("slash_permille", int),
+        ),
     ),
 )
 

@@ -3,7 +3,9 @@ preview and mainnet, the devnet's own explorer locally. Pure string building, no
 
 from __future__ import annotations
 
-EXPLORER_PREFIX = "/explorer"  # the devnet serves its explorer here, beside /api/v0
+from chain.devnet.links import EXPLORER_PREFIX, explorer_tx_url
+
+__all__ = ["EXPLORERS", "EXPLORER_PREFIX", "explorer_links", "explorer_tx_url"]
 
 EXPLORERS: dict[str, tuple[tuple[str, str], ...]] = {
     "preprod": (
@@ -19,13 +21,6 @@ EXPLORERS: dict[str, tuple[tuple[str, str], ...]] = {
         ("cexplorer", "https://cexplorer.io/tx/{}"),
     ),
 }
-
-
-def explorer_tx_url(devnet_url: str, tx_hash: str) -> str:
-    """The devnet explorer's page of `tx_hash` for a devnet whose Blockfrost root is
-    `devnet_url` (with or without the trailing /api/v0)."""
-    root = devnet_url.rstrip("/").removesuffix("/api/v0")
-    return f"{root}{EXPLORER_PREFIX}/tx/{tx_hash}"
 
 
 def explorer_links(network: str, devnet_url: str, tx_hash: str) -> dict[str, str]:

@@ -48,7 +48,7 @@ BUILD_DIR = Path(__file__).resolve().parents[1] / "contracts" / "build"
 BLUEPRINT_PATH = BUILD_DIR / "plutus.json"
 RELEASES_DIR = BUILD_DIR.parent / "releases"
 CONFIG_NFT_NAME: bytes = t.CONFIG_NFT_NAME
-SCRIPT_NAMES = ("escrow", "batch_settle", "oracle_config", "config_nft", "test_ntx")
+SCRIPT_NAMES = ("escrow", "batch_settle", "oracle_config", "config_nft", "test_ntx", "bond")
 
 
 class ScriptLoadError(ChainError):
@@ -119,7 +119,10 @@ def load_scripts(traces: bool = False) -> dict[str, PlutusV3Script]:
 
 
 def apply_params(
-    name: str, *params: bytes | PlutusData, traces: bool = False, release: str | None = None
+    name: str,
+    *params: bytes | int | PlutusData,
+    traces: bool = False,
+    release: str | None = None,
 ) -> PlutusV3Script:
     """Apply exactly the parameters the blueprint declares, in order."""
     path = blueprint_path(traces, release)

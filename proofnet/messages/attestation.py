@@ -398,3 +398,30 @@ def attestation_from_dict(obj: Mapping[str, Any]) -> Attestation:
         return Attestation.model_validate(dict(obj))
     except ValidationError as exc:
         raise MalformedAttestation(str(exc)) from exc
+
+
+def signed_structure(cose: bytes) -> tuple[bytes, bytes, bytes]:
+    """(Ed25519 key, the exact bytes it signed, signature) of an attestation, after checking
+    the signature; what a bond slash cites on chain (the script re-checks the signature)."""
+    protected, payload, signature = _decode_cose(cose)
+    vk, _ = _decode_protected(protected)
+    signed = _sig_structure(protected, payload)
+    try:
+        VerifyKey(vk).verify(signed, signature)
+    except BadSignatureError as exc:
+        raise BadSignature("Ed25519 signature does not verify") from exc
+    return vk, signed, signature
+
+
+def attestation_of_cose(cose: bytes) -> Attestation:
+    """The attestation a COSE_Sign1 carries, after checking its signature and that the
+    signer is its `worker_key` (no domain expectations: for citing it, not for paying it)."""
+    vk, _, _ = signed_structure(cose)
+    _, payload, _ = _decode_cose(cose)
+    try:
+        att = Attestation.model_validate(parse_canonical_json(payload))
+    except (CanonicalJSONError, ValidationError) as exc:
+        raise MalformedAttestation(f"payload: {exc}") from exc
+    if att.worker_key != vk.hex():
+        raise BadSignature("signed by a key other than the attestation's worker_key")
+    return att

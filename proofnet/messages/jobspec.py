@@ -296,6 +296,9 @@ class JobSpec(Frozen):
     proof: ProofParams = ProofParams()
     # Absent: one unit of work for one worker. Present: see proofnet.messages.topology.
     topology: Topology | None = None
+    # NTX base units the provider must hold bonded (chain.contracts.bond) to claim the job;
+    # absent: none. A fraud proven against its attestation is slashed from that bond.
+    min_bond: PosInt | None = None
 
     @model_validator(mode="after")
     def _something_runs(self) -> JobSpec:
@@ -338,6 +341,8 @@ class JobSpec(Frozen):
         if body["topology"] is None:
             # Single-unit specs keep the encoding (and job ids) they had before topologies.
             del body["topology"]
+        if body["min_bond"] is None:
+            del body["min_bond"]  # specs without a bond keep their encoding and job ids
         # ... and specs without a harness the one they had before it.
         for name in _PROOF_OPTIONAL:
             if body["proof"][name] is None:

@@ -30,6 +30,7 @@ from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.services.users import add_senior
 from chain.devnet.testing import serve_app
+from proofnet.messages.attestation import Attestation
 from proofnet.processes import RoleGroup, RoleProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
@@ -185,6 +186,23 @@ def wait_for(
             tails = "\n".join(f"--- {w.role.name} ---\n{w.role.tail(30)}" for w in (workers or []))
             raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{tails}")
         time.sleep(interval)
+
+
+def wait_for_attestations(
+    oracle: RecordingOracle, job_id: str, count: int, *, workers: list[WorkerProcess]
+) -> list[Attestation]:
+    """The oracle's accepted attestations of a job, once `count` have arrived.
+
+    A worker completes its lease before it sends the attestation (the oracle checks it
+    against the completed job), so a job reads "completed" a moment before the oracle has
+    the last attestation: wait for that event rather than reading the oracle at once."""
+
+    def arrived() -> list[Attestation] | None:
+        with oracle.lock:
+            got = list(oracle.accepted.get(job_id, []))
+        return got if len(got) >= count else None
+
+    return wait_for(f"{count} attestations of {job_id}", arrived, timeout=120, workers=workers)  # type: ignore[no-any-return]
 
 
 def log_texts(api: ApiServer, job_id: str) -> list[str]:

@@ -120,11 +120,10 @@ def test_cancelled_job_loses_its_lease_and_is_not_attested(
 
     canceller = threading.Thread(target=cancel_when_running)
     canceller.start()
-    started = time.monotonic()
     outcome = harness.agent.run(once=True).outcomes[0]
     canceller.join()
-    assert outcome.status == "lost"
-    assert time.monotonic() - started < 20  # killed on the next heartbeat, not at the limit
+    # "lost", not failed at the 300 s limit: the next heartbeat found the lease ended.
+    assert outcome.status == "lost" and "killed_timeout" not in outcome.reason
     assert api_server.job(job_id)["status"] == "cancelled"
     assert oracle.requests == 0
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from pycardano import Address, Network, PaymentSigningKey
 from relay_fixtures import RelayRepo, claim_unit, multinode_spec, relay_repo  # noqa: F401
-from unit_fakes import FakeApi, FakeOracle, claim_body
+from unit_fakes import FakeApi, FakeOracle, claim_body, published_rendezvous
 
 from proofnet.messages.jobspec import JobSpec
 from worker.agent import Agent, AgentConfig
@@ -161,7 +161,7 @@ def test_only_a_nodes_torchrun_runs_as_a_cluster_node_at_the_advertised_host(
     body, job_id = _node_claim(relay_repo, "tok-2")
 
     def cluster(beats: list[dict[str, Any]]) -> dict[str, Any]:
-        endpoint = beats[0].get("rendezvous") if beats else None
+        endpoint = published_rendezvous(beats)
         return {
             "state": "ready" if endpoint else "waiting",
             "world_size": 2,
@@ -191,4 +191,4 @@ def test_only_a_nodes_torchrun_runs_as_a_cluster_node_at_the_advertised_host(
     for spec in (prep, train):
         assert not spec.network_egress  # the spec asks for none: only the node is networked
         assert spec.env["GLOO_SOCKET_IFNAME"] == spec.env["NCCL_SOCKET_IFNAME"] == "lo"
-        assert spec.env["PROOFNET_RDZV_ENDPOINT"] == fake.heartbeats[0]["rendezvous"]
+        assert spec.env["PROOFNET_RDZV_ENDPOINT"] == published_rendezvous(fake.heartbeats)

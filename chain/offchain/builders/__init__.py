@@ -7,6 +7,8 @@
     refund      -> ReturnTx                          refund.build_refund
     cancel      -> ReturnTx                          refund.build_cancel
     config      -> BuiltTx (admin quorum)            config_update.build_config_update
+    bond        -> BondTx                            bond.build_lock_bond, build_unbond,
+                                                     build_withdraw, build_slash
 
 Builders return unsigned transactions with their measured cost (`assembly.BuiltTx`);
 `assembly.sign` / `assembly.add_witnesses` add signatures and `assembly.submit` submits.

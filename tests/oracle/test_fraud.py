@@ -1,0 +1,119 @@
+"""Which rejected attestations the oracle quorum may slash a bond for (oracle.fraud): only
+a provider-signed attestation whose committed segments did not replay; each case cites
+what the bond script checks (chain.offchain.builders.bond.citation_of accepts it)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from nacl.signing import SigningKey
+from sqlalchemy import create_engine
+
+from chain.offchain.builders.bond import citation_of
+from oracle.fraud import fraud_cases
+from oracle.models import REJECTED, VERIFIED, AttestationRecord
+from oracle.store import AttestationStore
+from oracle.verify import Reason
+from proofnet.messages.address import enterprise_address
+from proofnet.messages.attestation import (
+    Attestation,
+    AttestationDomain,
+    EscrowRef,
+    sign_attestation,
+)
+
+PROVIDER = SigningKey(b"\x0a" * 32)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def signed(job: int, key: SigningKey = PROVIDER) -> tuple[Attestation, bytes]:
+    vk = bytes(key.verify_key)
+    att = Attestation(
+        domain=AttestationDomain(
+            network="devnet",
+            escrow_script_hash="ab" * 28,
+            escrow=EscrowRef(tx_id="ef" * 32, index=job),
+            job_id=hashlib.sha256(b"job%d" % job).hexdigest(),
+        ),
+        worker_key=vk.hex(),
+        payout_address=enterprise_address(vk, "devnet"),
+        started_ms=1_000,
+        ended_ms=61_000,
+        gpu_milliseconds=60_000,
+        gpu_model="NVIDIA H100",
+        gpu_uuid_sha256="f" * 64,
+        image_digest="sha256:" + "d" * 64,
+        command_hash="e" * 64,
+        result_hashes={"metrics.json": "a" * 64},
+        pot_root=hashlib.sha256(b"root%d" % job).hexdigest(),
+        metrics={"loss": "0.25"},
+        nonce="ab" * 16,
+        amount=1_000_000,
+    )
+    return att, sign_attestation(att, key).cose
+
+
+def record(
+    job: int, status: str, reason: str, *, worker: SigningKey = PROVIDER
+) -> AttestationRecord:
+    att, cose = signed(job)
+    return AttestationRecord(
+        job_id=att.job_id,
+        escrow_tx_id="ef" * 32,
+        escrow_index=job,
+        escrow_ref=f"{'ef' * 32}#{job}",
+        worker_key=bytes(worker.verify_key).hex(),
+        payout_address=att.payout_address,
+        amount=att.amount,
+        cose=cose,
+        leaf_hash=att.leaf_hash().hex(),
+        status=status,
+        reason=reason,
+        received_at=NOW,
+        updated_at=NOW,
+    )
+
+
+def test_only_a_failed_spot_check_of_a_signed_attestation_is_a_fraud(tmp_path: Path) -> None:
+    store = AttestationStore(create_engine(f"sqlite:///{tmp_path / 'oracle.db'}"))
+    store.create_schema()
+    with store.session() as s:
+        s.add(record(1, REJECTED, str(Reason.SPOT_CHECK_FAILED)))  # the fraud
+        s.add(record(2, REJECTED, str(Reason.ESCROW_MISMATCH)))  # refused, no proven lie
+        s.add(record(3, VERIFIED, ""))
+        # Stored under another worker's key than the one that signed: not that worker's.
+        s.add(record(4, REJECTED, str(Reason.SPOT_CHECK_FAILED), worker=SigningKey(b"\x0b" * 32)))
+        s.commit()
+    (case,) = fraud_cases(store)
+    att, cose = signed(1)
+    assert case.job_id == att.job_id and case.pot_root == att.pot_root and case.cose == cose
+    assert case.provider == hashlib.blake2b(bytes(PROVIDER.verify_key), digest_size=28).hexdigest()
+    citation = citation_of(case.cose, bytes.fromhex(case.job_id), bytes.fromhex(case.pot_root))
+    assert citation.provider_pkh.hex() == case.provider
+    assert fraud_cases(store, job_id=att.job_id) == [case]
+    assert fraud_cases(store, job_id=signed(2)[0].job_id) == []
+
+
+def test_the_frauds_command_writes_the_attestation_a_slash_cites(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from oracle.cli import app
+
+    url = f"sqlite:///{tmp_path / 'oracle.db'}"
+    store = AttestationStore(create_engine(url))
+    store.create_schema()
+    with store.session() as s:
+        s.add(record(1, REJECTED, str(Reason.SPOT_CHECK_FAILED)))
+        s.commit()
+    monkeypatch.setenv("PROOFNET_DATABASE_URL", url)
+    result = CliRunner().invoke(app, ["frauds", "--out", str(tmp_path / "cases")])
+    assert result.exit_code == 0, result.output
+    att, cose = signed(1)
+    assert att.job_id in result.output
+    written = (tmp_path / "cases" / f"{att.job_id}.cose.hex").read_text().strip()
+    assert bytes.fromhex(written) == cose
