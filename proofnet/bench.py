@@ -81,6 +81,46 @@ def bench_market(
     Console().print(table)
 
 
+@app.command("cheat")
+def bench_cheat(
+    price: float = typer.Option(100.0, help="the reference job's price P (NTX)"),
+    cost: float = typer.Option(80.0, help="the provider's own compute cost C of the job (NTX)"),
+    bond: float = typer.Option(100.0, help="the provider's bond B (the job's min_bond, NTX)"),
+    segments: int = typer.Option(120, min=1, help="segments n of the reference job"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """Each way to cheat against the checks that meet it: caught (by which check), detection
+    probability, the cheater's expected value and the verification share (docs/benchmarks.md)."""
+    import json
+    from dataclasses import asdict, replace
+
+    from benchmarks.cheat import run_cheat_bench
+    from benchmarks.cheat_model import Terms
+
+    terms = replace(Terms.defaults(), price=price, cost=cost, bond=bond, segments=segments)
+    report = run_cheat_bench(terms)
+    if json_out:
+        typer.echo(json.dumps(report.as_dict()))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"proofnet bench cheat ({asdict(terms)})")
+    for c in ("strategy", "method", "caught", "p(caught)", "EV (NTX)", "verification", "by"):
+        table.add_column(c)
+    for o in report.outcomes:
+        table.add_row(
+            o.strategy,
+            o.method,
+            "yes" if o.caught else "no",
+            f"{o.detection_probability:.3f}",
+            f"{o.expected_value:+.2f}",
+            f"{o.verification_share:.1%}",
+            o.by,
+        )
+    Console().print(table)
+
+
 @app.command("worker")
 def bench_worker(
     k: int = typer.Option(100, help="proof-of-training checkpoint interval (steps)"),
@@ -127,6 +167,30 @@ def bench_worker(
     for key, value in dict(report.get("container_start") or {}).items():  # type: ignore[call-overload]
         table.add_row(f"container start: {key}", str(value))
     Console().print(table)
+
+
+@app.command("gpu-challenge")
+def bench_gpu_challenge(
+    n: list[int] = typer.Option([4096, 8192], "--n", help="matrix sizes (repeat)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """The GPU challenge round outside the product: generating A and B, committing to C,
+    the API's check, beside the time the API allows an H100 (docs/benchmarks.md)."""
+    import json
+
+    from benchmarks.gpu_challenge import run_gpu_challenge_bench
+
+    rows = run_gpu_challenge_bench(n)
+    if json_out:
+        typer.echo(json.dumps(rows))
+        return
+    for row in rows:
+        typer.echo(
+            f"n={row['n']}: generate A,B {row['generate_s']:.2f} s, commit C "
+            f"{row['commit_s']:.2f} s, API check {row['api_check_s']:.2f} s; an H100 at its "
+            f"minimum rate computes in {row['h100_compute_s']:.2f} s, allowed "
+            f"{row['h100_allowed_s']:.2f} s"
+        )
 
 
 @app.command("handoff")

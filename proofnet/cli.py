@@ -29,7 +29,7 @@ ROLES: list[tuple[str, str, str, str]] = [
     ("oracle", "oracle.cli", "app", "Verify attestations and settle payouts in batches."),
     ("chaos", "oracle.settlement.chaos", "app", "Fault-injection runs against local roles."),
     ("bench", "proofnet.bench", "app", "Benchmarks whose figures go in docs/benchmarks.md."),
-    ("audit", "proofnet.audit", "app", "Audit a settlement transaction from the chain."),
+    ("audit", "auditor.audit", "app", "Audit a settlement transaction from the chain."),
     (
         "approvals",
         "api.approvals_cli",
@@ -203,7 +203,7 @@ def version() -> None:
 
 
 class DemoShape(StrEnum):
-    """What `proofnet demo` posts (proofnet.demo.SHAPES)."""
+    """What `proofnet demo` posts (demos.demo.SHAPES)."""
 
     single = "single"
     relay = "relay"
@@ -226,7 +226,7 @@ def demo(
     """Run the loop on this machine against a fresh local devnet."""
     from pathlib import Path
 
-    from proofnet.demo import DemoError, DemoOptions, run_demo
+    from demos.demo import DemoError, DemoOptions, run_demo
 
     try:
         run_demo(Path(data_dir) if data_dir else None, options=DemoOptions(shape=shape.value))

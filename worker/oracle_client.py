@@ -30,6 +30,7 @@ from tenacity import (
 
 from proofnet.messages.escrow_info import EscrowInfo, EscrowInfoError, escrow_path
 from proofnet.messages.oracle_api import ATTESTATIONS_PATH, COSE_CONTENT_TYPE
+from proofnet.redaction import redact_credentials
 
 log = logging.getLogger(__name__)
 _ENTRY = re.compile(r"[0-9a-f]{64}(-u[0-9]{1,5})?-a[0-9]{1,9}\.json")
@@ -71,7 +72,9 @@ class OracleClient:
                 url, content=cose, headers={"Content-Type": COSE_CONTENT_TYPE}
             )
         except httpx.TransportError as e:
-            raise OracleUnavailable(f"cannot reach the oracle at {self.base_url}: {e}") from e
+            raise OracleUnavailable(
+                redact_credentials(f"cannot reach the oracle at {self.base_url}: {e}")
+            ) from e
         status = response.status_code
         if status == 429 or status >= 500:
             raise OracleUnavailable(f"oracle answered HTTP {status}: {response.text[:300]}", status)
@@ -91,7 +94,9 @@ class OracleClient:
         try:
             response = self._http.get(self.base_url + escrow_path(tx_id, index))
         except httpx.TransportError as e:
-            raise OracleUnavailable(f"cannot reach the oracle at {self.base_url}: {e}") from e
+            raise OracleUnavailable(
+                redact_credentials(f"cannot reach the oracle at {self.base_url}: {e}")
+            ) from e
         status = response.status_code
         if status == 429 or status >= 500:
             raise OracleUnavailable(f"oracle answered HTTP {status}: {response.text[:300]}", status)

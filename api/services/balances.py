@@ -40,6 +40,7 @@ from api.errors import BadRequest, Forbidden
 from api.models import ChainMovement, Job, JobEscrow, Lease, Provider, User
 from api.services import movements
 from chain.offchain.explorers import explorer_links
+from proofnet.redaction import redact_credentials
 
 # Attestation statuses whose amount is still to come while the record shows the escrow
 # unspent ("settled": the oracle saw its settlement; the watcher has not recorded it yet).
@@ -51,7 +52,11 @@ MAX_PENDING_JOBS = 20
 
 
 class LookupFailed(Exception):
-    """A chain or oracle lookup failed; the message says which and why."""
+    """A chain or oracle lookup failed; the message says which and why. It is shown to
+    users (a balance's note), so the credentials of any URL in it are redacted."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact_credentials(message))
 
 
 @dataclass(frozen=True)

@@ -4,15 +4,22 @@ Scripts are read from the committed build artifacts (`chain/contracts/build/plut
 never compiled at run time. A deployment is fixed by two things: the seed UTxO the config
 NFT is minted from, and the network. Everything else follows:
 
-    config_nft    = config_nft(seed)                       -> config_policy
-    oracle_config = oracle_config(config_policy)
+    oracle_config = oracle_config(seed)                    -> config_policy = its hash
     escrow        = escrow                                 (unparameterised)
     batch_settle  = batch_settle(escrow_hash, config_policy, oracle_config_hash)
+
+The oracle-config script is also the config NFT's minting policy (one script), so the
+policy id and the config address's payment credential are one hash: the NFT can only be
+minted to, and the config only be read from, that address. The batch script still takes
+both (equal) hashes as parameters.
 
 Released versions stay loadable: `release="1.0.0"` reads the frozen blueprint of that
 protocol version (`chain/contracts/releases/<version>/plutus.json`), so escrows locked under
 an old version keep settling and refunding under their own scripts after an upgrade (see
 docs/protocol.md, Upgrades). The current build's version is `current_version()`.
+Version 1.0.0 keeps its own derivation: a separate config NFT policy,
+`config_nft(seed) -> config_policy`, and `oracle_config(config_policy)`; its
+`ProtocolScripts.config_nft` holds that policy (None for the current build).
 
 `traces=True` (tests only) gives the same scripts from the trace-keeping build, whose
 failures report the message of the assertion that rejected; it is compiled on first use
@@ -48,7 +55,7 @@ BUILD_DIR = Path(__file__).resolve().parents[1] / "contracts" / "build"
 BLUEPRINT_PATH = BUILD_DIR / "plutus.json"
 RELEASES_DIR = BUILD_DIR.parent / "releases"
 CONFIG_NFT_NAME: bytes = t.CONFIG_NFT_NAME
-SCRIPT_NAMES = ("escrow", "batch_settle", "oracle_config", "config_nft", "test_ntx", "bond")
+SCRIPT_NAMES = ("escrow", "batch_settle", "oracle_config", "test_ntx", "bond")
 
 
 class ScriptLoadError(ChainError):
@@ -77,6 +84,11 @@ def parameter_titles(name: str, blueprint_path: Path = BLUEPRINT_PATH) -> list[s
         if str(v.get("title", "")).split(".")[0] == name:
             return [p["title"] for p in v.get("parameters", [])]
     raise ScriptLoadError(f"no validator {name!r} in {blueprint_path}")
+
+
+def _has_validator(name: str, blueprint_path: Path) -> bool:
+    validators = _blueprint(blueprint_path).get("validators", [])
+    return any(str(v.get("title", "")).split(".")[0] == name for v in validators)
 
 
 def current_version() -> str:
@@ -150,14 +162,18 @@ class ProtocolScripts:
 
     seed: TransactionInput
     network: Network
-    config_nft: PlutusV3Script
-    oracle_config: PlutusV3Script
+    oracle_config: PlutusV3Script  # also the config NFT's minting policy (current build)
     escrow: PlutusV3Script
     batch_settle: PlutusV3Script
+    config_nft: PlutusV3Script | None = None  # the separate NFT policy of release 1.0.0
 
     @property
     def config_policy(self) -> ScriptHash:
-        return script_hash(self.config_nft)
+        """The config NFT's policy: the oracle-config script's own hash (release 1.0.0:
+        the separate config_nft policy)."""
+        if self.config_nft is not None:
+            return script_hash(self.config_nft)
+        return script_hash(self.oracle_config)
 
     @property
     def config_unit(self) -> str:
@@ -199,9 +215,15 @@ def protocol_scripts(
 ) -> ProtocolScripts:
     """The scripts of the deployment `seed` on `network`: the current build, or those of
     an earlier protocol version (`release`)."""
-    config_nft = apply_params("config_nft", out_ref(seed), traces=traces, release=release)
-    config_policy = script_hash(config_nft).payload
-    oracle_config = apply_params("oracle_config", config_policy, traces=traces, release=release)
+    path = blueprint_path(traces, release)
+    config_nft: PlutusV3Script | None = None
+    if _has_validator("config_nft", path):  # release 1.0.0: a separate NFT policy
+        config_nft = apply_params("config_nft", out_ref(seed), traces=traces, release=release)
+        config_policy = script_hash(config_nft).payload
+        oracle_config = apply_params("oracle_config", config_policy, traces=traces, release=release)
+    else:
+        oracle_config = apply_params("oracle_config", out_ref(seed), traces=traces, release=release)
+        config_policy = script_hash(oracle_config).payload
     escrow = apply_params("escrow", traces=traces, release=release)
     batch = apply_params(
         "batch_settle",
@@ -211,7 +233,7 @@ def protocol_scripts(
         traces=traces,
         release=release,
     )
-    return ProtocolScripts(seed, network, config_nft, oracle_config, escrow, batch)
+    return ProtocolScripts(seed, network, oracle_config, escrow, batch, config_nft)
 
 
 def ntx_test_policy(admin_pkh: VerificationKeyHash, *, traces: bool = False) -> PlutusV3Script:

@@ -92,7 +92,11 @@ def start_worker(
     oracle: RecordingOracle,
     repo: RelayRepo,
     tmp: Path,
+    *,
+    data_dir: Path | None = None,
 ) -> WorkerProcess:
+    """A `proofnet worker run` process; `data_dir`: where the jobs' file:// shards lie (the
+    one local data directory it allows)."""
     home = tmp / name
     home.mkdir(parents=True, exist_ok=True)
     registered = register_worker(api, home / "worker.skey")
@@ -123,6 +127,7 @@ def start_worker(
             "0.2",
             "--advertise-host",
             "127.0.0.1",
+            *(["--local-data-dir", str(data_dir)] if data_dir is not None else []),
         ],  # fmt: skip
         home / f"{name}.log",
         # Jobs find this interpreter's python3 (numpy) and torchrun first.

@@ -151,3 +151,19 @@ def test_attestation_waits_in_the_outbox_until_the_oracle_takes_it(
     assert harness.agent.outbox.pending() == []
     assert [a.job_id for a in oracle.all()] == [job_id]
     assert oracle.cose[job_id] == outcome.signed.cose  # type: ignore[union-attr]
+
+
+def test_a_job_asking_for_egress_is_not_claimed_where_the_provider_allows_none(
+    harness: AgentHarness,  # noqa: F811
+    api_server: ApiServer,  # noqa: F811
+    oracle: RecordingOracle,  # noqa: F811
+    model_repo: FixtureRepo,  # noqa: F811
+) -> None:
+    """`egress: true` is the job's wish, never the provider's duty: a worker whose provider
+    allows no egress says so in its claim, and the API never hands it the job."""
+    assert not harness.config.allow_egress
+    job_id = api_server.submit({**job_spec(model_repo), "egress": True})
+    assert harness.agent.run(once=True).jobs == 0
+    status = api_server.get(f"/api/v1/jobs/{job_id}/status")
+    assert status["status"] == "queued" and status["failures"] == 0
+    assert oracle.all() == []

@@ -72,7 +72,9 @@ class Rig:
             work_dir=tmp / "work",
             network="devnet",
             payout_address=payout,
-            heartbeat_s=0.3,
+            # Beats come faster than a checkout: node 0 always beats before it publishes
+            # its rendezvous, as on a loaded machine (the fakes must not read beats[0]).
+            heartbeat_s=0.05,
             poll_interval_s=0.1,
             oracle_retry_base_s=0.01,
             advertise_host="127.0.0.1",
@@ -135,7 +137,7 @@ def test_the_claim_says_whether_the_worker_runs_cluster_nodes(
 ) -> None:
     rig = rig_factory(FakeApi(), cluster_networking=networking)
     assert rig.agent.run(once=True).jobs == 0  # nothing queued
-    assert rig.claims == [{"accepts": {"cluster": networking}}]
+    assert rig.claims == [{"accepts": {"cluster": networking, "egress": False}}]
 
 
 def test_a_node_this_runtime_cannot_network_is_given_back_unrun(
@@ -192,3 +194,18 @@ def test_only_a_nodes_torchrun_runs_as_a_cluster_node_at_the_advertised_host(
         assert not spec.network_egress  # the spec asks for none: only the node is networked
         assert spec.env["GLOO_SOCKET_IFNAME"] == spec.env["NCCL_SOCKET_IFNAME"] == "lo"
         assert spec.env["PROOFNET_RDZV_ENDPOINT"] == published_rendezvous(fake.heartbeats)
+
+
+def test_an_egress_job_from_an_api_that_ignored_the_claim_is_given_back_unrun(
+    rig_factory: Any,
+    relay_repo: RelayRepo,  # noqa: F811
+) -> None:
+    """The worker's own check, for an API that hands out an egress job anyway."""
+    spec = {**multinode_spec(relay_repo), "topology": None, "egress": True}
+    fake = FakeApi(claims=[claim_body(spec, None, token="tok-e")])
+    rig = rig_factory(fake, cluster_networking=False)
+    outcome = rig.agent.run(once=True).outcomes[0]
+    assert outcome.status == "released"
+    ((how, reason),) = fake.ended
+    assert how == "release" and "egress" in reason
+    assert rig.runtime.specs == []

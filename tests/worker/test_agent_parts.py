@@ -11,13 +11,13 @@ import httpx
 import pytest
 from agent_fixtures import REPO_URL, FixtureRepo, job_spec, model_repo  # noqa: F401
 
-from proofnet.messages.jobspec import DataShard, ResultSpec
+from proofnet.messages.jobspec import ResultSpec
 from proofnet.messages.worker_auth import request_message, request_target
 from worker.agent import Agent
 from worker.api_client import ApiRefused, ApiUnavailable, LeaseLost
 from worker.oracle_client import OracleClient, Outbox, OutboxEntry, send_with_retries
 from worker.results import ResultsError, collect_results, final_metrics
-from worker.workspace import RepoCache, WorkspaceError, fetch_data
+from worker.workspace import RepoCache, WorkspaceError
 
 
 def test_checkout_is_the_pinned_commit_and_reuses_the_mirror(
@@ -36,18 +36,6 @@ def test_checkout_is_the_pinned_commit_and_reuses_the_mirror(
         cache.checkout(REPO_URL, "0" * 40, tmp_path / "c")
     with pytest.raises(WorkspaceError, match="not empty"):
         cache.checkout(REPO_URL, model_repo.commit, tmp_path / "a")
-
-
-def test_data_shards_are_verified(tmp_path: Path) -> None:
-    src = tmp_path / "train.csv"
-    src.write_bytes(b"a,b\n1,2\n")
-    good = DataShard(uri=f"file://{src}", sha256=hashlib.sha256(src.read_bytes()).hexdigest())
-    [path] = fetch_data([good], tmp_path / "job" / "data", cache_dir=tmp_path / "dc")
-    assert path.read_bytes() == src.read_bytes() and path.name == "train.csv"
-    bad = DataShard(uri=f"file://{src}", sha256="0" * 64)
-    with pytest.raises(WorkspaceError, match="not the pinned"):
-        fetch_data([bad], tmp_path / "job2" / "data")
-    assert not list((tmp_path / "job2" / "data").iterdir())
 
 
 def test_results_are_collected_by_glob_without_following_links(tmp_path: Path) -> None:

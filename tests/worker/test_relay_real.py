@@ -62,7 +62,10 @@ def test_relay_survives_a_worker_killed_mid_stage(
     ):
         job_id = api.submit(spec)
         workers = [
-            start_worker(group, f"worker-{i}", api, oracle, relay_repo, tmp_path) for i in range(3)
+            start_worker(
+                group, f"worker-{i}", api, oracle, relay_repo, tmp_path, data_dir=shards.root
+            )
+            for i in range(3)
         ]
 
         def holder() -> WorkerProcess | None:

@@ -39,6 +39,7 @@ from proofnet.messages.jobspec import JobSpec
 from worker import units
 from worker.agent import Agent, AgentConfig
 from worker.api_client import ApiClient
+from worker.data_fetch import DataFetchPolicy
 from worker.identity import create_key
 from worker.oracle_client import OracleClient
 from worker.runtime.process_runtime import ProcessRuntime
@@ -92,11 +93,17 @@ class Rig:
 
 
 @pytest.fixture
-def rig_factory(tmp_path: Path, relay_repo: RelayRepo) -> Iterator[Any]:  # noqa: F811
+def rig_factory(
+    tmp_path: Path,
+    relay_repo: RelayRepo,  # noqa: F811
+    shards: Shards,  # noqa: F811
+) -> Iterator[Any]:
     rigs: list[Rig] = []
+    # The shards are local files: the one directory this provider lets jobs read.
+    data = DataFetchPolicy(local_dirs=(shards.root,))
 
     def make(fake: FakeApi, **config: Any) -> Rig:
-        rig = Rig(tmp_path / f"rig{len(rigs)}", relay_repo, fake, **config)
+        rig = Rig(tmp_path / f"rig{len(rigs)}", relay_repo, fake, data=data, **config)
         rigs.append(rig)
         return rig
 

@@ -1,14 +1,14 @@
 """Deploy the protocol: config NFT + oracle configuration, reference scripts, batch stake
-registration. Three transactions, or four when the escrow and batch scripts together
-exceed the 16 KB size limit (the trace-keeping build does):
+registration. Three transactions (one would exceed the 16 KB size limit):
 
-1. spend the seed UTxO, mint the one config NFT (policy carried in the witness set), lock
-   it with the `OracleConfigDatum` at the oracle-config script, and publish the
-   oracle-config script as a reference script;
-2. publish the escrow and batch scripts as reference scripts (one transaction each if
-   they do not fit one);
-3. register the batch script's stake credential (Conway certificate with deposit; the
-   batch script allows registration, its script by reference).
+1. spend the seed UTxO, mint the one config NFT (the oracle-config script is its policy,
+   carried in the witness set), lock it with the `OracleConfigDatum` at that same script,
+   the only place the policy lets it land, and publish the script as a reference script;
+2. publish the batch script as a reference script;
+3. publish the escrow script as a reference script and register the batch script's stake
+   credential (Conway certificate with deposit; the batch script allows registration, its
+   script by reference). The two scripts of the trace-keeping build together pass the
+   16 KB transaction limit, hence apart.
 
 Reference scripts are parked at the oracle-config script address: no wallet sweeps them
 by accident, and the admin quorum can still reclaim them (stray UTxOs there are spendable
@@ -39,8 +39,6 @@ from chain.offchain.builders.onchain import out_ref_text
 from chain.offchain.builders.wallet import KeyWallet, await_output
 
 Waiter = Callable[[ChainContext, str], None]
-# Room for a transaction's body, witness and fee input beside its reference scripts.
-_TX_OVERHEAD_BYTES = 1_500
 
 
 @dataclass(frozen=True)
@@ -82,7 +80,8 @@ def deploy(
 ) -> Deployment:
     """Deploy from `deployer`'s funds (about 50 ADA: reference-script min-ADA, the stake
     deposit and fees). `traces=True` deploys the trace-keeping build where available;
-    `release` an earlier protocol version's scripts (`scripts.release_blueprint`)."""
+    `release` an earlier protocol version's scripts (`scripts.release_blueprint`; 1.0.0
+    mints the config NFT under its separate config_nft policy)."""
     if len(ntx_policy) != 28 or len(ntx_name) > 32:
         raise BuilderError("NTX policy must be 28 bytes and its name at most 32 bytes")
     utxos = deployer.utxos(context)
@@ -94,6 +93,7 @@ def deploy(
         scripts = S.protocol_scripts(seed.input, deployer.network, release=release)
     else:
         scripts = protocol_scripts_for(seed, deployer.network, traces)
+    nft_policy = scripts.config_nft if scripts.config_nft is not None else scripts.oracle_config
     datum = setup.datum(scripts.batch_hash.payload)
     keys = [deployer.signing_key]
 
@@ -107,43 +107,34 @@ def deploy(
         change_address=deployer.address,
         key_inputs=[seed],
         outputs=[config_out, config_script_out],
-        mints=[A.ScriptMint(scripts.config_nft, {S.CONFIG_NFT_NAME: 1}, t.MintConfigNft(0))],
-        scripts=[scripts.config_nft],
+        mints=[A.ScriptMint(nft_policy, {S.CONFIG_NFT_NAME: 1}, t.MintConfigNft(0))],
+        scripts=[nft_policy],
     )
     tx1 = _run(context, plan, deployer, keys)
     config_ref, config_script_ref = f"{tx1}#0", f"{tx1}#1"
 
-    # 2. escrow and batch reference scripts.
-    script_outputs = [
-        A.output_with_min_ada(context, scripts.config_address, script=scripts.escrow),
-        A.output_with_min_ada(context, scripts.config_address, script=scripts.batch_settle),
-    ]
-    script_bytes = len(bytes(scripts.escrow)) + len(bytes(scripts.batch_settle))
-    if script_bytes <= int(context.protocol_param.max_tx_size) - _TX_OVERHEAD_BYTES:
-        plan = A.TxPlan(change_address=deployer.address, outputs=script_outputs)
-        tx2 = _run(context, plan, deployer, keys)
-        escrow_ref_utxo, batch_ref_utxo = _outputs(context, scripts.config_address, tx2, 2)
-        published: tuple[str, ...] = (tx2,)
-    else:
-        refs = []
-        for out in script_outputs:
-            tx = _run(
-                context, A.TxPlan(change_address=deployer.address, outputs=[out]), deployer, keys
-            )
-            refs.append((tx, _outputs(context, scripts.config_address, tx, 1)[0]))
-        (tx2a, escrow_ref_utxo), (tx2b, batch_ref_utxo) = refs
-        published = (tx2a, tx2b)
+    # 2. batch reference script.
+    plan = A.TxPlan(
+        change_address=deployer.address,
+        outputs=[
+            A.output_with_min_ada(context, scripts.config_address, script=scripts.batch_settle),
+        ],
+    )
+    tx2 = _run(context, plan, deployer, keys)
+    (batch_ref_utxo,) = _outputs(context, scripts.config_address, tx2, 1)
 
-    # 3. register the batch stake credential (script by reference).
+    # 3. escrow reference script; register the batch stake credential (script by reference).
     deposit = int(context.protocol_param.key_deposit)
     cert = StakeRegistrationConway(StakeCredential(scripts.batch_hash), deposit)
     plan = A.TxPlan(
         change_address=deployer.address,
+        outputs=[A.output_with_min_ada(context, scripts.config_address, script=scripts.escrow)],
         reference_inputs=[batch_ref_utxo],
         certificates=[(cert, t.BatchAdmin(0))],
         deposits=deposit,
     )
     tx3 = _run(context, plan, deployer, keys)
+    (escrow_ref_utxo,) = _outputs(context, scripts.config_address, tx3, 1)
 
     return Deployment(
         network="mainnet" if deployer.network.value == 1 else "testnet",
@@ -159,7 +150,7 @@ def deploy(
         config_script_ref=config_script_ref,
         ntx_policy=ntx_policy.hex(),
         ntx_name=ntx_name.hex(),
-        tx_ids=(tx1, *published, tx3),
+        tx_ids=(tx1, tx2, tx3),
         protocol_version=release or S.current_version(),
     )
 

@@ -13,7 +13,14 @@ from chain.contracts import types as t
 from chain.offchain.builders.errors import BuilderError
 from chain.offchain.builders.onchain import parse_out_ref
 
-DEPLOYMENT_FORMAT = 1
+# Format 2: the oracle-config script is also the config NFT's policy (the deploy builder
+# writes `config_policy == oracle_config_hash`), escrow refunds refuse reference scripts,
+# and the file records the `protocol_version` of its scripts (absent: the current one).
+# Format 1 files describe the scripts of protocol 1.0.0 (a config NFT policy apart from the
+# oracle-config script) and are read only as 1.0.0 deployments, so escrows locked under them
+# can still settle or refund with those scripts; deploy anew for the current version.
+DEPLOYMENT_FORMAT = 2
+LEGACY_FORMAT = 1
 FIRST_PROTOCOL = "1.0.0"
 # The version of the committed build (chain/offchain/compile.py PROTOCOL_VERSION).
 CURRENT_PROTOCOL = "2.0.0"
@@ -27,6 +34,8 @@ class Deployment:
     seed: str
     config_policy: str
     config_name: str  # hex
+    # The oracle-config script: the only address where the config NFT counts. Equal to
+    # `config_policy` in deployments of this build (one script mints and holds the NFT).
     oracle_config_hash: str
     escrow_hash: str
     batch_hash: str
@@ -38,8 +47,8 @@ class Deployment:
     ntx_name: str  # hex
     tx_ids: tuple[str, ...] = ()
     format: int = DEPLOYMENT_FORMAT
-    # The protocol version of its scripts (the blueprint's); files written before the
-    # field existed are 1.0.0 deployments.
+    # The protocol version of its scripts (the blueprint's); format-1 files are 1.0.0
+    # deployments, format-2 files without the field the current version.
     protocol_version: str = CURRENT_PROTOCOL
 
     def __post_init__(self) -> None:
@@ -87,6 +96,7 @@ class Deployment:
 
     @property
     def config_address(self) -> Address:
+        """The oracle-config script's address: the only place the config NFT counts."""
         return Address(
             ScriptHash(bytes.fromhex(self.oracle_config_hash)), network=self.pycardano_network
         )
@@ -126,8 +136,21 @@ class Deployment:
             raise BuilderError(f"deployment is not JSON: {exc}") from exc
         if not isinstance(data, dict):
             raise BuilderError("deployment JSON must be an object")
-        if data.get("format") != DEPLOYMENT_FORMAT:
-            raise BuilderError(f"unsupported deployment format {data.get('format')!r}")
+        if data.get("format") == LEGACY_FORMAT:
+            if data.get("protocol_version", FIRST_PROTOCOL) != FIRST_PROTOCOL:
+                raise BuilderError(
+                    f"deployment format 1 names protocol {data.get('protocol_version')!r}: "
+                    f"format 1 files are read only as protocol {FIRST_PROTOCOL} deployments "
+                    "(a config NFT policy apart from the oracle-config script); deployments of "
+                    f"later versions are format {DEPLOYMENT_FORMAT}"
+                )
+            data.setdefault("protocol_version", FIRST_PROTOCOL)
+        elif data.get("format") != DEPLOYMENT_FORMAT:
+            raise BuilderError(
+                f"unsupported deployment format {data.get('format')!r} "
+                f"(this release reads format {DEPLOYMENT_FORMAT}, and format {LEGACY_FORMAT} "
+                f"as protocol {FIRST_PROTOCOL} deployments)"
+            )
         names = {f.name for f in fields(cls)}
         unknown = set(data) - names
         missing = names - set(data) - {"tx_ids", "format", "protocol_version"}
@@ -142,7 +165,7 @@ class Deployment:
             elif key != "format" and not isinstance(value, str):
                 raise BuilderError(f"deployment {key} must be a string")
         data["tx_ids"] = tuple(data.get("tx_ids", ()))
-        data.setdefault("protocol_version", FIRST_PROTOCOL)
+        data.setdefault("protocol_version", CURRENT_PROTOCOL)
         return cls(**data)
 
     def save(self, path: Path) -> None:

@@ -102,7 +102,7 @@ def test_payout_address_is_the_quorums_choice(deployment, oracles, batch) -> Non
     """The redeemer names no payout address: the signing oracle quorum chooses the outputs
     (a redeemer copy of the address would be written by the same signers). With the quorum
     the script accepts any payee; without it, none. Auditors and co-signers check payees
-    against the attestations (tests/oracle, proofnet.audit)."""
+    against the attestations (tests/oracle, auditor.audit)."""
     idx = batch.entries[0].payouts[0]
     o = batch.tx.outputs[idx]
     batch.tx.outputs[idx] = out(key_address(h28("mallory")), o.value)
@@ -305,3 +305,21 @@ def test_deregistration_and_delegation_need_admin_quorum(deployment, oracles, ad
         deployment.batch_settle,
         _cert_ctx(deployment, oracles, admins, cert, T.BatchAdmin(0), admins[:2]),
     ).ok
+
+
+def test_certificate_with_the_config_nft_outside_the_config_script_fails(  # type: ignore[no-untyped-def]
+    deployment, oracles, admins
+) -> None:
+    """Mallory's admins, in a config NFT held by a key wallet, cannot deregister the batch
+    credential: the certificate path reads only the config at the config script."""
+    cred = L.ScriptCredential(deployment.batch_hash.payload)
+    cert = L.TxCertUnRegStaking(cred, L.SomeDatum(2_000_000))
+    mallory = [h28("mallory")]
+    b = make_batch(deployment, oracles, admins, 0)
+    forged = T.OracleConfigDatum(oracles, 2, mallory, 1, deployment.batch_hash.payload)
+    b.tx.reference_inputs = [config_input(deployment, forged, at=key_address(mallory[0]))]
+    b.tx.certificates = [cert]
+    b.tx.signatories = mallory
+    assert not evaluate(deployment.batch_settle, b.tx.certify(0, T.BatchAdmin(0))).ok
+    b.tx.reference_inputs = [config_input(deployment, forged)]
+    assert evaluate(deployment.batch_settle, b.tx.certify(0, T.BatchAdmin(0))).ok
