@@ -133,7 +133,9 @@ def in_block(devnet_url: str, tx_id: str) -> Callable[[], bool]:
     return lambda: httpx.get(f"{devnet_url}/txs/{tx_id}", timeout=5).status_code == 200
 
 
-def stand_up_network(root: Shell, devnet_url: str, **api_env: str) -> Network:
+def stand_up_network(
+    root: Shell, devnet_url: str, oracle_env: dict[str, str] | None = None, **api_env: str
+) -> Network:
     """docs/operations.md "Deploying the contracts ... and funding the oracle" with one
     oracle (threshold 1) on the devnet, then the oracle and the API served with the settings
     that section names. The operator works in `operator/` with the docs' relative paths
@@ -186,6 +188,7 @@ def stand_up_network(root: Shell, devnet_url: str, **api_env: str) -> Network:
         PROOFNET_SETTLEMENT_THRESHOLD="1",
         PROOFNET_NTX_POLICY_ID=policy,
         PROOFNET_NTX_ASSET_NAME=name,
+        **(oracle_env or {}),
     )
     deployment_file = op.cwd / "deployment.json"
     api = root.enter(
