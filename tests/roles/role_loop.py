@@ -38,6 +38,7 @@ class PaidLoop:
     network: Network
     provider: Shell
     payout_address: str
+    submitter: Shell
     job_id: str
 
 
@@ -89,4 +90,4 @@ def paid_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PaidLoop]:
         wait_for("the ADA", lambda: lovelace_at(devnet_url, address) > 0, shell.group)
         (submitter.cwd / "job.json").write_text(json.dumps(demo_job.job_spec(repo.commit)))
         submitted = json.loads(submitter.run("job submit job.json --key-file payment.skey --lock"))
-        yield PaidLoop(network, provider, payout, str(submitted["job"]["job_id"]))
+        yield PaidLoop(network, provider, payout, submitter, str(submitted["job"]["job_id"]))

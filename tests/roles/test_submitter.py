@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+from role_loop import PaidLoop
 from role_support import (
     Network,
     Shell,
@@ -28,6 +31,7 @@ from role_support import (
 )
 
 from proofnet import demo_job
+from proofnet.processes import ProcessStartError
 
 pytestmark = pytest.mark.slow
 
@@ -109,3 +113,41 @@ def test_from_a_new_wallet_to_money_back(network: Network) -> None:
     cancelled = json.loads(me.run(f"job cancel {job_id} --key-file payment.skey"))
     assert cancelled, cancelled
     wait_for("the NTX back", lambda: network.ntx_at(address) == NTX, network.root.group)
+
+
+def test_a_new_job_repository_names_what_is_left_to_fill(tmp_path: Path) -> None:
+    """docs/jobs.md: `proofnet job init my-job --framework numpy`, `cd my-job`, `proofnet job
+    validate job.yaml`: the template validates but for the placeholders it leaves, each named
+    by its field on one line (exit 2)."""
+    me = Shell(tmp_path, {"PROOFNET_DATA_DIR": "data"})
+    me.run("job init my-job --framework numpy")
+    with pytest.raises(ProcessStartError, match="exited with 2") as refused:
+        me.enter("my-job").run("job validate job.yaml")
+    problems = (tmp_path / "my-job" / "commands.log").read_text()
+    for field in ("model.repo_url", "model.commit", "image"):
+        assert field in problems, problems
+    assert "Traceback" not in problems and refused
+
+
+def test_results_and_the_unspent_rest_back(paid_loop: PaidLoop) -> None:
+    """docs/jobs.md and docs/escrow.md after the provider's work is settled (the shared loop,
+    role_loop.py): `proofnet job status JOB_ID`, `job logs JOB_ID`, `job results JOB_ID` into
+    the current directory, and `job escrow JOB_ID` saying what was paid and what came back."""
+    me, job = paid_loop.submitter, paid_loop.job_id
+    escrow: dict[str, Any] = {}
+
+    def settled() -> bool:
+        escrow.update(json.loads(me.run(f"job escrow {job} --key-file payment.skey")))
+        return escrow.get("state") == "settled"
+
+    wait_for("the settlement recorded", settled, me.group, timeout=400)
+    closing = escrow["closing"]
+    assert (
+        closing["paid_ntx"] > 0
+        and closing["paid_ntx"] + closing["returned_ntx"] == escrow["budget"]
+    ), escrow
+    assert json.loads(me.run(f"job status {job} --key-file payment.skey"))["status"] == "completed"
+    assert me.run(f"job logs {job} --key-file payment.skey").strip()
+    listed = me.run(f"job results {job} --key-file payment.skey")
+    assert "results/metrics.json" in listed, listed
+    assert json.loads((me.cwd / "results" / "metrics.json").read_text())
