@@ -32,15 +32,15 @@ demo: $(STAMP)
 	$(BIN)/proofnet demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check libs/pot/pot proofnet chain oracle worker api benchmarks scripts tests
-	$(BIN)/ruff format --check libs/pot/pot proofnet chain oracle worker api benchmarks scripts tests
+	$(BIN)/ruff check libs/pot/pot proofnet chain oracle worker api auditor demos benchmarks scripts tests
+	$(BIN)/ruff format --check libs/pot/pot proofnet chain oracle worker api auditor demos benchmarks scripts tests
 
 # The dependency rules of docs/architecture.md ([tool.importlinter] in pyproject.toml).
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
-	$(BIN)/mypy libs/pot/pot proofnet chain oracle worker api benchmarks
+	$(BIN)/mypy libs/pot/pot proofnet chain oracle worker api auditor demos benchmarks
 
 unit: $(STAMP) $(NODE_STAMP)
 	$(BIN)/pytest -n 2 $(PYTEST_ARGS)

@@ -113,7 +113,7 @@ def create_app(
     # path (inside all, so all apply to it).
     if lean_reads:
         app.add_middleware(LeanReads, state=app.state)
-    app.add_middleware(JsonLimits, max_bytes=config.max_body_bytes)
+    app.add_middleware(JsonLimits, max_bytes=config.max_body_bytes, streams=streams_body)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes, streams=streams_body)
     app.add_middleware(RateLimit, per_minute=config.rate_limit_per_minute)
     return app

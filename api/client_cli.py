@@ -54,6 +54,7 @@ from proofnet.messages.sealing import (
     public_key_hex,
     sealing_key_message,
 )
+from proofnet.redaction import redact_credentials
 
 SHA256_HEADER = "X-Content-SHA256"
 TERMINAL = ("completed", "stopped", "failed", "cancelled")
@@ -163,7 +164,9 @@ class JobClient:
             try:
                 response = self.http.request(method, self._url(path), headers=headers, **kw)
             except httpx.HTTPError as e:
-                raise JobCliError(f"cannot reach the API at {self.api_url}: {e}") from e
+                raise JobCliError(
+                    redact_credentials(f"cannot reach the API at {self.api_url}: {e}")
+                ) from e
             if response.status_code == 401 and auth and attempt == 0:
                 self._token = None  # expired or revoked: sign in again once
                 self.sign_in()
@@ -318,7 +321,9 @@ class JobClient:
                     if attempt == attempts - 1:
                         raise JobCliError(f"the download of {name} kept breaking off: {e}") from e
                 except httpx.HTTPError as e:
-                    raise JobCliError(f"cannot reach the API at {self.api_url}: {e}") from e
+                    raise JobCliError(
+                        redact_credentials(f"cannot reach the API at {self.api_url}: {e}")
+                    ) from e
         raise JobCliError(f"cannot download {name}: the API keeps refusing the session")
 
     # --- transactions -------------------------------------------------------------------
@@ -386,7 +391,7 @@ def _run(fn: Any) -> Any:
         return fn()
     except (JobCliError, SealingError) as e:
         typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from e
+        raise typer.Exit(2) from e  # an expected failure: one line, exit 2 (proofnet.cli)
 
 
 @app.command()

@@ -27,7 +27,19 @@ class ApiConfig:
     challenge_ttl_s: int = 300
     token_ttl_s: int = 24 * 3600
     lease_ttl_s: int = 120
+    # A lease lives at most its spec's max_duration_s plus this grace (heartbeats past it
+    # are refused and the lease ends): GPU time beyond what the submitter allowed is unpaid.
+    lease_grace_s: int = 300
     max_attempts: int = 3
+    # The API's GPU challenge (api/services/gpu_challenges.py). Required: a GPU is offered
+    # only while its last API challenge passed within `gpu_challenge_interval_s`. `proofnet
+    # api serve` reads it from the settings (default on); bare ApiConfig(...) leaves it off
+    # so queue tests need no challenge round. A failed check keeps a GPU off either way.
+    gpu_challenge_required: bool = False
+    gpu_challenge_n: int = 8192
+    gpu_challenge_rows: int = 4
+    gpu_challenge_interval_s: int = 24 * 3600
+    gpu_challenge_overhead_s: float = 3.0
     # A provider counts as online while its last heartbeat is younger than this.
     provider_online_s: int = 60
     # Signed worker requests are accepted within this clock skew.
@@ -80,6 +92,12 @@ class ApiConfig:
             "challenge_ttl_s": settings.api_challenge_ttl_s,
             "token_ttl_s": settings.api_token_ttl_s,
             "lease_ttl_s": settings.api_lease_ttl_s,
+            "lease_grace_s": settings.api_lease_grace_s,
+            "gpu_challenge_required": settings.api_gpu_challenge_required,
+            "gpu_challenge_n": settings.api_gpu_challenge_n,
+            "gpu_challenge_rows": settings.api_gpu_challenge_rows,
+            "gpu_challenge_interval_s": settings.api_gpu_challenge_interval_s,
+            "gpu_challenge_overhead_s": settings.api_gpu_challenge_overhead_s,
             "max_attempts": settings.api_job_max_attempts,
             "settlement_window_s": settings.api_settlement_window_s,
             "cluster_wait_s": settings.api_cluster_wait_s,
@@ -119,6 +137,8 @@ class ApiConfig:
             "challenge_ttl_s": self.challenge_ttl_s,
             "token_ttl_s": self.token_ttl_s,
             "lease_ttl_s": self.lease_ttl_s,
+            "gpu_challenge_rows": self.gpu_challenge_rows,
+            "gpu_challenge_interval_s": self.gpu_challenge_interval_s,
             "max_attempts": self.max_attempts,
             "settlement_window_s": self.settlement_window_s,
             "cluster_wait_s": self.cluster_wait_s,
@@ -129,6 +149,12 @@ class ApiConfig:
         for name, value in positive.items():
             if value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
+        if not 2 <= self.gpu_challenge_n <= 16384 or self.gpu_challenge_rows > 16:
+            raise ValueError("gpu_challenge_n must be in [2, 16384] and gpu_challenge_rows <= 16")
+        if self.gpu_challenge_rows > self.gpu_challenge_n:
+            raise ValueError("gpu_challenge_rows cannot exceed gpu_challenge_n")
+        if self.lease_grace_s < 0 or self.gpu_challenge_overhead_s < 0:
+            raise ValueError("lease_grace_s and gpu_challenge_overhead_s cannot be negative")
         if self.chain_watch_interval_s <= 0 or self.chain_watch_lease_ttl_s <= 0:
             raise ValueError("chain_watch_interval_s and chain_watch_lease_ttl_s must be positive")
 

@@ -42,6 +42,14 @@ class AuctionRecord:
     bids: tuple[RevealedBid, ...]
 
 
+def _models(raw: object) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(m, str) for m in raw):
+        raise FeedDataError("lease.gpu_models must be a list of strings")
+    return tuple(raw)
+
+
 @dataclass(frozen=True)
 class JobInfo:
     job_id: str
@@ -154,6 +162,7 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
             started_ms=ms_of(raw.get("started_at"), "lease.started_at"),
             completed_ms=ms_of(raw.get("completed_at"), "lease.completed_at"),
             attempt=int_of(raw, "attempt"),
+            gpu_models=_models(raw.get("gpu_models")),
         )
     results_raw = obj.get("results") or {}
     if not isinstance(results_raw, Mapping) or not all(

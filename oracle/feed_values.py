@@ -29,6 +29,9 @@ class LeaseInfo:
     started_ms: int  # claim time, POSIX ms
     completed_ms: int
     attempt: int
+    # The models of the provider's checked GPUs that fit the job at claim (the API's GPU
+    # challenge); None when the API does not say (older APIs, older leases).
+    gpu_models: tuple[str, ...] | None = None
 
 
 def ms_of(value: Any, what: str) -> int:

@@ -4,6 +4,7 @@ the deployment whose escrows it verifies: escrow script, batch script, oracle co
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from chain.offchain.backends import chain_context
@@ -17,7 +18,9 @@ from oracle.metrics import OracleMetrics
 from oracle.spotcheck import LocalSpotChecker, RepoCache
 from oracle.store import AttestationStore
 from oracle.verify import VerificationContext
-from proofnet.settings import Settings
+from proofnet.egress import EgressPolicy
+from proofnet.settings import Settings, absolute
+from proofnet.shard_fetch import DataFetchPolicy
 
 
 @functools.lru_cache(maxsize=1)
@@ -52,6 +55,36 @@ def deployment_of(settings: Settings) -> Deployment:
             f"deployment's NTX ({deployment.ntx_unit})"
         )
     return deployment
+
+
+def data_policy_of(settings: Settings) -> DataFetchPolicy:
+    """How spot checks' data and repositories reach this host (the operator's settings)."""
+    networks = [n for n in settings.oracle_data_allow_networks.split(",") if n.strip()]
+    try:
+        egress = EgressPolicy.allowing(networks)
+    except ValueError as exc:
+        raise OracleConfigError(f"PROOFNET_ORACLE_DATA_ALLOW_NETWORKS: {exc}") from exc
+    dirs = [d for d in settings.oracle_local_data_dirs.split(os.pathsep) if d.strip()]
+    return DataFetchPolicy(
+        allow_http=settings.oracle_data_allow_http,
+        egress=egress,
+        local_dirs=tuple(absolute(Path(d)) for d in dirs),
+    )
+
+
+def repo_rewrites_of(settings: Settings) -> dict[str, str]:
+    """`PROOFNET_ORACLE_REPO_REWRITES`: PREFIX=REPLACEMENT, comma-separated."""
+    out: dict[str, str] = {}
+    for item in settings.oracle_repo_rewrites.split(","):
+        if not item.strip():
+            continue
+        prefix, sep, replacement = item.strip().partition("=")
+        if not sep or not prefix or not replacement:
+            raise OracleConfigError(
+                f"PROOFNET_ORACLE_REPO_REWRITES wants PREFIX=REPLACEMENT, got {item!r}"
+            )
+        out[prefix] = replacement
+    return out
 
 
 def oracle_key(settings: Settings, key_file: Path | None = None) -> OracleKey:
@@ -89,7 +122,12 @@ def context_from_settings(
         ttl_s=settings.oracle_chain_cache_ttl_s,
         cache_size=settings.oracle_chain_cache_size,
     )
-    repos = RepoCache(Path(settings.data_dir) / "oracle" / "repos")
+    data_policy = data_policy_of(settings)
+    repos = RepoCache(
+        Path(settings.data_dir) / "oracle" / "repos",
+        rewrites=repo_rewrites_of(settings),
+        egress=data_policy.egress,
+    )
     return VerificationContext(
         network=settings.network,
         escrow_script_hash=escrow_script_hash() if deployment is None else deployment.escrow_hash,
@@ -102,6 +140,8 @@ def context_from_settings(
         config_policy=None if deployment is None else deployment.config_policy,
         config_name=None if deployment is None else deployment.config_name,
         unconfigured=unconfigured,
+        metering_slack=settings.oracle_metering_slack,
+        metering_allowance_ms=settings.oracle_metering_allowance_s * 1000,
         spot_checker=LocalSpotChecker(
             feed,
             repos,
@@ -109,6 +149,7 @@ def context_from_settings(
             timeout_s=spot_check_timeout_s,
             data_cache=Path(settings.data_dir) / "oracle" / "data",
             harness_root=Path(settings.data_dir) / "oracle" / "harness",
+            data_policy=data_policy,
         )
         if spot_checks
         else None,

@@ -33,11 +33,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from oracle.metering import ProofTiming
 from oracle.proof_checks import (
     TOP_BY_NORM,
     Draw,
@@ -59,7 +61,11 @@ from pot.manifest import (
 )
 from pot.schedule import Schedule
 from pot.tensors import parse_decimal
+from proofnet.egress import EgressPolicy, EgressRefused, Resolver, system_resolver
 from proofnet.messages.envelope import MAGIC_BYTES, is_sealed
+from proofnet.pinned_git import PROXY_VARIABLES, pinned_git_options
+from proofnet.redaction import redact_credentials
+from proofnet.shard_fetch import DataFetchPolicy
 
 if TYPE_CHECKING:
     from oracle.feed import ApiFeed, JobInfo
@@ -80,6 +86,8 @@ class SpotCheckVerdict:
     seed: str = ""  # hex; drawn by the oracle after the root was committed
     segments: tuple[int, ...] = ()
     report: dict[str, Any] | None = None
+    # What the replay measured, for metering bounded by proof (oracle.metering).
+    timing: ProofTiming | None = None
 
 
 class SpotChecker(Protocol):
@@ -145,8 +153,11 @@ def needed_files(segments: tuple[int, ...]) -> list[str]:
 class RepoCache:
     """Clones of model repositories keyed by URL; checkouts are exported per commit.
 
-    `url_map` redirects a spec's repository URL to a mirror (like git's `insteadOf`), for
-    oracles that keep local mirrors or cannot reach the repository's host.
+    `url_map` (whole URLs) and `rewrites` (prefixes, like git's `insteadOf`) send a spec's
+    repository URL to a mirror the operator chose, for oracles that keep local mirrors or
+    cannot reach the repository's host. A URL neither maps is the job's choice: it is
+    fetched over https only, from its host's address resolved once and checked by `egress`
+    (`proofnet.pinned_git`: public addresses only), never from this host's own network.
     """
 
     def __init__(
@@ -156,18 +167,46 @@ class RepoCache:
         git: str = "git",
         timeout_s: float = 300.0,
         url_map: Mapping[str, str] | None = None,
+        rewrites: Mapping[str, str] | None = None,
+        egress: EgressPolicy | None = None,
+        resolver: Resolver = system_resolver,
     ) -> None:
         self.root = Path(root)
         self.url_map = dict(url_map or {})
+        self.rewrites = sorted((rewrites or {}).items(), key=lambda kv: -len(kv[0]))
+        self.egress = egress or EgressPolicy()
+        self.resolver = resolver
         self.git = git
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
 
-    def _run(self, *args: str, cwd: Path | None = None) -> str:
+    def source(self, url: str) -> str:
+        """Where `url` is fetched from: the operator's mirror, or `url` itself."""
+        if url in self.url_map:
+            return self.url_map[url]
+        for prefix, replacement in self.rewrites:
+            if url.startswith(prefix):
+                return replacement + url[len(prefix) :]
+        return url
+
+    def _options(self, url: str, source: str) -> tuple[str, ...]:
+        if source != url:  # the operator's mirror (local paths included)
+            return ("-c", "protocol.file.allow=always")
+        try:
+            return pinned_git_options(url, self.egress, self.resolver)
+        except EgressRefused as exc:
+            raise SpotCheckUnavailable(
+                f"repository {redact_credentials(url)[:120]} is refused: {exc}"
+            ) from exc
+
+    def _run(self, *args: str, cwd: Path | None = None, options: tuple[str, ...] = ()) -> str:
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+        if "protocol.allow=never" in options:  # pinned: no proxy makes its own lookup
+            for name in PROXY_VARIABLES:
+                env.pop(name, None)
         try:
             done = subprocess.run(
-                [self.git, "-c", "protocol.file.allow=always", *args],
+                [self.git, *(options or ("-c", "protocol.file.allow=always")), *args],
                 cwd=cwd,
                 env=env,
                 capture_output=True,
@@ -178,21 +217,24 @@ class RepoCache:
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SpotCheckUnavailable(f"git {args[0]} failed: {exc}") from exc
         if done.returncode != 0:
-            raise SpotCheckUnavailable(f"git {args[0]} failed: {done.stderr.strip()[:500]}")
+            said = redact_credentials(done.stderr.strip()[:500])
+            raise SpotCheckUnavailable(f"git {args[0]} failed: {said}")
         return done.stdout
 
     def export(self, url: str, commit: str, dest: Path) -> None:
         """Write the tree of `commit` into `dest` (the commit id pins the content)."""
-        url = self.url_map.get(url, url)
-        mirror = self.root / hashlib.sha256(url.encode()).hexdigest()[:32]
+        source = self.source(url)
+        mirror = self.root / hashlib.sha256(source.encode()).hexdigest()[:32]
         with self._lock:
             if not mirror.exists():
+                options = self._options(url, source)
                 self.root.mkdir(parents=True, exist_ok=True)
-                self._run("clone", "--quiet", "--mirror", url, str(mirror))
+                self._run("clone", "--quiet", "--mirror", source, str(mirror), options=options)
             try:
                 resolved = self._run("--git-dir", str(mirror), "rev-parse", f"{commit}^{{commit}}")
             except SpotCheckUnavailable:
-                self._run("--git-dir", str(mirror), "fetch", "--quiet", "origin")
+                options = self._options(url, source)
+                self._run("--git-dir", str(mirror), "fetch", "--quiet", "origin", options=options)
                 resolved = self._run("--git-dir", str(mirror), "rev-parse", f"{commit}^{{commit}}")
         if resolved.strip() != commit:
             raise SpotCheckUnavailable(f"commit {commit} resolved to {resolved.strip()}")
@@ -292,6 +334,9 @@ class LocalSpotChecker:
     data_cache: Path | None = None
     # Where this oracle's copy of the harness is kept (a temporary directory if None).
     harness_root: Path | None = None
+    # How a stage's data reaches this host (the operator's rules: schemes, addresses,
+    # local directories, size and time limits).
+    data_policy: DataFetchPolicy = field(default_factory=DataFetchPolicy)
 
     def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict:
         from oracle.feed import ArtifactMissing, FeedError
@@ -371,13 +416,16 @@ class LocalSpotChecker:
                     raise SpotCheckUnavailable(str(exc)) from exc
             self.repos.export(spec.model.repo_url, spec.model.commit, work / "repo")
             lib = launch.install(self.harness_root or work / ".harness")
+            started = time.monotonic()
             report = run_request(
                 request, work, timeout_s=self.timeout_s, python_lib=lib, python=self.python
             )
+            replay_ms = int((time.monotonic() - started) * 1000)
         report["draw_signature"] = draw.signature.hex()
         # A job, or a stage that opens a branch, starts from what the trainer builds.
         from_scratch = att.unit is None or not att.unit.inputs
-        return judge(report, manifest, draw, request.tolerance_ppm, from_scratch=from_scratch)
+        verdict = judge(report, manifest, draw, request.tolerance_ppm, from_scratch=from_scratch)
+        return replace(verdict, timing=replay_timing(manifest, draw.segments, replay_ms))
 
     def _with_stage_data(
         self, request: SpotCheckRequest, index: int, job: JobInfo, work: Path
@@ -395,7 +443,13 @@ class LocalSpotChecker:
             raise SpotCheckUnavailable(f"unit {index} is not a planned stage of {job.job_id}")
         shards = [spec.data[i] for i in unit.shards]
         try:
-            paths = fetch_shards(shards, work / "data", cache_dir=self.data_cache)
+            paths = fetch_shards(
+                shards,
+                work / "data",
+                disk_mb=spec.resources.disk_mb,
+                policy=self.data_policy,
+                cache_dir=self.data_cache,
+            )
         except StageDataError as exc:
             # The data host failing (or serving other bytes) is not the provider's doing.
             raise SpotCheckUnavailable(f"stage {index}'s data: {exc}") from exc
@@ -404,6 +458,15 @@ class LocalSpotChecker:
             unit_index=index,
             shards=tuple(str(p.relative_to(work)) for p in paths),
         )
+
+
+def replay_timing(manifest: Manifest, segments: tuple[int, ...], replay_ms: int) -> ProofTiming:
+    """The steps the manifest commits (its last checkpoint's step) and the steps the replay
+    of `segments` ran, with the replay's wall time."""
+    leaves = manifest.leaves
+    replayed = sum(leaves[s].step - leaves[s - 1].step for s in segments if 0 < s < len(leaves))
+    committed = leaves[-1].step if leaves else 0
+    return ProofTiming(committed_steps=committed, replayed_steps=replayed, replay_ms=replay_ms)
 
 
 def _replayed(result: Mapping[str, Any], leaf_weights: str, tolerance_ppm: int) -> bool:

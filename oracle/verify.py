@@ -23,6 +23,7 @@ from chain.offchain.escrow_terms import EscrowTerms, escrow_refusal
 from oracle import unit_checks as units
 from oracle.chain import ChainUnavailable, ChainView, EscrowOutput
 from oracle.feed import ApiFeed, FeedDataError, FeedError, JobInfo
+from oracle.metering import ProofTiming, proof_bound_ms
 from oracle.models import escrow_ref, payable_key
 from oracle.spotcheck import SpotChecker, SpotCheckUnavailable, SpotCheckVerdict
 from proofnet.messages import merkle
@@ -37,7 +38,7 @@ from proofnet.messages.attestation import (
     verify_attestation,
 )
 from proofnet.messages.auction import AuctionError, clear
-from proofnet.messages.jobspec import AuctionPrice, FixedPrice
+from proofnet.messages.jobspec import AuctionPrice, FixedPrice, RateCardPrice
 from proofnet.messages.rate_card import RateCardError, price_under
 from proofnet.messages.topology import Unit
 
@@ -81,6 +82,10 @@ class Reason(StrEnum):
     NONCE_MISMATCH = "nonce_mismatch"
     TIMES_OUTSIDE_LEASE = "times_outside_lease"
     GPU_TIME_IMPLAUSIBLE = "gpu_time_implausible"
+    # Rate-card GPU time beyond what the proof's committed steps back (oracle.metering).
+    GPU_TIME_EXCEEDS_PROOF = "gpu_time_exceeds_proof"
+    # A rate-card attestation naming a GPU model none of the lease's checked GPUs had.
+    GPU_MODEL_UNCHECKED = "gpu_model_unchecked"
     IMAGE_MISMATCH = "image_mismatch"
     COMMAND_MISMATCH = "command_mismatch"
     AMOUNT_EXCEEDS_PRICE = "amount_exceeds_price"
@@ -173,6 +178,10 @@ class VerificationContext:
     spot_checker: SpotChecker | None = None
     # Tolerance between the worker's clock and the API's for the attested times.
     clock_skew_ms: int = 120_000
+    # Metering bounded by proof (oracle.metering): a rate-card attestation is paid for at
+    # most committed steps x measured step time x slack (+ the allowance) per GPU.
+    metering_slack: float = 2.0
+    metering_allowance_ms: int = 600_000
     # Why this oracle cannot verify at all (no deployment configured), or "": while set,
     # every verification is postponed ("retry") with this message, so nothing is paid.
     unconfigured: str = ""
@@ -290,6 +299,8 @@ def verify(
         passed.append("lease")
         _check_work(att, job)
         passed.append("work_matches_spec")
+        if unit is None:
+            _check_gpu_model(att, job)
         _check_amount(att, job, unit)
         passed.append("amount")
         _check_results(att, scope)
@@ -303,6 +314,9 @@ def verify(
             if not spot.passed:
                 raise _Rejected(Reason(spot.reason or Reason.SPOT_CHECK_FAILED), spot.message)
             passed.append("proof_of_training")
+            if unit is None and spot.timing is not None:
+                _check_metered_by_proof(att, job, spot.timing, ctx)
+                passed.append("metered_by_proof")
     except _Rejected as exc:
         return VerificationResult("rejected", exc.reason, exc.message, tuple(passed), att, spot)
     except units.UnitRejected as exc:
@@ -475,6 +489,56 @@ def price_cap(job: JobInfo, att: Attestation) -> int:
         )
     except RateCardError as exc:
         raise _Rejected(Reason.AMOUNT_EXCEEDS_PRICE, f"nothing is payable: {exc}") from exc
+
+
+def _check_gpu_model(att: Attestation, job: JobInfo) -> None:
+    """A GPU model's rate is paid only for GPUs that passed that model's checks: a rate-card
+    attestation must name a model among the checked GPUs the lease was made on."""
+    if not isinstance(job.spec.pricing, RateCardPrice) or job.lease is None:
+        return
+    models = job.lease.gpu_models
+    if models is None or att.gpu_model in models:
+        return
+    raise _Rejected(
+        Reason.GPU_MODEL_UNCHECKED,
+        f"the attestation names GPU model {att.gpu_model!r}, but the lease was made on checked "
+        f"GPUs of {', '.join(repr(m) for m in models) or 'no model'} only",
+    )
+
+
+def _check_metered_by_proof(
+    att: Attestation, job: JobInfo, timing: ProofTiming, ctx: VerificationContext
+) -> None:
+    """A rate-card job pays GPU time only as far as the proof backs it: the attested time
+    beyond committed steps x the step time the spot check measured (with the slack and the
+    allowance) is not payable, so an amount priced on it is refused."""
+    pricing = job.spec.pricing
+    if not isinstance(pricing, RateCardPrice) or job.rate_card is None:
+        return  # a fixed or auction price does not pay by the GPU-hour
+    gpus = job.lease.gpus if job.lease is not None else job.spec.resources.gpus
+    bound = proof_bound_ms(
+        timing, gpus=gpus, slack=ctx.metering_slack, allowance_ms=ctx.metering_allowance_ms
+    )
+    if bound is None or att.gpu_milliseconds <= bound:
+        return
+    try:
+        cap = price_under(
+            job.rate_card,
+            max_amount=pricing.max_amount,
+            worker_key=att.worker_key,
+            gpu_model=att.gpu_model,
+            gpu_milliseconds=bound,
+        )
+    except RateCardError as exc:  # pragma: no cover - price_cap refused it already
+        raise _Rejected(Reason.AMOUNT_EXCEEDS_PRICE, f"nothing is payable: {exc}") from exc
+    if att.amount > cap:
+        raise _Rejected(
+            Reason.GPU_TIME_EXCEEDS_PROOF,
+            f"{att.gpu_milliseconds} GPU-ms attested, but the proof backs at most {bound} "
+            f"({timing.committed_steps} committed steps at {timing.step_ms:.3f} ms per step "
+            f"as replayed, x{ctx.metering_slack:g}, + {ctx.metering_allowance_ms} ms, on "
+            f"{gpus} GPU(s)): at most {cap} is payable, not {att.amount}",
+        )
 
 
 def _auction_price(job: JobInfo, pricing: AuctionPrice, att: Attestation) -> int:

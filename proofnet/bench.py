@@ -129,6 +129,30 @@ def bench_worker(
     Console().print(table)
 
 
+@app.command("gpu-challenge")
+def bench_gpu_challenge(
+    n: list[int] = typer.Option([4096, 8192], "--n", help="matrix sizes (repeat)"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """The GPU challenge round outside the product: generating A and B, committing to C,
+    the API's check, beside the time the API allows an H100 (docs/benchmarks.md)."""
+    import json
+
+    from benchmarks.gpu_challenge import run_gpu_challenge_bench
+
+    rows = run_gpu_challenge_bench(n)
+    if json_out:
+        typer.echo(json.dumps(rows))
+        return
+    for row in rows:
+        typer.echo(
+            f"n={row['n']}: generate A,B {row['generate_s']:.2f} s, commit C "
+            f"{row['commit_s']:.2f} s, API check {row['api_check_s']:.2f} s; an H100 at its "
+            f"minimum rate computes in {row['h100_compute_s']:.2f} s, allowed "
+            f"{row['h100_allowed_s']:.2f} s"
+        )
+
+
 @app.command("handoff")
 def bench_handoff(
     size_mb: float = typer.Option(100.0, "--size-mb", help="checkpoint size (MiB)"),
@@ -285,3 +309,45 @@ def bench_oracle(
             f"batch {settle['batch_size']}, max wait {settle['max_wait_s']}s",
         )
     Console().print(table)
+
+
+@app.command("cli")
+def bench_cli(
+    runs: int = typer.Option(10, help="`proofnet --help` runs to time"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """How fast `proofnet --help` answers: median wall and CPU seconds of fresh interpreters
+    (CPU time is what a busy machine does not inflate), and the slowest imports of one run
+    (`python -X importtime`)."""
+    import json
+    import resource
+    import statistics
+    import subprocess
+    import sys
+    import time
+
+    argv = [sys.executable, "-m", "proofnet.cli", "--help"]
+    walls, cpus = [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        began = time.perf_counter()
+        subprocess.run(argv, capture_output=True, check=True)
+        walls.append(time.perf_counter() - began)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    traced = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv[1:]], capture_output=True, text=True, check=True
+    )
+    imports = []  # (cumulative microseconds, module) of top-level imports
+    for line in traced.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit() and not parts[2].startswith("  "):
+            imports.append((int(parts[1]), parts[2].strip()))
+    report = {
+        "runs": runs,
+        "wall_median_s": round(statistics.median(walls), 3),
+        "cpu_median_s": round(statistics.median(cpus), 3),
+        "target_s": 1.0,
+        "slowest_imports_ms": {m: round(us / 1000, 1) for us, m in sorted(imports)[-5:][::-1]},
+    }
+    typer.echo(json.dumps(report) if json_out else json.dumps(report, indent=2))

@@ -29,7 +29,7 @@ ROLES: list[tuple[str, str, str, str]] = [
     ("oracle", "oracle.cli", "app", "Verify attestations and settle payouts in batches."),
     ("chaos", "oracle.settlement.chaos", "app", "Fault-injection runs against local roles."),
     ("bench", "proofnet.bench", "app", "Benchmarks whose figures go in docs/benchmarks.md."),
-    ("audit", "proofnet.audit", "app", "Audit a settlement transaction from the chain."),
+    ("audit", "auditor.audit", "app", "Audit a settlement transaction from the chain."),
     (
         "approvals",
         "api.approvals_cli",
@@ -40,13 +40,26 @@ ROLES: list[tuple[str, str, str, str]] = [
 
 
 class _LazyGroup(typer.core.TyperGroup):
-    """Imports a role's module only when that role's command is invoked."""
+    """Imports a role's module only when that role's command is invoked: `proofnet --help`
+    lists the roles from ROLES without importing any (pycardano, FastAPI, SQLAlchemy,
+    Docker and OpShin each take a second or more to import)."""
+
+    _listing = False
 
     def list_commands(self, ctx):  # type: ignore[no-untyped-def]
         return sorted({*super().list_commands(ctx), *(r[0] for r in ROLES)})
 
+    def format_help(self, ctx, formatter):  # type: ignore[no-untyped-def]
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
     def get_command(self, ctx, cmd_name):  # type: ignore[no-untyped-def]
         for name, module, attr, help_text in ROLES:
+            if name == cmd_name and self._listing:
+                return click.Group(name, help=help_text)  # a listing entry, not the role
             if name == cmd_name:
                 try:
                     sub = getattr(importlib.import_module(module), attr)
@@ -58,8 +71,76 @@ class _LazyGroup(typer.core.TyperGroup):
                 command.name = name
                 command.help = command.help or help_text
                 absolute_path_options(command)
+                one_line_errors(command)
                 return command
-        return super().get_command(ctx, cmd_name)
+        own = super().get_command(ctx, cmd_name)
+        if own is not None:
+            one_line_errors(own)
+        return own
+
+    def invoke(self, ctx):  # type: ignore[no-untyped-def]
+        """Expected failures end in one line on stderr and exit code 2 (proofnet.cli_errors);
+        `--debug` (or PROOFNET_DEBUG=1) shows the traceback instead."""
+        from proofnet.cli_errors import EXIT_CODE, usage_line
+
+        try:
+            return super().invoke(ctx)
+        except _USAGE_ERROR as exc:
+            if _debugging():
+                raise
+            where = getattr(exc, "ctx", None) or ctx
+            line = usage_line(exc.format_message(), where.command_path)  # type: ignore[attr-defined]
+            typer.secho(f"error: {line}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(EXIT_CODE) from exc
+        except CommandFailed as exc:
+            typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+            raise typer.Exit(EXIT_CODE) from exc
+
+
+# Typer carries its own copy of click: its usage errors (a missing option, a bad value) are
+# the base of typer.BadParameter, not click.UsageError.
+_USAGE_ERROR: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError"
+)
+_DEBUG = {"on": False}
+
+
+class CommandFailed(Exception):
+    """An expected failure of a command, already told in one line."""
+
+
+def _debugging() -> bool:
+    import os
+
+    return _DEBUG["on"] or os.environ.get("PROOFNET_DEBUG", "") not in ("", "0")
+
+
+def one_line_errors(command: Any) -> None:
+    """Turn what `command`'s function (and its sub-commands') raise for an expected failure
+    into CommandFailed, in the words of proofnet.cli_errors.explain; leave bugs alone."""
+    callback = getattr(command, "callback", None)
+    if callback is not None and not getattr(callback, "_one_line_errors", False):
+
+        @functools.wraps(callback)
+        def with_one_line_errors(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return callback(*args, **kwargs)
+            except (typer.TyperException, typer.Exit, typer.Abort, CommandFailed):
+                raise
+            except Exception as exc:
+                from proofnet.cli_errors import explain
+
+                if _debugging():
+                    raise
+                line = explain(exc, params=kwargs)
+                if line is None:
+                    raise
+                raise CommandFailed(line) from exc
+
+        with_one_line_errors._one_line_errors = True  # type: ignore[attr-defined]
+        command.callback = with_one_line_errors
+    for sub in (getattr(command, "commands", None) or {}).values():
+        one_line_errors(sub)
 
 
 def _absolute_value(value: Any) -> Any:
@@ -104,8 +185,13 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    debug: bool = typer.Option(
+        False, "--debug", help="show the traceback of a failure instead of its one-line error"
+    ),
+) -> None:
     """proofnet: verified GPU training paid in NTX on Cardano."""
+    _DEBUG["on"] = debug
 
 
 @app.command()
@@ -117,7 +203,7 @@ def version() -> None:
 
 
 class DemoShape(StrEnum):
-    """What `proofnet demo` posts (proofnet.demo.SHAPES)."""
+    """What `proofnet demo` posts (demos.demo.SHAPES)."""
 
     single = "single"
     relay = "relay"
@@ -140,7 +226,7 @@ def demo(
     """Run the loop on this machine against a fresh local devnet."""
     from pathlib import Path
 
-    from proofnet.demo import DemoError, DemoOptions, run_demo
+    from demos.demo import DemoError, DemoOptions, run_demo
 
     try:
         run_demo(Path(data_dir) if data_dir else None, options=DemoOptions(shape=shape.value))

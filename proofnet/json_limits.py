@@ -123,7 +123,11 @@ async def _reply(
 class JsonLimits:
     """ASGI middleware: refuse hostile JSON bodies (400) and JSON bodies over `max_bytes`
     (413) before the app reads them; other bodies pass untouched, unread. `error_body`
-    shapes the refusal as the app shapes its errors."""
+    shapes the refusal as the app shapes its errors.
+
+    Requests `streams(method, path)` names pass untouched whatever their content type:
+    their routes stream raw bytes to disk and never parse JSON (read here, a chunk without
+    a content type would be held whole in memory before its route saw a byte of it)."""
 
     def __init__(
         self,
@@ -132,14 +136,21 @@ class JsonLimits:
         max_depth: int = MAX_DEPTH,
         max_bytes: int = 4 << 20,
         error_body: Callable[[int, str], dict[str, Any]] = detail_body,
+        streams: Callable[[str, str], bool] | None = None,
     ) -> None:
         self.app = app
         self.max_depth = max_depth
         self.max_bytes = max_bytes
         self.error_body = error_body
+        self.streams = streams
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD") or not _is_json(scope):
+        if (
+            scope["type"] != "http"
+            or scope.get("method") in ("GET", "HEAD")
+            or (self.streams is not None and self.streams(scope["method"], scope["path"]))
+            or not _is_json(scope)
+        ):
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []

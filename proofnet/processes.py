@@ -22,6 +22,8 @@ from types import TracebackType
 
 import httpx
 
+from proofnet.redaction import redact_credentials
+
 
 class ProcessStartError(RuntimeError):
     """A child role exited or did not become healthy in time."""
@@ -104,7 +106,8 @@ class RoleProcess:
                 pass
             time.sleep(0.1)
         raise ProcessStartError(
-            f"{self.name} not healthy at {url} after {timeout}s:\n{self.tail()}",
+            f"{self.name} not healthy at {redact_credentials(url)} after {timeout}s:\n"
+            f"{self.tail()}",
             self.name,
             self.log_path,
         )

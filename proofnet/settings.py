@@ -127,6 +127,19 @@ class Settings(BaseSettings):
     api_challenge_ttl_s: int = 300
     api_token_ttl_s: int = 86_400
     api_lease_ttl_s: int = 120
+    # A rate-card lease lives at most the spec's max_duration_s plus this grace: heartbeats
+    # past it are refused and the lease ends (api/services/leases.py).
+    api_lease_grace_s: int = Field(default=300, ge=0)
+    # The API's own GPU challenge (api/services/gpu_challenges.py): with `required`, a GPU
+    # is offered only while a challenge of the API passed within `interval_s`; a failed one
+    # (or a failed container runtime check) keeps a GPU off the market either way. The
+    # matrix size n, the rows revealed, and the time allowed beyond the claimed model's
+    # minimum throughput for generating the matrices, hashing C and the round trips.
+    api_gpu_challenge_required: bool = True
+    api_gpu_challenge_n: int = Field(default=8192, ge=2, le=16384)
+    api_gpu_challenge_rows: int = Field(default=4, ge=1, le=16)
+    api_gpu_challenge_interval_s: int = Field(default=24 * 3600, ge=60)
+    api_gpu_challenge_overhead_s: float = Field(default=3.0, ge=0)
     api_job_max_attempts: int = 3
     api_settlement_window_s: int = 24 * 3600
     # How long an auction-priced job takes bid reveals after its bidding window closes.
@@ -198,6 +211,20 @@ class Settings(BaseSettings):
     oracle_escrow_lookups_per_minute_per_address: int = Field(default=120, ge=1)
     oracle_chain_cache_size: int = Field(default=10_000, ge=1)
     oracle_chain_cache_ttl_s: float = Field(default=10.0, gt=0)
+    # Spot checks fetch a job's repository and a stage's data on the oracle's host, by the
+    # rules a provider's host keeps (proofnet.shard_fetch, proofnet.pinned_git): https from
+    # public addresses only. Repository mirrors the operator chose (comma-separated
+    # PREFIX=REPLACEMENT, like git's insteadOf); plain http for data; networks (CIDRs,
+    # comma-separated) let back in; local directories (os.pathsep-separated) whose files
+    # jobs may name as file:// shards.
+    oracle_repo_rewrites: str = ""
+    oracle_data_allow_http: bool = False
+    oracle_data_allow_networks: str = ""
+    oracle_local_data_dirs: str = ""
+    # Metering bounded by proof (oracle/metering.py): a rate-card attestation is paid for at
+    # most committed steps x the replayed step time x slack, plus this allowance, per GPU.
+    oracle_metering_slack: float = Field(default=2.0, ge=1.0)
+    oracle_metering_allowance_s: int = Field(default=600, ge=0)
 
     # --- oracle settlement (oracle.settlement.service.SettlementConfig) --------------------
     settlement_enabled: bool = False
@@ -232,6 +259,19 @@ class Settings(BaseSettings):
     # Docker runtime: run cluster nodes with the host's network (and so its egress), which
     # multi-node training needs; without it the worker claims no cluster nodes.
     worker_allow_cluster_networking: bool = False
+    # Jobs that ask for network egress (`egress: true`) run here only with this; without it
+    # the worker hands them back.
+    worker_allow_egress: bool = False
+    # Job data and repositories (worker.data_fetch, worker.workspace): fetched over https
+    # from public addresses only. Plain http only with DATA_ALLOW_HTTP; networks (CIDRs,
+    # comma-separated) let back in, e.g. a dataset mirror on the provider's LAN; local
+    # directories (os.pathsep-separated) whose files jobs may name as file:// shards; at
+    # most DATA_MAX_MB (or the job's disk_mb, if smaller) and DATA_TIMEOUT_S per job.
+    worker_data_allow_http: bool = False
+    worker_data_allow_networks: str = ""
+    worker_local_data_dirs: str = ""
+    worker_data_max_mb: int = Field(default=50 * 1024, ge=1)
+    worker_data_timeout_s: float = Field(default=1800.0, gt=0)
 
     # --- every path absolute, defaults under data_dir / cache_dir ---------------------------
 

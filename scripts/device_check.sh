@@ -6,7 +6,7 @@
 # Usage: scripts/device_check.sh            (PYTHON=... to pick the interpreter)
 # Needs the project's Python dependencies (numpy, nvidia-ml-py, prometheus-client, PyNaCl,
 # pydantic) and, to time the GPU rather than the CPU, torch with CUDA (or cupy).
-# Finishes in well under 3 minutes on one GPU. Exit status: 0 all checks passed, 1 a check
+# Finishes in about 3 minutes on one GPU. Exit status: 0 all checks passed, 1 a check
 # failed, 3 no GPU found (CPU paths ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ echo "== nvidia-smi -L"
 nvidia-smi -L 2>&1 || echo "(nvidia-smi unavailable)"
 echo "== python: $("$PYTHON" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
 
-exec timeout 170 "$PYTHON" - <<'PY'
+exec timeout 240 "$PYTHON" - <<'PY'
 import json
 import sys
 import time
@@ -123,6 +123,62 @@ for gpu in inv.gpus or [None]:
                 fail(f"TF32 timing: {plaus.detail}")
         finally:
             torch.backends.cuda.matmul.allow_tf32 = before
+
+section("the API's challenge round (worker/api_challenge.py, checked as the API checks it)")
+# The round as the API runs it, in-process: seed, A and B derived (untimed), the start (the
+# API's clock is this perf_counter from here; the sign vector d), compute and commit on the
+# GPU, rows drawn after the commitment, Freivalds over them, and the time against the
+# claimed model's minimum plausible throughput plus the allowance.
+import secrets as _secrets
+
+from api.config import ApiConfig
+from api.services.gpu_challenges import allowed_seconds, min_tflops
+from proofnet.messages.gpu_challenge import challenge_matrices, check_revealed_rows, column_signs
+from proofnet.messages.registration import InclusionProofReport, RevealedRowReport
+from worker.api_challenge import compute_on_gpu
+
+api_config = ApiConfig(database_url="sqlite://", network="devnet")
+for gpu in inv.gpus:
+    for n in (8192, 16384):
+        spec = ChallengeSpec(seed=_secrets.randbelow(2**63), n=n)
+        t_gen = time.perf_counter()
+        a, b = challenge_matrices(spec.seed, n)
+        gen_s = time.perf_counter() - t_gen
+        signs_key = _secrets.token_hex(32)
+        t0 = time.perf_counter()
+        try:
+            result = compute_on_gpu(spec, gpu.index, gpu.uuid, (a * column_signs(signs_key, n), b))
+            commitment = result.commitment
+        except Exception as e:
+            fail(f"API round n={n} on GPU {gpu.index}: {e}")
+            break
+        elapsed = time.perf_counter() - t0
+        picks = sorted(_secrets.SystemRandom().sample(range(n), api_config.gpu_challenge_rows))
+        rows = [
+            RevealedRowReport(
+                index=r.index,
+                values=list(r.values),
+                proof=InclusionProofReport(
+                    index=r.proof.index, size=r.proof.size, path=[h.hex() for h in r.proof.path]
+                ),
+            )
+            for r in result.reveal(picks)
+        ]
+        t1 = time.perf_counter()
+        why = check_revealed_rows(
+            spec.seed, n, signs_key, commitment, picks, rows, _secrets.token_bytes(32)
+        )
+        check_s = time.perf_counter() - t1
+        allowed = allowed_seconds(api_config, gpu.name, n)
+        print(f"GPU {gpu.index} {gpu.name} n={n}: A,B derived in {gen_s:.2f} s (untimed), "
+              f"start-to-commitment {elapsed:.2f} s "
+              f"(matmul {result.elapsed_s * 1e3:.1f} ms), allowed {allowed:.2f} s "
+              f"(min {min_tflops(gpu.name):g} TFLOP/s + {api_config.gpu_challenge_overhead_s:g} s), "
+              f"API check {check_s:.2f} s: {'passed' if why is None else why}")
+        if why is not None:
+            fail(f"API round n={n}: {why}")
+        if n == api_config.gpu_challenge_n and elapsed > allowed:
+            fail(f"API round n={n}: {elapsed:.2f} s exceeds the {allowed:.2f} s allowed")
 
 section("container GPU runtime")
 from worker.gpu_runtime_check import check_gpu_runtime

@@ -48,8 +48,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
+
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from proofnet.messages.attestation import (
     Attestation,
@@ -60,6 +68,7 @@ from proofnet.messages.attestation import (
 )
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.topology import MultiNode
+from proofnet.redaction import redact_credentials
 from proofnet.settings import absolute
 from worker import harness, units
 from worker.api_client import (
@@ -78,6 +87,7 @@ from worker.cluster import (
     node_commands,
     wait_for_cluster,
 )
+from worker.data_fetch import DataFetchPolicy, fetch_data
 from worker.faults import HostFault
 from worker.identity import WorkerKey
 from worker.key_grants import GrantResponder
@@ -111,7 +121,7 @@ from worker.seal_keys import SealKeyError, SealKeys
 from worker.sealing_check import SealingKeyRefused, SealingKeyUnverified, verify_sealing_key
 from worker.telemetry import JobUsage, TelemetrySampler
 from worker.unit_claim import ClusterState, UnitAssignment
-from worker.workspace import RepoCache, WorkspaceError, WorkspaceUnavailable, fetch_data
+from worker.workspace import RepoCache, WorkspaceError, WorkspaceUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +156,15 @@ class AgentConfig:
     # verifiers they draw), and how often it looks for them (worker.key_grants).
     trusted_oracle_keys: tuple[str, ...] = ()
     key_request_poll_s: float = 30.0
+    # How job data reaches this host (schemes, addresses, size and time limits).
+    data: DataFetchPolicy = field(default_factory=DataFetchPolicy)
+    # Whether jobs that ask for network egress (`egress: true`) may have it here; without
+    # it such a job is handed back, never run without the network it asked for.
+    allow_egress: bool = False
+    # How often, between jobs, the worker asks the API which GPUs' checks are due and runs
+    # the API's challenge round on them (worker.api_challenge): the API offers a GPU only
+    # while its last round passed within the API's interval. 0 turns it off.
+    gpu_check_s: float = 600.0
 
     def __post_init__(self) -> None:
         # Absolute once and for all: git runs inside job dirs, runtimes mount them by path.
@@ -304,11 +323,31 @@ class Agent:
         responder.start()
         return responder
 
+    def _challenge_due_gpus(self) -> None:
+        """Between jobs (the GPUs are idle): run the API's challenge round on every GPU whose
+        check is due. Never fatal: a GPU that is not offered is simply not leased."""
+        from worker.api_challenge import challenge_due
+
+        try:
+            for outcome in challenge_due(self.api, datetime.now(UTC)):
+                if outcome.status == "passed":
+                    log.info("GPU %s passed the API's challenge", outcome.gpu_uuid)
+                else:
+                    log.warning(
+                        "GPU %s failed the API's challenge: %s", outcome.gpu_uuid, outcome.reason
+                    )
+        except Exception as e:  # the API, the GPU or its driver: retried next period
+            log.warning("the API's GPU challenge could not run: %s", e)
+
     def _run(self, *, max_jobs: int | None, once: bool) -> AgentStats:
         outcomes: list[JobOutcome] = []
         failures = 0
         self.flush_outbox()
+        next_gpu_check = 0.0
         while not self._stop.is_set():
+            if self.config.gpu_check_s > 0 and time.monotonic() >= next_gpu_check:
+                next_gpu_check = time.monotonic() + self.config.gpu_check_s
+                self._challenge_due_gpus()
             try:
                 outcome = self.run_once()
                 failures = 0
@@ -345,7 +384,10 @@ class Agent:
 
     def run_once(self) -> JobOutcome | None:
         """Claim one job and see it through; None when no job is queued for this worker."""
-        claimed = self.api.claim(accepts_cluster=self.runtime.cluster_networking)
+        claimed = self.api.claim(
+            accepts_cluster=self.runtime.cluster_networking,
+            accepts_egress=self.config.allow_egress,
+        )
         if claimed is None:
             return None
         return self.process(claimed)
@@ -407,6 +449,12 @@ class Agent:
             raise _Released(
                 f"this worker's {self.runtime.name} runtime does not run cluster nodes "
                 "(they need the host's network: --allow-cluster-networking)"
+            )
+        if claimed.spec.egress and not self.config.allow_egress:
+            # Only an API that ignored this worker's claim body gets here.
+            raise _Released(
+                "the job asks for network egress, which this provider does not allow "
+                "(PROOFNET_WORKER_ALLOW_EGRESS)"
             )
         assigned, model = self._assign_gpus(claimed.spec)
         try:
@@ -485,20 +533,26 @@ class Agent:
                 shutil.rmtree(_sealed_dir(job_dir), ignore_errors=True)
 
     def _end_lease(self, how: Literal["release", "fail"], token: str, reason: str) -> None:
-        for attempt in range(5):
-            try:
-                (self.api.release if how == "release" else self.api.fail)(token, reason)
-                return
-            except LeaseLost as e:
-                log.warning("could not %s the lease: it is already gone (%s)", how, e)
-                return
-            except ApiUnavailable as e:
-                log.warning("could not %s the lease yet: %s", how, e)
-                self._pause(min(self.config.max_backoff_s, 2**attempt))
-            except ApiRefused as e:
-                log.error("the API refused to %s the lease: %s", how, e)
-                return
-        log.error("gave up trying to %s the lease; it will expire on its own", how)
+        retrying = Retrying(
+            stop=stop_after_attempt(5),
+            wait=wait_exponential(multiplier=1, max=self.config.max_backoff_s),
+            retry=retry_if_exception_type(ApiUnavailable),
+            sleep=self._pause,
+            before_sleep=lambda state: log.warning(
+                "could not %s the lease yet: %s", how, state.outcome and state.outcome.exception()
+            ),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    (self.api.release if how == "release" else self.api.fail)(token, reason)
+        except LeaseLost as e:
+            log.warning("could not %s the lease: it is already gone (%s)", how, e)
+        except ApiRefused as e:
+            log.error("the API refused to %s the lease: %s", how, e)
+        except ApiUnavailable:
+            log.error("gave up trying to %s the lease; it will expire on its own", how)
 
     def _process(
         self,
@@ -639,7 +693,9 @@ class Agent:
         Returns (data files, input checkpoints), as host paths."""
         cfg, spec, unit = self.config, claimed.spec, claimed.unit
         keeper.message = "preparing workspace"
-        shipper.note(f"checking out {spec.model.repo_url} at {spec.model.commit}")
+        shipper.note(
+            f"checking out {redact_credentials(spec.model.repo_url)} at {spec.model.commit}"
+        )
         data = list(spec.data) if unit is None else units.unit_data(spec, unit)
         self._check_disk(spec)
         try:
@@ -653,7 +709,13 @@ class Agent:
             shards: list[Path] = []
             if data:
                 shipper.note(f"fetching {len(data)} data shard(s)")
-                shards = fetch_data(data, job_dir / "data", cache_dir=cfg.data_cache_dir)
+                shards = fetch_data(
+                    data,
+                    job_dir / "data",
+                    disk_mb=spec.resources.disk_mb,
+                    policy=cfg.data,
+                    cache_dir=cfg.data_cache_dir,
+                )
         except WorkspaceUnavailable as e:
             raise _HostFault(f"workspace: {e}") from e
         except WorkspaceError as e:

@@ -27,6 +27,7 @@ from proofnet.messages.claim import Claim, ClaimEscrow, ClaimSealing, LeaseAnswe
 from proofnet.messages.jobspec import JobSpec, JobSpecError
 from proofnet.messages.sealing import SealingError, SealingTarget
 from proofnet.messages.worker_auth import request_target, sign_request_headers
+from proofnet.redaction import redact_credentials
 from worker.identity import WorkerKey
 from worker.unit_claim import UnitAssignment, parse_unit
 
@@ -246,7 +247,9 @@ class ApiClient:
         try:
             response = self._http.send(request)
         except httpx.TransportError as e:
-            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e}") from e
+            raise ApiUnavailable(
+                redact_credentials(f"cannot reach the API at {self.base_url}: {e}")
+            ) from e
         self._raise_for(response, method, path, lease=lease)
         return response
 
@@ -269,10 +272,14 @@ class ApiClient:
     def heartbeat(self) -> None:
         self._json("POST", HEARTBEAT_PATH)
 
-    def claim(self, *, accepts_cluster: bool = False) -> ClaimedJob | None:
-        """Lease a job or unit; `accepts_cluster`: this worker can run cluster nodes (the
-        API hands a node only to a worker that says so)."""
-        body = self._json("POST", CLAIM_PATH, {"accepts": {"cluster": accepts_cluster}})
+    def claim(
+        self, *, accepts_cluster: bool = False, accepts_egress: bool = False
+    ) -> ClaimedJob | None:
+        """Lease a job or unit; `accepts_cluster`: this worker can run cluster nodes;
+        `accepts_egress`: its provider allows jobs network egress (the API hands such work
+        only to a worker that says so)."""
+        accepts = {"cluster": accepts_cluster, "egress": accepts_egress}
+        body = self._json("POST", CLAIM_PATH, {"accepts": accepts})
         return None if body is None else parse_claim(body)
 
     # --- auctions (proofnet.messages.auction) ------------------------------------------
@@ -513,7 +520,9 @@ class ApiClient:
         try:
             response = self._http.send(request, stream=True)
         except httpx.TransportError as e:
-            raise ApiUnavailable(f"cannot reach the API at {self.base_url}: {e}") from e
+            raise ApiUnavailable(
+                redact_credentials(f"cannot reach the API at {self.base_url}: {e}")
+            ) from e
         try:
             if response.status_code >= 400:
                 response.read()

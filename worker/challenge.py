@@ -23,13 +23,16 @@ from typing import Any, Final, Literal
 
 import numpy as np
 
+# Defined once with the API's challenge round; re-exported for this module's callers.
+from proofnet.messages.gpu_challenge import ENTRY_BOUND as ENTRY_BOUND
+from proofnet.messages.gpu_challenge import challenge_matrices as challenge_matrices
+from proofnet.messages.gpu_challenge import row_bytes as row_bytes
 from proofnet.messages.merkle import InclusionProof, MerkleTree, leaf_hash, verify_inclusion
 
 ChallengeDType = Literal["float32", "float64"]
 Backend = Literal["auto", "torch", "cupy", "numpy"]
 
 DTYPES: Final[tuple[str, ...]] = ("float32", "float64")
-ENTRY_BOUND: Final = 8  # entries of A and B are integers in [-ENTRY_BOUND, ENTRY_BOUND]
 MIN_N: Final = 2
 MAX_N: Final = 16384  # 2 GiB per float64 operand on the GPU; ample for a timing signal
 SEED_BITS: Final = 63
@@ -83,26 +86,7 @@ def seed_from_nonce(nonce: str) -> int:
     return int.from_bytes(digest[:8], "big") >> (64 - SEED_BITS)
 
 
-def challenge_matrices(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """A and B as int8 arrays, a pure function of (seed, n)."""
-    spec = ChallengeSpec(seed=seed, n=n)  # validates
-    # Separate child streams for A and B: neither matrix is a prefix of the other's stream.
-    seq_a, seq_b = np.random.SeedSequence(spec.seed).spawn(2)
-    a = np.random.Generator(np.random.PCG64(seq_a)).integers(
-        -ENTRY_BOUND, ENTRY_BOUND + 1, size=(n, n), dtype=np.int8
-    )
-    b = np.random.Generator(np.random.PCG64(seq_b)).integers(
-        -ENTRY_BOUND, ENTRY_BOUND + 1, size=(n, n), dtype=np.int8
-    )
-    return a, b
-
-
 # --- commitment ---------------------------------------------------------------------------
-
-
-def row_bytes(row: np.ndarray) -> bytes:
-    """One row of C as little-endian int64: the canonical byte form of a Merkle leaf."""
-    return np.ascontiguousarray(row, dtype="<i8").tobytes()
 
 
 def commitment_tree(c: np.ndarray) -> MerkleTree:
@@ -181,15 +165,18 @@ def run_challenge(
     gpu_index: int = 0,
     gpu_uuid: str | None = None,
     repeats: int = 3,
+    matrices: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> ChallengeResult:
     """Compute C = A @ B for `spec` on the best available backend (torch CUDA, then cupy, then
-    numpy on the CPU unless one is named) and time it.
+    numpy on the CPU unless one is named) and time it. `matrices` are the factors when the
+    caller derived them already (the API's round: A diag(d) and B, derived before its clock
+    starts); by default they are `challenge_matrices(spec.seed, spec.n)`.
 
     `gpu_uuid` (NVML's "GPU-...") picks the CUDA device by identity rather than by index, since
     CUDA's numbering need not follow NVML's."""
     if repeats < 1:
         raise ChallengeError("repeats must be at least 1")
-    a, b = challenge_matrices(spec.seed, spec.n)
+    a, b = matrices if matrices is not None else challenge_matrices(spec.seed, spec.n)
     order: Sequence[str] = ("torch", "cupy", "numpy") if backend == "auto" else (backend,)
     reasons: list[str] = []
     for name in order:

@@ -19,6 +19,7 @@ import typer
 
 # The request-signing scheme the API checks; re-exported here for callers of the old name.
 from proofnet.messages.worker_auth import request_target, sign_request_headers
+from proofnet.redaction import redact_credentials
 from worker.bid_cli import auctions, bid, reveal
 from worker.rate_card_cli import rate_card
 from worker.status_cli import status
@@ -108,9 +109,14 @@ def _signed_post(client: Any, url: str, body: bytes, key: Any, network: str) -> 
 
 
 def run_onboarding(
-    opts: OnboardOptions, *, nvml: Any = None, docker_client: Any = None
+    opts: OnboardOptions,
+    *,
+    nvml: Any = None,
+    docker_client: Any = None,
+    gpu_compute: Any = None,
 ) -> OnboardOutcome:
-    """Everything `onboard` does except printing. `nvml` and `docker_client` are for tests."""
+    """Everything `onboard` does except printing. `nvml`, `docker_client` and `gpu_compute`
+    (how a GPU computes the API's challenge; default: on that GPU) are for tests."""
     from proofnet import __version__
     from proofnet.messages.binding import NETWORKS, BindingError
     from proofnet.messages.registration import (
@@ -256,6 +262,13 @@ def run_onboarding(
                 opts.network,
             )
             registered = True
+            if registration.gpus and not opts.skip_challenge:
+                rounds = _api_rounds(opts, key, api, gpu_compute)
+                problems.extend(
+                    f"GPU {r.gpu_uuid} failed the API's challenge: {r.reason}"
+                    for r in rounds
+                    if r.status != "passed"
+                )
     finally:
         if client is not None:
             client.close()
@@ -269,6 +282,21 @@ def run_onboarding(
         api_response=api_response,
         problems=tuple(problems),
     )
+
+
+def _api_rounds(opts: OnboardOptions, key: Any, api: str, gpu_compute: Any) -> list[Any]:
+    """The API's own challenge round for each registered GPU (worker/api_challenge.py): the
+    API offers a GPU only once it passed one."""
+    from datetime import UTC, datetime
+
+    from worker.api_challenge import challenge_due, compute_on_gpu
+    from worker.api_client import ApiClient, ApiClientError
+
+    try:
+        with ApiClient(api, key, opts.network, timeout_s=opts.timeout_s) as client:
+            return challenge_due(client, datetime.now(UTC), gpu_compute or compute_on_gpu)
+    except (ApiClientError, RuntimeError, ValueError) as e:
+        raise OnboardingError(f"the API's GPU challenge could not run: {e}") from e
 
 
 def _run_challenges(
@@ -482,7 +510,7 @@ def _print_summary(outcome: OnboardOutcome, opts: OnboardOptions) -> None:
         console.print("[yellow]no payout address[/]: rerun with --payout-address to be paid")
     console.print(f"registration written to {outcome.report_path}")
     if outcome.registered:
-        console.print(f"[green]registered with {opts.api_url}[/]")
+        console.print(f"[green]registered with {redact_credentials(opts.api_url or '')}[/]")
     for p in outcome.problems:
         console.print(f"[red]problem[/]: {p}")
     if outcome.problems and opts.api_url:
@@ -521,6 +549,31 @@ def _rewrites(items: list[str]) -> dict[str, str]:
             raise RunSetupError(f"--repo-rewrite wants PREFIX=REPLACEMENT, got {item!r}")
         out[prefix] = replacement
     return out
+
+
+def data_policy_from_settings(settings: Any, local_dirs: list[Path]) -> Any:
+    """The provider's rules for job data and repositories, from its settings and flags."""
+    import os
+
+    from proofnet.egress import EgressPolicy
+    from proofnet.settings import absolute
+    from worker.data_fetch import DataFetchPolicy
+
+    networks = [n for n in settings.worker_data_allow_networks.split(",") if n.strip()]
+    try:
+        egress = EgressPolicy.allowing(networks)
+    except ValueError as e:
+        raise RunSetupError(f"PROOFNET_WORKER_DATA_ALLOW_NETWORKS: {e}") from e
+    dirs = local_dirs or [
+        absolute(Path(d)) for d in settings.worker_local_data_dirs.split(os.pathsep) if d.strip()
+    ]
+    return DataFetchPolicy(
+        allow_http=settings.worker_data_allow_http,
+        max_mb=settings.worker_data_max_mb,
+        timeout_s=settings.worker_data_timeout_s,
+        egress=egress,
+        local_dirs=tuple(dirs),
+    )
 
 
 def _make_runtime(
@@ -601,6 +654,18 @@ def run(
         help="docker runtime: take multi-node jobs, whose nodes run with the HOST's network "
         "(and so its egress and open ports); without it the worker claims no cluster nodes",
     ),
+    allow_egress: bool = typer.Option(
+        False,
+        "--allow-egress",
+        help="run jobs that ask for network egress (egress: true) with it; without this "
+        "they are handed back [default: PROOFNET_WORKER_ALLOW_EGRESS]",
+    ),
+    local_data_dir: list[Path] = typer.Option(
+        [],
+        "--local-data-dir",
+        help="a directory whose files jobs may name as file:// data shards (repeat); "
+        "without one, file:// data is refused [default: PROOFNET_WORKER_LOCAL_DATA_DIRS]",
+    ),
     oracle_key: list[str] = typer.Option(
         [],
         "--oracle-key",
@@ -631,6 +696,7 @@ def run(
     try:
         key = load_key(absolute(key_file) if key_file else settings.worker_key_file)
         cards = rate_cards_by_digest(load_rate_card(absolute(p)) for p in rate_card)
+        data_policy = data_policy_from_settings(settings, [absolute(p) for p in local_data_dir])
         config = AgentConfig(
             work_dir=wd,
             network=network or settings.network,
@@ -646,9 +712,13 @@ def run(
                 for k in (oracle_key or settings.worker_oracle_keys.split(","))
                 if k.strip()
             ),
+            data=data_policy,
+            allow_egress=allow_egress or settings.worker_allow_egress,
         )
         # One mirror cache per user, shared by every job (and process) of this machine.
-        repos = RepoCache(settings.git_cache_dir, rewrites=_rewrites(repo_rewrite))
+        repos = RepoCache(
+            settings.git_cache_dir, rewrites=_rewrites(repo_rewrite), egress=data_policy.egress
+        )
         runtime = _make_runtime(
             runtime_name or settings.worker_runtime,
             allow_cluster_networking=(

@@ -12,7 +12,6 @@ import contextlib
 import json
 import logging
 import os
-import random
 import re
 import tempfile
 import time
@@ -22,9 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from proofnet.messages.escrow_info import EscrowInfo, EscrowInfoError, escrow_path
 from proofnet.messages.oracle_api import ATTESTATIONS_PATH, COSE_CONTENT_TYPE
+from proofnet.redaction import redact_credentials
 
 log = logging.getLogger(__name__)
 _ENTRY = re.compile(r"[0-9a-f]{64}(-u[0-9]{1,5})?-a[0-9]{1,9}\.json")
@@ -66,7 +72,9 @@ class OracleClient:
                 url, content=cose, headers={"Content-Type": COSE_CONTENT_TYPE}
             )
         except httpx.TransportError as e:
-            raise OracleUnavailable(f"cannot reach the oracle at {self.base_url}: {e}") from e
+            raise OracleUnavailable(
+                redact_credentials(f"cannot reach the oracle at {self.base_url}: {e}")
+            ) from e
         status = response.status_code
         if status == 429 or status >= 500:
             raise OracleUnavailable(f"oracle answered HTTP {status}: {response.text[:300]}", status)
@@ -86,7 +94,9 @@ class OracleClient:
         try:
             response = self._http.get(self.base_url + escrow_path(tx_id, index))
         except httpx.TransportError as e:
-            raise OracleUnavailable(f"cannot reach the oracle at {self.base_url}: {e}") from e
+            raise OracleUnavailable(
+                redact_credentials(f"cannot reach the oracle at {self.base_url}: {e}")
+            ) from e
         status = response.status_code
         if status == 429 or status >= 500:
             raise OracleUnavailable(f"oracle answered HTTP {status}: {response.text[:300]}", status)
@@ -201,24 +211,38 @@ def send_with_retries(
     max_delay_s: float = 30.0,
     sleep: Callable[[float], Any] = time.sleep,
 ) -> OutboxEntry | None:
-    """Send until accepted, refused or out of attempts. Returns the updated entry (still in
-    the outbox), or None when the oracle refused it for good (moved to refused/)."""
-    for i in range(attempts):
-        try:
-            answer = oracle.submit(entry.cose)
-        except OracleRefused as e:
-            log.error("oracle refused the attestation for job %s: %s", entry.job_id, e)
-            outbox.refuse(entry, str(e))
-            return None
-        except OracleUnavailable as e:
-            entry = outbox.update(entry, send_attempts=entry.send_attempts + 1, last_error=str(e))
-            if i + 1 < attempts:
-                delay = min(max_delay_s, base_delay_s * 2**i)
-                sleep(delay * random.uniform(0.5, 1.5))
-            continue
-        return outbox.update(
-            entry, delivered=True, oracle_answer=answer, send_attempts=entry.send_attempts + 1
-        )
+    """Send until accepted, refused or out of attempts (exponential backoff with full
+    jitter between them). Returns the updated entry (still in the outbox), or None when the
+    oracle refused it for good (moved to refused/)."""
+    retrying = Retrying(
+        stop=stop_after_attempt(attempts),
+        wait=wait_random_exponential(multiplier=base_delay_s, max=max_delay_s),
+        retry=retry_if_exception_type(OracleUnavailable),
+        sleep=sleep,
+        reraise=True,
+    )
+    try:
+        for attempt in retrying:
+            with attempt:
+                try:
+                    answer = oracle.submit(entry.cose)
+                except OracleUnavailable as e:
+                    entry = outbox.update(
+                        entry, send_attempts=entry.send_attempts + 1, last_error=str(e)
+                    )
+                    raise
+                return outbox.update(
+                    entry,
+                    delivered=True,
+                    oracle_answer=answer,
+                    send_attempts=entry.send_attempts + 1,
+                )
+    except OracleRefused as e:
+        log.error("oracle refused the attestation for job %s: %s", entry.job_id, e)
+        outbox.refuse(entry, str(e))
+        return None
+    except OracleUnavailable:
+        pass
     log.warning(
         "attestation for job %s not delivered yet (%s); it stays in the outbox",
         entry.job_id,

@@ -16,6 +16,8 @@ from typing import Any
 
 import typer
 
+from proofnet.redaction import redact_credentials
+
 EARNINGS_PATH = "/api/v1/worker/earnings"
 SHOWN_PAYOUTS = 10
 
@@ -25,7 +27,9 @@ class StatusError(Exception):
 
 
 def fetch_earnings(api_url: str, key_file: Path, network: str) -> dict[str, Any]:
-    """The API's earnings answer for the worker key in `key_file`."""
+    """The API's earnings answer for the worker key in `key_file`, with the API's view of
+    this worker's GPUs under "gpu_checks" (offered or not, and why)."""
+    from proofnet.messages.gpu_challenge import WORKER_GPUS_PATH
     from worker.api_client import ApiClient, ApiClientError, ApiRefused
     from worker.identity import IdentityError, load_key
 
@@ -36,6 +40,8 @@ def fetch_earnings(api_url: str, key_file: Path, network: str) -> dict[str, Any]
     try:
         with ApiClient(api_url, key, network) as api:
             body = api.request("GET", EARNINGS_PATH).json()
+            if isinstance(body, dict):
+                body["gpu_checks"] = api.request("GET", WORKER_GPUS_PATH).json()
     except ApiRefused as e:
         hint = " (run `proofnet worker onboard --api-url ...` first)" if e.status == 403 else ""
         raise StatusError(f"{e}{hint}") from e
@@ -64,7 +70,7 @@ def render(body: dict[str, Any], api_url: str) -> list[str]:
     payouts = list(body.get("payouts") or [])
     earned = body.get("earned") or {}
     lines = [
-        f"worker {body.get('worker_key', '?')[:16]}... at {api_url}",
+        f"worker {body.get('worker_key', '?')[:16]}... at {redact_credentials(api_url)}",
         f"payout address   {body.get('payout_address')}",
         f"earned           {_ntx(earned)}",
         f"pending          {_ntx(body.get('pending_settlement') or {})}",
@@ -80,6 +86,7 @@ def render(body: dict[str, Any], api_url: str) -> list[str]:
             f"chain record     up to block {recorded_to} (tip {body.get('tip_block')}), "
             f"as of {_when(body.get('recorded_at'))}"
         )
+    lines.extend(_gpu_lines(body.get("gpu_checks") or {}))
     if not payouts:
         lines.append("payouts          none yet")
         return lines
@@ -94,6 +101,19 @@ def render(body: dict[str, Any], api_url: str) -> list[str]:
         lines.append(f"    tx {p.get('tx_hash')}")
         for name, url in (p.get("explorer") or {}).items():
             lines.append(f"    {name}: {url}")
+    return lines
+
+
+def _gpu_lines(checks: dict[str, Any]) -> list[str]:
+    """One line per GPU: offered or not, and why (the API's own challenge decides)."""
+    gpus = list(checks.get("gpus") or [])
+    if not gpus:
+        return []
+    lines = ["GPUs (as the API checked them):"]
+    for g in gpus:
+        state = "offered" if g.get("offered") else "NOT offered"
+        lines.append(f"  {g.get('index')}  {g.get('model')}  {g.get('uuid')}  {state}")
+        lines.append(f"    {g.get('why')}")
     return lines
 
 

@@ -21,6 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
 from pot.env import UnitEnv
 from proofnet.messages.jobspec import DataShard, JobSpec
 from proofnet.messages.topology import MultiNode, Relay
@@ -124,20 +132,27 @@ def fetch_inputs(
     paths = []
     for position, item in enumerate(unit.inputs):
         dest = job_dir / INPUTS_DIR / f"input-{position}"
-        for attempt in range(_DOWNLOAD_ATTEMPTS):
-            try:
-                size, _ = api.download_input(token, position, dest, item.sha256)
-                break
-            except ApiUnavailable as e:
-                if attempt + 1 == _DOWNLOAD_ATTEMPTS:
-                    raise
-                log.warning("input %d download failed (will retry): %s", position, e)
-                pause(min(30.0, 2.0**attempt))
+        size, _ = Retrying(
+            stop=stop_after_attempt(_DOWNLOAD_ATTEMPTS),
+            wait=wait_exponential(multiplier=1, max=30.0),
+            retry=retry_if_exception_type(ApiUnavailable),
+            sleep=pause,
+            before_sleep=_warn_retry(f"input {position} download"),
+            reraise=True,
+        )(api.download_input, token, position, dest, item.sha256)
         if size != item.size:
             # The hash matched, so the bytes are the pinned ones; the size is only a hint.
             log.warning("input %d is %d bytes, the claim said %d", position, size, item.size)
         paths.append(dest)
     return tuple(paths)
+
+
+def _warn_retry(what: str) -> Callable[[RetryCallState], None]:
+    def warn(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        log.warning("%s failed (will retry): %s", what, error)
+
+    return warn
 
 
 def unit_env(

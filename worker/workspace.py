@@ -7,8 +7,12 @@ file lock and read (copied into a job) under a shared one. The job dir is a fres
 checked out (detached) at exactly the pinned commit, and the worker refuses it unless `HEAD`
 is that commit. URLs can be rewritten by prefix (git's `insteadOf`), so a provider can serve
 repositories from a local mirror and tests can point a job's https:// URL at a local fixture
-repository. Input data shards are fetched (file:// or http(s)://) into `data/` and refused
-when their SHA-256 differs.
+repository. Input data is `worker.data_fetch`'s.
+
+A job's repository URL that no rewrite of the provider's matches is the job's choice, and
+git fetches it from the provider's host: it must be https://, its host is resolved once
+(`proofnet.egress`: public addresses only) and git is pinned to that address
+(`http.curloptResolve`), with redirects and every other protocol refused.
 
 Every path handed to git is absolute: git runs with `-C <job dir>`, where a relative mirror
 path would name a directory inside the job. A failure is `WorkspaceError` when the job's
@@ -20,27 +24,20 @@ whole stderr (bounded, credentials redacted) is in the message.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path, PurePosixPath
-from urllib.parse import unquote, urlsplit
+from pathlib import Path
 
-import httpx
-
-from proofnet.messages.jobspec import DataShard
+from proofnet.egress import EgressPolicy, EgressRefused, Resolver, system_resolver
+from proofnet.pinned_git import PROXY_VARIABLES, pinned_git_options
 from proofnet.redaction import bounded, redact_credentials
 from worker.faults import HostFault
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
-_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
-_CHUNK = 1 << 20
 
 
 class WorkspaceError(Exception):
@@ -55,8 +52,11 @@ class WorkspaceUnavailable(WorkspaceError, HostFault):
 GIT_STDERR_LIMIT = 4000
 
 
-def _git_env() -> dict[str, str]:
+def _git_env(*, pinned: bool = False) -> dict[str, str]:
     env = dict(os.environ)
+    if pinned:
+        for name in PROXY_VARIABLES:
+            env.pop(name, None)
     # Never wait on a credential prompt, and ignore the host's git config for reproducibility.
     env.update(
         {
@@ -109,8 +109,12 @@ class RepoCache:
         rewrites: Mapping[str, str] | None = None,
         git: str = "git",
         timeout_s: float = 900.0,
+        egress: EgressPolicy | None = None,
+        resolver: Resolver = system_resolver,
     ) -> None:
         self.root = _absolute(Path(root))
+        self.egress = egress or EgressPolicy()
+        self.resolver = resolver
         # Longest prefix first, as git's insteadOf does.
         self.rewrites = sorted((rewrites or {}).items(), key=lambda kv: -len(kv[0]))
         self.git = git
@@ -122,20 +126,35 @@ class RepoCache:
                 return replacement + url[len(prefix) :]
         return url
 
+    def remote_options(self, url: str) -> tuple[str, ...]:
+        """git options for fetching `url`: none where a rewrite of the provider's chose the
+        source; otherwise (the job's choice) https only, pinned to the checked address of
+        its host, no redirects. Refusals are the job's fault (WorkspaceError)."""
+        if self.resolve_url(url) != url:
+            return ()
+        try:
+            return pinned_git_options(url, self.egress, self.resolver)
+        except EgressRefused as e:
+            raise WorkspaceError(
+                f"repository {redact_credentials(url)[:120]!r} is refused: {e}"
+            ) from e
+
     def _run(
         self,
         args: Sequence[str],
         what: str,
         *,
         fault: type[WorkspaceError] = WorkspaceUnavailable,
+        options: Sequence[str] = (),
     ) -> str:
         """Run git; a failure raises `fault`: WorkspaceUnavailable for what only touches
-        this machine, WorkspaceError where the job's repository is what answered."""
-        cmd = [self.git, "-c", "protocol.ext.allow=never", *args]
+        this machine, WorkspaceError where the job's repository is what answered.
+        `options` (a pinned remote's) come before the command."""
+        cmd = [self.git, "-c", "protocol.ext.allow=never", *options, *args]
         try:
             done = subprocess.run(
                 cmd,
-                env=_git_env(),
+                env=_git_env(pinned=bool(options)),
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
@@ -181,6 +200,7 @@ class RepoCache:
                     f"create a mirror of {url} in the git mirror cache {self.root}",
                 )
             if not self._has_commit(mirror, commit):
+                options = self.remote_options(url)
                 try:
                     # Servers that allow it (GitHub, local repos) send just this commit.
                     self._run(
@@ -196,6 +216,7 @@ class RepoCache:
                         ],
                         f"fetch {commit} from {url}",
                         fault=WorkspaceError,
+                        options=options,
                     )
                 except WorkspaceUnavailable:
                     raise
@@ -214,6 +235,7 @@ class RepoCache:
                         ],
                         f"fetch {url}",
                         fault=WorkspaceError,
+                        options=options,
                     )
                 if not self._has_commit(mirror, commit):
                     raise WorkspaceError(f"commit {commit} is not in {redact_credentials(url)}")
@@ -263,98 +285,3 @@ class RepoCache:
                 f"checked out {head}, not the pinned {commit}; refusing to run"
             )
         return dest
-
-
-def _shard_name(uri: str) -> str:
-    name = PurePosixPath(unquote(urlsplit(uri).path)).name
-    if not _SAFE_NAME.fullmatch(name):
-        raise WorkspaceError(
-            f"data uri {uri[:120]!r} must end in a plain file name ([A-Za-z0-9._-])"
-        )
-    return name
-
-
-def _write_failure(dest: Path, e: OSError) -> WorkspaceError:
-    # The worker checks before a job that its disk has the space the job declares; a full
-    # disk after that is data larger than the job said (its fault). Any other write error
-    # is this machine's.
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return WorkspaceError(f"the job's data filled the disk writing {dest.name}: {e}")
-    return WorkspaceUnavailable(f"cannot write data into {dest}: {e}")
-
-
-def _copy_verified(chunks: Iterator[bytes], dest: Path, sha256: str, uri: str) -> None:
-    digest = hashlib.sha256()
-    try:
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".part-")
-    except OSError as e:
-        raise WorkspaceUnavailable(f"cannot write data into {dest.parent}: {e}") from e
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for chunk in chunks:
-                digest.update(chunk)
-                try:
-                    out.write(chunk)
-                except OSError as e:
-                    raise _write_failure(dest, e) from e
-        if digest.hexdigest() != sha256:
-            raise WorkspaceError(
-                f"data {uri[:120]} has SHA-256 {digest.hexdigest()}, not the pinned {sha256}"
-            )
-        os.replace(tmp, dest)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-
-
-def fetch_data(
-    shards: Sequence[DataShard],
-    data_dir: Path,
-    *,
-    cache_dir: Path | None = None,
-    timeout_s: float = 600,
-) -> list[Path]:
-    """Fetch each shard into `data_dir/<file name>`, verified against its SHA-256."""
-    if data_dir.is_symlink() or (data_dir.exists() and not data_dir.is_dir()):
-        # Only the job's repository can have put something there.
-        raise WorkspaceError(f"the job's repository has a {data_dir.name} that is not a directory")
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise WorkspaceUnavailable(f"cannot create the data dir {data_dir}: {e}") from e
-    out: list[Path] = []
-    names: set[str] = set()
-    for shard in shards:
-        name = _shard_name(shard.uri)
-        if name in names:
-            raise WorkspaceError(f"two data shards would both be data/{name}")
-        names.add(name)
-        dest = data_dir / name
-        cached = cache_dir / shard.sha256 if cache_dir is not None else None
-        if cached is not None and cached.is_file():
-            shutil.copyfile(cached, dest)
-            out.append(dest)
-            continue
-        scheme = urlsplit(shard.uri).scheme
-        if scheme == "file":
-            source = Path(unquote(urlsplit(shard.uri).path))
-            try:
-                with source.open("rb") as f:
-                    _copy_verified(iter(lambda: f.read(_CHUNK), b""), dest, shard.sha256, shard.uri)
-            except OSError as e:
-                raise WorkspaceError(f"cannot read data {shard.uri[:120]}: {e}") from e
-        elif scheme in ("http", "https"):
-            try:
-                with httpx.stream("GET", shard.uri, timeout=timeout_s, follow_redirects=True) as r:
-                    if r.status_code != 200:
-                        raise WorkspaceError(f"data {shard.uri[:120]}: HTTP {r.status_code}")
-                    _copy_verified(r.iter_bytes(_CHUNK), dest, shard.sha256, shard.uri)
-            except httpx.HTTPError as e:
-                raise WorkspaceError(f"cannot download data {shard.uri[:120]}: {e}") from e
-        else:
-            raise WorkspaceError(f"data uri scheme {scheme!r} is not supported (file, http, https)")
-        if cached is not None:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(dest, cached)
-        out.append(dest)
-    return out

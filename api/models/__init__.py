@@ -12,7 +12,7 @@ from api.models.job_unit import JobUnit
 from api.models.measurement import MeasuredRun
 from api.models.notification import NotificationDelivery, NotificationSubscription
 from api.models.proof_key_request import ProofKeyRequest
-from api.models.provider import Provider, ProviderGpu, RateCard
+from api.models.provider import GpuChallenge, Provider, ProviderGpu, RateCard
 from api.models.rate_card_document import JobRateCard, ProviderRateCard, PublishedRateCard
 from api.models.sealing_key import SealingKey
 from api.models.user import User
@@ -29,6 +29,7 @@ __all__ = [
     "ChainWatchCursor",
     "ChainWatchPoint",
     "Endorsement",
+    "GpuChallenge",
     "Job",
     "JobEscrow",
     "JobLogLine",

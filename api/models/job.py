@@ -78,3 +78,7 @@ class Lease(TableBase, table=True):
     # of its cluster attempt was lost) | not_started (NOT_STARTED)
     outcome: str | None = Field(default=None, max_length=16)
     reason: str = Field(default="", max_length=2000)
+    # The GPU models among the provider's checked (offered) GPUs that fit the job when it was
+    # claimed (api.services.gpu_challenges): a rate-card lease is paid at one of these
+    # models' rates only. None for leases made before the GPU checks.
+    gpu_models: list[str] | None = Field(default=None, sa_column=Column(JSON))

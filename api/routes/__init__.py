@@ -14,6 +14,7 @@ from api.routes import (
     escrow_state,
     escrow_tx,
     estimates,
+    gpu_challenges,
     health,
     jobs,
     notifications,
@@ -41,6 +42,7 @@ api_router.include_router(balances.router)
 api_router.include_router(providers.router)
 api_router.include_router(rate_cards.router)
 api_router.include_router(worker.router)
+api_router.include_router(gpu_challenges.router)
 api_router.include_router(auctions.router)
 api_router.include_router(worker_io.router)
 api_router.include_router(oracle_feed.router)

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import CurrentProvider, NowDep, SessionDep
+from api.deps import ConfigDep, CurrentProvider, NowDep, SessionDep
 from api.services import auctions as service
 
 router = APIRouter(tags=["auctions"])
@@ -81,11 +81,16 @@ def auction(job_id: str, session: SessionDep, now: NowDep) -> AuctionPublic:
 
 @router.post("/worker/auctions/{job_id}/commit")
 def commit(
-    job_id: str, body: BidCommit, provider: CurrentProvider, session: SessionDep, now: NowDep
+    job_id: str,
+    body: BidCommit,
+    provider: CurrentProvider,
+    session: SessionDep,
+    config: ConfigDep,
+    now: NowDep,
 ) -> BidPublic:
     """Seal a bid: SHA-256 of the bid's domain-tagged canonical JSON. Only providers whose
     GPUs fit the job, only while bidding is open; a new commitment replaces the old."""
-    row = service.commit_bid(session, provider, job_id, body.commitment, now)
+    row = service.commit_bid(session, config, provider, job_id, body.commitment, now)
     return BidPublic(
         job_id=job_id,
         worker_key=row.worker_key,

@@ -120,11 +120,15 @@ def telemetry(
 
 @router.put("/rate-card")
 def rate_card(
-    body: RateCardUpdate, provider: CurrentProvider, session: SessionDep, now: NowDep
+    body: RateCardUpdate,
+    provider: CurrentProvider,
+    session: SessionDep,
+    config: ConfigDep,
+    now: NowDep,
 ) -> RateCardSetPublic:
     """Replace this provider's rates and publish them as its current rate card document;
     `digest` is what a spec's `pricing.rate_card` names to buy at these prices."""
-    done = service.set_rate_card(session, provider, dict(body.rates), now)
+    done = service.set_rate_card(session, config, provider, dict(body.rates), now)
     card = done.published
     return RateCardSetPublic(
         digest=None if card is None else card.digest,
@@ -147,7 +151,8 @@ def claim(
     body: ClaimRequest | None = None,
 ) -> ClaimPublic | Response:
     """Lease the oldest queued job, or unit of a job with a topology, this worker's GPUs fit
-    and it can run (`accepts`: cluster nodes only to a worker that accepts them). A served
+    and it can run (`accepts`: cluster nodes, and jobs that ask for network egress, only to a
+    worker that accepts them). A served
     API hands a lease out only once the job's escrow, read on chain now, can still pay it
     (`api.services.payable_escrow`); a job whose escrow cannot is taken back and the next
     one tried."""
@@ -158,7 +163,13 @@ def claim(
     bonded = bonds.bonded_total(provider_bonds) if provider_bonds else 0
     for _ in range(_CLAIM_TRIES):
         claimed = leases.claim(
-            session, config, provider, now, accepts_cluster=accepts.cluster, bonded_ntx=bonded
+            session,
+            config,
+            provider,
+            now,
+            accepts_cluster=accepts.cluster,
+            accepts_egress=accepts.egress,
+            bonded_ntx=bonded,
         )
         if claimed is None:
             break

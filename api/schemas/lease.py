@@ -19,6 +19,9 @@ class ClaimAccepts(RequestBody):
     # Nodes of multi-node jobs: they need the host's network, which a worker may not allow.
     # Absent means no: a worker that does not say so cannot be assumed to run them.
     cluster: bool = Field(default=False, strict=True)
+    # Jobs that ask for network egress (`egress: true`): only where the provider allows it.
+    # Absent means no.
+    egress: bool = Field(default=False, strict=True)
 
 
 class ClaimRequest(RequestBody):

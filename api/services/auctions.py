@@ -25,7 +25,7 @@ from sqlmodel import Session, col, select
 from api.config import ApiConfig
 from api.errors import BadRequest, Conflict, NotFound
 from api.models import Auction, AuctionBid, Job, Provider
-from api.services.units import fitting_gpus
+from api.services.units import offered_gpus
 from proofnet.messages.auction import (
     MAX_BIDS,
     AuctionError,
@@ -91,7 +91,12 @@ def _auction_of(session: Session, job_id: str, *, lock: bool = False) -> tuple[J
 
 
 def commit_bid(
-    session: Session, provider: Provider, job_id: str, commitment: str, now: datetime
+    session: Session,
+    config: ApiConfig,
+    provider: Provider,
+    job_id: str,
+    commitment: str,
+    now: datetime,
 ) -> AuctionBid:
     """Record (or replace) `provider`'s sealed bid while the window is open."""
     if len(commitment) != 64 or any(c not in "0123456789abcdef" for c in commitment):
@@ -103,7 +108,7 @@ def commit_bid(
         raise Conflict(f"job {job_id} is {job.status}: it takes no bids")
     assert provider.id is not None and job.id is not None
     fits = session.exec(
-        select(fitting_gpus(provider.id)).select_from(Job).where(col(Job.id) == job.id)
+        select(offered_gpus(provider.id, config, now)).select_from(Job).where(col(Job.id) == job.id)
     ).one()
     if fits < job.gpu_count:
         raise Conflict(

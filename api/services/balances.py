@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
+from cachetools import TTLCache
 from pycardano import Address
 from sqlalchemy import Connection, Integer, bindparam, exists
 from sqlmodel import Session, col, select
@@ -39,6 +40,7 @@ from api.errors import BadRequest, Forbidden
 from api.models import ChainMovement, Job, JobEscrow, Lease, Provider, User
 from api.services import movements
 from chain.offchain.explorers import explorer_links
+from proofnet.redaction import redact_credentials
 
 # Attestation statuses whose amount is still to come while the record shows the escrow
 # unspent ("settled": the oracle saw its settlement; the watcher has not recorded it yet).
@@ -50,7 +52,11 @@ MAX_PENDING_JOBS = 20
 
 
 class LookupFailed(Exception):
-    """A chain or oracle lookup failed; the message says which and why."""
+    """A chain or oracle lookup failed; the message says which and why. It is shown to
+    users (a balance's note), so the credentials of any URL in it are redacted."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact_credentials(message))
 
 
 @dataclass(frozen=True)
@@ -159,25 +165,25 @@ class CachedLookups:
         self.ttl_s = ttl_s
         self.clock = clock
         self.max_entries = max_entries
-        self._cache: dict[tuple[str, ...], tuple[float, Any, str | None]] = {}
+        # (answer, failure) per lookup; the oldest go first when full.
+        self._cache: TTLCache[tuple[str, ...], tuple[Any, str | None]] = TTLCache(
+            maxsize=max_entries, ttl=ttl_s, timer=clock
+        )
         self._lock = threading.Lock()
 
     def _get(self, key: tuple[str, ...], fetch: Callable[[], Any]) -> Any:
-        now = self.clock()
         with self._lock:
             hit = self._cache.get(key)
-        if hit is None or now - hit[0] > self.ttl_s:
+        if hit is None:
             try:
-                hit = (now, fetch(), None)
+                hit = (fetch(), None)
             except LookupFailed as e:
-                hit = (now, None, str(e))
+                hit = (None, str(e))
             with self._lock:
-                if len(self._cache) >= self.max_entries:
-                    self._cache.clear()
                 self._cache[key] = hit
-        if hit[2] is not None:
-            raise LookupFailed(hit[2])
-        return hit[1]
+        if hit[1] is not None:
+            raise LookupFailed(hit[1])
+        return hit[0]
 
     def holdings(self, address: str) -> Holdings:
         result: Holdings = self._get(("h", address), lambda: self.chain.holdings(address))

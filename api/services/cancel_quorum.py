@@ -17,6 +17,8 @@ from typing import Protocol
 
 import httpx
 
+from proofnet.redaction import redact_credentials
+
 IDENTITY_PATH = "/api/v1/quorum/identity"
 CANCEL_PATH = "/api/v1/quorum/cancel"
 
@@ -25,9 +27,10 @@ class OracleRefused(Exception):
     """An oracle would not co-sign (its reason), or could not be asked."""
 
     def __init__(self, url: str, reason: str) -> None:
-        super().__init__(f"oracle {url}: {reason}")
-        self.url = url
-        self.reason = reason
+        # Shown to the submitter: a configured URL's credentials never are.
+        self.url = redact_credentials(url)
+        self.reason = redact_credentials(reason)
+        super().__init__(f"oracle {self.url}: {self.reason}")
 
 
 @dataclass(frozen=True)

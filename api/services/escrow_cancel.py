@@ -37,6 +37,7 @@ from api.services.escrow_tx import (
     parse_wallet_utxos,
 )
 from api.services.jobs import cancel_job, get_job
+from proofnet.redaction import redact_credentials
 from proofnet.when import ms_of
 
 
@@ -193,7 +194,9 @@ def submit_cancel_tx(
         try:
             witness = VerificationKeyWitness.from_cbor(raw)
         except Exception as exc:  # pycardano raises assorted errors on bad CBOR
-            raise Conflict(f"the oracle at {member.url} answered no witness") from exc
+            raise Conflict(
+                f"the oracle at {redact_credentials(member.url)} answered no witness"
+            ) from exc
         witnesses.append(witness)
     try:
         full = assemble(

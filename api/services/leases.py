@@ -12,7 +12,7 @@ unit, still under its job's row lock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import exists, func, update
@@ -24,6 +24,7 @@ from api.models import Job, JobEscrow, JobUnit, Lease, Provider
 from api.models.job import NOT_STARTED, TERMINAL_STATUSES
 from api.services import auctions, clusters, unit_outcomes, units
 from api.services.estimates import record_run
+from api.services.gpu_challenges import offered_models
 from api.services.notifications import notify_job_completed
 from api.services.rate_cards import claimable_by as rate_card_claimable
 from api.services.tokens import new_nonce, new_secret, secret_hash
@@ -65,6 +66,49 @@ class ActiveLease:
     cluster: ClusterView | None = None
 
 
+def lease_deadline(job: Job, created_at: datetime, config: ApiConfig) -> datetime | None:
+    """When a lease of `job` made at `created_at` ends whatever its heartbeats say: the
+    spec's `max_duration_s` plus `config.lease_grace_s`. GPU time past it was never
+    allowed by the submitter, so nothing keeps the lease alive (None: the spec names no
+    duration)."""
+    resources = job.spec.get("resources") if isinstance(job.spec, dict) else None
+    max_s = resources.get("max_duration_s") if isinstance(resources, dict) else None
+    if isinstance(max_s, bool) or not isinstance(max_s, int) or max_s <= 0:
+        return None
+    return _aware(created_at) + timedelta(seconds=max_s + config.lease_grace_s)
+
+
+def _expiry(job: Job, created_at: datetime, now: datetime, config: ApiConfig) -> datetime:
+    """A lease's next expiry: a heartbeat TTL from now, never past its deadline."""
+    renewed = now + timedelta(seconds=config.lease_ttl_s)
+    deadline = lease_deadline(job, created_at, config)
+    return renewed if deadline is None else min(renewed, deadline)
+
+
+def _overran(job: Job, lease: Lease) -> bool:
+    """Whether `lease` expired at its deadline (ran past max_duration_s + grace) rather than
+    for want of heartbeats: its expiry was capped at or after max_duration_s."""
+    resources = job.spec.get("resources") if isinstance(job.spec, dict) else None
+    max_s = resources.get("max_duration_s") if isinstance(resources, dict) else None
+    if isinstance(max_s, bool) or not isinstance(max_s, int):
+        return False
+    return _aware(lease.expires_at) >= _aware(lease.created_at) + timedelta(seconds=max_s)
+
+
+def _expired_reason(job: Job, lease: Lease) -> str:
+    if _overran(job, lease):
+        return "it ran past the job's max_duration_s plus the grace"
+    seen = lease.heartbeat_at or lease.created_at
+    return (
+        f"no heartbeat before the lease expired (last seen {seen.strftime('%Y-%m-%dT%H:%M:%SZ')})"
+    )
+
+
+def _aware(when: datetime) -> datetime:
+    # SQLite hands back naive datetimes for the UTC times stored.
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
 def _is_postgres(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"
 
@@ -76,20 +120,26 @@ def claim(
     now: datetime,
     *,
     accepts_cluster: bool = True,
+    accepts_egress: bool = True,
     bonded_ntx: int = 0,
 ) -> ClaimedLease | None:
     """Lease the oldest queued job or unit this provider's GPUs fit, or None when there is
     none. With `config.claim_requires_escrow`, only jobs whose escrow is recorded are
-    handed out; without `accepts_cluster`, no node of a multi-node job is (the route
-    passes what the worker's claim says; absent there means no); a job whose spec asks
-    for a minimum bond only when `bonded_ntx` (what the provider's bonds back, read on
-    chain by the route: api.services.bonds) reaches it."""
+    handed out; without `accepts_cluster`, no node of a multi-node job is; without
+    `accepts_egress`, no job that asks for network egress is (the route passes what the
+    worker's claim says; absent there means no); a job whose spec asks for a minimum bond
+    only when `bonded_ntx` (what the provider's bonds back, read on chain by the route:
+    api.services.bonds) reaches it."""
     assert provider.id is not None
     # Auctions whose reveals closed clear first: their winners may claim in this call.
     auctions.clear_due(session, now)
+    # The provider's row lock serialises its concurrent claims: each counts the GPUs the
+    # other's lease holds (`fitting_gpus`), so one GPU never holds two leases. On SQLite
+    # every transaction already holds the write lock (BEGIN IMMEDIATE).
+    session.exec(select(Provider.id).where(Provider.id == provider.id).with_for_update()).one()
     stmt = (
         select(Job)
-        .where(Job.status == "queued", col(Job.gpu_count) <= fitting_gpus(provider.id))
+        .where(Job.status == "queued", col(Job.gpu_count) <= fitting_gpus(provider.id, config, now))
         .order_by(col(Job.created_at), col(Job.id))
         .limit(1)
     )
@@ -99,7 +149,14 @@ def claim(
     stmt = stmt.where(rate_card_claimable(provider.id))
     # An auction-priced job goes only to its auction's winner, once cleared.
     stmt = stmt.where(auctions.claimable_by(provider.id))
-    unit_stmt = units.claimable_unit(config, provider.id, now, accepts_cluster=accepts_cluster)
+    stmt = stmt.where(units.egress_claimable(accepts_egress))
+    unit_stmt = units.claimable_unit(
+        config,
+        provider.id,
+        now,
+        accepts_cluster=accepts_cluster,
+        accepts_egress=accepts_egress,
+    )
     stmt = stmt.where(_bond_suffices(bonded_ntx))
     unit_stmt = unit_stmt.where(_bond_suffices(bonded_ntx))
     if _is_postgres(session):
@@ -128,7 +185,8 @@ def claim(
         nonce=new_nonce(32),
         attempt=job.attempts + 1,
         created_at=now,
-        expires_at=now + timedelta(seconds=config.lease_ttl_s),
+        expires_at=_expiry(job, now, now, config),
+        gpu_models=offered_models(session, config, provider.id, job.gpu_memory_mb, now),
     )
     session.add(lease)
     session.flush()
@@ -170,9 +228,10 @@ def _claim_unit(
         provider,
         token_hash=secret_hash(token),
         nonce=new_nonce(32),
-        expires_at=now + timedelta(seconds=config.lease_ttl_s),
+        expires_at=_expiry(job, now, now, config),
         now=now,
     )
+    lease.gpu_models = offered_models(session, config, provider.id or 0, job.gpu_memory_mb, now)
     session.flush()
     cluster = None
     if unit.kind == "node":
@@ -279,8 +338,13 @@ def active_lease(session: Session, provider: Provider, token: str, now: datetime
             # cluster node, a failed evaluation): say what.
             ended += f": {lease.reason}"
         raise Conflict(ended)
-    if lease.expires_at <= now:
-        raise Conflict("lease is no longer valid: it expired; claim the job again")
+    if _aware(lease.expires_at) <= now:
+        # The lease ends here, as the sweeper would end it: a heartbeat or completion after
+        # the expiry (or after max_duration_s plus the grace) never revives it.
+        reason = _expired_reason(job, lease)
+        _end_expired(session, job, lease, reason, now)
+        session.commit()
+        raise Conflict(f"lease is no longer valid: it expired ({reason}); claim the job again")
     if lease.unit_id is None:
         if job.status != "leased" or job.current_lease_id != lease.id:
             raise Conflict(f"lease is no longer valid: the job is {job.status}")
@@ -314,7 +378,7 @@ def heartbeat(
     if rendezvous is not None:
         raise BadRequest("only node rank 0 of a multi-node job publishes a rendezvous")
     active.lease.heartbeat_at = now
-    active.lease.expires_at = now + timedelta(seconds=config.lease_ttl_s)
+    active.lease.expires_at = _expiry(active.job, active.lease.created_at, now, config)
     if progress is not None:
         active.job.progress = progress
     if message is not None:
@@ -353,7 +417,7 @@ def _unit_heartbeat(
     if unit.kind == "node":
         cluster = clusters.cluster_view(job, units.job_units(session, job), unit)
     lease.heartbeat_at = now
-    lease.expires_at = now + timedelta(seconds=config.lease_ttl_s)
+    lease.expires_at = _expiry(job, lease.created_at, now, config)
     provider.last_heartbeat_at = now
     session.add_all([lease, provider])
     session.commit()
@@ -512,17 +576,44 @@ def _sweep_jobs(session: Session, now: datetime, *, limit: int) -> int:
         stmt = stmt.with_for_update(skip_locked=True, of=Job)
     rows = session.exec(stmt).all()
     for job, lease in rows:
-        seen = lease.heartbeat_at or lease.created_at
-        end_lease(lease, "expired", "no heartbeat before the lease expired", now)
-        _record_failure(
-            job,
-            f"attempt {lease.attempt} lost: the provider stopped heartbeating "
-            f"(last seen {seen.strftime('%Y-%m-%dT%H:%M:%SZ')})",
-            now,
-        )
-        session.add_all([job, lease])
+        _end_expired(session, job, lease, _expired_reason(job, lease), now)
     session.commit()
     return len(rows)
+
+
+def _end_expired(session: Session, job: Job, lease: Lease, reason: str, now: datetime) -> None:
+    """End an expired lease of a whole job (the caller holds the job's lock and commits);
+    a unit's lease goes through `_unit_lost`."""
+    if lease.unit_id is not None:
+        unit = session.exec(
+            select(JobUnit)
+            .where(JobUnit.id == lease.unit_id)
+            .execution_options(populate_existing=True)
+        ).one()
+        if unit.current_lease_id == lease.id and unit.status == "leased":
+            _unit_lost(
+                session,
+                ActiveLease(job=job, lease=lease, unit=unit),
+                "expired",
+                reason,
+                now,
+                error=f"unit {unit.index} attempt {lease.attempt} lost: {_lost_because(job, lease)}",
+            )
+        else:
+            end_lease(lease, "expired", reason, now)
+            session.add(lease)
+        return
+    end_lease(lease, "expired", reason, now)
+    if job.status == "leased" and job.current_lease_id == lease.id:
+        _record_failure(job, f"attempt {lease.attempt} lost: {_lost_because(job, lease)}", now)
+    session.add_all([job, lease])
+
+
+def _lost_because(job: Job, lease: Lease) -> str:
+    if _overran(job, lease):
+        return "it ran past the job's max_duration_s plus the grace"
+    seen = lease.heartbeat_at or lease.created_at
+    return f"the provider stopped heartbeating (last seen {seen.strftime('%Y-%m-%dT%H:%M:%SZ')})"
 
 
 def _sweep_units(session: Session, now: datetime, *, limit: int) -> int:

@@ -29,7 +29,6 @@ import json
 import logging
 import re
 import smtplib
-import socket
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -46,6 +45,9 @@ from api.db import open_session
 from api.errors import BadRequest, NotFound
 from api.models import Job, NotificationDelivery, NotificationSubscription, User
 from api.services.tokens import new_secret
+from proofnet.egress import EgressPolicy, EgressRefused, Resolver, system_resolver
+from proofnet.pinned_http import pinned_client
+from proofnet.redaction import redact_credentials
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,12 @@ class NotifierConfig:
     batch_size: int = 20
     # Loopback and private webhook targets: fine on a devnet, an SSRF hole in production.
     allow_private_targets: bool = False
+    # Networks (CIDRs) let back in for webhook targets without allowing every private one.
+    webhook_allow_networks: tuple[str, ...] = ()
+    # How webhook hosts are resolved (once per delivery; tests inject a resolver) and whose
+    # TLS certificates are trusted (True: the system's).
+    resolver: Resolver = system_resolver
+    webhook_verify: ssl.SSLContext | bool = True
 
     @classmethod
     def from_settings(cls, settings: Any, *, network: str) -> NotifierConfig:
@@ -95,6 +103,12 @@ class NotifierConfig:
             smtp_password=str(getattr(settings, "smtp_password", "")),
             allow_private_targets=network == "devnet",
         )
+
+    def webhook_egress(self) -> EgressPolicy:
+        """Where a webhook may connect: public addresses, or anything on a devnet."""
+        if self.allow_private_targets:
+            return EgressPolicy.allowing(["0.0.0.0/0", "::/0"])
+        return EgressPolicy.allowing(self.webhook_allow_networks)
 
     def backoff(self, attempts: int) -> timedelta:
         """Delay before the next try after `attempts` failures: base x 2^(n-1), capped."""
@@ -357,34 +371,37 @@ def claim_due(session: Session, config: NotifierConfig, now: datetime) -> list[C
     return claimed
 
 
-def _public_address(host: str, port: int) -> None:
-    for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP):
-        ip = ipaddress.ip_address(info[4][0])
-        if not ip.is_global:
-            raise DeliveryError(f"webhook host {host} resolves to a non-public address {ip}")
-
-
 def send_webhook(config: NotifierConfig, item: Claimed, now: datetime) -> None:
+    """POST the signed payload to the target's host, resolved once and pinned to that
+    address (which must be public outside a devnet): a name that answers a public address
+    to a check and loopback to the connection (DNS rebinding) cannot reach loopback."""
     body = json.dumps(item.payload, separators=(",", ":"), sort_keys=True).encode()
-    parts = urlsplit(item.target)
+    client = pinned_client(
+        config.webhook_egress(),
+        resolver=config.resolver,
+        allow_http=config.allow_private_targets,
+        verify=config.webhook_verify,
+        timeout=config.webhook_timeout_s,
+    )
     try:
-        if not config.allow_private_targets:
-            _public_address(parts.hostname or "", parts.port or 443)
-        response = httpx.post(
-            item.target,
-            content=body,
-            headers={
-                "Content-Type": "application/json",
-                "User-Agent": "proofnet-notifier/1",
-                SIGNATURE_HEADER: sign(item.secret, int(now.timestamp()), body),
-                EVENT_HEADER: item.event,
-                DELIVERY_HEADER: item.key,
-            },
-            timeout=config.webhook_timeout_s,
-            follow_redirects=False,
-        )
+        with client:
+            response = client.post(
+                item.target,
+                content=body,
+                headers={
+                    "Content-Type": "application/json",
+                    "User-Agent": "proofnet-notifier/1",
+                    SIGNATURE_HEADER: sign(item.secret, int(now.timestamp()), body),
+                    EVENT_HEADER: item.event,
+                    DELIVERY_HEADER: item.key,
+                },
+            )
+    except EgressRefused as e:
+        raise DeliveryError(f"webhook target refused: {e}") from e
     except (httpx.HTTPError, OSError) as e:
-        raise DeliveryError(f"webhook request failed: {type(e).__name__}: {e}") from e
+        raise DeliveryError(
+            f"webhook request failed: {type(e).__name__}: {redact_credentials(str(e))}"
+        ) from e
     if not 200 <= response.status_code < 300:
         raise DeliveryError(f"webhook answered HTTP {response.status_code}: {response.text[:200]}")
 

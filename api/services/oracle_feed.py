@@ -66,6 +66,8 @@ def job_feed(session: Session, job_id: str) -> dict[str, Any]:
             "started_at": _iso(lease.created_at),
             "completed_at": _iso(lease.ended_at),
             "attempt": lease.attempt,
+            # The checked GPU models the lease was made on (null before the GPU checks).
+            "gpu_models": lease.gpu_models,
         }
         rows = session.exec(select(JobResult).where(JobResult.lease_id == lease.id)).all()
         results = {r.name: r.sha256 for r in rows}

@@ -14,7 +14,7 @@ from sqlmodel import Session, col, select
 from api.config import ApiConfig
 from api.errors import BadRequest, Conflict, Unauthorized
 from api.models import Provider, ProviderGpu, PublishedRateCard, RateCard
-from api.services import rate_cards
+from api.services import gpu_challenges, rate_cards
 from api.services.auth import PURPOSE_WORKER_BINDING, consume_challenge
 from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
 from proofnet.messages.registration import ProviderRegistration
@@ -31,6 +31,10 @@ class GpuOffer:
 def offers_from_registration(registration: ProviderRegistration) -> list[GpuOffer]:
     """The GPUs a registration offers, refused unless its own onboarding report backs them:
     the wrong inventory is the complaint providers' users raise most."""
+    uuids = [g.uuid for g in registration.gpus]
+    if len(set(uuids)) != len(uuids):
+        # One GPU offered twice would hold two leases at once.
+        raise BadRequest("GPU UUIDs must be unique")
     details = {d.uuid: d for d in registration.capabilities.gpus}
     if registration.capabilities.cpu_only and registration.gpus:
         raise BadRequest("the report says cpu_only but the registration offers GPUs")
@@ -88,7 +92,9 @@ def register(
     indexes = [g.index for g in gpus]
     if len(set(indexes)) != len(indexes):
         raise BadRequest("GPU indexes must be unique")
+
     provider = session.exec(select(Provider).where(Provider.worker_key == worker_key)).first()
+    previous: dict[str, ProviderGpu] = {}
     if provider is None:
         provider = Provider(
             worker_key=worker_key,
@@ -102,6 +108,21 @@ def register(
         session.add(provider)
         session.flush()
     else:
+        assert provider.id is not None
+        # Kept to carry a passed API challenge of the same GPU over (gpu_challenges).
+        previous = {
+            g.uuid: ProviderGpu(
+                provider_id=g.provider_id,
+                index=g.index,
+                uuid=g.uuid,
+                model=g.model,
+                memory_mb=g.memory_mb,
+                check_status=g.check_status,
+                check_reason=g.check_reason,
+                verified_until=g.verified_until,
+            )
+            for g in gpus_of(session, provider.id)
+        }
         provider.payout_address = binding.payout_address
         provider.binding = binding.model_dump(mode="json")
         provider.capabilities = capabilities
@@ -110,16 +131,19 @@ def register(
         session.add(provider)
         session.execute(delete(ProviderGpu).where(col(ProviderGpu.provider_id) == provider.id))
     assert provider.id is not None
-    for gpu in gpus:
-        session.add(
-            ProviderGpu(
-                provider_id=provider.id,
-                index=gpu.index,
-                uuid=gpu.uuid,
-                model=gpu.model,
-                memory_mb=gpu.memory_mb,
-            )
+    rows = [
+        ProviderGpu(
+            provider_id=provider.id,
+            index=gpu.index,
+            uuid=gpu.uuid,
+            model=gpu.model,
+            memory_mb=gpu.memory_mb,
         )
+        for gpu in gpus
+    ]
+    # What the worker's own report says against its GPUs keeps them off the market.
+    gpu_challenges.apply_registration(rows, capabilities, previous)
+    session.add_all(rows)
     session.commit()
     return provider
 
@@ -151,16 +175,25 @@ class RateCardSet:
 
 
 def set_rate_card(
-    session: Session, provider: Provider, rates: dict[str, int], now: datetime
+    session: Session, config: ApiConfig, provider: Provider, rates: dict[str, int], now: datetime
 ) -> RateCardSet:
     """Replace the provider's prices (NTX base units per GPU-hour, by GPU model) and publish
-    them as its current rate card document (`api.services.rate_cards`)."""
+    them as its current rate card document (`api.services.rate_cards`). A model's rate is
+    only for GPUs that passed that model's checks: a model none of whose GPUs is offered
+    (`gpu_challenges.offer_state`) cannot be priced."""
     assert provider.id is not None
-    offered = {g.model for g in gpus_of(session, provider.id)}
-    unknown = sorted(set(rates) - offered)
+    registered = gpus_of(session, provider.id)
+    unknown = sorted(set(rates) - {g.model for g in registered})
     if unknown:
         raise BadRequest(
             f"rate card names GPU models this provider did not register: {', '.join(unknown)}"
+        )
+    offered = {g.model for g in registered if gpu_challenges.offer_state(g, config, now).offered}
+    unchecked = sorted(set(rates) - offered)
+    if unchecked:
+        raise BadRequest(
+            "rate card names GPU models none of whose GPUs passed their checks: "
+            f"{', '.join(unchecked)} (see GET /api/v1/worker/gpus)"
         )
     try:
         document = rate_cards.publish(session, provider, rates, now)
@@ -214,5 +247,10 @@ def list_providers(
     for p in providers:
         assert p.id is not None
         online = p.last_heartbeat_at is not None and p.last_heartbeat_at >= online_since
-        views.append(ProviderView(p, gpus.get(p.id, []), cards.get(p.id, []), online))
+        # The market shows only offered GPUs: never one whose check failed (or, where the
+        # API requires its challenge, one that has not passed it lately).
+        offered = [
+            g for g in gpus.get(p.id, []) if gpu_challenges.offer_state(g, config, now).offered
+        ]
+        views.append(ProviderView(p, offered, cards.get(p.id, []), online))
     return views

@@ -23,13 +23,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, case, exists, func, not_, or_
+from sqlalchemy import Connection, case, exists, func, not_, or_, true
 from sqlalchemy import select as sa_select
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
 from api.errors import Conflict
 from api.models import Job, JobEscrow, JobUnit, Lease, Provider, ProviderGpu
+from api.services.gpu_challenges import offered_clause
 from proofnet.messages.claim import ClaimUnit, ClusterState, UnitInput
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.topology import Evaluation, MultiNode, Relay, Unit, UnitKind, plan
@@ -117,21 +119,54 @@ def job_units(session: Session, job: Job) -> list[JobUnit]:
 # --- claiming ---------------------------------------------------------------------------
 
 
-def fitting_gpus(provider_id: int) -> Any:
-    """How many of the provider's GPUs have at least the job's memory (correlated to Job)."""
+def offered_gpus(provider_id: int, config: ApiConfig, now: datetime) -> Any:
+    """How many of the provider's GPUs could run the job (correlated to Job): those offered
+    (`gpu_challenges.offered_clause`: checked, never failed) with at least its memory."""
     return (
         select(func.count(col(ProviderGpu.id)))
         .where(
             ProviderGpu.provider_id == provider_id,
             col(ProviderGpu.memory_mb) >= col(Job.gpu_memory_mb),
+            offered_clause(config, now),
         )
         .correlate(Job)
         .scalar_subquery()
     )
 
 
+def egress_claimable(accepts_egress: bool) -> Any:
+    """The jobs a worker may be handed: without `accepts_egress` (its provider allows no
+    network egress), none whose spec asks for it (`egress: true`)."""
+    if accepts_egress:
+        return true()
+    return func.coalesce(col(Job.spec)["egress"].as_boolean(), False).is_(False)
+
+
+def fitting_gpus(provider_id: int, config: ApiConfig, now: datetime) -> Any:
+    """How many of the provider's GPUs are free for the job now (correlated to Job): the
+    `offered_gpus` less the GPUs its open leases hold. A GPU holds one lease at a time; a
+    lease holds its job's `gpu_count` GPUs. Counting (not naming) the held GPUs is
+    conservative on a machine with GPUs of mixed memory: a held small GPU still counts
+    against the large ones. The claim locks the provider's row first, so two concurrent
+    claims of one provider count each other's leases (`api.services.leases.claim`)."""
+    held_job = aliased(Job)
+    held = (
+        select(func.coalesce(func.sum(held_job.gpu_count), 0))
+        .select_from(Lease)
+        .join(held_job, col(held_job.id) == col(Lease.job_id))
+        .where(col(Lease.provider_id) == provider_id, col(Lease.ended_at).is_(None))
+        .scalar_subquery()
+    )
+    return offered_gpus(provider_id, config, now) - held
+
+
 def claimable_unit(
-    config: ApiConfig, provider_id: int, now: datetime, *, accepts_cluster: bool = True
+    config: ApiConfig,
+    provider_id: int,
+    now: datetime,
+    *,
+    accepts_cluster: bool = True,
+    accepts_egress: bool = True,
 ) -> Any:
     """The oldest queued unit (oldest job first, then unit index) this provider fits, with
     its job. A provider never holds two nodes of one cluster: they must be separate hosts;
@@ -152,7 +187,7 @@ def claimable_unit(
         .where(
             JobUnit.status == "queued",
             Job.status == "running",
-            col(Job.gpu_count) <= fitting_gpus(provider_id),
+            col(Job.gpu_count) <= fitting_gpus(provider_id, config, now),
             or_(col(JobUnit.not_before).is_(None), col(JobUnit.not_before) <= now),
             or_(col(JobUnit.kind) != "node", not_(holds_a_node)),
         )
@@ -165,7 +200,7 @@ def claimable_unit(
         stmt = stmt.where(exists().where(col(JobEscrow.job_id) == col(Job.id)))
     if not accepts_cluster:
         stmt = stmt.where(col(JobUnit.kind) != "node")
-    return stmt
+    return stmt.where(egress_claimable(accepts_egress))
 
 
 def lease_unit(

@@ -80,7 +80,7 @@ def _signals_noted() -> Iterator[list[int]]:
 
 def _fail(exc: Exception) -> typer.Exit:
     typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(code=1)
+    return typer.Exit(code=2)  # an expected failure: one line, exit 2 (proofnet.cli)
 
 
 @app.command()

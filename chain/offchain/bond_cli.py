@@ -25,7 +25,7 @@ BOND_REF = typer.Option(None, "--bond", help="bond out-ref TXID#INDEX (default: 
 
 def _fail(exc: Exception) -> typer.Exit:
     typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    return typer.Exit(1)
+    return typer.Exit(2)  # an expected failure: one line, exit 2 (proofnet.cli)
 
 
 def load_signing_key(path: Path) -> Any:

@@ -20,14 +20,34 @@ def _network(settings: object) -> object:
 
 
 def _wallet(key_file: Path, settings: object) -> object:
-    from chain.offchain.builders import KeyWallet
+    from chain.offchain.builders import BuilderError, KeyWallet
 
-    return KeyWallet.from_file(key_file, _network(settings))  # type: ignore[arg-type]
+    try:
+        return KeyWallet.from_file(key_file, _network(settings))  # type: ignore[arg-type]
+    except (BuilderError, OSError, ValueError) as exc:
+        raise typer.BadParameter(
+            f"{exc} (give a cardano-cli payment .skey, e.g. from `proofnet chain keygen`)",
+            param_hint="--key-file",
+        ) from exc
+
+
+def _hex(value: str, option: str, *, size: int | None = None) -> bytes:
+    """An option's hex value, or a usage error naming the option."""
+    try:
+        raw = bytes.fromhex(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not hex", param_hint=option) from None
+    if size is not None and len(raw) != size:
+        raise typer.BadParameter(
+            f"{value!r} is {len(raw)} bytes; expected {size} ({2 * size} hex digits)",
+            param_hint=option,
+        )
+    return raw
 
 
 def _fail(exc: Exception) -> typer.Exit:
     typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-    return typer.Exit(1)
+    return typer.Exit(2)  # an expected failure: one line, exit 2 (proofnet.cli)
 
 
 @app.command()
@@ -75,17 +95,17 @@ def deploy(
     settings = build_settings()
     try:
         setup = OracleSetup(
-            oracles=tuple(VerificationKeyHash(bytes.fromhex(k)) for k in oracle),
+            oracles=tuple(VerificationKeyHash(_hex(k, "--oracle", size=28)) for k in oracle),
             threshold=threshold,
-            admins=tuple(VerificationKeyHash(bytes.fromhex(k)) for k in admin),
+            admins=tuple(VerificationKeyHash(_hex(k, "--admin", size=28)) for k in admin),
             admin_threshold=admin_threshold,
         )
         deployment = run_deploy(
             chain_context(settings),
             _wallet(key_file, settings),  # type: ignore[arg-type]
             setup,
-            bytes.fromhex(ntx_policy),
-            bytes.fromhex(ntx_name),
+            _hex(ntx_policy, "--ntx-policy", size=28),
+            _hex(ntx_name, "--ntx-name"),
         )
     except (BuilderError, ValueError) as exc:
         raise _fail(exc) from exc
@@ -117,7 +137,7 @@ def mint_test_ntx(
             _wallet(key_file, settings),  # type: ignore[arg-type]
             Address.from_primitive(to),
             amount,
-            bytes.fromhex(name),
+            _hex(name, "--name"),
         )
     except (BuilderError, ValueError) as exc:
         raise _fail(exc) from exc

@@ -4,6 +4,7 @@ preview and mainnet, the devnet's own explorer locally. Pure string building, no
 from __future__ import annotations
 
 from chain.devnet.links import EXPLORER_PREFIX, explorer_tx_url
+from proofnet.redaction import redact_credentials
 
 __all__ = ["EXPLORERS", "EXPLORER_PREFIX", "explorer_links", "explorer_tx_url"]
 
@@ -26,5 +27,6 @@ EXPLORERS: dict[str, tuple[tuple[str, str], ...]] = {
 def explorer_links(network: str, devnet_url: str, tx_hash: str) -> dict[str, str]:
     """Explorer name -> the page of `tx_hash` on `network` ("devnet": the local explorer)."""
     if network == "devnet":
-        return {"devnet": explorer_tx_url(devnet_url, tx_hash)}
+        # Shown to users: a devnet URL's credentials never are.
+        return {"devnet": redact_credentials(explorer_tx_url(devnet_url, tx_hash))}
     return {name: url.format(tx_hash) for name, url in EXPLORERS.get(network, ())}

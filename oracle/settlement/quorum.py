@@ -19,7 +19,7 @@ attested provider exactly the attested amount, the rest of each escrow goes back
 submitter, the redeemer's Merkle root is the bundle's, no NTX of an escrow goes anywhere
 else, and nothing is minted or certified. The units of one escrow must chain: every input
 checkpoint is the output of another unit of that escrow in the bundle, as auditors check
-(`proofnet.audit.chain_breaks`). Only then does it return its VKey witness over the body.
+(`proofnet.messages.unit_chain.chain_breaks`, the auditor's check too). Only then does it return its VKey witness over the body.
 
 A topology job's escrow is settled once, when the job is over: a co-signer checks that
 itself (`JobOverCheck`, the proposer's readiness rule applied from the co-signer's own read
@@ -54,8 +54,9 @@ from chain.contracts import types as t
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.onchain import address_from_data, datum_cbor
 from oracle.unit_checks import PayableUnit
-from proofnet.audit import chain_breaks
 from proofnet.messages.attestation import Attestation, UnitWork
+from proofnet.messages.unit_chain import chain_breaks
+from proofnet.redaction import redact_credentials
 
 from .bundle import BundleError, parse_bundle
 from .ports import (
@@ -527,10 +528,14 @@ class CoSignerClient:
                 timeout=self.timeout_s,
             )
         except httpx.HTTPError as exc:
-            raise QuorumRefusal(f"co-signer {self.url} unreachable: {exc}") from exc
+            raise QuorumRefusal(
+                redact_credentials(f"co-signer {self.url} unreachable: {exc}")
+            ) from exc
         if response.status_code != 200:
             raise QuorumRefusal(
-                f"co-signer {self.url}: {response.status_code} {response.text[:300]}"
+                redact_credentials(
+                    f"co-signer {self.url}: {response.status_code} {response.text[:300]}"
+                )
             )
         return bytes.fromhex(response.json()["witness"])
 

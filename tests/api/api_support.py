@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -97,8 +98,14 @@ class Worker:
             signed["content-type"] = "application/json"
         return self.client.request(method, path, content=raw, headers=signed)
 
-    def register(self, gpus: list[tuple[str, int]], payout: Wallet | None = None) -> dict[str, Any]:
-        """Register with `gpus` as (model, memory MB) pairs."""
+    def register(
+        self,
+        gpus: list[tuple[str, int]],
+        payout: Wallet | None = None,
+        report: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Register with `gpus` as (model, memory MB) pairs; `report` builds the onboarding
+        report from the offered GPUs (default: `capabilities`, a clean one)."""
         challenge = self.request("POST", "/api/v1/worker/challenge")
         assert challenge.status_code == 200, challenge.text
         nonce = challenge.json()["nonce"]
@@ -117,14 +124,20 @@ class Worker:
             {"index": i, "uuid": f"GPU-{secrets.token_hex(8)}", "name": m, "memory_mb": mb}
             for i, (m, mb) in enumerate(gpus)
         ]
-        body = {"binding": binding, "gpus": offered, "capabilities": capabilities(offered)}
+        body = {
+            "binding": binding,
+            "gpus": offered,
+            "capabilities": (report or capabilities)(offered),
+        }
         response = self.request("POST", "/api/v1/worker/register", body)
         assert response.status_code == 200, response.text
         return dict(response.json())
 
-    def claim(self, *, cluster: bool = True) -> Any:
-        """Claim as a current worker does: saying whether it runs cluster nodes."""
-        return self.request("POST", "/api/v1/worker/claim", {"accepts": {"cluster": cluster}})
+    def claim(self, *, cluster: bool = True, egress: bool = False) -> Any:
+        """Claim as a current worker does: saying whether it runs cluster nodes and whether
+        its provider allows jobs network egress."""
+        accepts = {"cluster": cluster, "egress": egress}
+        return self.request("POST", "/api/v1/worker/claim", {"accepts": accepts})
 
 
 def capabilities(offered: list[dict[str, Any]]) -> dict[str, Any]:

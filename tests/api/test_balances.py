@@ -274,3 +274,38 @@ def test_explorer_links_per_network() -> None:
     assert explorer_links("devnet", "http://127.0.0.1:3030/api/v0/", h) == {
         "devnet": f"http://127.0.0.1:3030/explorer/tx/{h}"
     }
+
+
+def test_urls_in_balance_notes_never_show_their_credentials(
+    config: ApiConfig, engine: Engine, clock: FakeClock
+) -> None:
+    """The leak reported: a provider read the oracle's URL, password included, in the note
+    of its pending settlement. Both lookups fail here (closed ports), so both notes name
+    their URL."""
+    app = create_app(config=config, engine=engine, clock=clock, run_sweeper=False)
+    app.state.run_notifier = False
+    app.state.settings = build_settings(
+        chain_backend="devnet",
+        devnet_url="http://chain-user:chain-pass@127.0.0.1:9/api/v0",
+        oracle_url="http://oracle-user:oracle-pass@127.0.0.1:9",
+    )
+    with TestClient(app) as client:
+        wallet = Wallet()
+        with open_session(engine) as s:
+            add_senior(s, config, wallet.address, clock())
+        auth = sign_in(client, wallet)
+        worker = Worker(client, clock=clock)
+        worker.register([("NVIDIA A100 80GB", 81920)], payout=wallet)
+        client.post("/api/v1/jobs", json={"spec": job_spec()}, headers=auth)
+        lease = worker.claim().json()["lease_token"]
+        worker.request("POST", f"/api/v1/worker/leases/{lease}/complete", {})
+        answer = client.get(f"/api/v1/balances/{wallet.address}", headers=auth)
+    body = answer.json()
+    assert body["pending_settlement"]["note"].startswith("unknown: oracle at http://***@")
+    for secret in ("oracle-pass", "oracle-user", "chain-pass", "chain-user"):
+        assert secret not in answer.text
+
+
+def test_devnet_explorer_links_never_show_credentials() -> None:
+    links = explorer_links("devnet", "http://u:p4ss@127.0.0.1:3030/api/v0/", "ef" * 32)
+    assert "p4ss" not in links["devnet"] and links["devnet"].startswith("http://***@")

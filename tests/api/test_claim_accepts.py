@@ -1,6 +1,7 @@
 """The claim's `accepts`: a worker gets a node of a multi-node job only when it says it runs
-cluster nodes (absent means it does not); it still gets relay units and single jobs. On
-SQLite and PostgreSQL: the filter is part of the claim's locking query."""
+cluster nodes, and a job that asks for network egress only when it says its provider
+allows egress (absent means it does not); it still gets everything else. On SQLite and
+PostgreSQL: the filters are part of the claim's locking query."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def config(database_url: str) -> ApiConfig:
 def workers(worker_factory: Callable[[], Worker]) -> Callable[[], Worker]:
     def make() -> Worker:
         worker = worker_factory()
-        worker.register([("NVIDIA H100", 81920)])
+        # Enough GPUs for every claim a test makes: a GPU holds one lease at a time.
+        worker.register([("NVIDIA H100", 81920)] * 4)
         return worker
 
     return make
@@ -102,6 +104,8 @@ def test_the_claim_body_is_checked(
         {"accepts": {"cluster": "yes"}},
         {"accepts": {"cluster": 1}},
         {"accepts": {"cluster": None}},
+        {"accepts": {"egress": "yes"}},
+        {"accepts": {"egress": 1}},
         {"accepts": True},
         {"accept": {"cluster": True}},
     ):
@@ -110,3 +114,35 @@ def test_the_claim_body_is_checked(
     # Kinds this API does not know are ignored: a newer worker may name more.
     newer = worker.request("POST", CLAIM, {"accepts": {"cluster": True, "sharded": True}})
     assert _claimed(newer)["unit"]["kind"] == "node"
+
+
+def test_a_job_asking_for_egress_goes_only_to_a_worker_whose_provider_allows_it(
+    client: TestClient, approved: Approved, workers: Callable[[], Worker]
+) -> None:
+    """A submitter's `egress: true` never reaches a provider that allows no egress: the
+    job is not handed out to it (so it cannot bounce between such workers either)."""
+    _, auth = approved
+    # Oldest first: the egress job would be handed out before anything else.
+    egress_id = submit(client, auth, {**job_spec(gpus=1), "egress": True})
+    relay_id = submit(client, auth, relay_spec(chain(1)))
+    plain_id = submit(client, auth, job_spec(gpus=1))
+
+    strict = workers()
+    assert _claimed(strict.claim(egress=False))["job_id"] == relay_id
+    assert _claimed(strict.claim(egress=False))["job_id"] == plain_id
+    assert strict.claim(egress=False).status_code == 204
+    for body in (None, {}, {"accepts": {"cluster": True}}):  # absent means no
+        assert workers().request("POST", CLAIM, body).status_code == 204, body
+    assert job(client, auth, egress_id)["status"] == "queued"
+
+    assert _claimed(workers().claim(egress=True))["job_id"] == egress_id
+
+
+def test_a_topology_job_asking_for_egress_keeps_its_units_from_strict_workers(
+    client: TestClient, approved: Approved, workers: Callable[[], Worker]
+) -> None:
+    _, auth = approved
+    relay_id = submit(client, auth, {**relay_spec(chain(1)), "egress": True})
+    assert workers().claim(egress=False).status_code == 204
+    stage = _claimed(workers().claim(egress=True))
+    assert stage["job_id"] == relay_id and stage["unit"]["kind"] == "stage"

@@ -90,7 +90,7 @@ def test_key_file_cli_reports_errors(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app, ["status", "x", "--key-file", str(bad), "--api-url", "http://127.0.0.1:9"]
     )
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "error:" in result.output and "not a payment signing key" in result.output
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
 from api.db import make_engine, open_session
@@ -106,7 +106,8 @@ def test_concurrent_workers_never_share_a_job(
     workers, jobs = 6, 60
     with open_session(queue_engine) as s:
         owner = _owner(s)
-        provider_ids = seed_providers(s, workers)
+        # Enough GPUs for every job: a GPU holds one lease at a time.
+        provider_ids = seed_providers(s, workers, gpus=jobs // workers)
         job_ids = _jobs(s, owner, jobs)
     barrier = threading.Barrier(workers)
     claimed: dict[int, list[str]] = {pid: [] for pid in provider_ids}
@@ -303,3 +304,200 @@ def test_matching_needs_enough_gpus_with_enough_memory(
         assert leases.claim(s, qconfig, _provider(s, small), T0) is None
         job = s.exec(select(Job)).one()
         assert job.status == "queued"
+
+
+def test_one_gpu_cannot_hold_three_one_gpu_leases(queue_engine: Engine, qconfig: ApiConfig) -> None:
+    """The attack: a worker that registered one GPU claims three one-GPU jobs in a row. It
+    gets the first; the GPU is busy until that lease ends, then the next job is its."""
+    with open_session(queue_engine) as s:
+        owner = _owner(s)
+        (pid,) = seed_providers(s, 1, gpus=1)
+        _jobs(s, owner, 3)
+        provider = _provider(s, pid)
+        first = leases.claim(s, qconfig, provider, T0)
+        assert first is not None
+        assert leases.claim(s, qconfig, provider, T0) is None
+        assert leases.claim(s, qconfig, provider, T0) is None
+        assert [j.status for j in s.exec(select(Job).order_by(col(Job.id))).all()] == [
+            "leased",
+            "queued",
+            "queued",
+        ]
+        leases.complete(s, provider, first.token, result={}, now=T0 + timedelta(seconds=1))
+        second = leases.claim(s, qconfig, provider, T0 + timedelta(seconds=2))
+        assert second is not None and second.job.job_id != first.job.job_id
+
+
+def test_two_gpus_hold_two_leases_and_a_two_gpu_job_waits(
+    queue_engine: Engine, qconfig: ApiConfig
+) -> None:
+    """The honest twin: two GPUs run two one-GPU jobs at once; a two-GPU job queued behind
+    them waits until both are free."""
+    with open_session(queue_engine) as s:
+        owner = _owner(s)
+        (pid,) = seed_providers(s, 1, gpus=2)
+        _jobs(s, owner, 2)
+        provider = _provider(s, pid)
+        a = leases.claim(s, qconfig, provider, T0)
+        b = leases.claim(s, qconfig, provider, T0)
+        assert a is not None and b is not None and a.job.job_id != b.job.job_id
+        big = Job(
+            job_id="job-big",
+            owner_id=owner,
+            spec={},
+            gpu_count=2,
+            gpu_memory_mb=1024,
+            status="queued",
+            max_attempts=3,
+            created_at=T0 + timedelta(seconds=1),
+            updated_at=T0,
+        )
+        s.add(big)
+        s.commit()
+        leases.complete(s, provider, a.token, result={}, now=T0 + timedelta(seconds=2))
+        assert leases.claim(s, qconfig, provider, T0 + timedelta(seconds=3)) is None
+        leases.complete(s, provider, b.token, result={}, now=T0 + timedelta(seconds=4))
+        got = leases.claim(s, qconfig, provider, T0 + timedelta(seconds=5))
+        assert got is not None and got.job.job_id == "job-big"
+
+
+@pytest.mark.postgres
+def test_concurrent_claims_of_one_gpu_get_one_lease(postgres_url: str) -> None:
+    """The attack on PostgreSQL, where claims really run at once: one registered GPU, three
+    claimers of the same provider released together by a barrier, each in its own session,
+    in a few rounds. Exactly one lease per round; the provider's row lock makes the later
+    claimers count the first one's lease."""
+    engine = make_engine(postgres_url)
+    upgrade_head(engine)
+    config = ApiConfig(database_url=postgres_url, network="devnet", lease_ttl_s=60)
+    claimers, rounds = 3, 4
+    try:
+        with open_session(engine) as s:
+            owner = _owner(s)
+            (pid,) = seed_providers(s, 1, gpus=1)
+            _jobs(s, owner, claimers * rounds)
+        for round_ in range(rounds):
+            barrier = threading.Barrier(claimers)
+            got: list[leases.ClaimedLease] = []
+            errors: list[BaseException] = []
+            now = T0 + timedelta(seconds=10 * round_)
+
+            def run(
+                now: datetime = now,
+                barrier: threading.Barrier = barrier,
+                got: list[leases.ClaimedLease] = got,
+                errors: list[BaseException] = errors,
+            ) -> None:
+                try:
+                    with open_session(engine) as session:
+                        provider = _provider(session, pid)
+                        barrier.wait()
+                        claimed = leases.claim(session, config, provider, now)
+                        if claimed is not None:
+                            got.append(claimed)
+                except BaseException as e:  # surfaced below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=run) for _ in range(claimers)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+            assert not errors, errors
+            assert len(got) == 1, [c.job.job_id for c in got]
+            with open_session(engine) as s:
+                open_leases = s.exec(select(Lease).where(col(Lease.ended_at).is_(None))).all()
+                assert len(open_leases) == 1
+                provider = _provider(s, pid)
+                leases.complete(s, provider, got[0].token, result={}, now=now)
+    finally:
+        engine.dispose()
+
+
+def _job_with_duration(session: Session, owner_id: int, max_duration_s: int) -> str:
+    job = Job(
+        job_id="job-bounded",
+        owner_id=owner_id,
+        spec={"resources": {"max_duration_s": max_duration_s}},
+        gpu_count=1,
+        gpu_memory_mb=1024,
+        status="queued",
+        max_attempts=3,
+        created_at=T0,
+        updated_at=T0,
+    )
+    session.add(job)
+    session.commit()
+    return job.job_id
+
+
+def test_heartbeats_cannot_keep_a_lease_alive_past_max_duration_and_grace(
+    queue_engine: Engine, database_url: str
+) -> None:
+    """The attack: a worker heartbeats on time forever to be paid for an idle lease. The
+    lease ends at max_duration_s plus the grace: the heartbeat after it is refused, the lease
+    has ended (expired, saying why) and the job counts a failed attempt."""
+    config = ApiConfig(
+        database_url=database_url, network="devnet", lease_ttl_s=60, lease_grace_s=100
+    )
+    with open_session(queue_engine) as s:
+        owner = _owner(s)
+        (pid,) = seed_providers(s, 1)
+        job_id = _job_with_duration(s, owner, max_duration_s=600)
+        provider = _provider(s, pid)
+        got = leases.claim(s, config, provider, T0)
+        assert got is not None
+        at = T0
+        while at + timedelta(seconds=50) < T0 + timedelta(seconds=700):
+            at += timedelta(seconds=50)
+            beat = leases.heartbeat(
+                s, config, provider, got.token, progress=None, message=None, now=at
+            )
+            # Never renewed past the deadline, however recent the heartbeat.
+            assert beat.lease.expires_at <= T0 + timedelta(seconds=700)
+        with pytest.raises(Conflict, match="max_duration_s"):
+            leases.heartbeat(
+                s,
+                config,
+                provider,
+                got.token,
+                progress=None,
+                message=None,
+                now=T0 + timedelta(seconds=701),
+            )
+        lease = s.exec(select(Lease)).one()
+        s.refresh(lease)
+        assert lease.outcome == "expired" and "max_duration_s" in lease.reason
+        job = s.exec(select(Job).where(Job.job_id == job_id)).one()
+        s.refresh(job)
+        assert (job.status, job.failures) == ("queued", 1)
+        assert "max_duration_s" in job.last_error
+        # Nor can it complete afterwards: the result would be for unallowed time.
+        with pytest.raises(Conflict, match="no longer valid"):
+            leases.complete(s, provider, got.token, result={}, now=T0 + timedelta(seconds=702))
+
+
+def test_a_lease_within_max_duration_completes(queue_engine: Engine, database_url: str) -> None:
+    """The honest twin: heartbeats within the bound, completion before the deadline."""
+    config = ApiConfig(
+        database_url=database_url, network="devnet", lease_ttl_s=60, lease_grace_s=100
+    )
+    with open_session(queue_engine) as s:
+        owner = _owner(s)
+        (pid,) = seed_providers(s, 1)
+        _job_with_duration(s, owner, max_duration_s=600)
+        provider = _provider(s, pid)
+        got = leases.claim(s, config, provider, T0)
+        assert got is not None
+        for k in range(1, 13):
+            leases.heartbeat(
+                s,
+                config,
+                provider,
+                got.token,
+                progress=None,
+                message=None,
+                now=T0 + timedelta(seconds=50 * k),
+            )
+        done = leases.complete(s, provider, got.token, result={}, now=T0 + timedelta(seconds=650))
+        assert done.job.status == "completed"

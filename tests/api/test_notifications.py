@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from email import message_from_bytes
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -25,6 +26,7 @@ from api.db import make_engine, open_session
 from api.models import Job, NotificationDelivery
 from api.services import notifications as service
 from api.services.notifications import NotifierConfig, SignatureError, sign, verify_signature
+from tests.net_servers import ScriptedResolver, names, serve, tls_for
 
 
 class Receiver:
@@ -362,3 +364,49 @@ def test_a_crashed_dispatcher_is_taken_over_and_the_key_repeats(
     assert row.status == "delivered"
     keys = [r["key"] for r in receiver.received]
     assert keys == [item.key, item.key]  # at-least-once: the receiver dedupes on the key
+
+
+def _hook_item(url: str) -> service.Claimed:
+    payload = {"id": "delivery-1", "job_id": "j"}
+    return service.Claimed(1, "webhook", url, "s3cret", "job.completed", "delivery-1", payload)
+
+
+def test_dns_rebinding_cannot_turn_a_webhook_onto_loopback() -> None:
+    """The target's name answers the (allowed) public address, then a loopback victim's on
+    the same port. Each delivery resolves the name once and connects to that answer: the
+    first lands on the public host; the second, resolving to loopback, is refused before
+    any connection. The victim never sees a request."""
+    tls = tls_for("hooks.example.test")
+    resolver = ScriptedResolver([["127.0.0.1"], ["127.0.0.2"]])
+    with (
+        serve({"/hook": b"ok"}, tls=tls) as public,
+        serve({"/hook": b"stolen"}, tls=tls, host="127.0.0.2", port=public.port) as victim,
+    ):
+        config = NotifierConfig(
+            # The local server stands in for a public host: exactly its address is let in.
+            webhook_allow_networks=("127.0.0.1/32",),
+            resolver=resolver,
+            webhook_verify=tls.ca_context(),
+        )
+        item = _hook_item(public.url("hooks.example.test", "/hook"))
+        service.send_webhook(config, item, datetime.now(UTC))
+        assert len(resolver.lookups) == 1  # httpx never looked the name up again
+        with pytest.raises(service.DeliveryError, match="refused: .*127.0.0.2 is a loopback"):
+            service.send_webhook(config, item, datetime.now(UTC))
+    assert [(s.path, s.sni) for s in public.seen] == [("/hook", "hooks.example.test")]
+    assert victim.seen == [] and victim.handshakes == []
+
+
+@pytest.mark.parametrize("answer", ["127.0.0.1", "169.254.169.254", "10.0.0.7", "::1"])
+def test_a_webhook_name_resolving_to_a_private_address_is_refused_at_delivery(
+    answer: str,
+) -> None:
+    """The URL passed the subscription check (a public-looking name); what it resolves to
+    when sent is what counts."""
+    config = NotifierConfig(resolver=names({"hooks.example.test": [answer]}))
+    with serve({"/hook": b"ok"}) as server:
+        url = f"https://hooks.example.test:{server.port}/hook"
+        assert service.check_webhook_url(url, allow_private=False) == url
+        with pytest.raises(service.DeliveryError, match="refused"):
+            service.send_webhook(config, _hook_item(url), datetime.now(UTC))
+    assert server.seen == [] and server.handshakes == []

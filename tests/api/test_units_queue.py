@@ -39,12 +39,13 @@ def qconfig(database_url: str) -> ApiConfig:
 
 
 def _seed(session: Session, *, workers: int, specs: list[dict[str, Any]]) -> list[int]:
-    """Providers (one L4 each) and jobs of `specs`, oldest first; returns the provider ids."""
+    """Providers (L4s) and jobs of `specs`, oldest first; returns the provider ids."""
     owner = User(address="addr_test1owner", payment_key_hash="00" * 28, created_at=T0)
     session.add(owner)
     session.flush()
     assert owner.id is not None
-    ids = seed_providers(session, workers)
+    # Enough GPUs for every unit: a GPU holds one lease at a time.
+    ids = seed_providers(session, workers, gpus=len(specs) * 10)
     for n, raw in enumerate(specs):
         spec = JobSpec.from_dict(raw)
         topology = spec.topology

@@ -33,7 +33,8 @@ Approved = tuple[Wallet, dict[str, str]]
 
 @pytest.fixture
 def workers(worker_factory: Callable[[], Worker]) -> Callable[[], UnitWorker]:
-    return unit_workers(worker_factory, ("NVIDIA L4", 24576))
+    # Several GPUs each: some tests have one worker hold a stage and a job at once.
+    return unit_workers(worker_factory, ("NVIDIA L4", 24576), count=4)
 
 
 def test_three_stage_relay_with_passing_evaluations_completes(

@@ -146,13 +146,14 @@ class UnitWorker:
 
 
 def unit_workers(
-    worker_factory: Callable[[], Worker], gpu: tuple[str, int]
+    worker_factory: Callable[[], Worker], gpu: tuple[str, int], count: int = 1
 ) -> Callable[[], UnitWorker]:
-    """A factory of registered workers with one `gpu` (model, memory MB) each."""
+    """A factory of registered workers with `count` of `gpu` (model, memory MB) each (a GPU
+    holds one lease at a time)."""
 
     def make() -> UnitWorker:
         worker = worker_factory()
-        worker.register([gpu])
+        worker.register([gpu] * count)
         return UnitWorker(worker)
 
     return make

@@ -14,7 +14,13 @@ from oracle_fixtures import make_world
 
 from oracle.keys import write_key
 from oracle.metrics import OracleMetrics
-from oracle.service import OracleConfigError, context_from_settings, deployment_of
+from oracle.service import (
+    OracleConfigError,
+    context_from_settings,
+    data_policy_of,
+    deployment_of,
+    repo_rewrites_of,
+)
 from oracle.verify import verify
 from proofnet.settings import Settings
 
@@ -61,3 +67,23 @@ def test_without_a_deployment_the_oracle_does_not_verify(tmp_path: Path) -> None
     other_unit = _settings(tmp_path, deployment_file=path, ntx_policy_id="cd" * 28)
     with pytest.raises(OracleConfigError, match="another unit"):
         deployment_of(other_unit)
+
+
+def test_the_oracles_data_and_repository_settings(tmp_path: Path) -> None:
+    """Spot checks fetch by the operator's rules: nothing local and https to public
+    addresses by default; mirrors and local dirs only where the settings name them."""
+    default = data_policy_of(Settings())
+    assert not default.allow_http and default.local_dirs == () and default.egress.allow == ()
+    assert repo_rewrites_of(Settings()) == {}
+    settings = Settings(
+        oracle_repo_rewrites="https://git.example.test/=file:///srv/mirrors/",
+        oracle_local_data_dirs=str(tmp_path),
+        oracle_data_allow_networks="10.0.0.0/8",
+    )
+    assert repo_rewrites_of(settings) == {"https://git.example.test/": "file:///srv/mirrors/"}
+    assert data_policy_of(settings).local_dirs == (tmp_path,)
+    assert data_policy_of(settings).egress.refusal("10.9.9.9") is None
+    with pytest.raises(OracleConfigError, match="PREFIX=REPLACEMENT"):
+        repo_rewrites_of(Settings(oracle_repo_rewrites="no-equals-sign"))
+    with pytest.raises(OracleConfigError, match="ALLOW_NETWORKS"):
+        data_policy_of(Settings(oracle_data_allow_networks="nope"))

@@ -29,6 +29,7 @@ from pot.seeds import derive_data_seed
 from pot.trainer import TrainContext
 from proofnet.messages.attestation import Attestation
 from proofnet.messages.jobspec import JobSpec
+from proofnet.shard_fetch import DataFetchPolicy
 
 SPEC_URL = "https://example.org/relay.git"
 RELAY_PY = "from pot.examples.numpy_relay import StageTrainer  # noqa: F401\n"
@@ -129,6 +130,10 @@ def _check(
         sign=lambda message: ORACLE_KEY.sign(message).signature,
         timeout_s=120,
         data_cache=tmp_path / "data-cache",
+        # The spec's shards are local files: the directories this oracle lets jobs read.
+        data_policy=DataFetchPolicy(
+            local_dirs=tuple({Path(s.uri.removeprefix("file://")).parent for s in spec.data})
+        ),
     )
     # What the check reads of the attestation: its unit (stage 1 builds on stage 0), proof
     # root, claim nonce and the digest the oracle's draw signs.

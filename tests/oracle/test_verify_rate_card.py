@@ -10,6 +10,8 @@ from nacl.signing import SigningKey
 from oracle_fixtures import World, make_world
 
 from oracle.feed import FeedDataError, parse_job
+from oracle.metering import ProofTiming, proof_bound_ms
+from oracle.spotcheck import SpotCheckVerdict
 from oracle.verify import Reason, verify
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.rate_card import RateCardDocument
@@ -129,3 +131,75 @@ def test_the_feed_document_must_be_the_one_the_spec_names() -> None:
     fixed = make_world()
     plain = parse_job(_feed(fixed, None), expected_job_id=fixed.job_id)
     assert plain.rate_card is None
+
+
+class TimedSpotCheck:
+    """Stands in for the replay (its own tests replay real segments): passes and reports
+    what it measured, as `LocalSpotChecker` does."""
+
+    def __init__(self, timing: ProofTiming) -> None:
+        self.timing = timing
+
+    def check(self, att: Any, job: Any) -> SpotCheckVerdict:
+        return SpotCheckVerdict(True, None, "replayed", timing=self.timing)
+
+
+# 30 steps committed; the replay ran 5 of them in 5 s: 1 s per step. With slack 2 and a
+# 60 s allowance the proof backs 30 x 1 s x 2 + 60 s = 120 s of GPU time on one GPU.
+TIMING = ProofTiming(committed_steps=30, replayed_steps=5, replay_ms=5_000)
+BOUND_MS = 120_000
+
+
+def _metered(world: World, **changes: Any) -> tuple[str, Reason | None, str]:
+    ctx = world.context(
+        spot_checker=TimedSpotCheck(TIMING), metering_slack=2.0, metering_allowance_ms=60_000
+    )
+    result = verify(world.sign(world.variant(**changes)), ctx)
+    return result.outcome, result.reason, result.message
+
+
+def test_inflated_gpu_time_beyond_what_the_proof_backs_is_not_paid() -> None:
+    """The attack: a worker that trained 30 short steps attests ten minutes of GPU time (an
+    idle lease kept alive, or a count inflated) and prices it at its card's rate."""
+    world, _ = rate_card_world({H100: 3_600_000})  # 1 unit per GPU-ms
+    status, reason, message = _metered(world, amount=GPU_MS)
+    assert (status, reason) == ("rejected", Reason.GPU_TIME_EXCEEDS_PROOF)
+    assert f"backs at most {BOUND_MS}" in message and f"at most {BOUND_MS} is payable" in message
+    # The same inflated time, but claiming only what the proof backs: paid.
+    assert _metered(world, amount=BOUND_MS)[:2] == ("verified", None)
+    assert _metered(world, amount=BOUND_MS + 1)[1] == Reason.GPU_TIME_EXCEEDS_PROOF
+
+
+def test_gpu_time_within_what_the_proof_backs_is_paid_in_full() -> None:
+    """The honest twin: attested time within the bound is paid at the card's rate."""
+    world, _ = rate_card_world({H100: 3_600_000})
+    assert _metered(world, gpu_milliseconds=100_000, amount=100_000)[:2] == ("verified", None)
+
+
+def test_the_bound_scales_with_the_gpus_the_lease_held() -> None:
+    assert proof_bound_ms(TIMING, gpus=4, slack=2.0, allowance_ms=60_000) == 4 * BOUND_MS
+    assert (
+        proof_bound_ms(
+            ProofTiming(committed_steps=30, replayed_steps=0, replay_ms=0),
+            gpus=1,
+            slack=2.0,
+            allowance_ms=0,
+        )
+        is None
+    )
+
+
+def test_a_rate_is_paid_only_for_a_model_whose_gpus_passed_their_checks() -> None:
+    """The attack: a worker whose only checked GPUs are L4s (its H100 failed the API's
+    challenge, or never took it) runs a rate-card job and attests it as an H100, to be paid
+    the H100 rate of a card published while the H100 still passed."""
+    world, _ = rate_card_world({H100: 3_600_000, "NVIDIA L4": 360_000})
+    world.set_lease(gpu_models=("NVIDIA L4",))
+    status, reason, message = outcome(world, amount=GPU_MS)
+    assert (status, reason) == ("rejected", Reason.GPU_MODEL_UNCHECKED)
+    assert "'NVIDIA L4'" in message
+    # The honest twin: attested as what it ran on, at that model's rate.
+    assert outcome(world, amount=GPU_MS // 10, gpu_model="NVIDIA L4")[:2] == ("verified", None)
+    # A lease made on checked H100s is paid the H100 rate.
+    world.set_lease(gpu_models=("NVIDIA H100", "NVIDIA L4"))
+    assert outcome(world, amount=GPU_MS)[:2] == ("verified", None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import cbor2
@@ -344,14 +343,3 @@ def test_leaf_hash_and_batch_root() -> None:
         assert att.leaf_hash() == tree.from_leaf_hashes([att.leaf_hash()]).root
     assert batch_root(list(reversed(atts))) != tree.root
     assert len({a.leaf_hash() for a in atts}) == 5
-
-
-def test_verification_rate() -> None:
-    signed = sign_attestation(make_att(), SK)
-    n = 300
-    start = time.perf_counter()
-    for _ in range(n):
-        verify(signed.cose)
-    rate = n / (time.perf_counter() - start)
-    # Target is >= 2,000/s on an idle core (measured ~5,000/s); CI cores are shared.
-    assert rate >= 1000, f"{rate:.0f} verifications/s"

@@ -22,11 +22,11 @@ import pytest
 from fastapi import FastAPI, Response
 from pycardano import Address, Network
 
+from auditor.audit import AuditError, AuditReport, audit_settlement
 from chain.devnet.testing import running_devnet, serve_app
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.onchain import address_from_data
-from proofnet import demo_job
-from proofnet.audit import AuditError, AuditReport, audit_settlement
+from demos import job as demo_job
 from proofnet.messages.jobspec import JobSpec
 from tests.proofnet.settled_on_chain import settled_escrow
 

@@ -28,9 +28,9 @@ from typer.testing import CliRunner
 
 from chain.devnet.testing import running_devnet, serve_app
 from chain.offchain.builders.onchain import address_from_data
+from demos.demo import SHAPES, DemoOptions
 from proofnet import demo_relay
 from proofnet.cli import DemoShape, app
-from proofnet.demo import SHAPES, DemoOptions
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.topology import plan, total_amount
 from tests.proofnet.settled_on_chain import settled_escrow
@@ -178,7 +178,7 @@ def _audit_json(data: Path, tx_hash: str) -> dict[str, Any]:
 
 def _attested_units(data: Path) -> dict[int, dict[str, Any]]:
     """The signed payloads of the bundle's unit attestations, by unit index."""
-    from proofnet.audit import bundle_attestations
+    from auditor.audit import bundle_attestations
 
     _, body = _bundle(data)
     _, _, payloads = bundle_attestations(body)

@@ -4,7 +4,6 @@ failing demo says which role failed and leaves nothing running."""
 from __future__ import annotations
 
 import io
-import time
 from pathlib import Path
 
 import pytest
@@ -89,15 +88,14 @@ def test_a_failing_demo_names_the_role_and_stops_the_others(
         healthy.wait_healthy(f"http://127.0.0.1:{port}/api/v0/health", timeout=60)
         dying = self.roles.start(_dying_devnet(tmp_path))
         started.append(dying)
-        self._wait("the devnet", lambda: False, timeout=60)
+        # Never true: only the dying role can end this wait (a timeout has no role).
+        self._wait("the devnet", lambda: False, timeout=600)
 
     monkeypatch.setattr(demo._Demo, "start_devnet", start_devnet)
     buffer = io.StringIO()
-    begun = time.monotonic()
     with pytest.raises(demo.DemoError) as caught:
         demo.run_demo(tmp_path / "data", Console(file=buffer, width=200))
-    assert time.monotonic() - begun < 60  # failed as soon as the role died, not at a timeout
-    assert caught.value.role == "devnet"
+    assert caught.value.role == "devnet"  # failed as the role died, not at the wait's timeout
     printed = buffer.getvalue()
     assert "failed role: devnet" in printed
     assert "block-time must be positive" in printed  # the tail of its log

@@ -30,6 +30,7 @@ from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.services.users import add_senior
 from chain.devnet.testing import serve_app
+from proofnet.messages.attestation import Attestation
 from proofnet.processes import RoleGroup, RoleProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
@@ -91,7 +92,11 @@ def start_worker(
     oracle: RecordingOracle,
     repo: RelayRepo,
     tmp: Path,
+    *,
+    data_dir: Path | None = None,
 ) -> WorkerProcess:
+    """A `proofnet worker run` process; `data_dir`: where the jobs' file:// shards lie (the
+    one local data directory it allows)."""
     home = tmp / name
     home.mkdir(parents=True, exist_ok=True)
     registered = register_worker(api, home / "worker.skey")
@@ -122,6 +127,7 @@ def start_worker(
             "0.2",
             "--advertise-host",
             "127.0.0.1",
+            *(["--local-data-dir", str(data_dir)] if data_dir is not None else []),
         ],  # fmt: skip
         home / f"{name}.log",
         # Jobs find this interpreter's python3 (numpy) and torchrun first.
@@ -185,6 +191,23 @@ def wait_for(
             tails = "\n".join(f"--- {w.role.name} ---\n{w.role.tail(30)}" for w in (workers or []))
             raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{tails}")
         time.sleep(interval)
+
+
+def wait_for_attestations(
+    oracle: RecordingOracle, job_id: str, count: int, *, workers: list[WorkerProcess]
+) -> list[Attestation]:
+    """The oracle's accepted attestations of a job, once `count` have arrived.
+
+    A worker completes its lease before it sends the attestation (the oracle checks it
+    against the completed job), so a job reads "completed" a moment before the oracle has
+    the last attestation: wait for that event rather than reading the oracle at once."""
+
+    def arrived() -> list[Attestation] | None:
+        with oracle.lock:
+            got = list(oracle.accepted.get(job_id, []))
+        return got if len(got) >= count else None
+
+    return wait_for(f"{count} attestations of {job_id}", arrived, timeout=120, workers=workers)  # type: ignore[no-any-return]
 
 
 def log_texts(api: ApiServer, job_id: str) -> list[str]:

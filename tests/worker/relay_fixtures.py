@@ -5,6 +5,7 @@ hands out for them."""
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from demos.job import commit_repo
 from pot.examples.numpy_relay import make_shards
-from proofnet.demo_job import commit_repo
 
 RELAY_REPO_URL = "https://git.example.test/relay.git"
 IMAGE = "proofnet/test-numpy@sha256:" + "e" * 64
@@ -80,6 +81,11 @@ def relay_repo(tmp_path_factory: pytest.TempPathFactory) -> RelayRepo:
 class Shards:
     train: tuple[Path, ...]
     held_out: tuple[Path, ...]
+
+    @property
+    def root(self) -> Path:
+        """The directory every shard lies under (a worker's allowed local data dir)."""
+        return Path(os.path.commonpath([*self.train, *self.held_out]))
 
     @staticmethod
     def entry(path: Path) -> dict[str, str]:

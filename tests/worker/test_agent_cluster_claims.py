@@ -17,7 +17,7 @@ import httpx
 import pytest
 from pycardano import Address, Network, PaymentSigningKey
 from relay_fixtures import RelayRepo, claim_unit, multinode_spec, relay_repo  # noqa: F401
-from unit_fakes import FakeApi, FakeOracle, claim_body
+from unit_fakes import FakeApi, FakeOracle, claim_body, published_rendezvous
 
 from proofnet.messages.jobspec import JobSpec
 from worker.agent import Agent, AgentConfig
@@ -72,7 +72,9 @@ class Rig:
             work_dir=tmp / "work",
             network="devnet",
             payout_address=payout,
-            heartbeat_s=0.3,
+            # Beats come faster than a checkout: node 0 always beats before it publishes
+            # its rendezvous, as on a loaded machine (the fakes must not read beats[0]).
+            heartbeat_s=0.05,
             poll_interval_s=0.1,
             oracle_retry_base_s=0.01,
             advertise_host="127.0.0.1",
@@ -135,7 +137,7 @@ def test_the_claim_says_whether_the_worker_runs_cluster_nodes(
 ) -> None:
     rig = rig_factory(FakeApi(), cluster_networking=networking)
     assert rig.agent.run(once=True).jobs == 0  # nothing queued
-    assert rig.claims == [{"accepts": {"cluster": networking}}]
+    assert rig.claims == [{"accepts": {"cluster": networking, "egress": False}}]
 
 
 def test_a_node_this_runtime_cannot_network_is_given_back_unrun(
@@ -161,7 +163,7 @@ def test_only_a_nodes_torchrun_runs_as_a_cluster_node_at_the_advertised_host(
     body, job_id = _node_claim(relay_repo, "tok-2")
 
     def cluster(beats: list[dict[str, Any]]) -> dict[str, Any]:
-        endpoint = beats[0].get("rendezvous") if beats else None
+        endpoint = published_rendezvous(beats)
         return {
             "state": "ready" if endpoint else "waiting",
             "world_size": 2,
@@ -191,4 +193,19 @@ def test_only_a_nodes_torchrun_runs_as_a_cluster_node_at_the_advertised_host(
     for spec in (prep, train):
         assert not spec.network_egress  # the spec asks for none: only the node is networked
         assert spec.env["GLOO_SOCKET_IFNAME"] == spec.env["NCCL_SOCKET_IFNAME"] == "lo"
-        assert spec.env["PROOFNET_RDZV_ENDPOINT"] == fake.heartbeats[0]["rendezvous"]
+        assert spec.env["PROOFNET_RDZV_ENDPOINT"] == published_rendezvous(fake.heartbeats)
+
+
+def test_an_egress_job_from_an_api_that_ignored_the_claim_is_given_back_unrun(
+    rig_factory: Any,
+    relay_repo: RelayRepo,  # noqa: F811
+) -> None:
+    """The worker's own check, for an API that hands out an egress job anyway."""
+    spec = {**multinode_spec(relay_repo), "topology": None, "egress": True}
+    fake = FakeApi(claims=[claim_body(spec, None, token="tok-e")])
+    rig = rig_factory(fake, cluster_networking=False)
+    outcome = rig.agent.run(once=True).outcomes[0]
+    assert outcome.status == "released"
+    ((how, reason),) = fake.ended
+    assert how == "release" and "egress" in reason
+    assert rig.runtime.specs == []

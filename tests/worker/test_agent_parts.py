@@ -5,16 +5,19 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
 from agent_fixtures import REPO_URL, FixtureRepo, job_spec, model_repo  # noqa: F401
 
-from proofnet.messages.jobspec import DataShard, ResultSpec
+from proofnet.messages.jobspec import ResultSpec
 from proofnet.messages.worker_auth import request_message, request_target
+from worker.agent import Agent
+from worker.api_client import ApiRefused, ApiUnavailable, LeaseLost
 from worker.oracle_client import OracleClient, Outbox, OutboxEntry, send_with_retries
 from worker.results import ResultsError, collect_results, final_metrics
-from worker.workspace import RepoCache, WorkspaceError, fetch_data
+from worker.workspace import RepoCache, WorkspaceError
 
 
 def test_checkout_is_the_pinned_commit_and_reuses_the_mirror(
@@ -33,18 +36,6 @@ def test_checkout_is_the_pinned_commit_and_reuses_the_mirror(
         cache.checkout(REPO_URL, "0" * 40, tmp_path / "c")
     with pytest.raises(WorkspaceError, match="not empty"):
         cache.checkout(REPO_URL, model_repo.commit, tmp_path / "a")
-
-
-def test_data_shards_are_verified(tmp_path: Path) -> None:
-    src = tmp_path / "train.csv"
-    src.write_bytes(b"a,b\n1,2\n")
-    good = DataShard(uri=f"file://{src}", sha256=hashlib.sha256(src.read_bytes()).hexdigest())
-    [path] = fetch_data([good], tmp_path / "job" / "data", cache_dir=tmp_path / "dc")
-    assert path.read_bytes() == src.read_bytes() and path.name == "train.csv"
-    bad = DataShard(uri=f"file://{src}", sha256="0" * 64)
-    with pytest.raises(WorkspaceError, match="not the pinned"):
-        fetch_data([bad], tmp_path / "job2" / "data")
-    assert not list((tmp_path / "job2" / "data").iterdir())
 
 
 def test_results_are_collected_by_glob_without_following_links(tmp_path: Path) -> None:
@@ -96,8 +87,67 @@ def test_refused_attestation_leaves_the_queue(tmp_path: Path) -> None:
     assert "wrong escrow" in refused.last_error
 
 
+def test_an_unavailable_oracle_is_retried_with_growing_bounded_waits(tmp_path: Path) -> None:
+    """Out of attempts, the attestation stays queued with the count and the last error; the
+    waits between attempts are jittered, bounded by base * 2**n and by the maximum."""
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(503, json={"detail": "busy"})
+
+    oracle = OracleClient("http://oracle", transport=httpx.MockTransport(handler))
+    outbox = Outbox(tmp_path)
+    entry = outbox.put(
+        OutboxEntry(
+            job_id="cd" * 32, attempt=1, lease_token="t", cose_hex="a0", completion={}, created_at=1
+        )
+    )
+    waits: list[float] = []
+    left = send_with_retries(
+        oracle, outbox, entry, attempts=5, base_delay_s=1.0, max_delay_s=4.0, sleep=waits.append
+    )
+    assert left is not None and not left.delivered and left.send_attempts == 5
+    assert len(calls) == 5 and len(waits) == 4  # no wait after the last attempt
+    assert all(0 <= w <= min(4.0, 2**i) for i, w in enumerate(waits)), waits
+    [pending] = outbox.pending()
+    assert pending.send_attempts == 5 and pending.last_error
+
+
 def test_signed_path_is_what_the_server_sees() -> None:
     raw = httpx.URL("http://api/api/v1/worker/leases/t/results/out/run%201/a.bin?x=%2F").raw_path
     assert request_target(raw.decode()) == "/api/v1/worker/leases/t/results/out/run 1/a.bin?x=%2F"
     kwargs = dict(network="devnet", method="put", path="/p", timestamp=1, nonce="00" * 16)
     assert request_message(**kwargs, body=b"x") != request_message(**kwargs, body=b"y")  # type: ignore[arg-type]
+
+
+class _FlakyLeases:
+    """An API whose lease release answers with the given outcomes in turn."""
+
+    def __init__(self, *outcomes: Exception | None) -> None:
+        self.outcomes, self.calls = list(outcomes), 0
+
+    def release(self, token: str, reason: str) -> None:
+        self.calls += 1
+        outcome = self.outcomes.pop(0) if self.outcomes else None
+        if outcome is not None:
+            raise outcome
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "calls", "pauses"),
+    [
+        ((ApiUnavailable("down"), ApiUnavailable("down"), None), 3, [1, 2]),
+        ((LeaseLost("gone"),), 1, []),  # nothing to end: never retried
+        ((ApiRefused("no"),), 1, []),  # refused for good: never retried
+        ((ApiUnavailable("down"),) * 9, 5, [1, 2, 4, 4]),  # gives up; the lease expires
+    ],
+)
+def test_ending_a_lease_retries_only_while_the_api_is_unavailable(
+    outcomes: tuple[Exception | None, ...], calls: int, pauses: list[float]
+) -> None:
+    api = _FlakyLeases(*outcomes)
+    waited: list[float] = []
+    agent = SimpleNamespace(api=api, _pause=waited.append, config=SimpleNamespace(max_backoff_s=4))
+    Agent._end_lease(agent, "release", "tok", "because")  # type: ignore[arg-type]
+    assert api.calls == calls and waited == pauses

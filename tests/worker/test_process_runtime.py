@@ -113,13 +113,13 @@ def test_missing_command_is_a_start_failure(runtime: ProcessRuntime, job_dir: Pa
 
 def test_time_limit_kills_the_job_and_its_children(runtime: ProcessRuntime, job_dir: Path) -> None:
     job = ("sh", "-c", "sleep 120 & echo $! > child.pid; sleep 120")
-    started = time.monotonic()
     result = runtime.execute(spec(job, job_dir, wall_clock_limit_s=1.0))
+    # The reason says the limit killed it, and not before it; how soon after is load.
     assert result.reason is RunReason.KILLED_TIMEOUT
     assert "wall-clock limit of 1s" in result.message
-    assert 0.9 <= result.duration_s < 10 and time.monotonic() - started < 20
+    assert result.duration_s >= 0.9
     child = int((job_dir / "child.pid").read_text())
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # a hang bound; the event is the child gone
     while not process_gone(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert process_gone(child)
@@ -185,7 +185,7 @@ def test_memory_limit_and_peak_memory(runtime: ProcessRuntime, job_dir: Path) ->
 def test_poll_enforces_the_time_limit_without_wait(runtime: ProcessRuntime, job_dir: Path) -> None:
     handle = runtime.run(spec(("sleep", "120"), job_dir, wall_clock_limit_s=0.5))
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a hang bound
         result = runtime.poll(handle)
         while result is None and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -259,7 +259,7 @@ def test_kill_takes_descendants_in_sessions_of_their_own(
     finally:
         runtime.cleanup(handle)
     assert result.reason is RunReason.KILLED_BY_REQUEST
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a hang bound
     while not process_gone(child):
         assert time.monotonic() < deadline, f"process {child} outlived the killed job"
         time.sleep(0.05)

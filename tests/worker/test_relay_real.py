@@ -22,6 +22,7 @@ from real_process_support import (
     running_api,
     start_worker,
     wait_for,
+    wait_for_attestations,
 )
 from relay_fixtures import (  # noqa: F401  (fixtures)
     CHECKPOINT,
@@ -61,7 +62,10 @@ def test_relay_survives_a_worker_killed_mid_stage(
     ):
         job_id = api.submit(spec)
         workers = [
-            start_worker(group, f"worker-{i}", api, oracle, relay_repo, tmp_path) for i in range(3)
+            start_worker(
+                group, f"worker-{i}", api, oracle, relay_repo, tmp_path, data_dir=shards.root
+            )
+            for i in range(3)
         ]
 
         def holder() -> WorkerProcess | None:
@@ -83,6 +87,9 @@ def test_relay_survives_a_worker_killed_mid_stage(
 
         job = wait_for("the pipeline to finish", finished, timeout=300, workers=workers)
         assert job["status"] == "completed", job["last_error"]
+        # The last unit's attestation reaches the oracle just after its lease completes the
+        # job: wait for that event.
+        accepted = wait_for_attestations(oracle, job_id, 5, workers=workers)
         # The pipeline's model (the last stage's checkpoint), as its submitter reads it.
         name = f"units/2/checkpoint/{CHECKPOINT}"
         listed = {r["name"]: r["sha256"] for r in api.get(f"/api/v1/jobs/{job_id}/results")}
@@ -95,8 +102,8 @@ def test_relay_survives_a_worker_killed_mid_stage(
     # Stage 1 ran twice; the second time on another worker.
     assert byunit[1]["attempts"] == 2 and byunit[1]["provider"] != victim.key_id
 
-    atts = {a.unit.index: a for a in oracle.accepted[job_id] if a.unit is not None}
-    assert len(oracle.accepted[job_id]) == 5 and sorted(atts) == [0, 1, 2, 3, 4]
+    atts = {a.unit.index: a for a in accepted if a.unit is not None}
+    assert len(accepted) == 5 and sorted(atts) == [0, 1, 2, 3, 4]
     # The victim may have run stage 0 before; the stage it was killed in is attested by
     # the worker that re-ran it, never by the victim.
     assert atts[1].worker_key != victim.public_key

@@ -70,3 +70,22 @@ def test_an_unreachable_api_is_one_line_and_exit_2(tmp_path: Path) -> None:
         result.output
     )
     assert "Traceback" not in result.output
+
+
+def test_gpus_the_api_does_not_offer_are_shown_with_the_reason() -> None:
+    checks = {
+        "gpus": [
+            {
+                "index": 0,
+                "uuid": "GPU-a",
+                "model": "NVIDIA H100 80GB HBM3",
+                "offered": False,
+                "why": "too slow for a NVIDIA H100 80GB HBM3: the commitment came 9.00 s after",
+            },
+            {"index": 1, "uuid": "GPU-b", "model": "L4", "offered": True, "why": "passed"},
+        ]
+    }
+    lines = render(dict(EMPTY, gpu_checks=checks), "http://api")
+    assert "  0  NVIDIA H100 80GB HBM3  GPU-a  NOT offered" in lines
+    assert any(line.strip().startswith("too slow for a NVIDIA H100") for line in lines)
+    assert "  1  L4  GPU-b  offered" in lines

@@ -26,7 +26,7 @@ from relay_fixtures import (  # noqa: F401  (fixtures)
     relay_spec,
     shards,
 )
-from unit_fakes import ESCROW, FakeApi, FakeOracle, claim_body
+from unit_fakes import ESCROW, FakeApi, FakeOracle, claim_body, published_rendezvous
 
 from pot import env, harness
 from pot.examples import numpy_relay
@@ -39,6 +39,7 @@ from proofnet.messages.jobspec import JobSpec
 from worker import units
 from worker.agent import Agent, AgentConfig
 from worker.api_client import ApiClient
+from worker.data_fetch import DataFetchPolicy
 from worker.identity import create_key
 from worker.oracle_client import OracleClient
 from worker.runtime.process_runtime import ProcessRuntime
@@ -92,11 +93,17 @@ class Rig:
 
 
 @pytest.fixture
-def rig_factory(tmp_path: Path, relay_repo: RelayRepo) -> Iterator[Any]:  # noqa: F811
+def rig_factory(
+    tmp_path: Path,
+    relay_repo: RelayRepo,  # noqa: F811
+    shards: Shards,  # noqa: F811
+) -> Iterator[Any]:
     rigs: list[Rig] = []
+    # The shards are local files: the one directory this provider lets jobs read.
+    data = DataFetchPolicy(local_dirs=(shards.root,))
 
     def make(fake: FakeApi, **config: Any) -> Rig:
-        rig = Rig(tmp_path / f"rig{len(rigs)}", relay_repo, fake, **config)
+        rig = Rig(tmp_path / f"rig{len(rigs)}", relay_repo, fake, data=data, **config)
         rigs.append(rig)
         return rig
 
@@ -254,7 +261,7 @@ def test_node_run_is_killed_when_its_cluster_fails(
     job_id = JobSpec.from_dict(spec).job_id
 
     def cluster(beats: list[dict[str, Any]]) -> dict[str, Any]:
-        endpoint = beats[0].get("rendezvous") if beats else None
+        endpoint = published_rendezvous(beats)
         return {
             "state": "ready" if endpoint else "waiting",
             "world_size": 2,
@@ -274,12 +281,11 @@ def test_node_run_is_killed_when_its_cluster_fails(
     node = claim_unit(0, "node", amount=400_000, rank=0, cluster=cluster([]))
     fake = FakeApi(claims=[claim_body(spec, node, token="tok-5")], cluster=cluster, lost=lost)
     rig = rig_factory(fake)
-    began = time.monotonic()
     outcome = rig.agent.run(once=True).outcomes[0]
     assert outcome.status == "lost" and "lost node 1" in outcome.reason
-    assert time.monotonic() - began < 60
     assert fake.completions == [] and rig.oracle.received == [] and fake.ended == []
-    endpoint = fake.heartbeats[0]["rendezvous"]
+    endpoint = published_rendezvous(fake.heartbeats)
+    assert endpoint is not None
     assert endpoint.startswith("127.0.0.1:")
     assert any(f"--rdzv_endpoint {endpoint}" in t for t in fake.log_lines)
     assert any("is_host=1" in t for t in fake.log_lines)

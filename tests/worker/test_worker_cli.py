@@ -1,9 +1,11 @@
 import json
+import os
 import socket
 import stat
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from fake_nvml import FakeNvml
@@ -15,8 +17,9 @@ from proofnet.messages.binding import verify_payout_binding
 from proofnet.messages.merkle import InclusionProof
 from proofnet.messages.registration import ProviderRegistration
 from proofnet.messages.worker_auth import request_message
+from proofnet.settings import build_settings
 from worker.challenge import RevealedRow, seed_from_nonce, verify_rows
-from worker.cli import OnboardOptions, app, run_onboarding
+from worker.cli import OnboardOptions, RunSetupError, app, data_policy_from_settings, run_onboarding
 
 ADDRESS = enterprise_address(bytes(SigningKey(b"\x05" * 32).verify_key), "preprod")
 runner = CliRunner()
@@ -260,3 +263,25 @@ def test_gpu_claim_without_gpu_framework_is_reported(tmp_path):
     assert any("ran on the CPU" in p for p in outcome.problems)
     (challenge,) = outcome.registration.capabilities.challenges
     assert challenge.backend == "numpy" and challenge.gpu_uuid.startswith("GPU-")
+
+
+def test_the_providers_data_settings_become_its_fetch_policy(tmp_path: Path) -> None:
+    settings = build_settings(
+        worker_data_allow_http=True,
+        worker_data_allow_networks="10.0.0.0/8, 192.168.1.5",
+        worker_local_data_dirs=f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}",
+        worker_data_max_mb=7,
+        worker_data_timeout_s=9.0,
+    )
+    policy = data_policy_from_settings(settings, [])
+    assert policy.allow_http and policy.max_mb == 7 and policy.timeout_s == 9.0
+    assert policy.local_dirs == (tmp_path / "a", tmp_path / "b")
+    assert policy.egress.refusal("10.1.2.3") is None
+    assert policy.egress.refusal("192.168.1.6") is not None
+    # The command line's directories win over the setting's.
+    assert data_policy_from_settings(settings, [tmp_path / "c"]).local_dirs == (tmp_path / "c",)
+    # Nothing allowed by default: https to public addresses only, no local files.
+    default = data_policy_from_settings(build_settings(), [])
+    assert not default.allow_http and default.local_dirs == () and default.egress.allow == ()
+    with pytest.raises(RunSetupError, match="ALLOW_NETWORKS"):
+        data_policy_from_settings(build_settings(worker_data_allow_networks="not-a-network"), [])

@@ -4,18 +4,17 @@ failure is (this machine's, or the job's)."""
 
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
 from pathlib import Path
 
 import pytest
 from agent_fixtures import REPO_URL, FixtureRepo, model_repo  # noqa: F401
 
-from proofnet.messages.jobspec import DataShard
+from proofnet.egress import EgressPolicy
 from proofnet.processes import free_port
+from tests.net_servers import Redirect, names, serve, tls_for
 from worker.faults import HostFault
-from worker.workspace import RepoCache, WorkspaceError, WorkspaceUnavailable, fetch_data
+from worker.workspace import RepoCache, WorkspaceError, WorkspaceUnavailable
 
 
 def test_a_relative_cache_and_workspace_work_from_any_directory(
@@ -123,24 +122,83 @@ def test_a_commit_the_repository_lacks_is_the_jobs_fault(
     assert not isinstance(raised.value, HostFault)
 
 
-@pytest.mark.parametrize("planted", ["file", "symlink"])
-def test_a_repository_cannot_pass_its_own_data_path_off_as_a_machine_fault(
-    tmp_path: Path, planted: str
+# --- a job's own repository URL (no rewrite of the provider's matches it) -------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://127.0.0.1:{port}/model.git",
+        "https://loopback.example.test:{port}/model.git",  # resolves to loopback
+        "https://[::ffff:127.0.0.1]:{port}/model.git",
+        "https://169.254.169.254/model.git",
+        "https://internal.example.test/model.git",  # resolves to 10.0.0.5
+        "http://repo.example.test:{port}/model.git",  # plain http
+        "git://repo.example.test:{port}/model.git",
+        "ssh://git@repo.example.test:{port}/model.git",
+    ],
+)
+def test_a_jobs_repository_url_never_reaches_the_providers_own_network(
+    tmp_path: Path, url: str
 ) -> None:
-    # A job's repository that commits `data` as a file (or a link elsewhere) must fail as
-    # the job, or it would bounce between providers forever without counting.
-    src = tmp_path / "shard.csv"
-    src.write_bytes(b"x,y\n")
-    shard = DataShard(uri=f"file://{src}", sha256=hashlib.sha256(b"x,y\n").hexdigest())
-    job = tmp_path / "job"
-    job.mkdir()
-    if planted == "file":
-        (job / "data").write_text("not a directory\n")
-    else:
-        target = tmp_path / "provider-files"
-        target.mkdir()
-        os.symlink(target, job / "data")
-    with pytest.raises(WorkspaceError, match="not a directory") as raised:
-        fetch_data([shard], job / "data")
-    assert not isinstance(raised.value, HostFault)
-    assert not (tmp_path / "provider-files" / "shard.csv").exists()
+    resolver = names(
+        {
+            "loopback.example.test": ["127.0.0.1"],
+            "internal.example.test": ["10.0.0.5"],
+            "repo.example.test": ["127.0.0.1"],
+        }
+    )
+    with serve({}, tls=tls_for("repo.example.test")) as server:
+        cache = RepoCache(tmp_path / "cache", resolver=resolver, timeout_s=60)
+        with pytest.raises(WorkspaceError, match="refus") as raised:
+            cache.checkout(url.format(port=server.port), "a" * 40, tmp_path / "job")
+    assert not isinstance(raised.value, HostFault)  # the job's fault: it counts
+    assert server.handshakes == [] and server.seen == []
+
+
+def test_git_connects_to_the_checked_address_under_the_repositorys_name(tmp_path: Path) -> None:
+    """git is pinned: the name exists only in the test's resolver, yet git reaches the
+    server the name was checked to, with that name as its TLS server name (git then
+    refuses the test CA's certificate, which is where this test stops)."""
+    resolver = names({"repo.example.test": ["127.0.0.1"]})
+    with serve({}, tls=tls_for("repo.example.test")) as server:
+        cache = RepoCache(
+            tmp_path / "cache",
+            resolver=resolver,
+            egress=EgressPolicy.allowing(["127.0.0.1/32"]),
+            timeout_s=60,
+        )
+        with pytest.raises(WorkspaceError, match="SSL|certificate"):
+            cache.checkout(
+                f"https://repo.example.test:{server.port}/model.git", "a" * 40, tmp_path / "job"
+            )
+    assert resolver.lookups == [("repo.example.test", server.port)]
+    assert "repo.example.test" in server.handshakes
+
+
+def test_git_follows_no_redirect_from_the_checked_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checked host answers git with a redirect to a loopback victim (same port, TLS
+    trusted): git stops there, and the victim never sees a connection."""
+    tls = tls_for("repo.example.test", "victim.example.test")
+    monkeypatch.setenv("GIT_SSL_CAINFO", str(tls.ca_file))  # git trusts the test CA
+    resolver = names({"repo.example.test": ["127.0.0.1"]})
+    with (
+        serve({}, tls=tls) as public,
+        serve({}, tls=tls, host="127.0.0.2", port=public.port) as victim,
+    ):
+        target = f"https://127.0.0.2:{victim.port}/model.git/info/refs?service=git-upload-pack"
+        public.routes["/model.git/info/refs"] = Redirect(target)
+        cache = RepoCache(
+            tmp_path / "cache",
+            resolver=resolver,
+            egress=EgressPolicy.allowing(["127.0.0.1/32"]),
+            timeout_s=60,
+        )
+        with pytest.raises(WorkspaceError, match="redirect|302"):
+            cache.checkout(
+                f"https://repo.example.test:{public.port}/model.git", "a" * 40, tmp_path / "job"
+            )
+    assert [s.path.split("?")[0] for s in public.seen][:1] == ["/model.git/info/refs"]
+    assert victim.seen == [] and victim.handshakes == []

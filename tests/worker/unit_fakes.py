@@ -35,6 +35,14 @@ def claim_body(spec: dict[str, Any], unit: dict[str, Any] | None, *, token: str)
     }
 
 
+def published_rendezvous(beats: list[dict[str, Any]]) -> str | None:
+    """Where node 0 said it hosts the rendezvous: the first heartbeat that carries it.
+
+    The lease keeper beats while the workspace is prepared, before the cluster wait starts
+    (on a loaded machine, many times): those beats carry none, so never read beats[0]."""
+    return next((b["rendezvous"] for b in beats if b.get("rendezvous")), None)
+
+
 @dataclass
 class FakeApi:
     claims: list[dict[str, Any]] = field(default_factory=list)

@@ -673,7 +673,7 @@ def test_attack_stake_hijack_remainder_output(world: ProtocolWorld) -> None:
 def test_attack_stake_hijack_payout_output(world: ProtocolWorld) -> None:
     """Payees are the oracle quorum's choice: the redeemer names no address, so the script
     cannot tell a hijacked payout address from the attested one (the quorum's co-signers
-    and auditors check payees against the attestations: tests/oracle, proofnet.audit).
+    and auditors check payees against the attestations: tests/oracle, auditor.audit).
     Without the quorum's signatures, no payout address can be chosen at all."""
     (escrow,) = world.lock([world.job(1_000)])
     sp = settle_plan(world, [pay(world, escrow, (1, 1_000))])

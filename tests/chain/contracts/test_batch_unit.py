@@ -101,7 +101,7 @@ def test_payout_address_is_the_quorums_choice(deployment, oracles, batch) -> Non
     """The redeemer names no payout address: the signing oracle quorum chooses the outputs
     (a redeemer copy of the address would be written by the same signers). With the quorum
     the script accepts any payee; without it, none. Auditors and co-signers check payees
-    against the attestations (tests/oracle, proofnet.audit)."""
+    against the attestations (tests/oracle, auditor.audit)."""
     idx = batch.entries[0].payouts[0]
     o = batch.tx.outputs[idx]
     batch.tx.outputs[idx] = out(key_address(h28("mallory")), o.value)

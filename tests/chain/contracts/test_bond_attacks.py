@@ -443,7 +443,7 @@ def test_the_provider_cli_locks_unbonds_and_audits_with_the_worker_key(
     (bond,) = status()
     slash = ["slash", "--bond", bond["bond"], "--attestation", str(attestation), *oracle_keys]
     wrong = runner.invoke(app, [*slash, "--submitter", str(provider.address), *common])
-    assert wrong.exit_code == 1 and "harmed submitter" in wrong.output, wrong.output
+    assert wrong.exit_code == 2 and "harmed submitter" in wrong.output, wrong.output
     slash_out = run(*slash)
     world.w.devnet.wait_for_tx(slash_out.rsplit(": ", 1)[1].strip())
     audit = json.loads(run("slashes", "--json"))

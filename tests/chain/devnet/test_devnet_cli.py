@@ -52,7 +52,7 @@ def test_fund_status_and_faults(devnet_with_token: RunningDevnet) -> None:
     result = runner.invoke(
         app, ["fund", target, "--lovelace", "1000000", "--url", dn.url, "--admin-token", "bad"]
     )
-    assert result.exit_code == 1 and "403" in result.output
+    assert result.exit_code == 2 and "403" in result.output
 
     result = runner.invoke(app, ["status", "--url", dn.url, "--json"])
     assert result.exit_code == 0, result.output
@@ -94,7 +94,7 @@ def test_fund_rejects_bad_arguments(devnet_with_token: RunningDevnet) -> None:
     ]
     for args in cases:
         result = runner.invoke(app, args)
-        assert result.exit_code == 1, (args, result.output)
+        assert result.exit_code == 2, (args, result.output)
         assert "error:" in result.output
     assert dn.ledger.mempool() == []
 
@@ -104,7 +104,7 @@ def test_unreachable_devnet_is_a_clear_error() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     result = runner.invoke(app, ["status", "--url", f"http://127.0.0.1:{port}/api/v0"])
-    assert result.exit_code == 1 and "cannot reach the devnet" in result.output
+    assert result.exit_code == 2 and "cannot reach the devnet" in result.output
 
 
 def test_check_vectors(tmp_path: Path) -> None:
@@ -129,7 +129,7 @@ def test_check_vectors(tmp_path: Path) -> None:
     assert "1/2 vectors match" in result.output
 
     result = runner.invoke(app, ["check-vectors", str(tmp_path / "missing")])
-    assert result.exit_code == 1 and "error:" in result.output
+    assert result.exit_code == 2 and "error:" in result.output
 
 
 def _tamper(vector: dict) -> None:  # type: ignore[type-arg]
@@ -198,7 +198,7 @@ def test_up_serves_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.1)
         # Faults are off: the admin fault endpoints refuse.
-        assert runner.invoke(app, ["pause", "--url", url]).exit_code == 1
+        assert runner.invoke(app, ["pause", "--url", url]).exit_code == 2
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)

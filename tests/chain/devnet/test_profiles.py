@@ -70,7 +70,7 @@ def test_unknown_profile_is_refused_by_name_and_settings_agree() -> None:
         profiles.profile("preview")
     assert typing.get_args(proofnet_settings.DevnetProfile) == profiles.PROFILE_NAMES
     result = CliRunner().invoke(devnet_cli, ["up", "--profile", "preview"])
-    assert result.exit_code == 1 and "unknown parameter profile 'preview'" in result.output
+    assert result.exit_code == 2 and "unknown parameter profile 'preview'" in result.output
 
 
 @pytest.mark.parametrize("name", profiles.PROFILE_NAMES)

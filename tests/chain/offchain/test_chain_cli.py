@@ -37,7 +37,7 @@ def test_keygen_refuses_to_overwrite(tmp_path: Path) -> None:
     _keygen(runner, path)
     before = path.read_text()
     result = runner.invoke(app, ["keygen", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert path.read_text() == before
 
 
@@ -85,6 +85,6 @@ def test_deploy_refuses_a_bad_threshold(operator_env: RunningDevnet, tmp_path: P
          "--threshold", "2", "--admin", admin_hash, "--admin-threshold", "1",
          "--ntx-policy", "00" * 28, "--out", str(tmp_path / "d.json")],
     )  # fmt: skip
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "threshold 2 not in 1..1" in result.output + str(result.stderr_bytes or b"")
     assert not (tmp_path / "d.json").exists()

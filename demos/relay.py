@@ -30,13 +30,13 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from rich.table import Table
 
-from proofnet import demo_job
+from demos import job as demo_job
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.topology import Unit, plan
 
 if TYPE_CHECKING:
-    from proofnet.audit import AuditReport
-    from proofnet.demo import _Demo, _Job
+    from auditor.audit import AuditReport
+    from demos.demo import _Demo, _Job
 
 REPO_NAME = "numpy-relay.git"
 REPO_URL = demo_job.URL_PREFIX + REPO_NAME
@@ -243,15 +243,15 @@ class RelayFollower:
             f"{self.demo.state.api_url}/api/v1/jobs/{self.job.job_id}", headers=self.headers
         )
         if response.status_code != 200:
-            from proofnet.demo_job import DemoError
+            from demos.job import DemoError
 
             raise DemoError(f"job status: the API answered {response.status_code}", "api")
         body: dict[str, Any] = response.json()
         return body
 
     def poll(self) -> bool:
+        from demos.job import DemoError
         from oracle.settlement.audit import settlement_tx_of
-        from proofnet.demo_job import DemoError
 
         job = self._job()
         for row in job.get("units") or []:
@@ -339,7 +339,7 @@ class RelayFollower:
             return
         output = row.get("output")
         if not output:
-            from proofnet.demo_job import DemoError
+            from demos.job import DemoError
 
             raise DemoError(f"{label(unit)} completed without an output checkpoint", "api")
         self._outputs[unit.index] = output
@@ -352,7 +352,7 @@ class RelayFollower:
             + ("matches)" if matches else "DIFFERS)")
         )
         if not matches:
-            from proofnet.demo_job import DemoError
+            from demos.job import DemoError
 
             raise DemoError(f"{label(unit)}'s checkpoint does not hash to its output", "api")
 
@@ -409,7 +409,7 @@ class AttestedUnit:
 
 def bundle_units(client: httpx.Client, oracle_urls: list[str], sha256: str) -> list[AttestedUnit]:
     """The unit attestations of a settlement's bundle (fetched by its hash)."""
-    from proofnet.audit import bundle_attestations, fetch_bundle
+    from auditor.audit import bundle_attestations, fetch_bundle
 
     raw, _ = fetch_bundle(client, oracle_urls, sha256)
     _, _, payloads = bundle_attestations(raw)
@@ -447,7 +447,7 @@ def chain_breaks(units: dict[int, Unit], attested: list[AttestedUnit]) -> list[s
 def print_summary(demo: _Demo, report: AuditReport, shape: RelayShape) -> dict[str, str]:
     """The per-unit table (who ran what, the checkpoint chain, what each was paid), the
     payout per provider and the submitter's refund; extra summary fields."""
-    from proofnet.demo_job import DemoError
+    from demos.job import DemoError
 
     job = demo.state.jobs[0]
     units = planned_units(job.spec)

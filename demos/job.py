@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_URL = "https://git.proofnet.demo/numpy-mlp.git"
-URL_PREFIX = "https://git.proofnet.demo/"
+REPO_URL = "https://git.demos.demo/numpy-mlp.git"
+URL_PREFIX = "https://git.demos.demo/"
 # The process runtime runs jobs on the host and ignores the image; the spec still pins one
 # by digest, as every spec must. (A container runtime would need this digest to exist.)
 IMAGE = "proofnet/demo-numpy@sha256:" + hashlib.sha256(b"proofnet demo image").hexdigest()
@@ -56,14 +56,6 @@ class FixtureRepo:
     def rewrite(self) -> str:
         """`--repo-rewrite` value for `proofnet worker run`."""
         return f"{URL_PREFIX}=file://{self.root}/"
-
-    def git_env(self) -> dict[str, str]:
-        """Environment that makes git (an oracle's repo cache) fetch REPO_URL from here."""
-        return {
-            "GIT_CONFIG_COUNT": "1",
-            "GIT_CONFIG_KEY_0": f"url.file://{self.root}/.insteadOf",
-            "GIT_CONFIG_VALUE_0": URL_PREFIX,
-        }
 
 
 def _git(repo: Path, *args: str) -> str:

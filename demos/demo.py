@@ -8,7 +8,7 @@
 Every role is its own `proofnet <role>` process with its log under `<data dir>/logs/`; the
 demo itself only plays the submitter (wallet signatures, the escrow lock) and the auditor.
 `--shape relay` (and `stopped`) posts a relay pipeline instead, run by three workers
-(`proofnet.demo_relay`).
+(`demos.relay`).
 Workers use the process runtime (jobs run on the host, NOT isolated): a Docker engine with
 the right image is not something a demo machine can be assumed to have.
 """
@@ -33,7 +33,8 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from proofnet import demo_job, demo_relay
+from demos import job as demo_job
+from demos import relay as demo_relay
 from proofnet.processes import (
     ProcessStartError,
     RoleGroup,
@@ -48,12 +49,12 @@ THRESHOLD = 2
 WORKERS = 2
 SENIORS = 5
 SUBMITTER_NTX = 10_000_000
-# "single": one training job (what `make demo` runs); the others: proofnet.demo_relay.
+# "single": one training job (what `make demo` runs); the others: demos.relay.
 SHAPES = ("single", *demo_relay.SHAPES)
 
 
 # Defined beside the demos' shared pieces so the relay demo can raise it without importing
-# this module back; re-exported here for callers of `proofnet.demo`.
+# this module back; re-exported here for callers of `demos.demo`.
 DemoError = demo_job.DemoError
 
 
@@ -172,6 +173,11 @@ class _Demo:
     @property
     def logs(self) -> Path:
         return self.workdir / "logs"
+
+    @property
+    def relay_data_dir(self) -> Path:
+        """Where the relay demo's data shards lie: the workers' only local data dir."""
+        return self.workdir / "relay-data"
 
     def _base_env(self) -> dict[str, str]:
         bin_dir = str(Path(sys.executable).parent)
@@ -395,7 +401,10 @@ class _Demo:
             home = self.workdir / oracle.name
             env = {
                 **self._base_env(),
-                **self.state.repo.git_env(),
+                # The demo's repository and the relay's shards are here: the oracles'
+                # mirror and their one local data dir.
+                "PROOFNET_ORACLE_REPO_REWRITES": self.state.repo.rewrite,
+                "PROOFNET_ORACLE_LOCAL_DATA_DIRS": str(self.relay_data_dir),
                 "PROOFNET_DATABASE_URL": f"sqlite:///{home / 'oracle.db'}",
                 "PROOFNET_DATA_DIR": str(home),
                 "PROOFNET_ORACLE_KEY_FILE": str(oracle.key_file),
@@ -485,6 +494,10 @@ class _Demo:
                         "devnet",
                         "--repo-rewrite",
                         self.state.repo.rewrite,
+                        # The relay's shards are files here: the one local data dir
+                        # (not PROOFNET_DATA_DIR, which holds the roles' keys).
+                        "--local-data-dir",
+                        str(self.relay_data_dir),
                         "--poll-interval",
                         "0.5",
                         "--grace",
@@ -698,8 +711,8 @@ class _Demo:
     # --- the summary ----------------------------------------------------------------------
 
     def audit(self, tx_id: str) -> Any:
+        from auditor.audit import audit_settlement
         from oracle.service import escrow_script_hash
-        from proofnet.audit import audit_settlement
 
         deployment = self.state.deployment
         return audit_settlement(
@@ -797,7 +810,7 @@ class _Demo:
                 "shards and a held-out shard written"
             ):
                 self.state.repo = demo_relay.create_repo(self.workdir / "git")
-                self.state.relay_data = demo_relay.make_data(self.workdir / "data")
+                self.state.relay_data = demo_relay.make_data(self.relay_data_dir)
         else:
             with self.step("model repository committed (numpy MLP with proof of training)"):
                 self.state.repo = demo_job.create_repo(self.workdir / "git")

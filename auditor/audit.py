@@ -41,6 +41,10 @@ import cbor2
 import httpx
 import typer
 
+from proofnet.messages.unit_chain import (
+    chain_breaks,
+)
+
 if TYPE_CHECKING:
     from chain.offchain.builders.deployment import Deployment
 
@@ -68,9 +72,6 @@ DUPLICATE_ATTESTATION = "duplicate-attestation"
 OVER_ATTESTED = "attested-exceeds-escrow"
 NOT_AN_ESCROW = "escrow-without-datum"
 UNBALANCED = "escrow-ntx-unaccounted"
-UNIT_ATTESTED_TWICE = "unit-attested-twice"
-UNIT_INPUT_NOT_CHAINED = "unit-input-not-chained"
-NODE_OUTPUTS_DISAGREE = "node-outputs-disagree"
 FOREIGN_ESCROW = "escrow-of-another-deployment"
 
 
@@ -369,61 +370,6 @@ def redeemer_entries(
             raise AuditError(f"the batch redeemer's entries do not decode: {exc}") from exc
         return entries
     return None
-
-
-@dataclass(frozen=True)
-class ChainBreak:
-    kind: str  # UNIT_ATTESTED_TWICE | UNIT_INPUT_NOT_CHAINED | NODE_OUTPUTS_DISAGREE
-    escrow: str
-    unit: int
-    detail: str
-
-
-def chain_breaks(units: Sequence[tuple[str, Any]]) -> list[ChainBreak]:
-    """Within each escrow, over `(escrow, UnitWork)` pairs (one per unit attestation): no
-    unit attested twice, every input is the output of another unit of the same escrow, and
-    node units attest one output. Shared with the oracles' co-signers, who check a batch
-    the same way before they sign it."""
-    by_escrow: dict[str, list[Any]] = defaultdict(list)
-    for escrow, work in units:
-        by_escrow[escrow].append(work)
-    found: list[ChainBreak] = []
-    for escrow, works in sorted(by_escrow.items()):
-        indices = [w.index for w in works]
-        for index in sorted({i for i in indices if indices.count(i) > 1}):
-            found.append(
-                ChainBreak(
-                    UNIT_ATTESTED_TWICE,
-                    escrow,
-                    index,
-                    f"unit {index} of escrow {escrow} is attested {indices.count(index)} times",
-                )
-            )
-        for work in works:
-            outputs = {w.output: w.index for w in works if w.output and w is not work}
-            for position, digest in enumerate(work.inputs):
-                if digest not in outputs:
-                    found.append(
-                        ChainBreak(
-                            UNIT_INPUT_NOT_CHAINED,
-                            escrow,
-                            work.index,
-                            f"input {position} ({digest}) of unit {work.index} ({work.kind}) "
-                            f"of escrow {escrow} is the output of no unit in the bundle",
-                        )
-                    )
-        nodes = {w.output for w in works if w.kind == "node"}
-        if len(nodes) > 1:
-            first = min(w.index for w in works if w.kind == "node")
-            found.append(
-                ChainBreak(
-                    NODE_OUTPUTS_DISAGREE,
-                    escrow,
-                    first,
-                    f"the nodes of escrow {escrow} attest {len(nodes)} different outputs",
-                )
-            )
-    return found
 
 
 def escrow_deployments(chain: ChainReader, inputs: Sequence[Any], script: Any) -> dict[str, str]:
@@ -1221,7 +1167,7 @@ def audit(
             try:
                 deployed = load_deployment(source, http)
             except AuditError as exc:
-                typer.echo(f"audit: --deployment {source}: {exc}", err=True)
+                typer.echo(f"error: audit --deployment {source}: {exc}", err=True)
                 raise typer.Exit(EXIT_CANNOT_AUDIT) from exc
             step(f"deployment {deployed.label} (from {deployed.origin})")
         try:
@@ -1261,7 +1207,7 @@ def audit(
                 except WrongDeployment as exc:
                     foreign.append(exc)
         except AuditError as exc:
-            typer.echo(f"audit: cannot audit {tx or job or provider}: {exc}", err=True)
+            typer.echo(f"error: audit cannot audit {tx or job or provider}: {exc}", err=True)
             raise typer.Exit(EXIT_CANNOT_AUDIT) from exc
     if as_json:
         typer.echo(

@@ -1,0 +1,391 @@
+"""The API checks the hardware claims itself: a challenge round per GPU, and what is offered.
+
+A worker's registration says which GPUs it has; nothing in it is proof (a machine without a
+GPU can write "8 x H100"). The API therefore runs its own round of the seeded matrix-multiply
+challenge against each GPU (proofnet/messages/gpu_challenge.py): it issues the seed (the
+worker derives the matrices untimed), then starts its own clock as it reveals the sign vector
+the product depends on, stops it when the commitment to C arrives, only then draws the rows
+to reveal, and checks them exactly (Freivalds over the revealed rows, integer arithmetic,
+deterministic from the round's stored keys). A commitment later than the claimed model's
+minimum plausible throughput allows (`MIN_FP32_TFLOPS` plus `gpu_challenge_overhead_s`)
+fails the GPU as too slow for that model.
+
+What is offered (`offered_clause`, `offer_state`): never a GPU whose check failed (the API's
+challenge, the worker's own challenge or its container GPU runtime check); with
+`gpu_challenge_required`, only GPUs whose last API challenge passed within
+`gpu_challenge_interval_s` (so challenges repeat). A GPU's rate is earned only by GPUs that
+passed their model's challenge, because only offered GPUs count towards a claim.
+
+The timing is a bound, not a fingerprint: the allowance for generating the matrices, hashing
+C and the round trips dominates at small n, so it refuses a machine without a GPU or a much
+slower GPU, not a fast GPU passing as a slightly slower one (docs/protocol.md, "GPU checks, leases and metering").
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from sqlalchemy import and_
+from sqlalchemy.sql.elements import ColumnElement
+from sqlmodel import Session, col, select
+
+from api.config import ApiConfig
+from api.errors import BadRequest, Conflict, NotFound
+from api.models import GpuChallenge, Provider, ProviderGpu
+from proofnet.messages.gpu_challenge import check_revealed_rows
+from proofnet.messages.registration import RevealedRowReport
+
+CHALLENGE_DTYPE: Final = "float32"
+
+# The least FP32 (CUDA-core, non-tensor) throughput a GPU of each model plausibly sustains
+# on the challenge's SGEMM, TFLOP/s: a quarter of the datasheet peak of its slowest variant
+# (PCIe or NVL parts where they are slower than SXM). Honest large SGEMMs reach 60-90 % of
+# peak on these parts; the quarter leaves room for power-capped clocks and shared hosts.
+# The challenge multiplies in float32 without TF32 (PyTorch's default for matmul since 1.12),
+# so tensor-core peaks do not apply. Longer names first: "A100" must win over "A10".
+# Datasheet peaks (FP32 TFLOPS):
+#   H200 NVL 60, GH200 67: nvidia.com/en-us/data-center/h200/, .../grace-hopper-superchip/
+#   H100 PCIe 51: nvidia.com/en-us/data-center/h100/ (H100 datasheet, "FP32")
+#   A100 19.5: nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/
+#       nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf
+#   L40S 91.6, L40 90.5, L4 30.3, A10 31.2: nvidia.com/en-us/data-center/{l40s,l40,l4}/,
+#       nvidia.com/en-us/data-center/products/a10-gpu/ (A10G as AWS documents it: 31.2)
+#   RTX 4090 82.6 (NVIDIA Ada GPU architecture whitepaper), RTX 3090 35.6 (NVIDIA Ampere
+#       GA102 GPU architecture whitepaper)
+#   V100 PCIe 14: images.nvidia.com/content/technologies/volta/pdf/
+#       volta-v100-datasheet-update-us-1165301-r5.pdf
+#   T4 8.1: nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/
+#       t4-tensor-core-datasheet-951643.pdf
+_PEAK_FP32_TFLOPS: Final[tuple[tuple[str, float], ...]] = (
+    ("GH200", 67.0),
+    ("H200", 60.0),
+    ("H100", 51.0),
+    ("A100", 19.5),
+    ("A10G", 31.2),
+    ("A10", 31.2),
+    ("L40S", 91.6),
+    ("L40", 90.5),
+    ("L4", 30.3),
+    ("RTX 4090", 82.6),
+    ("RTX 3090", 35.6),
+    ("V100", 14.0),
+    ("T4", 8.1),
+)
+PLAUSIBLE_FRACTION: Final = 0.25
+MIN_FP32_TFLOPS: Final[dict[str, float]] = {
+    key: peak * PLAUSIBLE_FRACTION for key, peak in _PEAK_FP32_TFLOPS
+}
+# A model the table does not know is held to this floor, below any data-centre GPU since
+# 2017 and far above a CPU's share of the allowance at the default n.
+UNKNOWN_MODEL_MIN_TFLOPS: Final = 2.0
+
+OPEN: Final = ("issued", "started", "committed")
+
+
+def min_tflops(model: str) -> float:
+    """The least TFLOP/s a GPU named `model` (as NVML names it) plausibly reaches."""
+    upper = model.upper()
+    for key, _peak in _PEAK_FP32_TFLOPS:
+        if key in upper:
+            return MIN_FP32_TFLOPS[key]
+    return UNKNOWN_MODEL_MIN_TFLOPS
+
+
+def allowed_seconds(config: ApiConfig, model: str, n: int) -> float:
+    """How long, on the API's clock, a GPU of `model` may take from start to commitment."""
+    return 2 * n**3 / (min_tflops(model) * 1e12) + config.gpu_challenge_overhead_s
+
+
+# --- what is offered --------------------------------------------------------------------
+
+
+def offered_clause(config: ApiConfig, now: datetime) -> ColumnElement[bool]:
+    """SQL filter on ProviderGpu: the GPUs a claim may count."""
+    if config.gpu_challenge_required:
+        return and_(
+            col(ProviderGpu.check_status) == "passed",
+            col(ProviderGpu.verified_until).is_not(None),
+            col(ProviderGpu.verified_until) > now,
+        )
+    return col(ProviderGpu.check_status) != "failed"
+
+
+def offered_models(
+    session: Session, config: ApiConfig, provider_id: int, memory_mb: int, now: datetime
+) -> list[str]:
+    """The models of the provider's offered GPUs with at least `memory_mb`: what a lease it
+    claims now may be paid as."""
+    rows = session.exec(
+        select(ProviderGpu.model)
+        .where(
+            ProviderGpu.provider_id == provider_id,
+            col(ProviderGpu.memory_mb) >= memory_mb,
+            offered_clause(config, now),
+        )
+        .distinct()
+    ).all()
+    return sorted(rows)
+
+
+@dataclass(frozen=True)
+class GpuState:
+    gpu: ProviderGpu
+    offered: bool
+    why: str  # why not offered, or what stands behind the offer
+
+
+def offer_state(gpu: ProviderGpu, config: ApiConfig, now: datetime) -> GpuState:
+    """Whether `gpu` is offered now, and why (what the provider sees)."""
+    if gpu.check_status == "failed":
+        return GpuState(gpu, False, gpu.check_reason or "its check failed")
+    if gpu.check_status == "passed" and gpu.verified_until is not None:
+        if _aware(gpu.verified_until) > now:
+            return GpuState(gpu, True, gpu.check_reason)
+        if config.gpu_challenge_required:
+            return GpuState(
+                gpu, False, "its last API challenge is older than the interval: challenge again"
+            )
+    if config.gpu_challenge_required:
+        return GpuState(gpu, False, "not yet challenged by the API: run `proofnet worker onboard`")
+    return GpuState(gpu, True, "offered unchecked (this API does not require the challenge)")
+
+
+def gpu_states(
+    session: Session, config: ApiConfig, provider: Provider, now: datetime
+) -> list[GpuState]:
+    rows = session.exec(
+        select(ProviderGpu)
+        .where(ProviderGpu.provider_id == provider.id)
+        .order_by(col(ProviderGpu.index))
+    ).all()
+    return [offer_state(g, config, now) for g in rows]
+
+
+def _aware(when: datetime) -> datetime:
+    # SQLite returns naive datetimes for timezone-aware columns.
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+# --- registration evidence ----------------------------------------------------------------
+
+
+def registration_refusals(capabilities: dict[str, Any]) -> tuple[str | None, dict[str, str]]:
+    """What the worker's own onboarding report says against its GPUs: a failed container
+    runtime check (all GPUs), and per GPU uuid a failed self-check, a challenge run on the
+    CPU or one timed implausibly. Only ever refuses: a report saying all is well proves
+    nothing, which is why the API runs its own challenge."""
+    runtime = capabilities.get("runtime_check") or {}
+    all_gpus = None
+    if runtime.get("status") == "failed":
+        all_gpus = f"the container GPU runtime check failed: {runtime.get('diagnosis', '')}"
+    per_gpu: dict[str, str] = {}
+    for report in capabilities.get("challenges") or []:
+        uuid = report.get("gpu_uuid")
+        if not uuid:
+            continue
+        if not str(report.get("self_check", "")).endswith("passed"):
+            per_gpu[uuid] = f"the worker's own challenge failed: {report.get('self_check')}"
+        elif report.get("backend") == "numpy":
+            per_gpu[uuid] = "the worker's own challenge ran on the CPU, not on this GPU"
+        elif report.get("plausibility") == "too-fast":
+            per_gpu[uuid] = f"implausible challenge timing: {report.get('plausibility_detail')}"
+    return all_gpus, per_gpu
+
+
+def apply_registration(
+    gpus: Sequence[ProviderGpu],
+    capabilities: dict[str, Any],
+    previous: dict[str, ProviderGpu],
+) -> None:
+    """Set each new GPU row's check from the report, keeping a passed API check of the same
+    GPU (uuid and model) across a re-registration."""
+    all_gpus, per_gpu = registration_refusals(capabilities)
+    for gpu in gpus:
+        why = all_gpus or per_gpu.get(gpu.uuid)
+        if why is not None:
+            gpu.check_status, gpu.check_reason, gpu.verified_until = "failed", why[:2000], None
+            continue
+        before = previous.get(gpu.uuid)
+        if before is not None and before.model == gpu.model and before.check_status == "passed":
+            gpu.check_status = "passed"
+            gpu.check_reason = before.check_reason
+            gpu.verified_until = before.verified_until
+
+
+# --- the round ------------------------------------------------------------------------------
+
+
+def issue(
+    session: Session, config: ApiConfig, provider: Provider, gpu_uuid: str, now: datetime
+) -> GpuChallenge:
+    """Open a round for one of the provider's GPUs: a fresh seed (the clock starts only at
+    `start`). An open round of the same GPU is closed (it can no longer pass)."""
+    gpu = session.exec(
+        select(ProviderGpu).where(
+            ProviderGpu.provider_id == provider.id, ProviderGpu.uuid == gpu_uuid
+        )
+    ).first()
+    if gpu is None:
+        raise NotFound(f"GPU {gpu_uuid} is not registered by this worker")
+    all_gpus, _ = registration_refusals(provider.capabilities)
+    if all_gpus is not None:
+        raise Conflict(f"{all_gpus}; fix it and onboard again before a challenge")
+    assert provider.id is not None
+    for old in session.exec(
+        select(GpuChallenge).where(
+            GpuChallenge.provider_id == provider.id,
+            GpuChallenge.gpu_uuid == gpu_uuid,
+            col(GpuChallenge.status).in_(OPEN),
+        )
+    ).all():
+        old.status, old.reason, old.finished_at = "failed", "superseded by a new round", now
+        session.add(old)
+    row = GpuChallenge(
+        provider_id=provider.id,
+        gpu_uuid=gpu_uuid,
+        gpu_model=gpu.model,
+        seed=secrets.randbelow(2**63),
+        n=config.gpu_challenge_n,
+        dtype=CHALLENGE_DTYPE,
+        key=secrets.token_hex(32),
+        status="issued",
+        issued_at=now,
+    )
+    session.add(row)
+    session.commit()
+    session.refresh(row)
+    return row
+
+
+def _locked(session: Session, provider: Provider, challenge_id: int) -> GpuChallenge:
+    row = session.exec(
+        select(GpuChallenge).where(GpuChallenge.id == challenge_id).with_for_update()
+    ).first()
+    if row is None or row.provider_id != provider.id:
+        raise NotFound("no such GPU challenge for this worker")
+    return row
+
+
+def start(
+    session: Session, config: ApiConfig, provider: Provider, challenge_id: int, now: datetime
+) -> GpuChallenge:
+    """The worker holds A and B: reveal the sign vector's key and start the clock."""
+    row = _locked(session, provider, challenge_id)
+    if row.status != "issued":
+        raise Conflict(f"this challenge is {row.status}, not waiting to start")
+    if (now - _aware(row.issued_at)).total_seconds() > config.challenge_ttl_s:
+        _finish(session, config, row, now, "the round was started after the challenge expired")
+        return row
+    row.status, row.started_at, row.signs_key = "started", now, secrets.token_hex(32)
+    session.add(row)
+    session.commit()
+    session.refresh(row)
+    return row
+
+
+def commit(
+    session: Session,
+    config: ApiConfig,
+    provider: Provider,
+    challenge_id: int,
+    commitment: str,
+    now: datetime,
+) -> GpuChallenge:
+    """The commitment arrived: stop the clock, judge the time against the claimed model, and
+    only now draw the rows to reveal."""
+    row = _locked(session, provider, challenge_id)
+    if row.status != "started" or row.started_at is None:
+        raise Conflict(f"this challenge is {row.status}, not waiting for a commitment")
+    elapsed = max((now - _aware(row.started_at)).total_seconds(), 1e-9)
+    row.committed_at, row.commitment, row.elapsed_s = now, commitment, elapsed
+    row.measured_tflops = 2 * row.n**3 / elapsed / 1e12
+    allowed = allowed_seconds(config, row.gpu_model, row.n)
+    if elapsed > allowed:
+        _finish(
+            session,
+            config,
+            row,
+            now,
+            f"too slow for a {row.gpu_model}: the commitment came {elapsed:.2f} s after the "
+            f"start on the API's clock, a {row.gpu_model} needs at most {allowed:.2f} s "
+            f"(n={row.n}, at least {min_tflops(row.gpu_model):g} TFLOP/s plus "
+            f"{config.gpu_challenge_overhead_s:g} s)",
+        )
+        return row
+    picks: list[int] = []
+    draw = secrets.SystemRandom()
+    while len(picks) < min(config.gpu_challenge_rows, row.n):
+        index = draw.randrange(row.n)
+        if index not in picks:
+            picks.append(index)
+    row.reveal, row.status = picks, "committed"
+    session.add(row)
+    session.commit()
+    session.refresh(row)
+    return row
+
+
+def reveal(
+    session: Session,
+    config: ApiConfig,
+    provider: Provider,
+    challenge_id: int,
+    rows: Sequence[RevealedRowReport],
+    now: datetime,
+) -> GpuChallenge:
+    """The revealed rows: exact check, then the verdict on the GPU."""
+    row = _locked(session, provider, challenge_id)
+    if row.status != "committed":
+        raise Conflict(f"this challenge is {row.status}, not waiting for revealed rows")
+    assert row.commitment is not None and row.reveal is not None and row.signs_key is not None
+    if (now - _aware(row.issued_at)).total_seconds() > config.challenge_ttl_s:
+        _finish(session, config, row, now, "the rows were revealed after the challenge expired")
+        return row
+    if len(rows) != len(row.reveal):
+        raise BadRequest(f"reveal exactly the {len(row.reveal)} rows asked: {row.reveal}")
+    why = check_revealed_rows(
+        row.seed, row.n, row.signs_key, row.commitment, row.reveal, rows, bytes.fromhex(row.key)
+    )
+    if why is not None:
+        _finish(session, config, row, now, f"wrong answer to the API's challenge: {why}")
+    else:
+        _finish(session, config, row, now, None)
+    return row
+
+
+def _finish(
+    session: Session, config: ApiConfig, row: GpuChallenge, now: datetime, failure: str | None
+) -> None:
+    row.finished_at = now
+    gpu = session.exec(
+        select(ProviderGpu).where(
+            ProviderGpu.provider_id == row.provider_id, ProviderGpu.uuid == row.gpu_uuid
+        )
+    ).first()
+    provider = session.get(Provider, row.provider_id)
+    if failure is None:
+        row.status, row.reason = "passed", ""
+        # A pass clears an earlier failed round, never what the worker's own report says
+        # against the GPU (that needs a new onboarding).
+        all_gpus, per_gpu = registration_refusals(provider.capabilities if provider else {})
+        reported = all_gpus or per_gpu.get(row.gpu_uuid)
+        if gpu is not None and gpu.model == row.gpu_model and reported is None:
+            gpu.check_status = "passed"
+            gpu.verified_until = now + timedelta(seconds=config.gpu_challenge_interval_s)
+            gpu.check_reason = (
+                f"passed the API's challenge at {now.isoformat(timespec='seconds')}: "
+                f"n={row.n} in {row.elapsed_s:.2f} s on the API's clock"
+            )
+    else:
+        row.status, row.reason = "failed", failure[:2000]
+        if gpu is not None and gpu.model == row.gpu_model:
+            gpu.check_status, gpu.check_reason, gpu.verified_until = "failed", failure[:2000], None
+    if gpu is not None:
+        session.add(gpu)
+    session.add(row)
+    session.commit()
+    session.refresh(row)
