@@ -3,10 +3,10 @@ the operators' network (role_support.stand_up_network), a provider onboarded and
 docs/operations.md "Running a worker as a provider", and a senior submitter's locked job
 (docs/jobs.md, docs/escrow.md) that the worker trains and the oracle settles.
 
-The job's repository is a local git repository served under the demo's URL (proofnet
-demo_job): the worker reaches it through its documented `--repo-rewrite`, the oracle through
-git's own `url.<base>.insteadOf` in its environment; nothing else differs from a provider's
-machine but the process runtime (`--runtime process`, docs step 4), since the test host has
+The job's repository is a local git repository served under the demo job's URL
+(demos/job.py): the worker reaches it through its documented `--repo-rewrite`, the oracle
+through `PROOFNET_ORACLE_REPO_REWRITES`; nothing else differs from a provider's machine but
+the process runtime (`--runtime process`, docs step 4), since the test host has
 no GPU container runtime."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from role_support import (
     wait_for,
 )
 
-from proofnet import demo_job
+from demos import job as demo_job
 
 
 @dataclass
@@ -51,7 +51,7 @@ def paid_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PaidLoop]:
             shell,
             devnet_url,
             oracle_env={
-                **repo.git_env(),
+                "PROOFNET_ORACLE_REPO_REWRITES": repo.rewrite,
                 "PROOFNET_SETTLEMENT_MAX_WAIT_S": "2",
                 "PROOFNET_SETTLEMENT_INTERVAL_S": "0.5",
                 "PROOFNET_SETTLEMENT_CONFIRMATION_DEPTH": "1",

@@ -30,7 +30,7 @@ from role_support import (
     wait_for,
 )
 
-from proofnet import demo_job
+from demos import job as demo_job
 from proofnet.processes import ProcessStartError
 
 pytestmark = pytest.mark.slow
