@@ -42,6 +42,9 @@ class ApiConfig:
     gpu_challenge_overhead_s: float = 3.0
     # A provider counts as online while its last heartbeat is younger than this.
     provider_online_s: int = 60
+    # A worker is drawn as verifier while it asked for verification tasks this recently
+    # (workers ask every 30 s by default: worker.agent.AgentConfig.verification_poll_s).
+    verifier_online_s: int = 120
     # Signed worker requests are accepted within this clock skew.
     worker_request_skew_s: int = 120
     sweep_interval_s: float = 5.0

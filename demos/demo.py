@@ -419,6 +419,9 @@ class _Demo:
                 "PROOFNET_SETTLEMENT_INTERVAL_S": "0.5",
                 "PROOFNET_SETTLEMENT_CONFIRMATION_DEPTH": str(self.options.confirmation_depth),
                 "PROOFNET_SETTLEMENT_HOLDER": oracle.name,
+                # The demo's job code is the demo's own: its oracles replay it themselves
+                # (on the devnet only); everywhere else drawn verifiers do.
+                "PROOFNET_ORACLE_DEMO_LOCAL_REPLAY": "true",
             }
             if self.relay:
                 # A topology job's escrow waits (600 s by default) for attestations of

@@ -59,6 +59,8 @@ def attestation_view(row: AttestationRecord) -> dict[str, Any]:
         "status": row.status,
         "reason": row.reason or None,
         "message": row.message or None,
+        # Whose fault the verdict is ("provider" | "job"), and `message` says why.
+        "fault": row.fault,
         "job_id": row.job_id,
         "escrow": {"tx_id": row.escrow_tx_id, "index": row.escrow_index},
         "worker_key": row.worker_key,

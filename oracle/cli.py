@@ -31,6 +31,14 @@ def serve(
         key = oracle_key(settings, key_file)
     except OracleKeyError as exc:
         raise typer.BadParameter(str(exc), param_hint="--key-file") from exc
+    if settings.oracle_demo_local_replay and settings.network != "devnet":
+        typer.secho(
+            "oracle cannot start: PROOFNET_ORACLE_DEMO_LOCAL_REPLAY runs job code on this "
+            "host; it is for the local demo on the devnet only",
+            fg=typer.colors.RED,
+            err=True,
+        )
+        raise typer.Exit(2)
     try:
         deployment_of(settings)
     except OracleConfigError as exc:

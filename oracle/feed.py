@@ -70,6 +70,8 @@ class JobInfo:
     # `work_reported` is False when the API did not say (an older API): then it is unknown.
     work_started_ms: int | None = None
     work_reported: bool = False
+    # Whether the job's uploads are sealed (the verifier needs a key grant to replay).
+    sealed: bool = False
     # Derived from the spec once (hashing the commands costs a canonical encoding).
     image_digest: str = field(init=False, compare=False)
     command_hash: str = field(init=False, compare=False)
@@ -186,6 +188,7 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
             else ms_of(obj.get("work_started_at"), "work_started_at")
         ),
         work_reported="work_started_at" in obj,
+        sealed=obj.get("sealed") is True,
     )
 
 

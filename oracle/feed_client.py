@@ -30,11 +30,15 @@ from oracle.feed import (
     parse_worker,
 )
 from oracle.feed_units import JOB_OVER_STATUSES
+from oracle.verifiers import Candidate
 from proofnet.messages.key_grant import KeyRequest
+from proofnet.messages.verification import VerificationTask
 from proofnet.messages.worker_auth import request_target, sign_request_headers
 
 FEED_PREFIX = "/api/v1/oracle"
 KEY_REQUESTS_PATH = f"{FEED_PREFIX}/key-requests"
+VERIFIERS_PATH = f"{FEED_PREFIX}/verifiers"
+VERIFICATIONS_PATH = f"{FEED_PREFIX}/verifications"
 # `artifact` holds an upload in memory: only for manifests. Proof files (full weights)
 # stream to disk with `save_artifact`.
 MAX_ARTIFACT_IN_MEMORY = 64 << 20
@@ -178,6 +182,50 @@ class HttpApiFeed:
         if expected is None or digest.hexdigest() != expected:
             raise FeedDataError(f"upload {name!r} of job {job_id} does not match its recorded hash")
         return size
+
+    def _post(self, path: str, payload: Any, operation: str) -> Any:
+        assert self.client is not None
+        body = json.dumps(payload).encode()
+        headers = sign_request_headers(
+            self.signing_key, network=self.network, method="POST", path=path, body=body
+        )
+        headers["Content-Type"] = "application/json"
+        try:
+            response = self.client.post(path, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            if self.on_error is not None:
+                self.on_error(operation)
+            raise FeedError(f"API feed unreachable ({operation}): {exc}") from exc
+        if response.status_code not in (200, 201):
+            raise FeedError(
+                f"the API refused the {operation}: {response.status_code}: {response.text[:300]}"
+            )
+        return response.json()
+
+    def worker_payout(self, worker_key: str) -> str | None:
+        """The payout address the worker registered (None: not registered)."""
+        info = self.worker(worker_key)
+        return None if info is None else info.payout_address
+
+    def verifier_candidates(self, device_class: str, exclude: str) -> list[Candidate]:
+        """Online workers of `device_class` that may verify a proof of worker `exclude`."""
+        path = f"{VERIFIERS_PATH}?device_class={quote(device_class, safe='')}&exclude={exclude}"
+        response = self._get(path, "verifiers")
+        raw = [] if response is None else response.json()
+        if not isinstance(raw, list):
+            raise FeedDataError("verifiers must be a list")
+        try:
+            return [Candidate(str(c["worker_key"]), str(c["payout_address"])) for c in raw]
+        except (KeyError, TypeError) as exc:
+            raise FeedDataError(f"verifiers: {exc}") from exc
+
+    def post_verification(self, task: VerificationTask) -> dict[str, Any]:
+        """Post a task this oracle signed for the verifier it drew (again: the same unit);
+        the unit's state, with the verifier's report once it answered."""
+        state = self._post(VERIFICATIONS_PATH, task.to_json(), "verification task")
+        if not isinstance(state, dict):
+            raise FeedDataError("a verification state must be an object")
+        return state
 
     def request_keys(self, request: KeyRequest) -> int:
         """Post a key request this oracle signed (a drawn verifier needs the content keys

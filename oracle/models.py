@@ -104,6 +104,9 @@ class AttestationRecord(OracleTable, table=True):
     # The attested unit of a topology job (index and output checkpoint); NULL otherwise.
     unit_index: int | None = Field(default=None)
     unit_output: str | None = Field(default=None, max_length=64)
+    # Whose fault the verdict is ("provider" or "job"; oracle.verify.fault_of), NULL while
+    # unverified or when nobody is at fault.
+    fault: str | None = Field(default=None, max_length=16)
 
     @property
     def escrow(self) -> tuple[str, int]:

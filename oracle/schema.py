@@ -8,6 +8,7 @@ running it again, or from two processes at once, changes nothing twice.
 Steps so far:
 - `oracle_attestations.unit_index` and `unit_output` (units of topology jobs), NULL for the
   rows that exist already, which are all single-unit attestations;
+- `oracle_attestations.fault` (whose fault a verdict is), NULL for the rows that exist;
 - `oracle_attestations.payable_escrow` widened from 80 to 96 characters, so the per-unit
   key `<out-ref>/<unit>` fits on PostgreSQL (SQLite does not enforce VARCHAR lengths).
 """
@@ -24,7 +25,11 @@ from oracle.models import PAYABLE_KEY_LENGTH, metadata
 log = logging.getLogger("oracle.schema")
 
 ATTESTATIONS = "oracle_attestations"
-_ADDED_COLUMNS = (("unit_index", "INTEGER"), ("unit_output", "VARCHAR(64)"))
+_ADDED_COLUMNS = (
+    ("unit_index", "INTEGER"),
+    ("unit_output", "VARCHAR(64)"),
+    ("fault", "VARCHAR(16)"),
+)
 
 
 def create_tables(engine: Engine) -> list[str]:

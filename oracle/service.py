@@ -15,8 +15,9 @@ from oracle.chain import chain_view_for
 from oracle.feed_client import HttpApiFeed
 from oracle.keys import OracleKey, OracleKeyError, load_key
 from oracle.metrics import OracleMetrics
-from oracle.spotcheck import LocalSpotChecker, RepoCache
+from oracle.spotcheck import LocalSpotChecker, RepoCache, SpotChecker
 from oracle.store import AttestationStore
+from oracle.verifiers import VerifierSpotChecker
 from oracle.verify import VerificationContext
 from proofnet.egress import EgressPolicy
 from proofnet.settings import Settings, absolute
@@ -103,8 +104,10 @@ def context_from_settings(
     spot_check_timeout_s: float = 600.0,
     spot_checks: bool = True,
 ) -> VerificationContext:
-    """`spot_checks=False` leaves proof-of-training replays out (for jobs without a proof
-    directory, e.g. the devnet demo); every other check still runs."""
+    """`spot_checks=False` leaves proof-of-training checks out (for jobs without a proof
+    directory); every other check still runs. Spot checks are verification units run by
+    drawn verifiers (`oracle.verifiers`); only the local demo on the devnet replays on the
+    oracle's host (`oracle_demo_local_replay`)."""
     key = key or oracle_key(settings)
     try:
         deployment: Deployment | None = deployment_of(settings)
@@ -122,12 +125,31 @@ def context_from_settings(
         ttl_s=settings.oracle_chain_cache_ttl_s,
         cache_size=settings.oracle_chain_cache_size,
     )
-    data_policy = data_policy_of(settings)
-    repos = RepoCache(
-        Path(settings.data_dir) / "oracle" / "repos",
-        rewrites=repo_rewrites_of(settings),
-        egress=data_policy.egress,
-    )
+    spot_checker: SpotChecker | None = None
+    if spot_checks and settings.oracle_demo_local_replay:
+        if settings.network != "devnet":
+            raise OracleConfigError(
+                "PROOFNET_ORACLE_DEMO_LOCAL_REPLAY runs job code on the oracle's host: it is "
+                "for the local demo on the devnet only"
+            )
+        data_policy = data_policy_of(settings)
+        repos = RepoCache(
+            Path(settings.data_dir) / "oracle" / "repos",
+            rewrites=repo_rewrites_of(settings),
+            egress=data_policy.egress,
+        )
+        spot_checker = LocalSpotChecker(
+            feed,
+            repos,
+            sign=lambda message: key.signing_key.sign(message).signature,
+            timeout_s=spot_check_timeout_s,
+            data_cache=Path(settings.data_dir) / "oracle" / "data",
+            harness_root=Path(settings.data_dir) / "oracle" / "harness",
+            data_policy=data_policy,
+        )
+    elif spot_checks:
+        # A drawn verifier replays; this oracle runs no job code.
+        spot_checker = VerifierSpotChecker(feed, key.signing_key)
     return VerificationContext(
         network=settings.network,
         escrow_script_hash=escrow_script_hash() if deployment is None else deployment.escrow_hash,
@@ -142,15 +164,5 @@ def context_from_settings(
         unconfigured=unconfigured,
         metering_slack=settings.oracle_metering_slack,
         metering_allowance_ms=settings.oracle_metering_allowance_s * 1000,
-        spot_checker=LocalSpotChecker(
-            feed,
-            repos,
-            sign=lambda message: key.signing_key.sign(message).signature,
-            timeout_s=spot_check_timeout_s,
-            data_cache=Path(settings.data_dir) / "oracle" / "data",
-            harness_root=Path(settings.data_dir) / "oracle" / "harness",
-            data_policy=data_policy,
-        )
-        if spot_checks
-        else None,
+        spot_checker=spot_checker,
     )

@@ -1,4 +1,9 @@
-"""Proof-of-training spot checks: check a proof against the schedule, replay drawn segments.
+"""Proof-of-training spot checks: the verdict on a replay (`judge`), the files a replay reads
+(`needed_files`), and the local demo's replay on the oracle's own host (`LocalSpotChecker`).
+
+Outside the local demo on the devnet (`PROOFNET_ORACLE_DEMO_LOCAL_REPLAY`) no oracle runs
+job code: drawn verifier workers replay (`oracle.verifiers`), and this module's `judge`
+reads their signed reports. What follows describes the demo's local replay.
 
 The oracle fetches the job's manifest from the API's content store (the worker uploads its
 `pot/` directory as results named `pot/<file>`) and checks it without job code
@@ -86,6 +91,9 @@ class SpotCheckVerdict:
     seed: str = ""  # hex; drawn by the oracle after the root was committed
     segments: tuple[int, ...] = ()
     report: dict[str, Any] | None = None
+    # Whose fault a failed check is ("provider" or "job"), and the verifier that replayed.
+    fault: str | None = None
+    verifier: str = ""
     # What the replay measured, for metering bounded by proof (oracle.metering).
     timing: ProofTiming | None = None
 
@@ -245,10 +253,26 @@ class RepoCache:
         archive.unlink()
 
 
+# Numeric library settings that choose kernels and threads: a replay must use the same
+# ones as the training it checks (OpenBLAS picks other kernels on another CPU type, and
+# those round differently), so the operator's choices are passed on. No secrets live here.
+DETERMINISM_VARIABLES = (
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_CBWR",
+    "MKL_NUM_THREADS",
+    "CUBLAS_WORKSPACE_CONFIG",
+)
+
+
 def replay_environ(request: SpotCheckRequest, work_dir: Path, python_lib: Path) -> dict[str, str]:
     """The harness's whole environment: the job's variables and a bare minimum, nothing
-    of the oracle's own (settings, keys, tokens)."""
+    of the oracle's own (settings, keys, tokens) beyond the numeric libraries' kernel and
+    thread settings (`DETERMINISM_VARIABLES`)."""
     environ = {
+        **{k: os.environ[k] for k in DETERMINISM_VARIABLES if k in os.environ},
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
         "HOME": str(work_dir),
         "LANG": "C.UTF-8",
@@ -317,7 +341,8 @@ def run_request(
 
 @dataclass
 class LocalSpotChecker:
-    """Runs spot checks on this machine (the oracle's own verifier).
+    """Runs spot checks on this machine: the local demo's only (job code on the oracle's
+    host; `oracle.service` refuses it on any network but the devnet).
 
     `sign` is the oracle key's signing function: its signature over each attestation
     draws the segments replayed (`oracle.proof_checks`).

@@ -72,7 +72,9 @@ def _verdict_values(
     """The columns a verdict sets on a `received` row (the same keys for every outcome);
     `key` is the row's payable key (`oracle.models.payable_key`)."""
     if result.outcome == "verified":
-        status, payable, reason, message, retry_at = VERIFIED, key, "", "", None
+        # A verified attestation says why only when the fault is the job's.
+        status, payable, reason, retry_at = VERIFIED, key, "", None
+        message = result.message[:2000] if result.fault else ""
     elif result.outcome == "rejected":
         status, payable = REJECTED, None
         reason, message, retry_at = str(result.reason), result.message[:2000], None
@@ -86,6 +88,7 @@ def _verdict_values(
         "reason": reason,
         "message": message,
         "retry_at": retry_at,
+        "fault": result.fault,
         "attempts": attempts + 1,
         "updated_at": now,
     }
@@ -481,7 +484,7 @@ class AttestationStore:
                             else ("failed" if spot.reason else "error"),
                             "message": spot.message[:2000],
                             "report": spot.report,
-                            "verifier": verifier,
+                            "verifier": spot.verifier or verifier,
                             "started_at": started or now,
                             "duration_ms": duration,
                         }
@@ -576,15 +579,23 @@ class AttestationStore:
                     status="passed" if spot.passed else ("failed" if spot.reason else "error"),
                     message=spot.message[:2000],
                     report=spot.report,
-                    verifier=verifier,
+                    verifier=spot.verifier or verifier,
                     started_at=started_at or now,
                 )
             )
         values: dict[str, object] = {"attempts": AttestationRecord.attempts + 1, "updated_at": now}
         if result.outcome == "verified":
-            values.update(status=VERIFIED, payable_escrow=row.payable_key, reason="", message="")
+            message = result.message[:2000] if result.fault else ""
+            values.update(
+                status=VERIFIED,
+                payable_escrow=row.payable_key,
+                reason="",
+                message=message,
+                fault=result.fault,
+            )
         elif result.outcome == "rejected":
             values.update(
+                fault=result.fault,
                 status=REJECTED,
                 payable_escrow=None,
                 reason=str(result.reason),

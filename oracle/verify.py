@@ -41,6 +41,7 @@ from proofnet.messages.auction import AuctionError, clear
 from proofnet.messages.jobspec import AuctionPrice, FixedPrice, RateCardPrice
 from proofnet.messages.rate_card import RateCardError, price_under
 from proofnet.messages.topology import Unit
+from proofnet.messages.verification import Fault
 
 # Cardano token quantities in a value are at most 2**63 - 1.
 MAX_AMOUNT = 2**63 - 1
@@ -103,6 +104,10 @@ class Reason(StrEnum):
     POT_DATA_ORDER_MISMATCH = "pot_data_order_mismatch"
     POT_INITIAL_STATE_MISMATCH = "pot_initial_state_mismatch"
     SPOT_CHECK_FAILED = "spot_check_failed"
+    # Verification units (oracle.verifiers): the provider withheld the proof files a drawn
+    # verifier needs; the job's code cannot be replayed (the job's fault, not the provider's).
+    POT_WITHHELD = "pot_withheld"
+    JOB_NOT_REPLAYABLE = "job_not_replayable"
     # Units of topology jobs (oracle.unit_checks).
     UNIT_MISSING = units.UNIT_MISSING
     UNIT_UNEXPECTED = units.UNIT_UNEXPECTED
@@ -115,6 +120,29 @@ class Reason(StrEnum):
 
 
 Outcome = Literal["verified", "rejected", "retry"]
+
+# Rejections that are the job's (its submitter's) doing, not the provider's: the job's
+# escrow is not there or cannot pay, or the job's code cannot be replayed. Every other
+# rejection is the provider's: its attestation or proof does not hold.
+JOB_FAULTS = frozenset(
+    {
+        Reason.ESCROW_UNRECORDED,
+        Reason.ESCROW_MISSING,
+        Reason.ESCROW_CANCELLED,
+        Reason.ESCROW_DATUM_INVALID,
+        Reason.ESCROW_WRONG_ADDRESS,
+        Reason.ESCROW_JOB_MISMATCH,
+        Reason.ESCROW_WRONG_CONFIG,
+        Reason.ESCROW_STRAY_TOKENS,
+        Reason.ESCROW_SUBMITTER_MISMATCH,
+        Reason.JOB_NOT_REPLAYABLE,
+    }
+)
+
+
+def fault_of(reason: Reason) -> Fault:
+    """Whose fault a rejection is (see `JOB_FAULTS`)."""
+    return "job" if reason in JOB_FAULTS else "provider"
 
 
 class StoreView(Protocol):
@@ -147,6 +175,10 @@ class VerificationResult:
     checks: tuple[str, ...]  # checks that passed, in order
     attestation: Attestation | None
     spot_check: SpotCheckVerdict | None = None
+    # Whose fault the verdict is: a rejection is always someone's; a verified attestation
+    # is the job's fault when the job's code could not be replayed (the provider is paid
+    # what it attested and the submitter gets the results), else nobody's; never on retry.
+    fault: Fault | None = None
 
     @property
     def ok(self) -> bool:
@@ -311,6 +343,12 @@ def verify(
             passed.append("unit_chain")
         if ctx.spot_checker is not None and _replayable(unit):
             spot = ctx.spot_checker.check(att, scope)
+            if not spot.passed and spot.fault == "job":
+                # Not the provider's doing: paid for its work, results released, and why.
+                passed.append("proof_of_training_job_fault")
+                return VerificationResult(
+                    "verified", None, spot.message, tuple(passed), att, spot, fault="job"
+                )
             if not spot.passed:
                 raise _Rejected(Reason(spot.reason or Reason.SPOT_CHECK_FAILED), spot.message)
             passed.append("proof_of_training")
@@ -318,10 +356,13 @@ def verify(
                 _check_metered_by_proof(att, job, spot.timing, ctx)
                 passed.append("metered_by_proof")
     except _Rejected as exc:
-        return VerificationResult("rejected", exc.reason, exc.message, tuple(passed), att, spot)
-    except units.UnitRejected as exc:
         return VerificationResult(
-            "rejected", Reason(exc.reason), exc.message, tuple(passed), att, spot
+            "rejected", exc.reason, exc.message, tuple(passed), att, spot, fault_of(exc.reason)
+        )
+    except units.UnitRejected as exc:
+        reason = Reason(exc.reason)
+        return VerificationResult(
+            "rejected", reason, exc.message, tuple(passed), att, spot, fault_of(reason)
         )
     except (ChainUnavailable, FeedError, SpotCheckUnavailable, units.UnitsPending) as exc:
         return VerificationResult("retry", None, str(exc), tuple(passed), att, spot)

@@ -81,6 +81,46 @@ def bench_market(
     Console().print(table)
 
 
+@app.command("cheat")
+def bench_cheat(
+    price: float = typer.Option(100.0, help="the reference job's price P (NTX)"),
+    cost: float = typer.Option(80.0, help="the provider's own compute cost C of the job (NTX)"),
+    bond: float = typer.Option(100.0, help="the provider's bond B (the job's min_bond, NTX)"),
+    segments: int = typer.Option(120, min=1, help="segments n of the reference job"),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+) -> None:
+    """Each way to cheat against the checks that meet it: caught (by which check), detection
+    probability, the cheater's expected value and the verification share (docs/benchmarks.md)."""
+    import json
+    from dataclasses import asdict, replace
+
+    from benchmarks.cheat import run_cheat_bench
+    from benchmarks.cheat_model import Terms
+
+    terms = replace(Terms.defaults(), price=price, cost=cost, bond=bond, segments=segments)
+    report = run_cheat_bench(terms)
+    if json_out:
+        typer.echo(json.dumps(report.as_dict()))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"proofnet bench cheat ({asdict(terms)})")
+    for c in ("strategy", "method", "caught", "p(caught)", "EV (NTX)", "verification", "by"):
+        table.add_column(c)
+    for o in report.outcomes:
+        table.add_row(
+            o.strategy,
+            o.method,
+            "yes" if o.caught else "no",
+            f"{o.detection_probability:.3f}",
+            f"{o.expected_value:+.2f}",
+            f"{o.verification_share:.1%}",
+            o.by,
+        )
+    Console().print(table)
+
+
 @app.command("worker")
 def bench_worker(
     k: int = typer.Option(100, help="proof-of-training checkpoint interval (steps)"),

@@ -211,6 +211,10 @@ class Settings(BaseSettings):
     oracle_escrow_lookups_per_minute_per_address: int = Field(default=120, ge=1)
     oracle_chain_cache_size: int = Field(default=10_000, ge=1)
     oracle_chain_cache_ttl_s: float = Field(default=10.0, gt=0)
+    # The local demo only (refused on any network but the devnet): the oracle replays
+    # spot-checked segments itself, in a subprocess on its host, instead of drawing a
+    # verifier worker (`oracle.verifiers`). Never set it where job code is not your own.
+    oracle_demo_local_replay: bool = False
     # Spot checks fetch a job's repository and a stage's data on the oracle's host, by the
     # rules a provider's host keeps (proofnet.shard_fetch, proofnet.pinned_git): https from
     # public addresses only. Repository mirrors the operator chose (comma-separated

@@ -121,6 +121,7 @@ from worker.seal_keys import SealKeyError, SealKeys
 from worker.sealing_check import SealingKeyRefused, SealingKeyUnverified, verify_sealing_key
 from worker.telemetry import JobUsage, TelemetrySampler
 from worker.unit_claim import ClusterState, UnitAssignment
+from worker.verifier import Verifier, VerifierLoop, VerifierRefused
 from worker.workspace import RepoCache, WorkspaceError, WorkspaceUnavailable
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,10 @@ class AgentConfig:
     # verifiers they draw), and how often it looks for them (worker.key_grants).
     trusted_oracle_keys: tuple[str, ...] = ()
     key_request_poll_s: float = 30.0
+    # Replay segments of other providers' proofs when an oracle draws this worker
+    # (worker.verifier): only under an isolating runtime, for the trusted oracles above.
+    verify: bool = True
+    verification_poll_s: float = 30.0
     # How job data reaches this host (schemes, addresses, size and time limits).
     data: DataFetchPolicy = field(default_factory=DataFetchPolicy)
     # Whether jobs that ask for network egress (`egress: true`) may have it here; without
@@ -298,11 +303,36 @@ class Agent:
         """Claim and run jobs until stopped, `max_jobs` jobs ran, or (`once`) the first claim
         attempt found no job or its job ended."""
         responder = self._grant_responder()
+        verifying = self._verifier_loop()
         try:
             return self._run(max_jobs=max_jobs, once=once)
         finally:
             if responder is not None:
                 responder.stop()
+            if verifying is not None:
+                verifying.stop()
+
+    def _verifier_loop(self) -> VerifierLoop | None:
+        """Replay what oracles draw this worker for, in the background (worker.verifier)."""
+        if not self.config.verify or not self.config.trusted_oracle_keys:
+            return None
+        try:
+            verifier = Verifier(
+                self.api,
+                self.runtime,
+                self.key,
+                self.config.work_dir,
+                self.repos,
+                trusted_oracle_keys=self.config.trusted_oracle_keys,
+                pids_limit=self.config.pids_limit,
+                data_policy=self.config.data,
+            )
+        except VerifierRefused as e:
+            log.info("not verifying other providers' proofs: %s", e)
+            return None
+        loop = VerifierLoop(verifier, interval_s=self.config.verification_poll_s)
+        loop.start()
+        return loop
 
     def _grant_responder(self) -> GrantResponder | None:
         """Answer key requests for this worker's sealed proof files in the background, so a

@@ -37,6 +37,7 @@ LEASE_PATH = "/api/v1/worker/leases/{token}"
 CONTENT_SHA256_HEADER = "X-Content-SHA256"
 KEY_REQUESTS_PATH = "/api/v1/worker/key-requests"
 KEY_GRANTS_PATH = "/api/v1/worker/key-grants"
+VERIFICATIONS_PATH = "/api/v1/worker/verifications"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 1 << 20
 # Bytes per upload request: what a dropped connection costs at most, and what one
@@ -575,6 +576,25 @@ class ApiClient:
         API recorded for the upload (what the provider's attestation covers)."""
         path = f"{KEY_GRANTS_PATH}/{int(request_id)}/files/{quote(name, safe='/')}"
         return self._download(path, Path(dest), expected_sha256, what=f"granted file {name}")
+
+    def verification_tasks(self) -> list[dict[str, Any]]:
+        """Verification tasks this worker was drawn for and has not reported yet."""
+        body = self._json("GET", VERIFICATIONS_PATH)
+        if not isinstance(body, list):
+            raise ApiUnavailable("the API's list of verification tasks is malformed")
+        return [t for t in body if isinstance(t, dict)]
+
+    def download_task_file(
+        self, unit_id: int, name: str, dest: Path, expected_sha256: str
+    ) -> tuple[int, str]:
+        """Stream a proof file a verification task names to `dest` (as uploaded: sealed
+        files stay sealed), checked against the hash the API recorded for the upload."""
+        path = f"{VERIFICATIONS_PATH}/{int(unit_id)}/files/{quote(name, safe='/')}"
+        return self._download(path, Path(dest), expected_sha256, what=f"proof file {name}")
+
+    def report_verification(self, unit_id: int, report: Mapping[str, Any]) -> dict[str, Any]:
+        body = self._json("POST", f"{VERIFICATIONS_PATH}/{int(unit_id)}/report", {"report": report})
+        return dict(body)
 
     def append_logs(self, token: str, lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         body = self._json("POST", self._lease(token, "/logs"), {"lines": list(lines)}, lease=True)

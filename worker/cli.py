@@ -672,6 +672,12 @@ def run(
         help="Ed25519 key (hex) of an oracle whose key requests for a sealed job's proof "
         "files this worker answers (repeat) [default: PROOFNET_WORKER_ORACLE_KEYS]",
     ),
+    verify: bool = typer.Option(
+        True,
+        "--verify/--no-verify",
+        help="replay segments of other providers' proofs when a trusted oracle draws this "
+        "worker as verifier (Docker runtime only; paid a verification fee)",
+    ),
     log_level: str = typer.Option("INFO", "--log-level"),
 ) -> None:
     """Claim jobs from the API, run them with proof of training, and attest to the oracle."""
@@ -712,6 +718,7 @@ def run(
                 for k in (oracle_key or settings.worker_oracle_keys.split(","))
                 if k.strip()
             ),
+            verify=verify,
             data=data_policy,
             allow_egress=allow_egress or settings.worker_allow_egress,
         )

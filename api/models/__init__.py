@@ -16,6 +16,7 @@ from api.models.provider import GpuChallenge, Provider, ProviderGpu, RateCard
 from api.models.rate_card_document import JobRateCard, ProviderRateCard, PublishedRateCard
 from api.models.sealing_key import SealingKey
 from api.models.user import User
+from api.models.verification_unit import VerificationUnit
 
 metadata = api_registry.metadata
 
@@ -50,6 +51,7 @@ __all__ = [
     "SealingKey",
     "TableBase",
     "User",
+    "VerificationUnit",
     "WorkerRequestNonce",
     "api_registry",
     "metadata",

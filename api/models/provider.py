@@ -26,6 +26,9 @@ class Provider(TableBase, table=True):
     telemetry_at: datetime | None = None
     registered_at: datetime
     last_heartbeat_at: datetime | None = Field(default=None, index=True)
+    # When the worker last asked for verification tasks: only workers that do are drawn
+    # as verifiers (api/services/verifications.py).
+    verifies_at: datetime | None = None
 
 
 class ProviderGpu(TableBase, table=True):

@@ -24,6 +24,7 @@ from api.routes import (
     rate_cards,
     sealing_keys,
     users,
+    verifications,
     worker,
     worker_io,
 )
@@ -47,6 +48,7 @@ api_router.include_router(auctions.router)
 api_router.include_router(worker_io.router)
 api_router.include_router(oracle_feed.router)
 api_router.include_router(proof_keys.router)
+api_router.include_router(verifications.router)
 api_router.include_router(escrow_tx.router)
 api_router.include_router(sealing_keys.router)
 api_router.include_router(escrow_refund.router)

@@ -20,6 +20,7 @@ from api.models import Job, JobEscrow, JobResult, Lease, Provider, User
 from api.services import auctions, rate_cards, unit_feed
 from api.services.jobs import get_job
 from api.services.leases import leases_started
+from api.services.sealing_keys import sealing_key_for_job
 from chain.offchain.escrow_terms import EscrowFacts
 from proofnet.messages.jobspec import JobSpec
 
@@ -86,6 +87,9 @@ def job_feed(session: Session, job_id: str) -> dict[str, Any]:
         # When a provider first leased the job (or a unit of it); null while none has. An
         # oracle co-signs an escrow's cancel only while this is null.
         "work_started_at": None if started is None else _iso(started.created_at),
+        # Whether workers seal the job's uploads (its owner registered a sealing key): a
+        # verifier then needs the provider's key grant for the proof files it replays.
+        "sealed": sealing_key_for_job(session, job) is not None,
     }
     if job.unit_count:
         # A job with a topology is paid per unit: no job-level lease or results.

@@ -6,7 +6,10 @@
   address; the submitter cannot lose anything by a third party doing it.
 - Cancel: submitter and the oracle quorum agree; value back as in Refund.
 Refund and Cancel refuse to run next to a batch withdrawal, and their output carries the
-escrow's TxOutRef as inline datum, so one output never pays back two escrows.
+escrow's TxOutRef as inline datum, so one output never pays back two escrows. That output
+carries no reference script: a stranger refunding after the deadline could otherwise park
+a script on the submitter's funds, whose every later spend would pay the ledger's
+reference-script fee.
 
 Cost: Settle runs once per escrow of a batch, so it reads the context through the views
 below (fields it never reads are `Anything`, which OpShin neither converts nor copies) and
@@ -81,6 +84,8 @@ def pays_back(tx: TxInfo, own_ref: TxOutRef, datum: EscrowDatum, output_index: i
     assert isinstance(tag, SomeOutputDatum), "refund output must be tagged"
     tagged_ref: TxOutRef = tag.datum
     assert tagged_ref == own_ref, "refund output tagged for another escrow"
+    script = out.reference_script
+    assert isinstance(script, NoScriptHash), "refund output carries a reference script"
 
 
 def validator(context: EscrowContext) -> None:

@@ -42,8 +42,12 @@ def valid_config(cfg: OracleConfigDatum) -> bool:
 
 
 def config_from(ref: TxInInfo, policy: bytes, name: bytes) -> OracleConfigDatum:
-    """The configuration held by a reference input, authenticated by the config NFT."""
+    """The configuration held by a reference input, authenticated by the config NFT and by
+    its address: the NFT's policy is the oracle-config script itself (one script mints and
+    holds it), so the input must sit at the script whose hash is the policy."""
     out = ref.resolved
+    config_cred: Credential = ScriptCredential(policy)
+    assert out.address.payment_credential == config_cred, "config not at the config script"
     assert out.value.get(policy, {b"": 0}).get(name, 0) == 1, "reference input lacks config NFT"
     d = out.datum
     assert isinstance(d, SomeOutputDatum), "config datum must be inline"

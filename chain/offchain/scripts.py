@@ -4,10 +4,14 @@ Scripts are read from the committed build artifacts (`chain/contracts/build/plut
 never compiled at run time. A deployment is fixed by two things: the seed UTxO the config
 NFT is minted from, and the network. Everything else follows:
 
-    config_nft    = config_nft(seed)                       -> config_policy
-    oracle_config = oracle_config(config_policy)
+    oracle_config = oracle_config(seed)                    -> config_policy = its hash
     escrow        = escrow                                 (unparameterised)
     batch_settle  = batch_settle(escrow_hash, config_policy, oracle_config_hash)
+
+The oracle-config script is also the config NFT's minting policy (one script), so the
+policy id and the config address's payment credential are one hash: the NFT can only be
+minted to, and the config only be read from, that address. The batch script still takes
+both (equal) hashes as parameters.
 
 `traces=True` (tests only) gives the same scripts from the trace-keeping build, whose
 failures report the message of the assertion that rejected; it is compiled on first use
@@ -42,7 +46,7 @@ from chain.offchain.errors import ChainError
 BUILD_DIR = Path(__file__).resolve().parents[1] / "contracts" / "build"
 BLUEPRINT_PATH = BUILD_DIR / "plutus.json"
 CONFIG_NFT_NAME: bytes = t.CONFIG_NFT_NAME
-SCRIPT_NAMES = ("escrow", "batch_settle", "oracle_config", "config_nft", "test_ntx", "bond")
+SCRIPT_NAMES = ("escrow", "batch_settle", "oracle_config", "test_ntx", "bond")
 
 
 class ScriptLoadError(ChainError):
@@ -120,14 +124,14 @@ class ProtocolScripts:
 
     seed: TransactionInput
     network: Network
-    config_nft: PlutusV3Script
-    oracle_config: PlutusV3Script
+    oracle_config: PlutusV3Script  # also the config NFT's minting policy
     escrow: PlutusV3Script
     batch_settle: PlutusV3Script
 
     @property
     def config_policy(self) -> ScriptHash:
-        return script_hash(self.config_nft)
+        """The config NFT's policy: the oracle-config script's own hash."""
+        return script_hash(self.oracle_config)
 
     @property
     def config_unit(self) -> str:
@@ -167,18 +171,17 @@ class ProtocolScripts:
 def protocol_scripts(
     seed: TransactionInput, network: Network, *, traces: bool = False
 ) -> ProtocolScripts:
-    config_nft = apply_params("config_nft", out_ref(seed), traces=traces)
-    config_policy = script_hash(config_nft).payload
-    oracle_config = apply_params("oracle_config", config_policy, traces=traces)
+    oracle_config = apply_params("oracle_config", out_ref(seed), traces=traces)
+    config_policy = script_hash(oracle_config).payload
     escrow = apply_params("escrow", traces=traces)
     batch = apply_params(
         "batch_settle",
         script_hash(escrow).payload,
         config_policy,
-        script_hash(oracle_config).payload,
+        config_policy,
         traces=traces,
     )
-    return ProtocolScripts(seed, network, config_nft, oracle_config, escrow, batch)
+    return ProtocolScripts(seed, network, oracle_config, escrow, batch)
 
 
 def ntx_test_policy(admin_pkh: VerificationKeyHash, *, traces: bool = False) -> PlutusV3Script:

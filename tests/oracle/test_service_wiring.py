@@ -69,6 +69,30 @@ def test_without_a_deployment_the_oracle_does_not_verify(tmp_path: Path) -> None
         deployment_of(other_unit)
 
 
+def test_a_served_oracle_runs_no_job_code_outside_the_demo(tmp_path: Path) -> None:
+    """The attack it stops: an oracle replaying job code on its own host (beside its key).
+    Served, it draws verifiers; the demo's local replay is refused on any network but the
+    devnet, and taken there (the demo's twin)."""
+    from oracle.spotcheck import LocalSpotChecker
+    from oracle.verifiers import VerifierSpotChecker
+
+    metrics = OracleMetrics()
+    served = context_from_settings(_settings(tmp_path, network="preprod"), None, metrics)  # type: ignore[arg-type]
+    assert isinstance(served.spot_checker, VerifierSpotChecker)
+    with pytest.raises(OracleConfigError, match="devnet only"):
+        context_from_settings(
+            _settings(tmp_path, network="preprod", oracle_demo_local_replay=True),
+            None,  # type: ignore[arg-type]
+            metrics,
+        )
+    demo = context_from_settings(
+        _settings(tmp_path, network="devnet", oracle_demo_local_replay=True),
+        None,  # type: ignore[arg-type]
+        metrics,
+    )
+    assert isinstance(demo.spot_checker, LocalSpotChecker)
+
+
 def test_the_oracles_data_and_repository_settings(tmp_path: Path) -> None:
     """Spot checks fetch by the operator's rules: nothing local and https to public
     addresses by default; mirrors and local dirs only where the settings name them."""

@@ -295,12 +295,13 @@ def _is_ada_only(u: UTxO) -> bool:
 
 def _pick_collateral(payer_utxos: Sequence[UTxO]) -> UTxO:
     """The smallest key-locked UTxO with enough ADA, ADA-only ones first. Tokens in it are
-    safe: the collateral return gives them back (the ledger requires ADA-only net)."""
+    safe: the collateral return gives them back (the ledger requires ADA-only net). One
+    carrying a reference script is taken last (the ledger allows it, and collateral inputs
+    do not count for the reference-script fee)."""
     candidates = [
         u
         for u in payer_utxos
-        if u.output.script is None
-        and u.output.amount.coin >= MIN_COLLATERAL_LOVELACE
+        if u.output.amount.coin >= MIN_COLLATERAL_LOVELACE
         and isinstance(u.output.address.payment_part, VerificationKeyHash)
     ]
     if not candidates:
@@ -308,7 +309,10 @@ def _pick_collateral(payer_utxos: Sequence[UTxO]) -> UTxO:
             f"the payer has no key UTxO of at least {MIN_COLLATERAL_LOVELACE} lovelace "
             "for collateral"
         )
-    return min(candidates, key=lambda u: (bool(u.output.amount.multi_asset), u.output.amount.coin))
+    return min(
+        candidates,
+        key=lambda u: (_carries_script(u), bool(u.output.amount.multi_asset), u.output.amount.coin),
+    )
 
 
 def _value_of(utxos: Iterable[UTxO]) -> Value:
@@ -356,9 +360,17 @@ def _shortfall(surplus: Value) -> Value:
     return Value(max(-surplus.coin, 0), ma)
 
 
+def _carries_script(u: UTxO) -> bool:
+    return u.output.script is not None
+
+
 def _select_inputs(context: ChainContext, plan: TxPlan, payer: Sequence[UTxO]) -> list[UTxO]:
+    """Fee and value inputs from the payer. A UTxO carrying a reference script (anyone may
+    park one on an output to the payer) is spendable like any other: it is chosen after
+    the script-free ones, and the fee then counts its script (`_ref_script_size`, the
+    ledger's tiered reference-script fee). Spending it once leaves script-free change."""
     taken = {u.input for u in [*(s.utxo for s in plan.script_inputs), *plan.key_inputs]}
-    pool = [u for u in payer if u.input not in taken and u.output.script is None]
+    pool = [u for u in payer if u.input not in taken]
     surplus = _surplus(plan, SELECTION_FEE_HEADROOM)
     missing = _shortfall(surplus)
     chosen: list[UTxO] = []
@@ -367,7 +379,11 @@ def _select_inputs(context: ChainContext, plan: TxPlan, payer: Sequence[UTxO]) -
         for name, qty in assets.items():
             got = sum(c.output.amount.multi_asset.get(policy, {}).get(name, 0) for c in chosen)
             for u in sorted(
-                pool, key=lambda u: -u.output.amount.multi_asset.get(policy, {}).get(name, 0)
+                pool,
+                key=lambda u: (
+                    _carries_script(u),
+                    -u.output.amount.multi_asset.get(policy, {}).get(name, 0),
+                ),
             ):
                 if got >= qty:
                     break
@@ -384,7 +400,11 @@ def _select_inputs(context: ChainContext, plan: TxPlan, payer: Sequence[UTxO]) -
     change_reserve = 2_000_000
     ada_pool = sorted(
         (u for u in pool if u not in chosen),
-        key=lambda u: (bool(u.output.amount.multi_asset), -u.output.amount.coin),
+        key=lambda u: (
+            _carries_script(u),
+            bool(u.output.amount.multi_asset),
+            -u.output.amount.coin,
+        ),
     )
     wanted = change_reserve - surplus.coin
     got_ada = sum(c.output.amount.coin for c in chosen)

@@ -1,12 +1,14 @@
 """Deploy the protocol: config NFT + oracle configuration, reference scripts, batch stake
 registration. Three transactions (one would exceed the 16 KB size limit):
 
-1. spend the seed UTxO, mint the one config NFT (policy carried in the witness set), lock
-   it with the `OracleConfigDatum` at the oracle-config script, and publish the
-   oracle-config script as a reference script;
-2. publish the escrow and batch scripts as reference scripts;
-3. register the batch script's stake credential (Conway certificate with deposit; the
-   batch script allows registration, its script by reference).
+1. spend the seed UTxO, mint the one config NFT (the oracle-config script is its policy,
+   carried in the witness set), lock it with the `OracleConfigDatum` at that same script,
+   the only place the policy lets it land, and publish the script as a reference script;
+2. publish the batch script as a reference script;
+3. publish the escrow script as a reference script and register the batch script's stake
+   credential (Conway certificate with deposit; the batch script allows registration, its
+   script by reference). The two scripts of the trace-keeping build together pass the
+   16 KB transaction limit, hence apart.
 
 Reference scripts are parked at the oracle-config script address: no wallet sweeps them
 by accident, and the admin quorum can still reclaim them (stray UTxOs there are spendable
@@ -98,33 +100,34 @@ def deploy(
         change_address=deployer.address,
         key_inputs=[seed],
         outputs=[config_out, config_script_out],
-        mints=[A.ScriptMint(scripts.config_nft, {S.CONFIG_NFT_NAME: 1}, t.MintConfigNft(0))],
-        scripts=[scripts.config_nft],
+        mints=[A.ScriptMint(scripts.oracle_config, {S.CONFIG_NFT_NAME: 1}, t.MintConfigNft(0))],
+        scripts=[scripts.oracle_config],
     )
     tx1 = _run(context, plan, deployer, keys)
     config_ref, config_script_ref = f"{tx1}#0", f"{tx1}#1"
 
-    # 2. escrow and batch reference scripts.
+    # 2. batch reference script.
     plan = A.TxPlan(
         change_address=deployer.address,
         outputs=[
-            A.output_with_min_ada(context, scripts.config_address, script=scripts.escrow),
             A.output_with_min_ada(context, scripts.config_address, script=scripts.batch_settle),
         ],
     )
     tx2 = _run(context, plan, deployer, keys)
-    escrow_ref_utxo, batch_ref_utxo = _outputs(context, scripts.config_address, tx2, 2)
+    (batch_ref_utxo,) = _outputs(context, scripts.config_address, tx2, 1)
 
-    # 3. register the batch stake credential (script by reference).
+    # 3. escrow reference script; register the batch stake credential (script by reference).
     deposit = int(context.protocol_param.key_deposit)
     cert = StakeRegistrationConway(StakeCredential(scripts.batch_hash), deposit)
     plan = A.TxPlan(
         change_address=deployer.address,
+        outputs=[A.output_with_min_ada(context, scripts.config_address, script=scripts.escrow)],
         reference_inputs=[batch_ref_utxo],
         certificates=[(cert, t.BatchAdmin(0))],
         deposits=deposit,
     )
     tx3 = _run(context, plan, deployer, keys)
+    (escrow_ref_utxo,) = _outputs(context, scripts.config_address, tx3, 1)
 
     return Deployment(
         network="mainnet" if deployer.network.value == 1 else "testnet",

@@ -13,7 +13,11 @@ from chain.contracts import types as t
 from chain.offchain.builders.errors import BuilderError
 from chain.offchain.builders.onchain import parse_out_ref
 
-DEPLOYMENT_FORMAT = 1
+# Format 2: the oracle-config script is also the config NFT's policy (the deploy builder
+# writes `config_policy == oracle_config_hash`), escrow refunds refuse reference scripts.
+# Format 1 files describe scripts of the earlier protocol (a separate NFT policy that could
+# mint into any wallet) and are refused, not converted: redeploy.
+DEPLOYMENT_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,8 @@ class Deployment:
     seed: str
     config_policy: str
     config_name: str  # hex
+    # The oracle-config script: the only address where the config NFT counts. Equal to
+    # `config_policy` in deployments of this build (one script mints and holds the NFT).
     oracle_config_hash: str
     escrow_hash: str
     batch_hash: str
@@ -81,6 +87,7 @@ class Deployment:
 
     @property
     def config_address(self) -> Address:
+        """The oracle-config script's address: the only place the config NFT counts."""
         return Address(
             ScriptHash(bytes.fromhex(self.oracle_config_hash)), network=self.pycardano_network
         )
@@ -120,8 +127,19 @@ class Deployment:
             raise BuilderError(f"deployment is not JSON: {exc}") from exc
         if not isinstance(data, dict):
             raise BuilderError("deployment JSON must be an object")
+        if data.get("format") == 1:
+            raise BuilderError(
+                "deployment format 1 is no longer supported: it names scripts of the earlier "
+                "protocol (a config NFT policy apart from the oracle-config script, which could "
+                "mint the NFT into any wallet; escrow refunds that accept reference scripts). "
+                "Settle or refund its escrows with the release that made it, then redeploy "
+                "(`proofnet chain deploy`) to get a format 2 deployment"
+            )
         if data.get("format") != DEPLOYMENT_FORMAT:
-            raise BuilderError(f"unsupported deployment format {data.get('format')!r}")
+            raise BuilderError(
+                f"unsupported deployment format {data.get('format')!r} "
+                f"(this release reads format {DEPLOYMENT_FORMAT})"
+            )
         names = {f.name for f in fields(cls)}
         unknown = set(data) - names
         missing = names - set(data) - {"tx_ids", "format"}

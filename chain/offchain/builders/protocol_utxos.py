@@ -41,20 +41,33 @@ class ProtocolUtxos:
             )
 
 
-def resolve(context: ChainContext, deployment: Deployment) -> ProtocolUtxos:
-    """Find the config NFT UTxO (wherever the config currently is) and the reference-script
-    UTxOs named by the deployment."""
-    found = list(context.utxos(deployment.config_address))
+def holds_config_nft(utxo: UTxO, deployment: Deployment) -> bool:
     policy = ScriptHash(bytes.fromhex(deployment.config_policy))
     name = bytes.fromhex(deployment.config_name)
-    configs = [
-        u
-        for u in found
-        if any(
-            p == policy and any(n.payload == name and q == 1 for n, q in assets.items())
-            for p, assets in u.output.amount.multi_asset.items()
+    return any(
+        p == policy and any(n.payload == name and q == 1 for n, q in assets.items())
+        for p, assets in utxo.output.amount.multi_asset.items()
+    )
+
+
+def check_config_address(utxo: UTxO, deployment: Deployment) -> None:
+    """The config NFT counts only at the oracle-config script (whose hash is the NFT's
+    policy in this build, which the scripts check); anywhere else it is not the config."""
+    if utxo.output.address.payment_part != ScriptHash(bytes.fromhex(deployment.oracle_config_hash)):
+        raise BuilderError(
+            f"the config NFT UTxO {out_ref_text(utxo.input)} is at {utxo.output.address}, "
+            f"not at the oracle-config script {deployment.config_address}: refusing it"
         )
-    ]
+
+
+def resolve(context: ChainContext, deployment: Deployment) -> ProtocolUtxos:
+    """Find the config NFT UTxO at the oracle-config script (whichever UTxO holds it after
+    updates) and the reference-script UTxOs named by the deployment. A config NFT that the
+    backend reports at any other address is refused, not trusted."""
+    found = list(context.utxos(deployment.config_address))
+    configs = [u for u in found if holds_config_nft(u, deployment)]
+    for u in configs:
+        check_config_address(u, deployment)
     if len(configs) != 1:
         raise BuilderError(
             f"expected one config NFT UTxO at {deployment.config_address}, found {len(configs)}"

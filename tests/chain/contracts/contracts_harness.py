@@ -232,15 +232,19 @@ CONFIG_REF = L.TxOutRef(h32("config-utxo"), 0)
 
 
 def config_input(
-    deployment: object, cfg: T.OracleConfigDatum, *, policy: bytes | None = None
+    deployment: object,
+    cfg: T.OracleConfigDatum,
+    *,
+    policy: bytes | None = None,
+    at: L.Address | None = None,
 ) -> L.TxInInfo:
-    """The reference input holding the config NFT at the oracle-config script."""
+    """The reference input holding the config NFT at the oracle-config script (or `at`)."""
     ps = deployment
     pol = policy if policy is not None else ps.config_policy.payload  # type: ignore[attr-defined]
     return txin(
         CONFIG_REF,
         out(
-            script_address(ps.oracle_config_hash.payload),  # type: ignore[attr-defined]
+            at or script_address(ps.oracle_config_hash.payload),  # type: ignore[attr-defined]
             with_tokens(2_000_000, {pol: {T.CONFIG_NFT_NAME: 1}}),
             cfg,
         ),

@@ -580,10 +580,17 @@ def test_attack_other_redeemer_cancel_without_oracle_quorum(world: ProtocolWorld
 
 
 def _config_mint_plan(
-    world: ProtocolWorld, seed: UTxO, names: dict[bytes, int], with_seed: bool
+    world: ProtocolWorld,
+    seed: UTxO,
+    names: dict[bytes, int],
+    with_seed: bool,
+    to: Address | None = None,
 ) -> A.TxPlan:
-    policy = S.apply_params("config_nft", S.out_ref(seed.input), traces=TRACES)
+    """Mint under the config policy of `seed` (the oracle-config script of that seed) into
+    that script's own address, or `to`."""
+    policy = S.apply_params("oracle_config", S.out_ref(seed.input), traces=TRACES)
     policy_id = S.script_hash(policy)
+    own = Address(policy_id, network=world.deployment.pycardano_network)
     cfg = t.OracleConfigDatum(
         sorted(o.pkh.payload for o in world.oracles),
         1,
@@ -595,9 +602,7 @@ def _config_mint_plan(
     return A.TxPlan(
         change_address=world.admin.address,
         key_inputs=[seed] if with_seed else [],
-        outputs=[
-            A.output_with_min_ada(world.context, world.deployment.config_address, assets, datum=cfg)
-        ],
+        outputs=[A.output_with_min_ada(world.context, to or own, assets, datum=cfg)],
         mints=[A.ScriptMint(policy, dict(names), t.MintConfigNft(0))],
         scripts=[policy],
     )
@@ -618,6 +623,46 @@ def test_attack_extra_mint_second_config_nft_or_other_name(world: ProtocolWorld)
     # The one honest mint of this (unrelated) policy is accepted, once.
     built = honest(world, _config_mint_plan(world, seed, {S.CONFIG_NFT_NAME: 1}, True), admin)
     world.submit(A.sign(built, [admin.signing_key]))
+
+
+def _fresh_seed(world: ProtocolWorld) -> UTxO:
+    admin = world.admin
+    world.fund(admin, 50_000_000)
+    return max(
+        admin.utxos(world.context),
+        key=lambda u: (
+            not u.output.amount.multi_asset,
+            u.output.script is None,
+            u.output.amount.coin,
+        ),
+    )
+
+
+@pytest.mark.parametrize("where", ["key wallet", "another script"])
+def test_attack_config_nft_minted_outside_the_config_script(
+    world: ProtocolWorld, where: str
+) -> None:
+    """Mint a config NFT (seed spent, valid datum) into the attacker's key wallet, or to a
+    script of its own, where readers trusting the NFT alone would take it for the config."""
+    admin = world.admin
+    seed = _fresh_seed(world)
+    away = (
+        admin.address
+        if where == "key wallet"
+        else Address(ScriptHash(bytes(28)), network=world.deployment.pycardano_network)
+    )
+    one = {S.CONFIG_NFT_NAME: 1}
+    built = malicious(world, _config_mint_plan(world, seed, one, True, to=away), admin)
+    rejected_by_script(
+        world,
+        A.sign(built, [admin.signing_key]),
+        purpose="mint",
+        trace="config NFT must land at the config script",
+    )
+    # The honest twin: the same mint into the policy's own script is accepted.
+    world.submit(
+        A.sign(honest(world, _config_mint_plan(world, seed, one, True), admin), [admin.signing_key])
+    )
 
 
 def test_attack_extra_mint_config_nft_again_without_the_seed(world: ProtocolWorld) -> None:
@@ -654,6 +699,42 @@ def test_attack_extra_mint_test_ntx_without_the_admin(world: ProtocolWorld) -> N
     world.submit(
         A.sign(honest(world, plan, attacker), [attacker.signing_key, world.admin.signing_key])
     )
+
+
+# --- reference scripts parked on refunds ---------------------------------------------------
+
+
+def test_attack_reference_script_parked_on_the_refund_output(world: ProtocolWorld) -> None:
+    """Anyone may refund after the deadline; the attacker attaches a reference script to the
+    submitter's refund output, so every later spend of those funds pays the ledger's
+    reference-script fee (and builders that skipped such UTxOs saw no funds)."""
+    job = dataclasses.replace(world.job(100, deadline_in_ms=6_000), extra_lovelace=5_000_000)
+    (escrow,) = world.lock([job], min_margin_ms=5_000)
+    world.wait_until_chain_ms(escrow_datum_of(escrow).deadline + 1_000)
+    payer = world.providers[0]
+    start = refund_start(world, [escrow])
+    parked = S.ntx_test_policy(world.admin.pkh)
+    outputs = [
+        TransactionOutput(
+            world.submitter.address,
+            escrow.output.amount,
+            datum=out_ref_data(escrow.input),
+            script=parked,
+        )
+    ]
+    assert escrow.output.amount.coin >= A.min_ada_of(world.context, outputs[0])
+    plan = payback_plan(world, [escrow], payer=payer, validity_start=start, outputs=outputs)
+    built = malicious(world, plan, payer)
+    rejected_by_script(
+        world,
+        A.sign(built, [payer.signing_key]),
+        purpose="spend",
+        trace="refund output carries a reference script",
+    )
+    ok = build_refund(world.context, world.deployment, [escrow], payer.address)
+    tx_id = world.submit(A.sign(ok.built, [payer.signing_key]))
+    back = [u for u in world.utxos_of(tx_id, world.submitter.address) if u.output.datum]
+    assert len(back) == 1 and back[0].output.script is None
 
 
 # --- staking credential hijack -----------------------------------------------------------

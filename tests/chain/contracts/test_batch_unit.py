@@ -228,3 +228,21 @@ def test_deregistration_and_delegation_need_admin_quorum(deployment, oracles, ad
         deployment.batch_settle,
         _cert_ctx(deployment, oracles, admins, cert, T.BatchAdmin(0), admins[:2]),
     ).ok
+
+
+def test_certificate_with_the_config_nft_outside_the_config_script_fails(  # type: ignore[no-untyped-def]
+    deployment, oracles, admins
+) -> None:
+    """Mallory's admins, in a config NFT held by a key wallet, cannot deregister the batch
+    credential: the certificate path reads only the config at the config script."""
+    cred = L.ScriptCredential(deployment.batch_hash.payload)
+    cert = L.TxCertUnRegStaking(cred, L.SomeDatum(2_000_000))
+    mallory = [h28("mallory")]
+    b = make_batch(deployment, oracles, admins, 0)
+    forged = T.OracleConfigDatum(oracles, 2, mallory, 1, deployment.batch_hash.payload)
+    b.tx.reference_inputs = [config_input(deployment, forged, at=key_address(mallory[0]))]
+    b.tx.certificates = [cert]
+    b.tx.signatories = mallory
+    assert not evaluate(deployment.batch_settle, b.tx.certify(0, T.BatchAdmin(0))).ok
+    b.tx.reference_inputs = [config_input(deployment, forged)]
+    assert evaluate(deployment.batch_settle, b.tx.certify(0, T.BatchAdmin(0))).ok

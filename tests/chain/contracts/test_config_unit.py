@@ -1,4 +1,5 @@
-"""Oracle-config spending validator, config NFT one-shot policy, test-NTX policy."""
+"""Oracle-config script (the config NFT's one-shot policy and the validator holding it),
+test-NTX policy."""
 
 from __future__ import annotations
 
@@ -102,11 +103,11 @@ def test_stray_utxo_needs_the_nft_spent_alongside(deployment, oracles, admins) -
 # --- config NFT ---------------------------------------------------------------------------
 
 
-def _mint_tx(deployment, oracles, admins, *, mint, seed_spent=True, cfg=None) -> Tx:  # type: ignore[no-untyped-def]
+def _mint_tx(deployment, oracles, admins, *, mint, seed_spent=True, cfg=None, to=None) -> Tx:  # type: ignore[no-untyped-def]
     seed = S.out_ref(deployment.seed)
     seed_ref = L.TxOutRef(seed.id, seed.idx)
     spent = seed_ref if seed_spent else ref("not-the-seed")
-    addr = script_address(deployment.oracle_config_hash.payload)
+    addr = to or script_address(deployment.oracle_config_hash.payload)
     return Tx(
         inputs=[txin(spent, out(key_address(admins[0]), value(10_000_000)))],
         outputs=[out(addr, _nft(deployment), cfg or _cfg(oracles, admins, deployment))],
@@ -117,7 +118,7 @@ def _mint_tx(deployment, oracles, admins, *, mint, seed_spent=True, cfg=None) ->
 def test_config_nft_mints_once(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
     tx = _mint_tx(deployment, oracles, admins, mint={T.CONFIG_NFT_NAME: 1})
     ctx = tx.mint_with(deployment.config_policy.payload, T.MintConfigNft(0))
-    assert evaluate(deployment.config_nft, ctx).ok
+    assert evaluate(deployment.oracle_config, ctx).ok
 
 
 @pytest.mark.parametrize(
@@ -127,20 +128,44 @@ def test_config_nft_mints_once(deployment, oracles, admins) -> None:  # type: ig
 def test_config_nft_refuses_extra_tokens(deployment, oracles, admins, mint) -> None:  # type: ignore[no-untyped-def]
     tx = _mint_tx(deployment, oracles, admins, mint=mint)
     ctx = tx.mint_with(deployment.config_policy.payload, T.MintConfigNft(0))
-    assert not evaluate(deployment.config_nft, ctx).ok
+    assert not evaluate(deployment.oracle_config, ctx).ok
 
 
 def test_config_nft_needs_the_seed(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
     tx = _mint_tx(deployment, oracles, admins, mint={T.CONFIG_NFT_NAME: 1}, seed_spent=False)
     ctx = tx.mint_with(deployment.config_policy.payload, T.MintConfigNft(0))
-    assert not evaluate(deployment.config_nft, ctx).ok
+    assert not evaluate(deployment.oracle_config, ctx).ok
+
+
+def test_config_nft_policy_is_the_config_script(deployment) -> None:  # type: ignore[no-untyped-def]
+    assert deployment.config_policy == deployment.oracle_config_hash
+
+
+@pytest.mark.parametrize("where", ["key wallet", "other script", "key payment, script stake"])
+def test_config_nft_minted_anywhere_but_the_config_script_fails(  # type: ignore[no-untyped-def]
+    deployment, oracles, admins, where
+) -> None:
+    """The attack: mint the one config NFT (seed spent, valid datum) into an address the
+    attacker controls, which readers that trust the NFT alone would take for the config."""
+    config_hash = deployment.oracle_config_hash.payload
+    to = {
+        "key wallet": key_address(admins[0]),
+        "other script": script_address(h28("another script")),
+        "key payment, script stake": L.Address(
+            L.PubKeyCredential(admins[0]),
+            L.SomeStakingCredential(L.StakingHash(L.ScriptCredential(config_hash))),
+        ),
+    }[where]
+    tx = _mint_tx(deployment, oracles, admins, mint={T.CONFIG_NFT_NAME: 1}, to=to)
+    ctx = tx.mint_with(deployment.config_policy.payload, T.MintConfigNft(0))
+    assert not evaluate(deployment.oracle_config, ctx).ok
 
 
 def test_config_nft_needs_a_valid_config(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
     bad = _cfg(oracles, admins, deployment, threshold=0)
     tx = _mint_tx(deployment, oracles, admins, mint={T.CONFIG_NFT_NAME: 1}, cfg=bad)
     ctx = tx.mint_with(deployment.config_policy.payload, T.MintConfigNft(0))
-    assert not evaluate(deployment.config_nft, ctx).ok
+    assert not evaluate(deployment.oracle_config, ctx).ok
 
 
 # --- test NTX -------------------------------------------------------------------------

@@ -119,6 +119,33 @@ def test_refund_output_must_be_tagged_with_this_escrow(deployment, tag) -> None:
     assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Refund(0))).ok
 
 
+def _with_reference_script(o: L.TxOut) -> L.TxOut:
+    return L.TxOut(o.address, o.value, o.datum, L.SomeScriptHash(h28("a parked script")))
+
+
+def test_refund_output_datum_is_only_the_tag(deployment) -> None:  # type: ignore[no-untyped-def]
+    """The tag with something riding along (same constructor, an extra field) is refused:
+    the escrow compares the whole inline datum with its out-ref."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class TagPlus(L.PlutusData):
+        CONSTR_ID = 0
+        id: bytes
+        idx: int
+        extra: bytes
+
+    tag = TagPlus(ESCROW_REF.id, ESCROW_REF.idx, b"riding along")
+    tx = _refund_tx(deployment, outputs=[out(SUBMITTER, VALUE, tag)])
+    assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Refund(0))).ok
+
+
+def test_refund_output_carrying_a_reference_script_fails(deployment) -> None:  # type: ignore[no-untyped-def]
+    """A stranger refunding after the deadline parks a script on the submitter's refund."""
+    tx = _refund_tx(deployment, outputs=[_with_reference_script(_refund_output())])
+    assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Refund(0))).ok
+
+
 def test_refund_next_to_a_batch_withdrawal_fails(deployment) -> None:  # type: ignore[no-untyped-def]
     tx = _refund_tx(deployment, withdrawals={L.ScriptCredential(deployment.batch_hash.payload): 0})
     assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Refund(0))).ok
@@ -177,6 +204,32 @@ def test_cancel_with_forged_config_fails(deployment, oracles, admins) -> None:  
     fake = config_input(deployment, forged_cfg, policy=h28("fake-policy"))
     tx = _cancel_tx(
         deployment, oracles, admins, signers=[SUB, h28("mallory")], reference_inputs=[fake]
+    )
+    assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Cancel(0, 0))).ok
+
+
+def test_cancel_output_carrying_a_reference_script_fails(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
+    tx = _cancel_tx(
+        deployment,
+        oracles,
+        admins,
+        signers=[SUB, *oracles[:2]],
+        outputs=[_with_reference_script(_refund_output())],
+    )
+    assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Cancel(0, 0))).ok
+
+
+@pytest.mark.parametrize("where", ["key wallet", "other script"])
+def test_cancel_with_the_config_nft_outside_the_config_script_fails(  # type: ignore[no-untyped-def]
+    deployment, oracles, admins, where
+) -> None:
+    """The real NFT (right policy and name) at any address but the oracle-config script's
+    is not the config: mallory's quorum there cannot cancel."""
+    at = key_address(h28("mallory")) if where == "key wallet" else script_address(h28("other"))
+    forged_cfg = T.OracleConfigDatum([h28("mallory")], 1, admins, 2, deployment.batch_hash.payload)
+    stray = config_input(deployment, forged_cfg, at=at)
+    tx = _cancel_tx(
+        deployment, oracles, admins, signers=[SUB, h28("mallory")], reference_inputs=[stray]
     )
     assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Cancel(0, 0))).ok
 

@@ -1,10 +1,13 @@
 """Happy paths of every builder and redeemer on a running devnet (one deployment per module):
-deploy, mint test NTX, lock (key and CIP-30 flows), settle a batch, pack a batch by
-measurement, refund after the deadline, cancel."""
+deploy, mint test NTX, lock (key and CIP-30 flows, and from UTxOs carrying a reference
+script), settle a batch, pack a batch by measurement, refund after the deadline, cancel;
+and, without a chain, the deployment file and the config reader's address check."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,20 +17,32 @@ import pytest
 from protocol_fixtures import ProtocolWorld, protocol_world, wallet
 from pycardano import (
     Address,
+    MultiAsset,
     ScriptHash,
+    TransactionInput,
+    TransactionOutput,
     TransactionWitnessSet,
+    UTxO,
+    Value,
     VerificationKeyWitness,
     plutus_script_hash,
 )
 from pycardano.serialization import NonEmptyOrderedSet
 
 from chain.contracts import types as t
+from chain.offchain import scripts as S
 from chain.offchain.builders import assembly as A
 from chain.offchain.builders import fees
 from chain.offchain.builders.chain_time import ChainClock
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.errors import BuilderError
-from chain.offchain.builders.lock import EscrowJob, assemble, build_lock_unsigned, lock_escrows
+from chain.offchain.builders.lock import (
+    EscrowJob,
+    assemble,
+    build_lock,
+    build_lock_unsigned,
+    lock_escrows,
+)
 from chain.offchain.builders.mint import mint_test_ntx
 from chain.offchain.builders.onchain import address_data, datum_cbor, out_ref_data
 from chain.offchain.builders.protocol_utxos import resolve
@@ -38,6 +53,7 @@ from chain.offchain.builders.settle import (
     build_settle_batch,
     pack_settle_batch,
 )
+from chain.offchain.errors import TransactionRejectedError
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +86,10 @@ def test_deploy_locks_config_publishes_scripts_and_registers_stake(
     path = tmp_path / "deployment.json"
     dep.save(path)
     assert Deployment.load(path) == dep
-    with pytest.raises(BuilderError):
-        Deployment.from_json(dep.to_json().replace('"format": 1', '"format": 2'))
+    with pytest.raises(BuilderError, match="unsupported deployment format 3"):
+        Deployment.from_json(dep.to_json().replace('"format": 2', '"format": 3'))
+    assert dep.config_address.payment_part.payload.hex() == dep.config_policy
+    assert dep.oracle_config_hash == dep.config_policy  # one script mints and holds the NFT
 
     live = resolve(world.context, dep)
     cfg = live.config_datum
@@ -124,6 +142,55 @@ def test_lock_refuses_malformed_jobs(world: ProtocolWorld, change: dict[str, Any
     job = dataclasses.replace(world.job(), **change)
     with pytest.raises(BuilderError):
         lock_escrows(world.context, world.deployment, [job], world.submitter)
+
+
+def test_lock_spends_a_utxo_carrying_a_reference_script(world: ProtocolWorld) -> None:
+    """A stranger parks a reference script on the only UTxO holding a wallet's NTX (what a
+    refund to the submitter could do before the escrow refused it). The lock builder must
+    select that UTxO, not report "holds 0", and pay the ledger's reference-script fee."""
+    owner = wallet(310, staked=True)
+    world.fund(owner, 20_000_000)  # script-free ADA: fees alone never need the parked UTxO
+    parked = S.apply_params("escrow")  # about 5 KB: a fee no rounding could hide
+    ma = MultiAsset.from_primitive(
+        {
+            bytes.fromhex(world.deployment.ntx_policy): {
+                bytes.fromhex(world.deployment.ntx_name): 700
+            }
+        }
+    )
+    gift = A.output_with_min_ada(world.context, owner.address, ma, script=parked)
+    plan = A.TxPlan(change_address=world.submitter.address, outputs=[gift])
+    built = A.finalize(world.context, plan, world.submitter.utxos(world.context))
+    tx_id = world.submit(A.sign(built, [world.submitter.signing_key]))
+    (held,) = world.utxos_of(tx_id, owner.address)
+    assert held.output.script is not None
+
+    job = world.job(600, submitter=owner)
+    result = build_lock(world.context, world.deployment, [job], owner.address)
+    body = result.built.tx.transaction_body
+    assert held.input in body.inputs
+    script_size = len(bytes(parked))
+    assert result.built.ref_script_size == script_size
+    pp = world.context.protocol_param
+    ref_fee = fees.ref_script_fee(pp, script_size)
+    assert ref_fee >= 15 * script_size
+    least = fees.min_fee(pp, result.built.size, [], script_size)
+    assert least <= result.built.fee <= least + 2 * int(pp.min_fee_coefficient)
+    assert result.built.fee - fees.min_fee(pp, result.built.size, [], 0) >= ref_fee
+    # The ledger charges it: the same lock paying all but the reference-script fee (to
+    # its change instead) is refused.
+    short = copy.deepcopy(result.built.tx)
+    short_body = short.transaction_body
+    short_body.fee -= ref_fee
+    change = short_body.outputs[-1]
+    short_body.outputs[-1] = TransactionOutput(change.address, change.amount + Value(ref_fee))
+    with pytest.raises(TransactionRejectedError, match="FeeTooSmallUTxO"):
+        world.submit(A.sign(short, [owner.signing_key]))
+    world.submit(A.sign(result.built, [owner.signing_key]))
+    # The change is script-free: the parked script costs one spend, not every later one.
+    left = world.context.utxos(owner.address)
+    assert left and all(u.output.script is None for u in left)
+    assert ntx(world, owner.address) == 100
 
 
 def test_lock_refuses_a_script_submitter(world: ProtocolWorld) -> None:
@@ -262,6 +329,30 @@ def test_refund_after_the_deadline_by_anyone(world: ProtocolWorld) -> None:
     assert datum_cbor(back.output.datum) == out_ref_data(escrow.input).to_cbor()
 
 
+def test_refund_paid_from_a_lone_utxo_carrying_a_reference_script(world: ProtocolWorld) -> None:
+    """The payer's only UTxO carries a parked reference script: it pays the fee and stands
+    as collateral (script transactions need one), and the fee counts its script beside
+    the escrow script the refund references."""
+    (escrow,) = world.lock([world.job(300, deadline_in_ms=8_000)], min_margin_ms=5_000)
+    payer = wallet(311)
+    parked = S.ntx_test_policy(world.admin.pkh)
+    gift = A.output_with_min_ada(world.context, payer.address, script=parked, at_least=30_000_000)
+    plan = A.TxPlan(change_address=world.submitter.address, outputs=[gift])
+    built = A.finalize(world.context, plan, world.submitter.utxos(world.context))
+    tx_id = world.submit(A.sign(built, [world.submitter.signing_key]))
+    (lone,) = world.context.utxos(payer.address)
+    assert str(lone.input.transaction_id) == tx_id and lone.output.script is not None
+    world.wait_until_chain_ms(t.EscrowDatum.from_cbor(datum_cbor(escrow.output.datum)).deadline)
+    world.wait_until_chain_ms(world.now_ms() + 1_000)
+    refund = build_refund(world.context, world.deployment, [escrow], payer.address)
+    body = refund.built.tx.transaction_body
+    assert lone.input in body.inputs and list(body.collateral) == [lone.input]
+    escrow_script = resolve(world.context, world.deployment).escrow_script.output.script
+    assert refund.built.ref_script_size == len(bytes(parked)) + len(bytes(escrow_script))
+    world.submit(A.sign(refund.built, [payer.signing_key]))
+    assert all(u.output.script is None for u in world.context.utxos(payer.address))
+
+
 def test_cancel_with_submitter_and_oracle_quorum(world: ProtocolWorld) -> None:
     (escrow,) = world.lock([world.job(800, cancel_until_in_ms=600_000)])
     quorum = world.oracle_quorum
@@ -278,15 +369,13 @@ def test_cancel_with_submitter_and_oracle_quorum(world: ProtocolWorld) -> None:
     assert len(back) == 1 and back[0].output.amount == escrow.output.amount
 
 
-def test_escrow_job_validation_needs_no_chain() -> None:
-    from chain.offchain.builders.lock import escrow_datum
-
-    dep = Deployment(
+def _offline_deployment() -> Deployment:
+    return Deployment(
         network="testnet",
         seed="00" * 32 + "#0",
         config_policy="11" * 28,
         config_name=b"proofnet-config".hex(),
-        oracle_config_hash="22" * 28,
+        oracle_config_hash="11" * 28,
         escrow_hash="33" * 28,
         batch_hash="44" * 28,
         config_ref="55" * 32 + "#0",
@@ -296,9 +385,76 @@ def test_escrow_job_validation_needs_no_chain() -> None:
         ntx_policy="66" * 28,
         ntx_name="4e5458",
     )
+
+
+def test_escrow_job_validation_needs_no_chain() -> None:
+    from chain.offchain.builders.lock import escrow_datum
+
+    dep = _offline_deployment()
     owner = wallet(7, staked=True).address
     datum = escrow_datum(dep, EscrowJob(b"\x01" * 32, 10, 10**12, owner))
     assert datum.batch_credential == bytes.fromhex("44" * 28)
     assert dep.trusts(datum)
     with pytest.raises(BuilderError):
         Deployment.from_json(dep.to_json().replace('"batch_hash"', '"batch"'))
+
+
+def test_deployment_format_1_is_refused_with_a_clear_error() -> None:
+    old = {
+        "format": 1,
+        "network": "testnet",
+        "seed": "00" * 32 + "#0",
+        "config_policy": "11" * 28,
+        "config_name": b"proofnet-config".hex(),
+        "oracle_config_hash": "22" * 28,
+        "escrow_hash": "33" * 28,
+        "batch_hash": "44" * 28,
+        "config_ref": "55" * 32 + "#0",
+        "escrow_script_ref": "55" * 32 + "#1",
+        "batch_script_ref": "55" * 32 + "#2",
+        "config_script_ref": "55" * 32 + "#3",
+        "ntx_policy": "66" * 28,
+        "ntx_name": "4e5458",
+        "tx_ids": [],
+    }
+    with pytest.raises(BuilderError, match="format 1 is no longer supported.*redeploy"):
+        Deployment.from_json(json.dumps(old))
+
+
+class _ConfigAt:
+    """A backend that answers the config address with a config NFT UTxO at `address`: a
+    stand-in for a faulty or lying Blockfrost (the devnet answers addresses exactly, and
+    the scripts refuse to mint or move the NFT elsewhere, so no real chain can show it)."""
+
+    def __init__(self, utxo: UTxO) -> None:
+        self.utxo = utxo
+
+    def utxos(self, address: Address) -> list[UTxO]:
+        return [self.utxo]
+
+
+def _config_utxo(dep: Deployment, address: Address) -> UTxO:
+    nft = MultiAsset.from_primitive(
+        {bytes.fromhex(dep.config_policy): {bytes.fromhex(dep.config_name): 1}}
+    )
+    datum = t.OracleConfigDatum([b"\x01" * 28], 1, [b"\x02" * 28], 1, b"\x03" * 28)
+    return UTxO(
+        TransactionInput.from_primitive(["77" * 32, 0]),
+        TransactionOutput(address, Value(2_000_000, nft), datum=datum),
+    )
+
+
+@pytest.mark.parametrize("where", ["key wallet", "another script"])
+def test_config_reader_refuses_a_config_nft_at_a_wrong_address(where: str) -> None:
+    dep = _offline_deployment()
+    away = (
+        wallet(8).address
+        if where == "key wallet"
+        else Address(ScriptHash(bytes.fromhex("99" * 28)), network=dep.pycardano_network)
+    )
+    with pytest.raises(BuilderError, match="not at the oracle-config script"):
+        resolve(_ConfigAt(_config_utxo(dep, away)), dep)  # type: ignore[arg-type]
+    # The same UTxO at the config script passes the address check (and then wants the
+    # deployment's reference scripts, which this offline backend does not hold).
+    with pytest.raises(BuilderError, match="reference script"):
+        resolve(_ConfigAt(_config_utxo(dep, dep.config_address)), dep)  # type: ignore[arg-type]

@@ -1,0 +1,674 @@
+"""`proofnet bench cheat`: each way to cheat, tried against the checks that should stop it.
+
+Every strategy is played as the cheater would, on a real (numpy MLP) training run proven by
+the network's harness (`pot`), and met by the code that meets it in the product:
+
+- the oracle's checks before any replay, on the provider's attestation and the job's spec
+  (`oracle.proof_checks.check_manifest`: the root, then the schedule by `pot.conformance`);
+- the oracle's draw (`oracle.proof_checks.draw_segments`: its Ed25519 signature over the
+  attestation seeds `pot.seeds.select_spot_checks`);
+- the replay a drawn verifier runs (`pot.harness.replay` over the spec's trainer), judged as
+  the oracle judges a report (every drawn segment replays bit for bit with a consistent
+  update norm, checkpoint 0 is the trainer's);
+- the GPU challenge's checks (Freivalds, `worker.challenge`; the API's timing rule,
+  `api.services.gpu_challenges.allowed_seconds`) and the oracle's metering bound on
+  rate-card GPU time (`oracle.metering.proof_bound_ms` with the oracle's default slack and
+  allowance).
+
+These run in-process without the devnet, API or Docker ("method": "check_only"); what the
+product cannot yet stop, or what only runs under Docker, is computed from the model
+("model_only", `benchmarks.cheat_model`) and says which check (and which branch) it waits on.
+Per strategy: caught (and by which check), the detection probability at the default number
+of checked segments, the cheater's expected value with the default bond and price, and the
+verification compute share. docs/benchmarks.md records the table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.cheat_model import (
+    Terms,
+    bond_for,
+    checks_for,
+    detection_probability,
+    faked_segments,
+    min_segments,
+    provider_ev,
+    verification_share,
+)
+
+FRACTIONS = (0.1, 0.25, 0.5)
+JOB_SEED = 20_261_202
+NONCE = bytes(range(16))
+# The bench job: 20 segments of 5 steps (small enough to train in seconds on a CPU).
+STEPS, INTERVAL, DATASET, BATCH = 100, 5, 256, 32
+CONFIG: dict[str, object] = {"hidden": 16, "lr": "0.05"}
+INTERVAL_REFERENCE = 100  # the spec's default steps_per_checkpoint
+DRAWS = 400  # oracle draws (distinct signatures) over which the caught rate is counted
+
+
+@dataclass
+class Outcome:
+    strategy: str
+    cheater: str  # provider, submitter, or none (the honest control)
+    method: str  # end_to_end | check_only | model_only
+    caught: bool
+    by: str  # the check that caught it, or why nothing did
+    detection_probability: float
+    expected_value: float  # NTX, the cheat's gain over playing honestly
+    verification_share: float
+    note: str = ""
+    observed: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def deterred(self) -> bool:
+        return self.caught or self.expected_value < 0
+
+
+@dataclass(frozen=True)
+class CheatReport:
+    terms: Terms
+    job: dict[str, int]
+    outcomes: list[Outcome]
+
+    def as_dict(self) -> dict[str, Any]:
+        t = self.terms
+        return {
+            "terms": t.as_dict(),
+            "derived": {
+                "verification_share": round(verification_share(t), 4),
+                "min_segments_for_5pct": min_segments(t),
+                "spot_checks_for_95pct_at_f0.1": checks_for(0.95, 0.1),
+                "spot_checks_for_95pct_at_f0.5": checks_for(0.95, 0.5),
+                "slash_needed_at_cost_equal_price": {
+                    str(f): round(bond_for(t, f), 2) for f in FRACTIONS
+                },
+            },
+            "bench_job": self.job,
+            "strategies": [asdict(o) for o in self.outcomes],
+        }
+
+
+# -- the bench job and the checks ----------------------------------------------------------
+
+
+def _schedule() -> Any:
+    from pot.schedule import Schedule
+
+    return Schedule(
+        total_steps=STEPS, steps_per_checkpoint=INTERVAL, dataset_size=DATASET, batch_size=BATCH
+    )
+
+
+def _context(
+    job_dir: Path,
+    *,
+    mode: str = "train",
+    seed: int = JOB_SEED,
+    config: dict[str, object] | None = None,
+) -> Any:
+    from pot.seeds import derive_data_seed
+    from pot.trainer import TrainContext
+
+    return TrainContext(
+        mode="train" if mode == "train" else "replay",
+        job_dir=job_dir,
+        job_seed=seed,
+        data_seed=derive_data_seed(seed, NONCE),
+        schedule=_schedule(),
+        config={**CONFIG, **(config or {})},
+    )
+
+
+def _train(job_dir: Path, *, seed: int = JOB_SEED, config: dict[str, object] | None = None) -> Any:
+    from pot import harness
+    from pot.examples.numpy_mlp import MLPTrainer
+
+    ctx = _context(job_dir, seed=seed, config=config)
+    return harness.train(MLPTrainer(ctx), ctx, job_dir / "pot")
+
+
+def _forge(
+    job_dir: Path, *, steps: int = STEPS, faked: frozenset[int] = frozenset(), jump: float = 1e-6
+) -> Any:
+    """The provider's own loop over the library's recorder: `steps` steps, the segments in
+    `faked` not trained (the weights moved by `jump`: tiny committed norms by default)."""
+    from pot.examples.numpy_mlp import MLPTrainer
+    from pot.recorder import ProofOfTraining
+
+    ctx = _context(job_dir)
+    trainer = MLPTrainer(ctx)
+    sampler = ctx.schedule.sampler(ctx.data_seed)
+    recorder = ProofOfTraining(
+        job_dir / "pot", steps_per_checkpoint=INTERVAL, data_seed=ctx.data_seed
+    )
+    recorder.start(trainer.state())
+    loss = 1.0
+    for step in range(1, steps + 1):
+        segment = (step - 1) // INTERVAL + 1
+        indices = sampler.indices(step)
+        if segment in faked:
+            if step % INTERVAL == 0:
+                trainer.params["W1"] += jump
+        else:
+            loss = trainer.train_step(step, indices)
+        if recorder.record_step(indices, loss):
+            recorder.commit(trainer.state())
+    return recorder.finish(trainer.state())
+
+
+def _spec(spot_checks: int) -> Any:
+    """The bench job's spec: the numpy MLP trained by the harness over the bench schedule."""
+    from proofnet.messages.jobspec import JobSpec
+
+    return JobSpec.from_dict(
+        {
+            "model": {"repo_url": "https://example.org/numpy-mlp.git", "commit": "c" * 40},
+            "framework": "numpy",
+            "image": "python@sha256:" + "d" * 64,
+            "commands": [],
+            "resources": {
+                "gpus": 1,
+                "gpu_memory_mb": 1024,
+                "cpus": 1,
+                "ram_mb": 1024,
+                "disk_mb": 1024,
+                "max_duration_s": 3600,
+            },
+            "results": [{"path": "metrics.json", "kind": "json"}],
+            "pricing": {"kind": "fixed", "amount": 100_000_000},
+            "seed": JOB_SEED,
+            "proof": {
+                "trainer": "mlp:MLPTrainer",
+                "config": CONFIG,
+                "schedule": {"steps": STEPS, "dataset_size": DATASET, "batch_size": BATCH},
+                "steps_per_checkpoint": INTERVAL,
+                "spot_checks": spot_checks,
+                "tolerance_ppm": 0,
+            },
+        }
+    )
+
+
+def _attestation(spec: Any, pot_root: str) -> Any:
+    """What the provider signs for the proof: its root and the claim nonce."""
+    from nacl.signing import SigningKey
+
+    from oracle.service import escrow_script_hash
+    from proofnet.messages.address import enterprise_address
+    from proofnet.messages.attestation import Attestation, AttestationDomain, EscrowRef
+
+    worker = SigningKey(hashlib.sha256(b"proofnet/bench/cheat/provider").digest())
+    return Attestation(
+        domain=AttestationDomain(
+            network="devnet",
+            escrow_script_hash=escrow_script_hash(),
+            escrow=EscrowRef(tx_id="a" * 64, index=0),
+            job_id=spec.job_id,
+        ),
+        worker_key=bytes(worker.verify_key).hex(),
+        payout_address=enterprise_address(bytes(worker.verify_key), "devnet"),
+        started_ms=1_000,
+        ended_ms=601_000,
+        gpu_milliseconds=600_000,
+        gpu_model="NVIDIA H100 80GB HBM3",
+        gpu_uuid_sha256="f" * 64,
+        image_digest=spec.image_digest,
+        command_hash=spec.command_hash,
+        result_hashes={"metrics.json": "e" * 64},
+        pot_root=pot_root,
+        metrics={"loss": "0.25"},
+        nonce=NONCE.hex(),
+        amount=100_000_000,
+    )
+
+
+class _Oracle:
+    """An oracle's key: `oracle.proof_checks.draw_segments` signs the attestation with it."""
+
+    def __init__(self, index: int = 0) -> None:
+        from nacl.signing import SigningKey
+
+        self.key = SigningKey(
+            hashlib.sha256(b"proofnet/bench/cheat/oracle" + index.to_bytes(4, "big")).digest()
+        )
+
+    def sign(self, message: bytes) -> bytes:
+        return bytes(self.key.sign(message).signature)
+
+    def draw(self, manifest: Any, terms: Terms) -> tuple[int, ...]:
+        from oracle.proof_checks import draw_segments
+
+        spec = _spec(terms.spot_checks)
+        att = _attestation(spec, manifest.root)
+        return tuple(draw_segments(manifest, att, spec, self.sign, top=terms.top_by_norm).segments)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    caught: bool
+    by: str
+    replayed: tuple[int, ...] = ()
+
+
+def judge(
+    pot_dir: Path,
+    terms: Terms,
+    *,
+    trainer: Callable[[Any], Any] | None = None,
+    oracle: _Oracle | None = None,
+) -> Verdict:
+    """What an oracle (`oracle.proof_checks`) and its drawn verifier (`pot.harness.replay`)
+    conclude of the proof in `pot_dir` for the bench job's spec."""
+    from oracle.proof_checks import ProofRejected, check_manifest
+    from pot import harness
+    from pot.examples.numpy_mlp import MLPTrainer
+    from pot.manifest import Manifest, ProofError
+
+    manifest = Manifest.load(pot_dir)
+    spec = _spec(terms.spot_checks)
+    try:
+        check_manifest(manifest, _attestation(spec, manifest.root), spec)
+    except ProofRejected as exc:
+        return Verdict(True, f"oracle proof check ({exc.reason}): {exc.message}")
+    segments = (oracle or _Oracle()).draw(manifest, terms)
+    ctx = _context(pot_dir.parent, mode="replay")
+    build = trainer or MLPTrainer
+    try:
+        report = harness.replay(build(ctx), ctx, pot_dir, root=manifest.root, segments=segments)
+    except ProofError as exc:
+        return Verdict(True, f"replay (proof cannot be replayed): {exc}", segments)
+    if report.initial_weights_hash != manifest.leaves[0].weights:
+        return Verdict(True, "replay: checkpoint 0 is not the trainer's", segments)
+    failed = [r.segment for r in report.failures()]
+    if failed:
+        return Verdict(True, f"replay: segments {failed} do not replay as committed", segments)
+    return Verdict(False, f"segments {list(segments)} replayed as committed", segments)
+
+
+def _observed_rate(manifest: Any, faked: frozenset[int], terms: Terms) -> float:
+    """Share of `DRAWS` oracle keys whose draw lands on a faked segment."""
+    hits = sum(bool(faked & set(_Oracle(i).draw(manifest, terms))) for i in range(DRAWS))
+    return round(hits / DRAWS, 4)
+
+
+# -- the strategies ------------------------------------------------------------------------
+
+
+def _proof_outcome(
+    name: str, verdict: Verdict, terms: Terms, saved: float, p: float, note: str = "", **obs: Any
+) -> Outcome:
+    return Outcome(
+        strategy=name,
+        cheater="provider",
+        method="check_only",
+        caught=verdict.caught,
+        by=verdict.by,
+        detection_probability=round(p, 4),
+        expected_value=round(provider_ev(saved, p, terms), 2),
+        verification_share=round(verification_share(terms), 4),
+        note=note,
+        observed={
+            "replayed_segments": list(verdict.replayed),
+            "bench_verification_share": round(len(verdict.replayed) / _schedule().segments, 4),
+            **obs,
+        },
+    )
+
+
+def _run_proof_strategies(work: Path, terms: Terms) -> list[Outcome]:
+    from pot.examples.numpy_mlp import MLPTrainer
+
+    n = _schedule().segments
+    out: list[Outcome] = []
+
+    def fresh(name: str) -> Path:
+        path = work / name
+        path.mkdir()
+        return path
+
+    job = fresh("honest")
+    _train(job)
+    honest = judge(job / "pot", terms)
+    control = _proof_outcome("honest_control", honest, terms, 0.0, 0.0, note="no cheat")
+    out.append(replace(control, cheater="none"))
+
+    job = fresh("zero_step")
+    _forge(job, steps=0)
+    out.append(_proof_outcome("zero_step_proof", judge(job / "pot", terms), terms, 1.0, 1.0))
+
+    job = fresh("truncated")
+    _forge(job, steps=STEPS // 2)
+    out.append(_proof_outcome("truncated_schedule", judge(job / "pot", terms), terms, 0.5, 1.0))
+
+    for f in FRACTIONS:
+        m = faked_segments(f, n)
+        # Spread the fakes over the run; the tiny committed norms keep them off the top picks.
+        fakes = frozenset(1 + (i * n) // m for i in range(m))
+        job = fresh(f"faked_{f}")
+        manifest = _forge(job, faked=fakes)
+        verdict = judge(job / "pot", terms)
+        p = detection_probability(
+            terms.segments, faked_segments(f, terms.segments), terms.spot_checks
+        )
+        out.append(
+            _proof_outcome(
+                f"faked_segments_f{f}_small_norms",
+                verdict,
+                terms,
+                f,
+                p,
+                note=f"{m} of {n} bench segments faked; p is the reference job's random picks",
+                faked=sorted(fakes),
+                caught_rate_over_draws=_observed_rate(manifest, fakes, terms),
+                caught_rate_model_bench=round(detection_probability(n, m, terms.spot_checks), 4),
+            )
+        )
+
+    f = FRACTIONS[0]
+    m = faked_segments(f, n)
+    fakes = frozenset(1 + (i * n) // m for i in range(m))
+    job = fresh("faked_large")
+    manifest = _forge(job, faked=fakes, jump=5.0)
+    out.append(
+        _proof_outcome(
+            f"faked_segments_f{f}_large_norms",
+            judge(job / "pot", terms),
+            terms,
+            f,
+            1.0,
+            note="fakes that jump commit the largest norms: the top-by-norm picks replay them",
+            faked=sorted(fakes),
+            caught_rate_over_draws=_observed_rate(manifest, fakes, terms),
+        )
+    )
+
+    job = fresh("wrong_lr")
+    _train(job, config={"lr": "0.2"})
+    out.append(
+        _proof_outcome(
+            "wrong_learning_rate",
+            judge(job / "pot", terms),
+            terms,
+            0.0,
+            1.0,
+            note="every segment departs from the spec's trainer, so any pick exposes it",
+        )
+    )
+
+    job = fresh("copied")
+    _train(job, seed=JOB_SEED + 1)
+    out.append(
+        _proof_outcome(
+            "checkpoints_from_another_job",
+            judge(job / "pot", terms),
+            terms,
+            1.0,
+            1.0,
+            note="a proof trained for another job (seed) submitted for this one",
+        )
+    )
+
+    job = fresh("smaller")
+    _train(job, config={"hidden": 4})
+    out.append(
+        _proof_outcome(
+            "smaller_model",
+            judge(job / "pot", terms),
+            terms,
+            0.75,
+            1.0,
+            note="hidden 4 instead of the spec's 16: the spec's trainer cannot load it",
+        )
+    )
+
+    # The submitter's code behaves differently only when the harness replays it.
+    class OnlyOnVerifiers(MLPTrainer):  # type: ignore[misc]
+        def __init__(self, ctx: Any) -> None:
+            super().__init__(ctx)
+            self.replaying = ctx.mode == "replay"
+
+        def train_step(self, step: int, indices: np.ndarray) -> float:
+            loss = float(super().train_step(step, indices))
+            if self.replaying and step > INTERVAL:
+                self.params["b2"] += 1e-3  # deterministic: two replays agree with each other
+            return loss
+
+    job = fresh("verifier_only")
+    _train(job)
+    verdict = judge(job / "pot", terms, trainer=OnlyOnVerifiers)
+    blamed = verdict.caught
+    # The provider is blamed (a drawn segment past the first does not replay); the
+    # submitter keeps the results, is refunded and receives the slash.
+    submitter_gain = terms.price + terms.slashed if blamed else 0.0
+    out.append(
+        Outcome(
+            strategy="submitter_code_fails_only_on_verifiers",
+            cheater="submitter",
+            method="check_only",
+            caught=False,
+            by=(
+                "not caught: the replay fails and is the provider's fault ("
+                + verdict.by
+                + "); segment 1 replays, and twice alike, so no job fault is found"
+                if blamed
+                else "not caught: the sabotage missed the drawn segments"
+            ),
+            detection_probability=0.0,
+            expected_value=round(submitter_gain, 2),
+            verification_share=round(verification_share(terms), 4),
+            note=(
+                "the trainer sees ctx.mode == 'replay' on a verifier and departs after "
+                "segment 1; gain = results kept with the price refunded plus the slashed bond"
+            ),
+            observed={"replayed_segments": list(verdict.replayed)},
+        )
+    )
+    return out
+
+
+CLAIMED = "NVIDIA H100 80GB HBM3"
+SUBSTITUTE = "NVIDIA L4"
+ACHIEVED = 0.5  # share of its datasheet peak a GPU reaches on the challenge product
+REFERENCE_HOURS = 1.0  # the reference job's honest GPU time on the claimed model
+
+
+def _api_config() -> Any:
+    from api.config import ApiConfig
+
+    # Only the challenge fields are read; the database and network are not used.
+    return ApiConfig(database_url="sqlite://", network="preprod")
+
+
+def _metering() -> tuple[float, int]:
+    from dataclasses import fields
+
+    from oracle.verify import VerificationContext
+
+    defaults = {f.name: f.default for f in fields(VerificationContext)}
+    slack, allowance = defaults["metering_slack"], defaults["metering_allowance_ms"]
+    assert isinstance(slack, float) and isinstance(allowance, int)
+    return slack, allowance
+
+
+def _spoofed_gpu(terms: Terms) -> list[Outcome]:
+    from api.services.gpu_challenges import PLAUSIBLE_FRACTION, allowed_seconds, min_tflops
+    from worker.challenge import ChallengeSpec, run_challenge, verify_freivalds
+
+    config = _api_config()
+    n = config.gpu_challenge_n
+    flops = 2 * n**3
+    share = round(verification_share(terms), 4)
+
+    # A machine that computes nothing answers a product it made up.
+    small = ChallengeSpec(seed=42, n=256, dtype="float32")
+    forged = np.zeros((small.n, small.n), dtype=np.float32)
+    no_compute = verify_freivalds(small.seed, small.n, forged)
+
+    # A CPU (this machine's numpy) claiming an H100: its rate measured on a smaller product,
+    # then the API's rule at the API's n (the full product would take minutes here).
+    probe = ChallengeSpec(seed=43, n=1024, dtype="float32")
+    cpu = run_challenge(probe, backend="numpy", repeats=1)
+    cpu_tflops = probe.flops / max(cpu.elapsed_s, 1e-9) / 1e12
+    cpu_s = flops / (cpu_tflops * 1e12)
+    allowed = allowed_seconds(config, CLAIMED, n)
+    cpu_caught = cpu_s > allowed
+
+    # A close substitute: an L4 at ACHIEVED of its peak, claiming an H100.
+    l4_peak = min_tflops(SUBSTITUTE) / PLAUSIBLE_FRACTION
+    h100_peak = min_tflops(CLAIMED) / PLAUSIBLE_FRACTION
+    l4_s = flops / (l4_peak * ACHIEVED * 1e12)
+    slower = h100_peak / l4_peak  # the L4 runs the job this many times the H100's hours
+    slack, _ = _metering()
+    # Rates taken proportional to peak: honest, the L4 earns the L4 rate for `slower` hours,
+    # i.e. the price P; spoofing, the H100 rate for the hours the proof bound lets through.
+    paid_hours = min(slower, slack) * REFERENCE_HOURS
+    gain = terms.price * paid_hours / REFERENCE_HOURS - terms.price
+    return [
+        Outcome(
+            strategy="spoofed_gpu_model_no_compute",
+            cheater="provider",
+            method="check_only",
+            caught=not no_compute.ok,
+            by=f"GPU challenge (Freivalds): {no_compute.reason}",
+            detection_probability=1.0 - 2.0**-32,
+            expected_value=round(provider_ev(1.0, 1.0, terms), 2),
+            verification_share=share,
+            note="a machine claiming an H100 that cannot compute the challenge product",
+        ),
+        Outcome(
+            strategy="spoofed_gpu_model_cpu_claims_h100",
+            cheater="provider",
+            method="check_only",
+            caught=cpu_caught,
+            by=(
+                f"GPU challenge timing (API): {cpu_s:.1f} s for n={n} at the measured "
+                f"{cpu_tflops:.3f} TFLOP/s; an H100 is allowed {allowed:.2f} s"
+            ),
+            detection_probability=1.0 if cpu_caught else 0.0,
+            expected_value=0.0 if cpu_caught else round(terms.price, 2),
+            verification_share=share,
+            note=(
+                "not offered, so never leased: nothing earned. A CPU above "
+                f"{flops / allowed / 1e12:.2f} TFLOP/s (a large AVX-512 server) would pass"
+            ),
+            observed={"cpu_tflops": round(cpu_tflops, 4), "allowed_s": round(allowed, 3)},
+        ),
+        Outcome(
+            strategy="spoofed_gpu_model_close_substitute_rate_card",
+            cheater="provider",
+            method="model_only",
+            caught=l4_s > allowed,
+            by=(
+                f"not caught: an L4 at {ACHIEVED:.0%} of its peak takes {l4_s:.2f} s of the "
+                f"{allowed:.2f} s an H100 is allowed, and its {slower:.2f}x longer run is within "
+                f"the metering slack x{slack:g}"
+            ),
+            detection_probability=0.0,
+            expected_value=round(gain, 2),
+            verification_share=share,
+            note=(
+                "paid the H100's rate for its own GPU time instead of the L4's (rates taken "
+                "proportional to datasheet peak; the verifier replays at the claimed model's "
+                "speed); at a fixed price the claim gains nothing"
+            ),
+        ),
+    ]
+
+
+def _idle_lease(terms: Terms) -> list[Outcome]:
+    """A rate-card job of `REFERENCE_HOURS` of honest GPU time, paid `terms.price` for it;
+    the provider attests idle time on top, met by the oracle's metering bound (the replay
+    timed at the provider's own step time)."""
+    from oracle.metering import ProofTiming, proof_bound_ms
+
+    slack, allowance_ms = _metering()
+    steps = terms.segments * INTERVAL_REFERENCE
+    honest_ms = int(REFERENCE_HOURS * 3_600_000)
+    replayed = (terms.spot_checks + terms.top_by_norm) * INTERVAL_REFERENCE
+    timing = ProofTiming(
+        committed_steps=steps, replayed_steps=replayed, replay_ms=honest_ms * replayed // steps
+    )
+    bound = proof_bound_ms(timing, gpus=1, slack=slack, allowance_ms=allowance_ms)
+    assert bound is not None
+    share = round(verification_share(terms), 4)
+    padded = 3 * honest_ms
+    rule = f"x{slack:g} the replayed step time + {allowance_ms} ms"
+    return [
+        Outcome(
+            strategy="idle_lease_on_rate_card_job_padded_3x",
+            cheater="provider",
+            method="check_only",
+            caught=padded > bound,
+            by=(
+                f"metering bounded by proof (oracle): {padded} GPU-ms attested, the proof backs "
+                f"{bound} ({steps} steps {rule})"
+            ),
+            detection_probability=1.0,
+            expected_value=round(-terms.price, 2),
+            verification_share=share,
+            note="the attestation is refused (gpu_time_exceeds_proof): unpaid, not slashed",
+        ),
+        Outcome(
+            strategy="idle_lease_on_rate_card_job_within_slack",
+            cheater="provider",
+            method="check_only",
+            caught=False,
+            by=(
+                f"not caught: {bound} GPU-ms attested for {honest_ms} worked is the proof's "
+                f"bound ({rule})"
+            ),
+            detection_probability=0.0,
+            expected_value=round(terms.price * (bound - honest_ms) / honest_ms, 2),
+            verification_share=share,
+            note="idle time padded up to the bound is paid at the rate",
+        ),
+    ]
+
+
+def _model_only(terms: Terms) -> list[Outcome]:
+    share = round(verification_share(terms), 4)
+    return [
+        Outcome(
+            strategy="job_code_reads_verifier_or_oracle_files",
+            cheater="submitter",
+            method="model_only",
+            caught=True,
+            by=(
+                "contained: no job code on an oracle, and a verifier runs it in the job's "
+                "container without network, key or settings (branch h-verifiers, "
+                "tests/worker/test_verifier_units.py::"
+                "test_job_code_on_a_verifier_reaches_neither_its_key_nor_the_network; "
+                "needs Docker, not run here)"
+            ),
+            detection_probability=1.0,
+            expected_value=round(-terms.price, 2),
+            verification_share=share,
+            note="nothing to read: the submitter pays for the job and learns nothing",
+        ),
+    ]
+
+
+def run_cheat_bench(terms: Terms | None = None) -> CheatReport:
+    terms = terms or Terms.defaults()
+    with tempfile.TemporaryDirectory(prefix="proofnet-cheat-") as tmp:
+        outcomes = _run_proof_strategies(Path(tmp), terms)
+    outcomes += _spoofed_gpu(terms)
+    outcomes += _idle_lease(terms)
+    outcomes += _model_only(terms)
+    schedule = _schedule()
+    job = {
+        "steps": schedule.total_steps,
+        "steps_per_checkpoint": schedule.steps_per_checkpoint,
+        "segments": schedule.segments,
+        "draws_counted": DRAWS,
+    }
+    return CheatReport(terms=replace(terms), job=job, outcomes=outcomes)

@@ -1,0 +1,245 @@
+"""Verification units: an oracle's signed task for a drawn verifier, and the verifier's
+signed report of what its replay computed.
+
+A spot check of a proof of training is work a verifier does, never an oracle: the oracle
+checks the manifest against the schedule, draws the segments and a verifier with its own
+signature over the attestation (`draw_signature`, randomness the provider could not know
+when it signed), and signs a `VerificationTask`. The API relays the task to the verifier
+(a registered worker other than the provider, paid elsewhere) and the verifier's
+`VerificationReport` back; it can forge neither (no oracle or verifier key). The verifier
+replays the task's segments with the network's harness (`python -m pot replay`) in the
+job's own image and reports the hashes it computed; oracles compare them with the
+commitments (`oracle.verifiers`).
+
+The first segment is always among a task's segments and is replayed twice (`repeat`):
+two replays of the same segment from the same checkpoint that disagree show the job's
+code is not deterministic, which is the job's fault, not the provider's.
+
+Both messages sign the canonical JSON of their fields under a domain tag of their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Mapping
+from typing import Annotated, Any, Literal
+
+from nacl.exceptions import BadSignatureError
+from nacl.signing import SigningKey, VerifyKey
+from pydantic import Field, ValidationError
+
+from proofnet.messages.canonical import canonical_json
+from proofnet.messages.fields import DecimalStr, Frozen, Hex64, NonNegInt, PosInt, TupleOf
+from proofnet.messages.result_paths import ResultNameError, check_result_name
+
+TASK_DOMAIN = "proofnet/verification-task/v1"
+REPORT_DOMAIN = "proofnet/verification-report/v1"
+MAX_SEGMENTS = 256
+MAX_FILES = 1024
+MAX_MESSAGE = 2000
+MAX_ROUNDS = 16
+# The segment every task replays twice: the first, from the trainer's own checkpoint 0.
+FIRST_SEGMENT = 1
+_NONCE = r"[0-9a-f]{16,128}"
+_SIGNATURE = r"[0-9a-f]{128}"
+_DEVICE_CLASS = r"[A-Za-z0-9][A-Za-z0-9 ._()/-]{0,127}"
+# A device class for jobs that lease no GPU: any worker can replay them.
+CPU = "cpu"
+
+# What a verifier's replay ended in: the harness's statuses, and "withheld" when the
+# verifier could not get the proof files the task names (missing, or sealed and no key).
+ReportStatus = Literal["passed", "failed", "error", "proof_error", "usage_error", "withheld"]
+
+
+# Whose fault a verdict is: the provider's (its proof does not hold) or the job's (its code
+# cannot be loaded or does not replay deterministically); None when nobody is at fault.
+Fault = Literal["provider", "job"]
+
+
+class VerificationError(ValueError):
+    """A task or report is malformed, or its signature or signer does not hold."""
+
+
+def _verify(key_hex: str, signed: dict[str, Any], signature_hex: str, what: str) -> None:
+    try:
+        VerifyKey(bytes.fromhex(key_hex)).verify(
+            canonical_json(signed), bytes.fromhex(signature_hex)
+        )
+    except (BadSignatureError, ValueError) as e:
+        raise VerificationError(f"the {what}'s signature does not verify") from e
+
+
+class VerificationTask(Frozen):
+    job_id: Hex64
+    # The lease whose proof is checked (the nonce revealed when it was claimed).
+    nonce: Annotated[str, Field(pattern=_NONCE)]
+    # The unit of a topology job (a relay stage), or None for a single-unit job.
+    unit: Annotated[int, Field(ge=0, le=10_000)] | None = None
+    # The attestation checked (its leaf hash) and the proof's root it names.
+    attestation: Hex64
+    pot_root: Hex64
+    provider: Hex64
+    verifier: Hex64
+    device_class: Annotated[str, Field(pattern=_DEVICE_CLASS)]
+    segments: Annotated[TupleOf[PosInt], Field(min_length=1, max_length=MAX_SEGMENTS)]
+    # The proof files the replay reads (names as uploaded, e.g. "pot/ckpt-000001.weights").
+    files: Annotated[TupleOf[str], Field(max_length=MAX_FILES)]
+    # The oracle's signature over the attestation's draw message: seeds the segments and
+    # the verifier drawn, checkable by anyone with the oracle's key.
+    draw_signature: Annotated[str, Field(pattern=_SIGNATURE)]
+    # The draw's round: a verifier that did not answer in time is replaced by the next
+    # round's draw (among the candidates not drawn before).
+    round: Annotated[int, Field(ge=0, le=MAX_ROUNDS)] = 0
+    oracle_key: Hex64
+    signature: Annotated[str, Field(pattern=_SIGNATURE)]
+
+    def signed_part(self) -> dict[str, Any]:
+        part = self.model_dump(mode="json", exclude={"signature"})
+        part["segments"] = list(self.segments)
+        part["files"] = list(self.files)
+        return {"domain": TASK_DOMAIN, **part}
+
+    @property
+    def digest(self) -> str:
+        """Names the task (what a report answers)."""
+        return hashlib.sha256(canonical_json(self.signed_part())).hexdigest()
+
+    @classmethod
+    def sign(cls, signing_key: SigningKey, **fields: Any) -> VerificationTask:
+        draft = cls.from_json(
+            {
+                **fields,
+                "oracle_key": bytes(signing_key.verify_key).hex(),
+                "signature": "0" * 128,
+            }
+        )
+        signature = signing_key.sign(canonical_json(draft.signed_part())).signature.hex()
+        return draft.model_copy(update={"signature": signature})
+
+    @classmethod
+    def from_json(cls, obj: object) -> VerificationTask:
+        try:
+            task = cls.model_validate(obj)
+        except ValidationError as e:
+            raise VerificationError(f"the verification task is malformed: {e}") from e
+        if FIRST_SEGMENT not in task.segments:
+            raise VerificationError("a verification task always replays the first segment")
+        if sorted(set(task.segments)) != list(task.segments):
+            raise VerificationError("a task's segments are distinct and in order")
+        if task.verifier == task.provider:
+            raise VerificationError("a provider never verifies its own proof")
+        for name in task.files:
+            try:
+                check_result_name(name)
+            except ResultNameError as e:
+                raise VerificationError(f"file {name[:80]!r}: {e}") from e
+        return task
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.model_dump(mode="json"),
+            "segments": list(self.segments),
+            "files": list(self.files),
+        }
+
+    def lease_name(self, name: str) -> str:
+        """The name under which the task's lease uploaded file `name`: a relay stage's
+        uploads are named `units/<index>/<name>` to everyone but the stage's lease."""
+        prefix = f"units/{self.unit}/"
+        return name[len(prefix) :] if self.unit is not None and name.startswith(prefix) else name
+
+    def verify(self, trusted_oracle_keys: Collection[str]) -> None:
+        """Signed by one of `trusted_oracle_keys`; VerificationError otherwise."""
+        if self.oracle_key not in trusted_oracle_keys:
+            raise VerificationError(f"the task is signed by {self.oracle_key}, not an oracle")
+        _verify(self.oracle_key, self.signed_part(), self.signature, "verification task")
+
+
+class SegmentResult(Frozen):
+    """What a replay of one segment computed (the harness's hashes and decimals)."""
+
+    segment: PosInt
+    weights_hash: Hex64
+    update_norm: DecimalStr
+    distance: DecimalStr
+
+    @classmethod
+    def from_harness(cls, obj: Mapping[str, Any]) -> SegmentResult:
+        return cls.model_validate(
+            {k: obj.get(k) for k in ("segment", "weights_hash", "update_norm", "distance")}
+        )
+
+
+class VerificationReport(Frozen):
+    task: Hex64  # the digest of the task answered
+    job_id: Hex64
+    verifier: Hex64
+    status: ReportStatus
+    message: Annotated[str, Field(max_length=MAX_MESSAGE)] = ""
+    # The state the job's trainer builds from the job seed (None if it was not built).
+    initial_weights_hash: Hex64 | None = None
+    results: Annotated[TupleOf[SegmentResult], Field(max_length=MAX_SEGMENTS)] = ()
+    # The first segment replayed a second time, from the same checkpoint.
+    repeat: SegmentResult | None = None
+    # Wall time of the drawn segments' replay (ms): bounds the payable GPU time of a
+    # rate-card job by the committed steps (oracle.metering).
+    replay_ms: NonNegInt | None = None
+    signature: Annotated[str, Field(pattern=_SIGNATURE)]
+
+    def signed_part(self) -> dict[str, Any]:
+        part = self.model_dump(mode="json", exclude={"signature"})
+        part["results"] = [r.model_dump(mode="json") for r in self.results]
+        return {"domain": REPORT_DOMAIN, **part}
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(canonical_json(self.signed_part())).hexdigest()
+
+    @classmethod
+    def sign(
+        cls, signing_key: SigningKey, task: VerificationTask, **fields: Any
+    ) -> VerificationReport:
+        draft = cls.from_json(
+            {
+                **fields,
+                "task": task.digest,
+                "job_id": task.job_id,
+                "verifier": bytes(signing_key.verify_key).hex(),
+                "signature": "0" * 128,
+            }
+        )
+        signature = signing_key.sign(canonical_json(draft.signed_part())).signature.hex()
+        return draft.model_copy(update={"signature": signature})
+
+    @classmethod
+    def from_json(cls, obj: object) -> VerificationReport:
+        if isinstance(obj, Mapping) and isinstance(obj.get("message"), str):
+            obj = {**obj, "message": obj["message"][:MAX_MESSAGE]}
+        try:
+            return cls.model_validate(obj)
+        except ValidationError as e:
+            raise VerificationError(f"the verification report is malformed: {e}") from e
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.model_dump(mode="json"), "results": [r.model_dump() for r in self.results]}
+
+    def verify_for(self, task: VerificationTask) -> None:
+        """The report answers `task` and is signed by the verifier the task names."""
+        if self.task != task.digest or self.job_id != task.job_id:
+            raise VerificationError("the report answers another task")
+        if self.verifier != task.verifier:
+            raise VerificationError(
+                f"the report is signed by {self.verifier}, not the drawn verifier {task.verifier}"
+            )
+        _verify(self.verifier, self.signed_part(), self.signature, "verification report")
+
+
+def draw_verifier(candidates: Collection[str], seed: bytes, round: int = 0) -> str:
+    """The verifier drawn from `candidates` (worker keys) with a draw's seed in `round`:
+    uniform, and the same for anyone who knows the candidates and the oracle's signature."""
+    ordered = sorted(set(candidates))
+    if not ordered:
+        raise VerificationError("no verifier to draw from")
+    material = b"proofnet/verifier-draw/v1" + seed + round.to_bytes(2, "big")
+    pick = int.from_bytes(hashlib.sha256(material).digest(), "big")
+    return ordered[pick % len(ordered)]

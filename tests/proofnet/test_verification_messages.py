@@ -1,0 +1,119 @@
+"""Verification tasks and reports (proofnet/messages/verification.py) against whoever relays
+them: the API host forging a task or a report, a provider naming itself as verifier, a
+report replayed onto another task, a verifier's report changed after signing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from nacl.signing import SigningKey
+
+from proofnet.messages.verification import (
+    VerificationError,
+    VerificationReport,
+    VerificationTask,
+    draw_verifier,
+)
+
+ORACLE = SigningKey(b"\x01" * 32)
+VERIFIER = SigningKey(b"\x02" * 32)
+PROVIDER = SigningKey(b"\x03" * 32)
+OTHER = SigningKey(b"\x04" * 32)
+
+
+def _hex(key: SigningKey) -> str:
+    return bytes(key.verify_key).hex()
+
+
+def task_fields(**changes: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "job_id": "a" * 64,
+        "nonce": "b" * 32,
+        "attestation": "c" * 64,
+        "pot_root": "d" * 64,
+        "provider": _hex(PROVIDER),
+        "verifier": _hex(VERIFIER),
+        "device_class": "cpu",
+        "segments": [1, 3, 5],
+        "files": ["pot/ckpt-000000.weights"],
+        "draw_signature": "e" * 128,
+    }
+    return fields | changes
+
+
+def report(
+    task: VerificationTask, key: SigningKey = VERIFIER, **changes: Any
+) -> VerificationReport:
+    fields: dict[str, Any] = {
+        "status": "passed",
+        "initial_weights_hash": "f" * 64,
+        "results": [
+            {"segment": 1, "weights_hash": "1" * 64, "update_norm": "0.5", "distance": "0"}
+        ],
+        "repeat": {"segment": 1, "weights_hash": "1" * 64, "update_norm": "0.5", "distance": "0"},
+    }
+    return VerificationReport.sign(key, task, **(fields | changes))
+
+
+def test_an_honest_task_and_report_verify_and_survive_json() -> None:
+    task = VerificationTask.sign(ORACLE, **task_fields())
+    task.verify({_hex(ORACLE)})
+    assert VerificationTask.from_json(task.to_json()) == task
+    answer = report(task)
+    answer.verify_for(task)
+    assert VerificationReport.from_json(answer.to_json()) == answer
+
+
+def test_a_task_not_signed_by_an_oracle_is_refused() -> None:
+    """The API host (or anyone) signs a task with its own key, or changes a signed one."""
+    forged = VerificationTask.sign(OTHER, **task_fields())
+    with pytest.raises(VerificationError, match="not an oracle"):
+        forged.verify({_hex(ORACLE)})
+    task = VerificationTask.sign(ORACLE, **task_fields())
+    moved = VerificationTask.from_json({**task.to_json(), "verifier": _hex(OTHER)})
+    with pytest.raises(VerificationError, match="does not verify"):
+        moved.verify({_hex(ORACLE)})
+
+
+def test_a_provider_never_verifies_itself_and_the_first_segment_is_always_replayed() -> None:
+    with pytest.raises(VerificationError, match="own proof"):
+        VerificationTask.sign(ORACLE, **task_fields(verifier=_hex(PROVIDER)))
+    with pytest.raises(VerificationError, match="first segment"):
+        VerificationTask.sign(ORACLE, **task_fields(segments=[3, 5]))
+    with pytest.raises(VerificationError, match="in order"):
+        VerificationTask.sign(ORACLE, **task_fields(segments=[1, 5, 3]))
+
+
+def test_a_report_by_another_key_or_for_another_task_is_refused() -> None:
+    task = VerificationTask.sign(ORACLE, **task_fields())
+    with pytest.raises(VerificationError, match="not the drawn verifier"):
+        report(task, OTHER).verify_for(task)
+    other_task = VerificationTask.sign(ORACLE, **task_fields(segments=[1, 2]))
+    with pytest.raises(VerificationError, match="another task"):
+        report(other_task).verify_for(task)
+    # The API host turns a failed report into a passed one.
+    failed = report(task, status="failed", message="segments [3] do not replay")
+    flipped = VerificationReport.from_json({**failed.to_json(), "status": "passed"})
+    with pytest.raises(VerificationError, match="does not verify"):
+        flipped.verify_for(task)
+
+
+def test_the_verifier_draw_is_uniform_and_reproducible() -> None:
+    keys = [f"{i:064x}" for i in range(5)]
+    picks = {draw_verifier(keys, bytes([i]) * 32) for i in range(64)}
+    assert picks == set(keys)
+    assert draw_verifier(keys, b"\x07" * 32) == draw_verifier(list(reversed(keys)), b"\x07" * 32)
+    with pytest.raises(VerificationError):
+        draw_verifier([], b"\x00" * 32)
+    # Each round draws anew (a verifier that did not answer is replaced by another round's).
+    rounds = {draw_verifier(keys, b"\x07" * 32, r) for r in range(16)}
+    assert len(rounds) > 1
+
+
+def test_the_round_is_signed() -> None:
+    task = VerificationTask.sign(ORACLE, **task_fields(round=1))
+    task.verify({_hex(ORACLE)})
+    moved = VerificationTask.from_json({**task.to_json(), "round": 0})
+    with pytest.raises(VerificationError, match="does not verify"):
+        moved.verify({_hex(ORACLE)})

@@ -1,0 +1,345 @@
+"""The worker as a drawn verifier: replay the segments an oracle drew, sign what came out.
+
+`Verifier.run_once` reads the verification tasks the API relays to this worker
+(`proofnet/messages/verification.py`), and for each:
+
+1. checks the task is signed by an oracle this worker trusts and names this worker, and
+   that the job spec the API served hashes to the task's job id (the API relays it);
+2. checks out the job's repository at the pinned commit and downloads the proof files the
+   task names (checked against the hashes the API recorded); a sealed file is opened with
+   the key the provider granted this worker (`worker.key_grants.open_granted`); files it
+   cannot get make the report "withheld";
+3. runs the network's harness (`python -m pot replay`, this worker's copy of `pot`) in the
+   job's own digest-pinned image under this worker's runtime: no network, read-only root,
+   only the task's directory mounted, the job's resources and environment, nothing of the
+   worker's (its key file, settings and other jobs are outside the container); the drawn
+   segments once, then the first segment again (`repeat`: nondeterministic job code is the
+   job's fault);
+4. signs the harness's hashes as a `VerificationReport` and posts it.
+
+The process runtime does not isolate job code (it runs as this worker's user, beside its
+key): a `Verifier` refuses it unless `allow_unisolated` is set, which only tests do. A
+relay stage's task replays with the stage's own shards of the job's data (fetched and
+SHA-256 checked) and the stage's unit environment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from pot import launch
+from pot.env import INPUT_CHECKPOINTS, SHARDS, UNIT_INDEX, UNIT_KIND
+from proofnet.messages.envelope import MAGIC_BYTES, SealingError, is_sealed
+from proofnet.messages.jobspec import JobSpec, JobSpecError
+from proofnet.messages.topology import plan
+from proofnet.messages.verification import (
+    FIRST_SEGMENT,
+    SegmentResult,
+    VerificationError,
+    VerificationReport,
+    VerificationTask,
+)
+from worker import harness
+from worker.api_client import ApiClient, ApiRefused, ApiUnavailable
+from worker.data_fetch import DataFetchPolicy, fetch_data
+from worker.identity import WorkerKey
+from worker.key_grants import open_granted
+from worker.runtime import LogLine, Resources, RunReason, RunSpec, Runtime, RuntimeErrorBase
+from worker.workspace import RepoCache, WorkspaceError
+
+log = logging.getLogger(__name__)
+
+MOUNT_POINT = "/work"
+HARNESS_STATUSES = ("passed", "failed", "error", "proof_error", "usage_error")
+
+
+class VerifierRefused(Exception):
+    """This worker cannot verify as configured (an unisolated runtime outside the demo)."""
+
+
+class Verifier:
+    def __init__(
+        self,
+        api: ApiClient,
+        runtime: Runtime,
+        key: WorkerKey,
+        work_dir: Path,
+        repos: RepoCache,
+        *,
+        trusted_oracle_keys: Collection[str],
+        allow_unisolated: bool = False,
+        timeout_s: float = 1800.0,
+        pids_limit: int | None = 4096,
+        data_policy: DataFetchPolicy | None = None,
+    ) -> None:
+        if not runtime.isolated and not allow_unisolated:
+            raise VerifierRefused(
+                f"the {runtime.name} runtime does not isolate job code: verification runs "
+                "only under a container runtime (the process runtime only in the local demo)"
+            )
+        if not trusted_oracle_keys:
+            raise VerifierRefused("a verifier answers only tasks of oracles it trusts: none set")
+        self.api, self.runtime, self.key, self.repos = api, runtime, key, repos
+        self.work_dir = Path(work_dir).resolve()
+        self.trusted = tuple(trusted_oracle_keys)
+        self.timeout_s = timeout_s
+        self.pids_limit = pids_limit
+        # How a relay stage's data reaches this host: the provider's own rules for jobs.
+        self.data_policy = data_policy
+
+    def run_once(self) -> list[VerificationReport]:
+        """Answer every pending task that can be answered now; the reports posted."""
+        posted = []
+        for pending in self.api.verification_tasks():
+            try:
+                report = self.verify(pending)
+            except (VerificationError, JobSpecError, KeyError, ValueError) as e:
+                log.warning("not answering verification task %s: %s", pending.get("id"), e)
+                continue
+            if report is None:
+                continue
+            try:
+                self.api.report_verification(int(pending["id"]), report.to_json())
+            except ApiRefused as e:
+                log.warning("the API refused the report of task %s: %s", pending.get("id"), e)
+                continue
+            posted.append(report)
+        return posted
+
+    def verify(self, pending: dict[str, Any]) -> VerificationReport | None:
+        task = VerificationTask.from_json(pending["task"])
+        task.verify(self.trusted)
+        if task.verifier != self.key.public_key_hex:
+            raise VerificationError("the task names another verifier")
+        spec = JobSpec.from_dict(pending["spec"])
+        if spec.job_id != task.job_id:
+            raise VerificationError("the API served a spec that is not the task's job")
+        work = self.work_dir / "verify" / task.digest[:32]
+        if work.exists():
+            shutil.rmtree(work)
+        work.mkdir(parents=True)
+        try:
+            return self._replay_task(task, spec, pending, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _report(self, task: VerificationTask, **fields: Any) -> VerificationReport:
+        return VerificationReport.sign(self.key.signing_key, task, **fields)
+
+    def _replay_task(
+        self, task: VerificationTask, spec: JobSpec, pending: dict[str, Any], work: Path
+    ) -> VerificationReport:
+        try:
+            self.repos.checkout(spec.model.repo_url, spec.model.commit, work)
+        except WorkspaceError as e:
+            raise VerificationError(f"cannot check out the job's code: {e}") from e
+        for own in (work / "pot", work / "granted"):
+            # The repository's own `pot` (a symlink out of the work dir, say) is not where
+            # the proof files go: the verifier's are the only ones there.
+            if own.is_symlink() or own.is_file():
+                own.unlink()
+            elif own.exists():
+                shutil.rmtree(own)
+        withheld = self._fetch_files(task, pending, work)
+        if withheld:
+            return self._report(task, status="withheld", message=withheld)
+        shards: tuple[Path, ...] = ()
+        if task.unit is not None:
+            shards = self._stage_data(task.unit, spec, work)
+        started = time.monotonic()
+        drawn = self._run(task, spec, work, task.segments, "drawn", shards)
+        replay_ms = int((time.monotonic() - started) * 1000)
+        status = str(drawn.get("status"))
+        if status not in HARNESS_STATUSES:
+            status = "error"
+        fields: dict[str, Any] = {
+            "status": status,
+            "message": str(drawn.get("message", ""))[:2000],
+            "initial_weights_hash": drawn.get("initial_weights_hash"),
+            "results": [
+                SegmentResult.from_harness(r).model_dump(mode="json")
+                for r in drawn.get("results") or []
+                if isinstance(r, dict)
+            ],
+            "replay_ms": replay_ms,
+        }
+        if status in ("passed", "failed"):
+            again = self._run(task, spec, work, (FIRST_SEGMENT,), "repeat", shards)
+            first = [r for r in again.get("results") or [] if isinstance(r, dict)]
+            if first:
+                fields["repeat"] = SegmentResult.from_harness(first[0]).model_dump(mode="json")
+        return self._report(task, **fields)
+
+    def _stage_data(self, index: int, spec: JobSpec, work: Path) -> tuple[Path, ...]:
+        """A relay stage trained on its planned shards of `spec.data`: fetch them (SHA-256
+        checked) into `work/data/`, in the stage's order."""
+        units = {u.index: u for u in plan(spec.topology)} if spec.topology is not None else {}
+        unit = units.get(index)
+        if unit is None or unit.kind != "stage":
+            raise VerificationError(f"unit {index} is not a planned stage of the job")
+        try:
+            paths = fetch_data(
+                [spec.data[i] for i in unit.shards],
+                work / "data",
+                disk_mb=spec.resources.disk_mb,
+                policy=self.data_policy,
+                cache_dir=self.work_dir / "cache" / "data",
+            )
+        except WorkspaceError as e:
+            # The data host failing (or serving other bytes) is not the provider's doing.
+            raise VerificationError(f"stage {index}'s data: {e}") from e
+        return tuple(paths)
+
+    def _fetch_files(self, task: VerificationTask, pending: dict[str, Any], work: Path) -> str:
+        """Download (and open, if sealed) the task's files into `work/pot`; why the provider
+        withheld them (a grant that opens nothing), or "". VerificationError when they
+        cannot be had now (the API's trouble, or a grant not answered yet)."""
+        refs = {str(f["name"]): str(f["sha256"]) for f in pending.get("files") or []}
+        sealed = []
+        for name in task.files:
+            if name not in refs:
+                # The API checked the lease uploaded it when it took the task: its trouble.
+                raise VerificationError(f"the API lists no {name} for the task")
+            dest = work / "pot" / Path(name).name  # a stage's are units/<i>/pot/<name>
+            try:
+                self.api.download_task_file(int(pending["id"]), name, dest, refs[name])
+            except ApiRefused as e:
+                # Not the bytes the API recorded (and the provider attested), or none: the
+                # API host's trouble, not the provider's; the task stays unanswered.
+                raise VerificationError(f"cannot download {name}: {e}") from e
+            with dest.open("rb") as f:
+                if is_sealed(f.read(MAGIC_BYTES)):
+                    sealed.append(name)
+        if not sealed:
+            return ""
+        for request_id in pending.get("key_requests") or []:
+            try:
+                opened = open_granted(
+                    self.api, int(request_id), work / "granted", self.key.signing_key
+                )
+                for o in opened:
+                    (work / "granted" / o.name).replace(work / "pot" / Path(o.name).name)
+            except ApiRefused as e:  # 409: the provider has not answered yet
+                raise VerificationError(f"key grant {request_id} not ready: {e}") from e
+            except SealingError as e:
+                return f"the provider's key grant does not open its files: {e}"
+            sealed = [n for n in sealed if n not in {o.name for o in opened}]
+        if sealed:
+            raise VerificationError(f"no key granted yet for {sealed[:3]}")
+        return ""
+
+    def _run(
+        self,
+        task: VerificationTask,
+        spec: JobSpec,
+        work: Path,
+        segments: tuple[int, ...],
+        label: str,
+        shards: tuple[Path, ...] = (),
+    ) -> dict[str, Any]:
+        seen = Path(MOUNT_POINT) if self.runtime.isolated else work
+        environ = spec.job_env(seen, bytes.fromhex(task.nonce)).to_environ()
+        if task.unit is not None:
+            # A stage replays from the committed checkpoint that opens each segment: no
+            # input checkpoints, its own shards.
+            environ.update(
+                {
+                    UNIT_KIND: "stage",
+                    UNIT_INDEX: str(task.unit),
+                    SHARDS: ":".join(str(seen / p.relative_to(work)) for p in shards),
+                    INPUT_CHECKPOINTS: "",
+                }
+            )
+        argv = launch.harness_argv(
+            harness.PYTHON,
+            "replay",
+            "--root",
+            task.pot_root,
+            "--segments",
+            ",".join(str(s) for s in segments),
+            "--tolerance-ppm",
+            str(spec.proof.tolerance_ppm),
+            "--code-dir",
+            str(seen),
+            "--pot-dir",
+            str(seen / "pot"),
+        )
+        lines: list[str] = []
+
+        def collect(line: LogLine) -> None:
+            if line.stream == "stdout" and line.text.startswith("{"):
+                lines.append(line.text)
+
+        run_spec = RunSpec(
+            image=spec.image,
+            argv=tuple(argv),
+            work_dir=work,
+            env=environ,
+            resources=Resources(
+                cpus=float(spec.resources.cpus),
+                memory_bytes=spec.resources.ram_mb * 2**20,
+                pids_limit=self.pids_limit,
+                gpus=spec.resources.gpus,
+            ),
+            network_egress=False,
+            read_only_root=True,
+            wall_clock_limit_s=self.timeout_s,
+            mount_point=MOUNT_POINT,
+            job_id=f"verify-{task.digest[:12]}-{label}",
+            python_lib=harness.provide_library(self.work_dir / "harness"),
+        )
+        try:
+            result = self.runtime.execute(run_spec, on_log=collect)
+        except RuntimeErrorBase as e:
+            raise VerificationError(f"{self.runtime.name} runtime: {e}") from e
+        if result.reason is RunReason.RUNTIME_ERROR:
+            # This machine could not run it (image, engine): nobody's fault but ours; the
+            # task stays pending and is tried again.
+            raise VerificationError(f"{self.runtime.name} runtime: {result.message}")
+        for text in reversed(lines):
+            try:
+                report = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(report, dict):
+                return report
+        return {"status": "error", "message": f"the replay printed no report: {result.message}"}
+
+
+class VerifierLoop:
+    """Answers verification tasks from a background thread until stopped, every
+    `interval_s`, whatever job runs here; never dies of an error."""
+
+    def __init__(self, verifier: Verifier, *, interval_s: float = 30.0) -> None:
+        self.verifier = verifier
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.rounds = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="verifier", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.verifier.run_once()
+            except ApiUnavailable as e:
+                log.info("cannot read verification tasks now: %s", e)
+            except Exception:  # keep verifying: one bad round must not end the thread
+                log.exception("answering verification tasks failed")
+            self.rounds += 1
+            self._stop.wait(self.interval_s)
