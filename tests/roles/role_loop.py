@@ -7,7 +7,8 @@ The job's repository is a local git repository served under the demo job's URL
 (demos/job.py): the worker reaches it through its documented `--repo-rewrite`, the oracle
 through `PROOFNET_ORACLE_REPO_REWRITES`; nothing else differs from a provider's machine but
 the process runtime (`--runtime process`, docs step 4), since the test host has
-no GPU container runtime."""
+no GPU container runtime, and so the segments' replay by a drawn verifier: the oracle replays
+them itself (`PROOFNET_ORACLE_DEMO_LOCAL_REPLAY`, as `proofnet demo` does)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,13 @@ from role_support import (
 
 from demos import job as demo_job
 
+# Known regression, reported to the lead: the loop's tests are expected to fail until fixed.
+PAID_LOOP_BROKEN = (
+    "since main merged h-verifiers (6d4004f) the oracle rejects the process-runtime job: "
+    "segments do not replay to their committed checkpoints (spot_check_failed in the paid "
+    "loop's oracle.log); passed on 3bb7228"
+)
+
 
 @dataclass
 class PaidLoop:
@@ -52,6 +60,10 @@ def paid_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PaidLoop]:
             devnet_url,
             oracle_env={
                 "PROOFNET_ORACLE_REPO_REWRITES": repo.rewrite,
+                # Spot checks run on a drawn verifier worker with the Docker runtime; this
+                # host has none to draw, so the oracle replays the demo job itself, as the
+                # demo does (devnet only).
+                "PROOFNET_ORACLE_DEMO_LOCAL_REPLAY": "true",
                 "PROOFNET_SETTLEMENT_MAX_WAIT_S": "2",
                 "PROOFNET_SETTLEMENT_INTERVAL_S": "0.5",
                 "PROOFNET_SETTLEMENT_CONFIRMATION_DEPTH": "1",

@@ -4,7 +4,9 @@ directory, with the relative paths the docs use, against a devnet started with
 
 from __future__ import annotations
 
+import os
 import shlex
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -97,6 +99,9 @@ def devnet_shell(root: Path) -> Iterator[tuple[Shell, str]]:
             "PROOFNET_DATA_DIR": str(root / "data"),
             "PROOFNET_CACHE_DIR": str(root / "cache"),
             "PYTHONUNBUFFERED": "1",
+            # An activated .venv, as after `make install`: job code (the worker's, the
+            # oracle's replays) runs the `python3` that has numpy and the pot library.
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         },
     )
     with shell.group:
