@@ -34,11 +34,6 @@ from role_support import (
 from demos import job as demo_job
 
 # Known regression, reported to the lead: the loop's tests are expected to fail until fixed.
-PAID_LOOP_BROKEN = (
-    "since main merged h-verifiers (6d4004f) the oracle rejects the process-runtime job: "
-    "segments do not replay to their committed checkpoints (spot_check_failed in the paid "
-    "loop's oracle.log); passed on 3bb7228"
-)
 
 
 @dataclass

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from role_loop import PAID_LOOP_BROKEN, PaidLoop
+from role_loop import PaidLoop
 from role_support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.xfail(strict=True, reason=PAID_LOOP_BROKEN)]
+pytestmark = pytest.mark.slow
 
 
 def test_from_a_settlement_hash_to_a_verdict(paid_loop: PaidLoop) -> None:

@@ -10,10 +10,10 @@ import json
 from typing import Any
 
 import pytest
-from role_loop import PAID_LOOP_BROKEN, PaidLoop
+from role_loop import PaidLoop
 from role_support import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.xfail(strict=True, reason=PAID_LOOP_BROKEN)]
+pytestmark = pytest.mark.slow
 
 
 def test_onboarding_to_the_first_payout(paid_loop: PaidLoop) -> None:

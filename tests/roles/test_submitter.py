@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from role_loop import PAID_LOOP_BROKEN, PaidLoop
+from role_loop import PaidLoop
 from role_support import (
     Network,
     Shell,
@@ -129,7 +129,6 @@ def test_a_new_job_repository_names_what_is_left_to_fill(tmp_path: Path) -> None
     assert "Traceback" not in problems and refused
 
 
-@pytest.mark.xfail(strict=True, reason=PAID_LOOP_BROKEN)
 def test_results_and_the_unspent_rest_back(paid_loop: PaidLoop) -> None:
     """docs/jobs.md and docs/escrow.md after the provider's work is settled (the shared loop,
     role_loop.py): `proofnet job status JOB_ID`, `job logs JOB_ID`, `job results JOB_ID` into
