@@ -50,6 +50,7 @@ from oracle.settlement.readiness import JobEndReadiness, ReadinessPolicy
 from oracle.settlement.watcher import WatchConfig
 from oracle.store import AttestationStore
 from proofnet.messages.attestation import EscrowRef, sign_attestation
+from proofnet.messages.unit_chain import UNIT_INPUT_NOT_CHAINED
 
 
 @dataclasses.dataclass
@@ -401,13 +402,13 @@ def test_audit_and_cosigner_name_a_short_payout_and_a_broken_chain(
 
     report = _audit(devnet, unsigned.tx_id)
     kinds = sorted({d.kind for d in report.discrepancies})
-    assert kinds == [au.PAYOUT_MISMATCH, au.REFUND_MISMATCH, au.UNIT_INPUT_NOT_CHAINED], (
+    assert kinds == [au.PAYOUT_MISMATCH, au.REFUND_MISMATCH, UNIT_INPUT_NOT_CHAINED], (
         report.problems
     )
     (short_payout,) = [d for d in report.discrepancies if "unit 1 (stage)" in d.detail]
     assert short_payout.kind == au.PAYOUT_MISMATCH
     assert (short_payout.expected, short_payout.actual) == (STAGE_AMOUNT, STAGE_AMOUNT - 10)
-    (broken,) = [d for d in report.discrepancies if d.kind == au.UNIT_INPUT_NOT_CHAINED]
+    (broken,) = [d for d in report.discrepancies if d.kind == UNIT_INPUT_NOT_CHAINED]
     assert "unit 2 (stage)" in broken.detail and "e" * 64 in broken.detail
     code, out = _audit_cli(devnet, unsigned.tx_id)
     assert code == 1 and "audit: FAILED" in out and "unit-input-not-chained" in out, out
