@@ -36,6 +36,8 @@ UNIT_NOT_COMPLETED = "unit_not_completed"
 UNIT_OUTPUT_MISMATCH = "unit_output_mismatch"
 UNIT_CHAIN_BROKEN = "unit_chain_broken"
 NODE_OUTPUT_DISAGREES = "node_output_disagrees"
+# A drawn verifier recomputed an aggregation or evaluation unit to another output or metric.
+UNIT_RECOMPUTE_MISMATCH = "unit_recompute_mismatch"
 # Set by the settlement on a verified attestation whose lease the API no longer counts.
 LEASE_SUPERSEDED = "lease_superseded"
 AMOUNT_EXCEEDS_PRICE = "amount_exceeds_price"
