@@ -207,7 +207,21 @@ def test_the_spec_states_the_evaluation_tolerance(store: AttestationStore) -> No
 
 def test_an_evaluation_that_omits_the_metric_is_rejected(store: AttestationStore) -> None:
     world = _evaluated_world(store)
+    world.set_unit(3, metrics={"accuracy": "0.99"})
     att = world.attestation(3, metrics={"accuracy": "0.99"})
     checker, _ = _checker(lambda task: {"status": "passed", "metric": "0.25"})
     result = verify(world.sign(3, att), world.context(spot_checker=checker))
     assert result.reason == Reason.UNIT_RECOMPUTE_MISMATCH, result
+
+
+def test_an_attested_metric_must_be_the_one_that_gated_the_pipeline(
+    store: AttestationStore,
+) -> None:
+    # The provider told the API a passing loss (0.25 <= 0.5: the pipeline went on) and
+    # attests the true one (0.9), which a verifier would confirm.
+    world = _evaluated_world(store)
+    att = world.attestation(3, metrics={"loss": "0.9"})
+    checker, desk = _checker(lambda task: {"status": "passed", "metric": "0.9"})
+    result = verify(world.sign(3, att), world.context(spot_checker=checker))
+    assert result.reason == Reason.UNIT_OUTPUT_MISMATCH, result
+    assert "gated the pipeline" in result.message and not desk.tasks
