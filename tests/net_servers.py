@@ -46,7 +46,14 @@ class Endless:
     chunk: bytes = b"\0" * 65536
 
 
-Route = bytes | Redirect | Status | Endless
+@dataclass(frozen=True)
+class Stored:
+    """A PUT target (a pre-signed S3 URL): answers 200 with this ETag (None: no ETag)."""
+
+    etag: str | None = '"0123456789abcdef"'
+
+
+Route = bytes | Redirect | Status | Endless | Stored
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class Seen:
     sni: str | None
     method: str
     body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class ServerTls:
@@ -142,6 +150,7 @@ def _handler(server: LocalServer, sni: threading.local) -> type[BaseHTTPRequestH
                     getattr(self.connection, "proofnet_sni", None),
                     self.command,
                     body,
+                    dict(self.headers.items()),
                 )
             )
             route = server.routes.get(self.path.split("?", 1)[0], Status(404))
@@ -154,6 +163,12 @@ def _handler(server: LocalServer, sni: threading.local) -> type[BaseHTTPRequestH
                 self.end_headers()
             elif isinstance(route, Status):
                 self._answer(route.code, route.body)
+            elif isinstance(route, Stored):
+                self.send_response(200)
+                if route.etag is not None:
+                    self.send_header("ETag", route.etag)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
             else:
                 self.send_response(200)
                 self.send_header("Connection", "close")
@@ -172,6 +187,7 @@ def _handler(server: LocalServer, sni: threading.local) -> type[BaseHTTPRequestH
 
         do_GET = _serve  # noqa: N815
         do_POST = _serve  # noqa: N815
+        do_PUT = _serve  # noqa: N815
 
     return Handler
 

@@ -88,6 +88,7 @@ from worker.cluster import (
     wait_for_cluster,
 )
 from worker.data_fetch import DataFetchPolicy, fetch_data
+from worker.delivery import DeliveryPolicy, deliver
 from worker.faults import HostFault
 from worker.identity import WorkerKey
 from worker.key_grants import GrantResponder
@@ -640,6 +641,9 @@ class Agent:
                 "and oracles that spot-check will not verify this job"
             )
         shipper.flush()
+        if spec.destinations:
+            keeper.message = "delivering results"
+            self._deliver(claimed, results, shipper)
 
         # A last synchronous renewal: never attest a job whose lease has already gone.
         if not keeper.beat():
@@ -1108,6 +1112,30 @@ class Agent:
                     raise _Failed(f"cannot read result {r.name}: {e}") from e
             if not quiet:
                 shipper.note(f"uploaded {r.name} ({r.size} bytes, sha256 {r.sha256})")
+
+    def _deliver(
+        self, claimed: ClaimedJob, results: Sequence[CollectedResult], shipper: LogShipper
+    ) -> None:
+        """Send the results (sealed when the job is) to every destination the spec names and
+        report each answer to the API, which completes the job only when all acknowledged."""
+        data = self.config.data
+        reports = deliver(
+            claimed.spec.destinations,
+            results,
+            job_id=claimed.job_id,
+            sealed=claimed.sealing is not None,
+            policy=DeliveryPolicy(egress=data.egress, resolver=data.resolver, verify=data.verify),
+        )
+        for r in reports:
+            said = "acknowledged" if r.acknowledged else f"NOT acknowledged: {r.reason}"
+            shipper.note(f"result destination {r.index} ({r.kind}): {said}")
+        shipper.flush()
+        try:
+            pending = self.api.report_deliveries(claimed.lease_token, reports)
+        except ApiClientError as e:
+            raise _Failed(f"cannot report the result deliveries: {e}") from e
+        if pending:
+            raise _Failed("results not delivered: " + "; ".join(pending))
 
     def _attest(
         self,

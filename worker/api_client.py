@@ -24,6 +24,7 @@ import httpx
 from pydantic import ValidationError
 
 from proofnet.messages.claim import Claim, ClaimEscrow, ClaimSealing, LeaseAnswer
+from proofnet.messages.destinations import DeliveryReport
 from proofnet.messages.jobspec import JobSpec, JobSpecError
 from proofnet.messages.sealing import SealingError, SealingTarget
 from proofnet.messages.worker_auth import request_target, sign_request_headers
@@ -333,6 +334,16 @@ class ApiClient:
             "POST", self._lease(token, "/complete"), {"result": dict(result)}, lease=True
         )
         return self._lease_state(body)
+
+    def report_deliveries(self, token: str, reports: Sequence[DeliveryReport]) -> list[str]:
+        """Report how each result destination answered; returns what is still unacknowledged
+        (empty: the job may complete)."""
+        payload = {"reports": [r.model_dump(mode="json") for r in reports]}
+        body = self._json("POST", self._lease(token, "/deliveries"), payload, lease=True)
+        pending = body.get("pending") if isinstance(body, dict) else None
+        if not isinstance(pending, list):
+            raise ApiClientError(f"unexpected answer to a delivery report: {body!r:.200}")
+        return [str(p) for p in pending]
 
     def release(self, token: str, reason: str) -> LeaseAnswer:
         body = self._json(

@@ -6,6 +6,7 @@ from api.models.auth import ApiToken, AuthChallenge, WorkerRequestNonce
 from api.models.base import TableBase, api_registry
 from api.models.chain_movement import ChainMovement, ChainWatchCursor, ChainWatchPoint
 from api.models.job import Job, Lease
+from api.models.job_delivery import JobDelivery
 from api.models.job_escrow import JobEscrow
 from api.models.job_outputs import JobLogLine, JobResult, LeaseUsage
 from api.models.job_unit import JobUnit
@@ -32,6 +33,7 @@ __all__ = [
     "Endorsement",
     "GpuChallenge",
     "Job",
+    "JobDelivery",
     "JobEscrow",
     "JobLogLine",
     "JobRateCard",

@@ -11,6 +11,7 @@ from starlette.datastructures import State
 from api.config import ApiConfig
 from api.deps import CachedUser, ConfigDep, CurrentUser, NowDep, SessionDep, run_read
 from api.models import User
+from api.schemas.delivery import DeliveriesView, DeliveryPublic
 from api.schemas.job import (
     JobCreate,
     JobPublic,
@@ -19,8 +20,8 @@ from api.schemas.job import (
     UnitPublic,
     job_public,
 )
+from api.services import deliveries, resume
 from api.services import jobs as service
-from api.services import resume
 from api.status_cache import StatusCache
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -55,6 +56,14 @@ def get_job(job_id: str, user: CurrentUser, session: SessionDep) -> JobPublic:
     assert job.id is not None
     history = resume.attempt_history(session, job.id) if units is None else None
     return job_public(job, units, history)
+
+
+@router.get("/{job_id}/deliveries")
+def job_deliveries(job_id: str, user: CurrentUser, session: SessionDep) -> DeliveriesView:
+    """Where the results went: each destination of the spec and how it answered."""
+    job = service.get_job(session, user, job_id)
+    data = [DeliveryPublic.model_validate(d) for d in deliveries.view(session, job)]
+    return DeliveriesView(data=data, complete=all(d.state == "acknowledged" for d in data))
 
 
 _cache_lock = threading.Lock()

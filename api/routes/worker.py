@@ -23,7 +23,9 @@ from api.schemas.earnings import EarningsPublic
 from api.schemas.lease import (
     ClaimPublic,
     ClaimRequest,
+    DeliveriesPublic,
     LeaseComplete,
+    LeaseDeliveries,
     LeaseEnd,
     LeaseHeartbeat,
     LeasePublic,
@@ -313,6 +315,14 @@ def lease_complete(
     token: str, body: LeaseComplete, provider: CurrentProvider, session: SessionDep, now: NowDep
 ) -> LeasePublic:
     return _lease_public(leases.complete(session, provider, token, result=body.result, now=now))
+
+
+@router.post("/leases/{token}/deliveries")
+def lease_deliveries(
+    token: str, body: LeaseDeliveries, provider: CurrentProvider, session: SessionDep, now: NowDep
+) -> DeliveriesPublic:
+    pending = leases.report_deliveries(session, provider, token, body.reports, now)
+    return DeliveriesPublic(pending=pending)
 
 
 @router.post("/leases/{token}/release")

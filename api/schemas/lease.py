@@ -4,8 +4,9 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from api.schemas.common import RequestBody
+from api.schemas.common import PublicBody, RequestBody
 from proofnet.messages.claim import Claim, LeaseAnswer
+from proofnet.messages.destinations import MAX_DESTINATIONS, DeliveryReport
 
 
 class ClaimAccepts(RequestBody):
@@ -57,3 +58,15 @@ class LeasePublic(LeaseAnswer):
 
 class LeaseRelease(RequestBody):
     reason: str = Field(default="", max_length=2000)
+
+
+class LeaseDeliveries(RequestBody):
+    """How each result destination of the job's spec answered (the worker's report)."""
+
+    reports: list[DeliveryReport] = Field(max_length=MAX_DESTINATIONS)
+
+
+class DeliveriesPublic(PublicBody):
+    """What still keeps the job from completing (empty: every destination acknowledged)."""
+
+    pending: list[str]

@@ -22,7 +22,7 @@ from api.config import ApiConfig
 from api.errors import BadRequest, Conflict, NotFound
 from api.models import Job, JobEscrow, JobUnit, Lease, Provider
 from api.models.job import NOT_STARTED, TERMINAL_STATUSES
-from api.services import auctions, clusters, resume, unit_outcomes, units
+from api.services import auctions, clusters, deliveries, resume, unit_outcomes, units
 from api.services.estimates import record_run
 from api.services.gpu_challenges import offered_models
 from api.services.notifications import notify_job_completed
@@ -32,6 +32,7 @@ from api.services.unit_outcomes import end_lease
 from api.services.units import ClusterView, UnitClaim, fitting_gpus
 from api.storage import BlobStore
 from proofnet.messages.claim import ClaimResume
+from proofnet.messages.destinations import DeliveryReport
 
 __all__ = [
     "ActiveLease",
@@ -46,6 +47,7 @@ __all__ = [
     "heartbeat",
     "leases_started",
     "release",
+    "report_deliveries",
     "sweep_expired",
 ]
 
@@ -456,6 +458,14 @@ def complete(
             record_run(session, job, lease, now, stage=units.plan_of(job).units[active.unit.index])
         session.commit()
         return active
+    pending = deliveries.unacknowledged(session, job, lease)
+    if pending:
+        # The submitter named where the results go: the job is complete only when every
+        # destination acknowledged them (the worker reports each; see api.services.deliveries).
+        raise Conflict(
+            "the job cannot complete before every result destination acknowledged: "
+            + "; ".join(pending)
+        )
     end_lease(lease, "completed", "", now)
     job.status = "completed"
     job.progress = 1.0
@@ -471,6 +481,25 @@ def complete(
     notify_job_completed(session, job, now)
     session.commit()
     return active
+
+
+def report_deliveries(
+    session: Session,
+    provider: Provider,
+    token: str,
+    reports: list[DeliveryReport],
+    now: datetime,
+) -> list[str]:
+    """Record how each result destination answered under this lease; returns what is still
+    unacknowledged (empty: the job may complete)."""
+    active = active_lease(session, provider, token, now)
+    if active.unit is not None:
+        raise BadRequest("result destinations are for single-unit jobs")
+    deliveries.record(session, active.job, active.lease, reports, now)
+    session.flush()
+    pending = deliveries.unacknowledged(session, active.job, active.lease)
+    session.commit()
+    return pending
 
 
 def release(

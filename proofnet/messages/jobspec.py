@@ -22,6 +22,13 @@ from pydantic import AfterValidator, Field, ValidationError, model_validator
 from pot.env import JobEnv, JobEnvError, check_trainer_ref, encode_config
 from pot.schedule import Schedule, ScheduleError, derive_schedule
 from proofnet.messages.canonical import CanonicalJSONError, canonical_json, parse_canonical_json
+from proofnet.messages.destinations import (
+    WEBHOOK_KINDS,
+    ApiDestination,
+    Destinations,
+    S3PresignedDestination,
+    WebhookDestination,
+)
 from proofnet.messages.fields import (
     Digest,
     Frozen,
@@ -31,6 +38,7 @@ from proofnet.messages.fields import (
     TupleOf,
     Version1,
 )
+from proofnet.messages.result_paths import declared_by
 from proofnet.messages.shards import DataShard
 from proofnet.messages.topology import MultiNode, Relay, Topology, total_amount
 
@@ -299,6 +307,8 @@ class JobSpec(Frozen):
     # NTX base units the provider must hold bonded (chain.contracts.bond) to claim the job;
     # absent: none. A fraud proven against its attestation is slashed from that bond.
     min_bond: PosInt | None = None
+    # Where the results go (proofnet.messages.destinations); absent: the API's store only.
+    destinations: Destinations = ()
 
     @model_validator(mode="after")
     def _something_runs(self) -> JobSpec:
@@ -309,6 +319,29 @@ class JobSpec(Frozen):
                 "a multi_node job's processes run their own loop: record the proof with "
                 "pot.ProofOfTraining in the commands, not with proof.trainer"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _destinations_fit(self) -> JobSpec:
+        globs = [r.path for r in self.results]
+        if self.destinations and self.topology is not None:
+            raise ValueError("destinations are for single-unit jobs (no topology) for now")
+        if sum(isinstance(d, ApiDestination) for d in self.destinations) > 1:
+            raise ValueError("destinations names the API store twice")
+        for i, dest in enumerate(self.destinations):
+            if isinstance(dest, WebhookDestination) and not any(
+                r.kind in WEBHOOK_KINDS for r in self.results
+            ):
+                raise ValueError(
+                    f"destinations[{i}] is a webhook, which receives JSON and CSV results "
+                    "inline, but the spec declares none"
+                )
+            if isinstance(dest, S3PresignedDestination):
+                bad = [p.name for p in dest.puts if declared_by(globs, p.name) is None]
+                if bad:
+                    raise ValueError(
+                        f"destinations[{i}].puts names files no result glob declares: {bad}"
+                    )
         return self
 
     @model_validator(mode="after")
@@ -343,6 +376,8 @@ class JobSpec(Frozen):
             del body["topology"]
         if body["min_bond"] is None:
             del body["min_bond"]  # specs without a bond keep their encoding and job ids
+        if not body["destinations"]:
+            del body["destinations"]  # specs without destinations keep theirs too
         # ... and specs without a harness the one they had before it.
         for name in _PROOF_OPTIONAL:
             if body["proof"][name] is None:
