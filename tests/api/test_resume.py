@@ -16,6 +16,7 @@ import numpy as np
 from api_support import NETWORK, FakeClock, Worker, job_spec
 from fastapi.testclient import TestClient
 
+from api.client_cli import history_summary
 from api.storage import LocalBlobStore
 from pot.examples.numpy_mlp import MLPTrainer
 from pot.harness import run_segment
@@ -143,6 +144,12 @@ def test_a_lost_attempt_resumes_from_its_last_committed_checkpoint(
     ] == [(1, "released", 1, 2, True), (2, "completed", 3, None, True)]
     assert history[1]["resumed_from_attempt"] == 1 and history[1]["resumed_at"] == 2
     assert history[0]["provider"] != history[1]["provider"]
+    # `proofnet job status` prints it per provider.
+    assert history_summary(history).splitlines() == [
+        f"attempt 1 (provider {history[0]['provider']}, released): segments 1..2",
+        f"attempt 2 (provider {history[1]['provider']}, completed, resumed attempt 1 at "
+        "checkpoint 2): segments 3..end",
+    ]
 
 
 def test_forged_checkpoint_files_are_never_handed_out(
