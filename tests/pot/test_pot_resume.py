@@ -6,15 +6,26 @@ forged prefix, another data order) is refused."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
-from pot_fixtures import DATA_SEED, SCHEDULE, context, new_trainer, replay, train_honest
+from pot_fixtures import (
+    CONFIG,
+    DATA_SEED,
+    NONCE,
+    SCHEDULE,
+    SEED,
+    context,
+    new_trainer,
+    replay,
+    train_honest,
+)
 
-from pot import Manifest, ProofError, check_resumed, harness
+from pot import Manifest, ProofError, check_resumed, cli, harness
 from pot.examples.numpy_mlp import MLPTrainer
 from pot.manifest import (
     PREFIX_NAME,
@@ -148,3 +159,42 @@ def test_the_recorder_refuses_a_state_that_is_not_the_committed_checkpoint(
     )
     with pytest.raises(ProofError, match="not checkpoint 4"):
         recorder.resume(prefix, LOST_AFTER, new_trainer(tmp_path).state())
+
+
+def test_the_harness_cli_resumes_a_lost_run(uploaded: Path, tmp_path: Path) -> None:
+    """`python -m pot train --resume-from DIR --resume-at J`: what the worker runs for a
+    claim that resumes; a forged prefix dir is refused with the proof exit code."""
+    flags = [
+        "train",
+        "--job-dir",
+        str(tmp_path / "next"),
+        "--code-dir",
+        str(tmp_path),
+        "--trainer",
+        "pot.examples.numpy_mlp:MLPTrainer",
+        "--config",
+        json.dumps(CONFIG),
+        "--seed",
+        str(SEED),
+        "--nonce",
+        NONCE.hex(),
+        "--steps",
+        str(SCHEDULE.total_steps),
+        "--dataset-size",
+        str(SCHEDULE.dataset_size),
+        "--batch-size",
+        str(SCHEDULE.batch_size),
+        "--k",
+        str(SCHEDULE.steps_per_checkpoint),
+    ]
+    assert cli.main([*flags, "--resume-from", str(uploaded)]) == cli.EXIT_USAGE
+    assert cli.main([*flags, "--resume-from", str(uploaded), "--resume-at", "4"]) == 0
+    resumed = Manifest.load(tmp_path / "next" / "pot")
+    check_resumed(resumed, Manifest.load(uploaded, name=PREFIX_NAME), LOST_AFTER)
+    assert resumed.root == train_honest(tmp_path / "whole").root
+
+    forged = tmp_path / "forged"
+    shutil.copytree(uploaded, forged)
+    shutil.copyfile(weights_path(uploaded, 3), weights_path(forged, LOST_AFTER))
+    flags[2] = str(tmp_path / "again")
+    assert cli.main([*flags, "--resume-from", str(forged), "--resume-at", "4"]) == cli.EXIT_PROOF
