@@ -377,8 +377,7 @@ def escrow_deployments(chain: ChainReader, inputs: Sequence[Any], script: Any) -
     the datum's config NFT), for the inputs at the escrow script `script` with an escrow
     datum. The escrow script is shared by every deployment; the datum says whose it is (the
     batch validator only pays escrows whose datum names its config)."""
-    from chain.contracts.types import EscrowDatum
-    from chain.offchain.builders.onchain import datum_cbor
+    from chain.offchain.builders.onchain import datum_cbor, escrow_datum_from_cbor
 
     named: dict[str, str] = {}
     for tx_in in inputs:
@@ -387,7 +386,7 @@ def escrow_deployments(chain: ChainReader, inputs: Sequence[Any], script: Any) -
         if out.address.payment_part != script:
             continue
         try:
-            datum = EscrowDatum.from_cbor(datum_cbor(out.datum))
+            datum = escrow_datum_from_cbor(datum_cbor(out.datum))
         except Exception:  # foreign data at the script address: flagged by the audit
             continue
         named[f"{source}#{tx_in.index}"] = deployment_label(
@@ -423,8 +422,8 @@ def deployment_from_chain(chain: ChainReader, tx_id: str) -> AuditedDeployment:
     (an attacker can deploy too): compare `label` with the one a service you trust serves."""
     from pycardano.plutus import script_hash
 
-    from chain.contracts.types import EscrowDatum, OracleConfigDatum
-    from chain.offchain.builders.onchain import datum_cbor
+    from chain.contracts.types import OracleConfigDatum
+    from chain.offchain.builders.onchain import datum_cbor, escrow_datum_from_cbor
 
     body = chain.transaction(tx_id).transaction_body
     escrows: dict[tuple[str, str, str, str, str, str], str] = {}
@@ -435,7 +434,7 @@ def deployment_from_chain(chain: ChainReader, tx_id: str) -> AuditedDeployment:
         if out.datum is None or type(part).__name__ != "ScriptHash":
             continue
         try:
-            datum = EscrowDatum.from_cbor(datum_cbor(out.datum))
+            datum = escrow_datum_from_cbor(datum_cbor(out.datum))
         except Exception:  # not an escrow: other scripts may be spent alongside
             continue
         key = (
@@ -607,8 +606,11 @@ def _audit(
 ) -> AuditReport:
     from pycardano import Address, ScriptHash
 
-    from chain.contracts.types import EscrowDatum
-    from chain.offchain.builders.onchain import address_from_data, datum_cbor
+    from chain.offchain.builders.onchain import (
+        address_from_data,
+        datum_cbor,
+        escrow_datum_from_cbor,
+    )
     from proofnet.messages.attestation import AttestationError, verify_attestation
     from proofnet.messages.merkle import MerkleTree, leaf_hash
 
@@ -710,7 +712,7 @@ def _audit(
             )
             continue
         try:
-            datum = EscrowDatum.from_cbor(datum_cbor(out.datum))
+            datum = escrow_datum_from_cbor(datum_cbor(out.datum))
         except Exception as exc:  # foreign data at the script address
             flag(NOT_AN_ESCROW, f"escrow input {ref} has no escrow datum: {exc}")
             continue

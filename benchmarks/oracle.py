@@ -150,6 +150,7 @@ def _workload(n: int) -> tuple[list[bytes], StaticApiFeed, StaticChainView]:
             config_name=t.CONFIG_NFT_NAME,
             cancel_allowed_until=t.NoPosixTime(),
             nonce=i,
+            oracle_set=b"\x33" * 32,
         )
         chain.put(
             EscrowLookup(

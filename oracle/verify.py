@@ -72,6 +72,7 @@ class Reason(StrEnum):
     ESCROW_EXPIRED = "escrow_expired"
     ESCROW_CANCELLED = "escrow_cancelled"
     ESCROW_WRONG_CONFIG = "escrow_wrong_config"
+    ESCROW_WRONG_ORACLE_SET = "escrow_wrong_oracle_set"
     ESCROW_STRAY_TOKENS = "escrow_stray_tokens"
     ESCROW_SUBMITTER_MISMATCH = "escrow_submitter_mismatch"
     ESCROW_DEADLINE_TOO_NEAR = "escrow_deadline_too_near"
@@ -207,6 +208,10 @@ class VerificationContext:
     batch_credential: str | None = None
     config_policy: str | None = None
     config_name: str | None = None
+    # The oracle set the config holds now (hex; `chain.offchain.oracle_set.of_config`):
+    # escrows pinning another are refused (the batch script would not settle them). None
+    # skips the check; the batch builder checks it again against the live config.
+    oracle_set: str | None = None
     spot_checker: SpotChecker | None = None
     # Tolerance between the worker's clock and the API's for the attested times.
     clock_skew_ms: int = 120_000
@@ -422,6 +427,7 @@ def escrow_terms(att: Attestation, ctx: VerificationContext) -> EscrowTerms:
         batch_hash=ctx.batch_credential,
         config_policy=ctx.config_policy,
         config_name=ctx.config_name,
+        oracle_set=ctx.oracle_set,
     )
 
 

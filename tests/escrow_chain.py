@@ -71,6 +71,7 @@ def escrow_datum(
         config_name=bytes.fromhex(deployed.config_name),
         cancel_allowed_until=t.NoPosixTime(),
         nonce=0,
+        oracle_set=bytes(32),
     )
     return dataclasses.replace(datum, **overrides)
 

@@ -7,7 +7,13 @@ settles all of them, O(number of escrows):
 - the redeemer's entries name every escrow input exactly once, in strictly increasing
   input order; each names its payout outputs and its refund output, and all output indices
   used by the batch strictly increase, so no output counts for two obligations;
-- each escrow's datum trusts this batch script and this configuration, the escrow holds
+- every other input is a key input: no script input the batch does not settle may share
+  the transaction (an escrow of another script version or deployment, a second batch's
+  escrows, any other script), so no other validator can count one of these outputs for an
+  obligation of its own;
+- each escrow's datum trusts this batch script and this configuration and pins the oracle
+  set the configuration holds now (so an admin's rotation settles no escrow locked before
+  it, unless the set it pinned is restored), the escrow holds
   only ADA and its NTX unit, each payout output (named by its index alone) carries a
   positive NTX quantity as its first token, their sum is within the budget, and the rest of
   the NTX and ADA goes to the submitter's full address; payout amounts and addresses are not
@@ -22,7 +28,7 @@ Cost (this runs once per batch but its per-escrow part bounds the batch size):
 - one forward pass: the entries' input and output indices strictly increase, so inputs and
   outputs are walked once with the list builtins (`chain.contracts.listwalk`), dropping the
   traversed prefix, instead of positional indexing (O(index) per access, O(N^2) a batch);
-  every input stepped over must not be an escrow, every input named must be one;
+  every input stepped over must be a key input, every input named must be an escrow;
 - the context and the redeemer are read through views (below) whose unread fields are
   `Anything`: OpShin copies a `List[...]` field on every read, not an `Anything` one;
 - values are read by position (the ledger puts ADA first) rather than by key lookups;
@@ -80,15 +86,17 @@ class BatchContext(PlutusData):
     purpose: ScriptInfo
 
 
-def no_escrow_among(ins: List[Elem], n: int, escrow_cred: Credential) -> None:
-    """None of the first `n` inputs is an escrow: stepping over one would leave it unsettled
-    (an entry left out, or entries out of input order)."""
+def no_script_among(ins: List[Elem], n: int) -> None:
+    """None of the first `n` inputs is a script input: stepping over an escrow would leave
+    it unsettled (an entry left out, or entries out of input order), and any other script
+    input (an escrow of another version or deployment, a second batch's escrow) could have
+    its own claim on one of this batch's outputs."""
     if n > 0:
         skipped: TxInInfo = head_list(ins)
-        assert skipped.resolved.address.payment_credential != escrow_cred, (
-            "escrow input skipped: every escrow must be settled, escrow input indices must strictly increase"
+        assert isinstance(skipped.resolved.address.payment_credential, PubKeyCredential), (
+            "script input skipped: every script input must be an escrow this batch settles, escrow input indices must strictly increase"
         )
-        no_escrow_among(tail_list(ins), n - 1, escrow_cred)
+        no_script_among(tail_list(ins), n - 1)
 
 
 def pay_all(
@@ -147,13 +155,13 @@ def pay_all(
         )
 
 
-def no_escrow_left(ins: List[Elem], escrow_cred: Credential) -> None:
+def no_script_left(ins: List[Elem]) -> None:
     if not null_list(ins):
         left: TxInInfo = head_list(ins)
-        assert left.resolved.address.payment_credential != escrow_cred, (
-            "every escrow must be settled"
+        assert isinstance(left.resolved.address.payment_credential, PubKeyCredential), (
+            "every script input must be an escrow this batch settles"
         )
-        no_escrow_left(tail_list(ins), escrow_cred)
+        no_script_left(tail_list(ins))
 
 
 def settle_entries(
@@ -165,9 +173,10 @@ def settle_entries(
     escrow_cred: Credential,
     own_hash: bytes,
     upper: int,
+    oracle_set: bytes,
 ) -> None:
     if null_list(entries):
-        no_escrow_left(ins, escrow_cred)
+        no_script_left(ins)
     else:
         e: EntryView = head_list(entries)
         idx = e.input_index
@@ -178,10 +187,11 @@ def settle_entries(
         escrow = i.resolved
         assert escrow.address.payment_credential == escrow_cred, "entry is not an escrow input"
         if skip > 0:
-            no_escrow_among(ins, skip, escrow_cred)
+            no_script_among(ins, skip)
         od: SomeOutputDatum = escrow.datum
         d: EscrowDatum = od.datum
         assert d.batch_credential == own_hash, "escrow does not trust this batch script"
+        assert d.oracle_set == oracle_set, "escrow pinned to another oracle set"
         assert upper <= d.deadline, "escrow deadline passed"
         value = escrow.value
         policy = d.ntx_policy
@@ -217,10 +227,17 @@ def settle_entries(
             escrow_cred,
             own_hash,
             upper,
+            oracle_set,
         )
 
 
-def settle(escrow_hash: bytes, own_hash: bytes, redeemer: BatchSettleView, tx: TxView) -> None:
+def settle(
+    escrow_hash: bytes,
+    own_hash: bytes,
+    redeemer: BatchSettleView,
+    tx: TxView,
+    oracle_set: bytes,
+) -> None:
     assert len(redeemer.merkle_root) == 32, "merkle root must be 32 bytes"
     escrow_cred: Credential = ScriptCredential(escrow_hash)
     settle_entries(
@@ -232,6 +249,7 @@ def settle(escrow_hash: bytes, own_hash: bytes, redeemer: BatchSettleView, tx: T
         escrow_cred,
         own_hash,
         upper_limit(tx.validity_range),
+        oracle_set,
     )
 
 
@@ -253,7 +271,7 @@ def validator(
         assert ref.resolved.address.payment_credential == config_cred, "config not at script"
         cfg = config_from(ref, config_policy, CONFIG_NFT_NAME)
         assert count_signers(cfg.oracles, tx.signatories) >= cfg.threshold, "no oracle quorum"
-        settle(escrow_hash, cred.credential_hash, redeemer, tx)
+        settle(escrow_hash, cred.credential_hash, redeemer, tx, oracle_set_hash(cfg))
     elif isinstance(purpose, CertifyingScript):
         cert = purpose.certificate
         if not isinstance(cert, TxCertRegStaking):

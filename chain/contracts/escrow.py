@@ -4,12 +4,13 @@
   named in the datum, which settles every escrow input at once (withdraw-zero pattern).
 - Refund: after the deadline anyone may return the whole value to the submitter's full
   address; the submitter cannot lose anything by a third party doing it.
-- Cancel: submitter and the oracle quorum agree; value back as in Refund.
-Refund and Cancel refuse to run next to a batch withdrawal, and their output carries the
-escrow's TxOutRef as inline datum, so one output never pays back two escrows. That output
-carries no reference script: a stranger refunding after the deadline could otherwise park
-a script on the submitter's funds, whose every later spend would pay the ledger's
-reference-script fee.
+- Cancel: submitter and the oracle quorum agree; value back as in Refund. The config must
+  hold the oracle set the escrow pinned when it was locked (`EscrowDatum.oracle_set`).
+Refund and Cancel refuse to run next to any withdrawal (a batch of this or any other script
+version or deployment), and their output carries the escrow's TxOutRef as inline datum, so
+one output never pays back two escrows nor serves a batch as well. That output carries no
+reference script: a stranger refunding after the deadline could otherwise park a script on
+the submitter's funds, whose every later spend would pay the ledger's reference-script fee.
 
 Cost: Settle runs once per escrow of a batch, so it reads the context through the views
 below (fields it never reads are `Anything`, which OpShin neither converts nor copies) and
@@ -69,7 +70,10 @@ class EscrowContext(PlutusData):
 
 def pays_back(tx: TxInfo, own_ref: TxOutRef, datum: EscrowDatum, output_index: int) -> None:
     """The whole value of the escrow `own_ref` goes to the submitter in `output_index`."""
-    assert not withdraws_from(tx.withdrawals, datum.batch_credential), "batch in same tx"
+    # No withdrawal at all: not this escrow's batch (whose remainder output could be this
+    # one), nor a batch of another script version or deployment, which does not know this
+    # escrow and could name this output as one of its own escrows' remainders.
+    assert len(tx.withdrawals) == 0, "no withdrawal beside a refund or cancel"
     own_value: Dict[bytes, Dict[bytes, int]] = {}
     found = False
     for i in tx.inputs:
@@ -121,4 +125,12 @@ def validator(context: EscrowContext) -> None:
                 datum.config_name,
             )
             assert count_signers(cfg.oracles, tx.signatories) >= cfg.threshold, "oracle quorum"
+            # The config holds the oracle set the escrow pinned: `rules.oracle_set_hash`,
+            # inlined (a top-level function is bound at the start of every run, Settle's too).
+            pinned = integer_to_byte_string(True, 8, cfg.threshold)
+            for k in cfg.oracles:
+                pinned = pinned + k
+            assert blake2b(pinned).digest() == datum.oracle_set, (
+                "escrow pinned to another oracle set"
+            )
             pays_back(tx, own_ref, datum, cancel.output_index)

@@ -1,6 +1,16 @@
 """On-chain helpers shared by the validators (compiled into each one that uses them)."""
 
+from hashlib import blake2b
+
+from opshin.bridge import wraps_builtin
+
 from chain.contracts.types import *
+
+
+@wraps_builtin
+def integer_to_byte_string(big_endian: bool, width: int, val: int) -> bytes:  # type: ignore[empty-body]
+    """The UPLC builtin integerToByteString (Plutus V3)."""
+    pass
 
 
 @dataclass(unsafe_hash=True)
@@ -39,6 +49,17 @@ def valid_config(cfg: OracleConfigDatum) -> bool:
         and cfg.admin_threshold <= len(cfg.admins)
         and len(cfg.batch_credential) == 28
     )
+
+
+def oracle_set_hash(cfg: OracleConfigDatum) -> bytes:
+    """The oracle set an escrow pins (`EscrowDatum.oracle_set`): blake2b-256 of the
+    threshold as 8 big-endian bytes followed by the oracle key hashes, in the config's
+    (strictly increasing) order. Admins and the batch credential are not part of it."""
+    acc = integer_to_byte_string(True, 8, cfg.threshold)
+    for k in cfg.oracles:
+        acc = acc + k
+    # OpShin compiles hashlib's blake2b(...).digest() to the blake2b_256 builtin.
+    return blake2b(acc).digest()
 
 
 def config_from(ref: TxInInfo, policy: bytes, name: bytes) -> OracleConfigDatum:

@@ -50,6 +50,11 @@ class EscrowDatum(PlutusData):
     cancel_allowed_until: Union[SomePosixTime, NoPosixTime]
     # Distinguishes otherwise identical escrows of one submitter.
     nonce: int
+    # The oracle set this escrow was locked under: blake2b-256 of the threshold (8 bytes,
+    # big-endian) and the config's oracle key hashes in order (`rules.oracle_set_hash`).
+    # Settle and Cancel need the config to hold exactly this set, so no admin action
+    # moves escrows locked before it (last: fields are read by position, 1.0.0 had 12).
+    oracle_set: bytes
 
 
 # --- escrow redeemers ---------------------------------------------------------------

@@ -42,7 +42,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CONTRACTS_DIR = REPO_ROOT / "chain" / "contracts"
 BUILD_DIR = CONTRACTS_DIR / "build"
 BLUEPRINT_NAME = "plutus.json"
-PROTOCOL_VERSION = "1.0.0"
+# Bumped with every change of the on-chain rules; the blueprint of each earlier version is
+# kept, frozen, under chain/contracts/releases/<version>/ (docs/protocol.md, Upgrades).
+PROTOCOL_VERSION = "2.0.0"
 # -O3: about half the size and a sixth less memory than the default -O2 on these scripts.
 # Its adjacent inlining may reorder pure expressions, never drop a check. Pattern
 # compression off: it shares code through extra lambdas that every run pays for (escrow

@@ -1,7 +1,7 @@
 """An escrow that can pay: the one definition the API and the oracle apply.
 
 The batch script settles an escrow only if the escrow trusts this deployment's batch
-script and oracle config, holds NTX and no other token, its budget and its NTX cover the
+script and oracle config, pins the oracle set that config holds now, holds NTX and no other token, its budget and its NTX cover the
 payout, and the transaction is valid before its deadline; the oracle verifies the same
 before it attests a payout. The API applies these very checks, against the chain, before a
 job can be claimed (`POST /jobs/{id}/escrow`) and again at every lease start, so that no
@@ -39,6 +39,7 @@ class EscrowReason(StrEnum):
     WRONG_UNIT = "escrow_wrong_unit"
     WRONG_BATCH = "escrow_wrong_batch"
     WRONG_CONFIG = "escrow_wrong_config"
+    WRONG_ORACLE_SET = "escrow_wrong_oracle_set"
     STRAY_TOKENS = "escrow_stray_tokens"
     EXPIRED = "escrow_expired"
     DEADLINE_TOO_NEAR = "escrow_deadline_too_near"
@@ -89,6 +90,10 @@ class EscrowTerms:
     config_policy: str | None = None
     config_name: str | None = None
     submitter_pkh: str | None = None
+    # The oracle set (hex of `chain.offchain.oracle_set.of_config`) the deployment's config
+    # holds now: the batch settles only escrows pinning it. Read from the chain by the
+    # caller; None is not checked (the batch builder checks it again before signing).
+    oracle_set: str | None = None
 
     @classmethod
     def of_deployment(cls, deployment: Any, **values: Any) -> EscrowTerms:
@@ -208,6 +213,16 @@ def _check_config(f: EscrowFacts, terms: EscrowTerms) -> EscrowRefusal | None:
     return None
 
 
+def _check_oracle_set(f: EscrowFacts, terms: EscrowTerms) -> EscrowRefusal | None:
+    if terms.oracle_set is not None and bytes(_datum(f).oracle_set).hex() != terms.oracle_set:
+        return _refuse(
+            EscrowReason.WRONG_ORACLE_SET,
+            f"escrow {f.ref} was locked under another oracle set than the configuration holds "
+            "now: the batch script does not settle it (it refunds after its deadline)",
+        )
+    return None
+
+
 def _check_tokens(f: EscrowFacts, terms: EscrowTerms) -> EscrowRefusal | None:
     # The batch script refuses an escrow holding any token but its NTX (it stays refundable).
     stray = sorted(unit for unit, q in f.assets.items() if q and unit != _ntx_unit(f, terms))
@@ -253,6 +268,7 @@ ESCROW_CHECKS: tuple[EscrowCheck, ...] = (
     _check_unit,
     _check_batch,
     _check_config,
+    _check_oracle_set,
     _check_tokens,
     _check_deadline,
     _check_funds,

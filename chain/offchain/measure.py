@@ -52,6 +52,7 @@ from chain.devnet.fees import min_fee
 from chain.devnet.params import ProtocolParams
 from chain.devnet.phase2 import SlotConfig, evaluate_redeemers
 from chain.offchain import scripts as S
+from chain.offchain.oracle_set import of_config
 
 NTX_POLICY = bytes.fromhex("88b60b51a3dcd3a6134bb1c0fdd2837d8cc87abd27dbd0c3a494869f")
 NTX_NAME = b"NTX"
@@ -155,7 +156,9 @@ class _Escrow:
     provider: Address
 
 
-def _escrows(ps: S.ProtocolScripts, n: int, *, distinct: bool, providers: int) -> list[_Escrow]:
+def _escrows(
+    ps: S.ProtocolScripts, n: int, *, distinct: bool, providers: int, oracle_set: bytes
+) -> list[_Escrow]:
     escrows = []
     for i in range(n):
         who = f"sub{i}" if distinct else "sub"
@@ -175,6 +178,7 @@ def _escrows(ps: S.ProtocolScripts, n: int, *, distinct: bool, providers: int) -
             config_name=t.CONFIG_NFT_NAME,
             cancel_allowed_until=t.NoPosixTime(),
             nonce=i,
+            oracle_set=oracle_set,
         )
         out = TransactionOutput(
             ps.escrow_address(), _ntx_value(ESCROW_LOVELACE, BUDGET), datum=datum
@@ -204,7 +208,7 @@ def _build(
     fee_ref = _ref("batcher-funds")
     fee_out = TransactionOutput(payer, 50_000_000)
 
-    escrows = _escrows(ps, n, distinct=distinct, providers=providers)
+    escrows = _escrows(ps, n, distinct=distinct, providers=providers, oracle_set=of_config(cfg))
     resolved: dict[TransactionInput, TransactionOutput] = {
         config_ref: config_out,
         escrow_script_ref: escrow_script_out,

@@ -13,6 +13,14 @@ policy id and the config address's payment credential are one hash: the NFT can 
 minted to, and the config only be read from, that address. The batch script still takes
 both (equal) hashes as parameters.
 
+Released versions stay loadable: `release="1.0.0"` reads the frozen blueprint of that
+protocol version (`chain/contracts/releases/<version>/plutus.json`), so escrows locked under
+an old version keep settling and refunding under their own scripts after an upgrade (see
+docs/protocol.md, Upgrades). The current build's version is `current_version()`.
+Version 1.0.0 keeps its own derivation: a separate config NFT policy,
+`config_nft(seed) -> config_policy`, and `oracle_config(config_policy)`; its
+`ProtocolScripts.config_nft` holds that policy (None for the current build).
+
 `traces=True` (tests only) gives the same scripts from the trace-keeping build, whose
 failures report the message of the assertion that rejected; it is compiled on first use
 and cached under `.proofnet/` (`chain.offchain.compile.trace_blueprint`). Its hashes differ
@@ -45,6 +53,7 @@ from chain.offchain.errors import ChainError
 
 BUILD_DIR = Path(__file__).resolve().parents[1] / "contracts" / "build"
 BLUEPRINT_PATH = BUILD_DIR / "plutus.json"
+RELEASES_DIR = BUILD_DIR.parent / "releases"
 CONFIG_NFT_NAME: bytes = t.CONFIG_NFT_NAME
 SCRIPT_NAMES = ("escrow", "batch_settle", "oracle_config", "test_ntx", "bond")
 
@@ -77,8 +86,34 @@ def parameter_titles(name: str, blueprint_path: Path = BLUEPRINT_PATH) -> list[s
     raise ScriptLoadError(f"no validator {name!r} in {blueprint_path}")
 
 
-def blueprint_path(traces: bool = False) -> Path:
-    """The committed production blueprint, or (traces) the cached trace-keeping build."""
+def _has_validator(name: str, blueprint_path: Path) -> bool:
+    validators = _blueprint(blueprint_path).get("validators", [])
+    return any(str(v.get("title", "")).split(".")[0] == name for v in validators)
+
+
+def current_version() -> str:
+    """The protocol version of the committed production build (its blueprint preamble)."""
+    return str(_blueprint(BLUEPRINT_PATH)["preamble"]["version"])
+
+
+def release_blueprint(version: str) -> Path:
+    """The frozen blueprint of an earlier protocol version, or the current one."""
+    if version == current_version():
+        return BLUEPRINT_PATH
+    path = RELEASES_DIR / version / "plutus.json"
+    if "/" in version or not path.is_file():
+        raise ScriptLoadError(f"no released protocol version {version!r} under {RELEASES_DIR}")
+    return path
+
+
+def blueprint_path(traces: bool = False, release: str | None = None) -> Path:
+    """The committed production blueprint, a released one, or (traces) the cached
+    trace-keeping build of the current sources."""
+    if release is not None:
+        if traces and release != current_version():
+            raise ScriptLoadError(f"release {release} has no trace-keeping build")
+        if not traces:
+            return release_blueprint(release)
     if not traces:
         return BLUEPRINT_PATH
     from chain.offchain import compile as compiler  # the compiler is needed only here
@@ -96,10 +131,13 @@ def load_scripts(traces: bool = False) -> dict[str, PlutusV3Script]:
 
 
 def apply_params(
-    name: str, *params: bytes | int | PlutusData, traces: bool = False
+    name: str,
+    *params: bytes | int | PlutusData,
+    traces: bool = False,
+    release: str | None = None,
 ) -> PlutusV3Script:
     """Apply exactly the parameters the blueprint declares, in order."""
-    path = blueprint_path(traces)
+    path = blueprint_path(traces, release)
     titles = parameter_titles(name, path)
     if len(params) != len(titles):
         raise ScriptLoadError(f"{name} takes {len(titles)} parameters {titles}, got {len(params)}")
@@ -124,13 +162,17 @@ class ProtocolScripts:
 
     seed: TransactionInput
     network: Network
-    oracle_config: PlutusV3Script  # also the config NFT's minting policy
+    oracle_config: PlutusV3Script  # also the config NFT's minting policy (current build)
     escrow: PlutusV3Script
     batch_settle: PlutusV3Script
+    config_nft: PlutusV3Script | None = None  # the separate NFT policy of release 1.0.0
 
     @property
     def config_policy(self) -> ScriptHash:
-        """The config NFT's policy: the oracle-config script's own hash."""
+        """The config NFT's policy: the oracle-config script's own hash (release 1.0.0:
+        the separate config_nft policy)."""
+        if self.config_nft is not None:
+            return script_hash(self.config_nft)
         return script_hash(self.oracle_config)
 
     @property
@@ -169,19 +211,29 @@ class ProtocolScripts:
 
 
 def protocol_scripts(
-    seed: TransactionInput, network: Network, *, traces: bool = False
+    seed: TransactionInput, network: Network, *, traces: bool = False, release: str | None = None
 ) -> ProtocolScripts:
-    oracle_config = apply_params("oracle_config", out_ref(seed), traces=traces)
-    config_policy = script_hash(oracle_config).payload
-    escrow = apply_params("escrow", traces=traces)
+    """The scripts of the deployment `seed` on `network`: the current build, or those of
+    an earlier protocol version (`release`)."""
+    path = blueprint_path(traces, release)
+    config_nft: PlutusV3Script | None = None
+    if _has_validator("config_nft", path):  # release 1.0.0: a separate NFT policy
+        config_nft = apply_params("config_nft", out_ref(seed), traces=traces, release=release)
+        config_policy = script_hash(config_nft).payload
+        oracle_config = apply_params("oracle_config", config_policy, traces=traces, release=release)
+    else:
+        oracle_config = apply_params("oracle_config", out_ref(seed), traces=traces, release=release)
+        config_policy = script_hash(oracle_config).payload
+    escrow = apply_params("escrow", traces=traces, release=release)
     batch = apply_params(
         "batch_settle",
         script_hash(escrow).payload,
         config_policy,
-        config_policy,
+        script_hash(oracle_config).payload,
         traces=traces,
+        release=release,
     )
-    return ProtocolScripts(seed, network, oracle_config, escrow, batch)
+    return ProtocolScripts(seed, network, oracle_config, escrow, batch, config_nft)
 
 
 def ntx_test_policy(admin_pkh: VerificationKeyHash, *, traces: bool = False) -> PlutusV3Script:

@@ -193,6 +193,8 @@ class CardanoSettlementBuilder:
     ) -> tuple[list[S.Settlement], dict[str, tuple[Claim, ...]]]:
         clock = ChainClock.of(self.context)
         now = tip_slot(self.context)
+        # Escrows pinning another oracle set than the config holds now cannot settle.
+        pin = S.current_oracle_set(self.deployment, resolve(self.context, self.deployment))
         settlements: list[S.Settlement] = []
         by_ref: dict[str, tuple[Claim, ...]] = {}
         unpayable: dict[int, str] = {}
@@ -216,7 +218,7 @@ class CardanoSettlementBuilder:
             settlement = S.Settlement(utxo, tuple(payouts))
             try:
                 # The builders' own per-escrow checks, so one bad escrow never sinks a batch.
-                S._check_settlement(self.deployment, settlement, now, clock)
+                S._check_settlement(self.deployment, settlement, now, clock, pin)
             except BuilderError as exc:
                 for claim in group:
                     unpayable[claim.attestation_id] = str(exc)

@@ -85,6 +85,7 @@ def escrow_datum(
         config_name=t.CONFIG_NFT_NAME,
         cancel_allowed_until=t.NoPosixTime(),
         nonce=0,
+        oracle_set=bytes(32),
     )
 
 

@@ -109,6 +109,7 @@ def lock_escrow(
         config_name=t.CONFIG_NFT_NAME,
         cancel_allowed_until=t.NoPosixTime(),
         nonce=0,
+        oracle_set=bytes(32),
     )
     escrow_address = Address(
         ScriptHash(bytes.fromhex(escrow_script_hash())), network=Network.TESTNET

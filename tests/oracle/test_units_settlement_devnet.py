@@ -29,6 +29,7 @@ from unit_fixtures import (
 )
 
 import oracle.settlement.models  # noqa: F401  (registers the settlement tables)
+from auditor import audit as au
 from chain.devnet.testing import running_devnet, serve_app
 from oracle.chain import chain_view_for
 from oracle.db import make_engine
@@ -48,7 +49,6 @@ from oracle.settlement.quorum import CoSigner, IntakeVerifier, QuorumRefusal, Si
 from oracle.settlement.readiness import JobEndReadiness, ReadinessPolicy
 from oracle.settlement.watcher import WatchConfig
 from oracle.store import AttestationStore
-from proofnet import audit as au
 from proofnet.messages.attestation import EscrowRef, sign_attestation
 
 

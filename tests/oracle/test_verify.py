@@ -187,6 +187,15 @@ def test_escrow_of_another_deployment_or_with_stray_tokens(world: World) -> None
     assert rejected(world, **pinned).reason == Reason.ESCROW_STRAY_TOKENS
 
 
+def test_escrow_locked_under_another_oracle_set(world: World) -> None:
+    """After a rotation the batch settles no escrow locked under the old oracle set: the
+    oracle refuses to attest such an escrow's payout when it knows the live set."""
+    honest = escrow_datum(world.job_id)
+    live = bytes(honest.oracle_set).hex()
+    assert verify(world.sign(), world.context(oracle_set=live)).ok
+    assert rejected(world, oracle_set="ab" * 32).reason == Reason.ESCROW_WRONG_ORACLE_SET
+
+
 def test_replayed_and_already_settled(world: World) -> None:
     leaf = world.attestation.leaf_hash().hex()
     world.store.leaves[leaf] = 7

@@ -21,6 +21,7 @@ from fastapi import FastAPI, Response
 from pycardano import Address
 from typer.testing import CliRunner
 
+from auditor import audit as au
 from chain.devnet.testing import running_devnet, serve_app
 from chain.offchain.builders import assembly as A
 from chain.offchain.builders import settle as S
@@ -38,7 +39,6 @@ from oracle.settlement.intents import IntentLog
 from oracle.settlement.ports import Claim
 from oracle.settlement.queue import AttestationQueue
 from oracle.settlement.watcher import WatchConfig
-from proofnet import audit as au
 from proofnet.messages.deployment import DEPLOYMENT_PATH
 
 BUDGET = 1_000

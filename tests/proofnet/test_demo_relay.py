@@ -28,8 +28,8 @@ from typer.testing import CliRunner
 
 from chain.devnet.testing import running_devnet, serve_app
 from chain.offchain.builders.onchain import address_from_data
+from demos import relay as demo_relay
 from demos.demo import SHAPES, DemoOptions
-from proofnet import demo_relay
 from proofnet.cli import DemoShape, app
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.topology import plan, total_amount

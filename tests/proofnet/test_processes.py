@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from proofnet import demo
+from demos import demo
 from proofnet.processes import (
     ProcessStartError,
     RoleGroup,

@@ -110,6 +110,7 @@ def escrow_datum(job_id: str, submitter: Wallet) -> t.EscrowDatum:
         config_name=t.CONFIG_NFT_NAME,
         cancel_allowed_until=t.NoPosixTime(),
         nonce=0,
+        oracle_set=bytes(32),
     )
 
 

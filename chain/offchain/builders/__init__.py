@@ -6,6 +6,7 @@
     settle      -> BatchTx                           settle.build_settle_batch, pack_settle_batch
     refund      -> ReturnTx                          refund.build_refund
     cancel      -> ReturnTx                          refund.build_cancel
+    config      -> BuiltTx (admin quorum)            config_update.build_config_update
     bond        -> BondTx                            bond.build_lock_bond, build_unbond,
                                                      build_withdraw, build_slash
 
@@ -14,6 +15,7 @@ Builders return unsigned transactions with their measured cost (`assembly.BuiltT
 """
 
 from chain.offchain.builders.assembly import BuiltTx, add_witnesses, sign, submit
+from chain.offchain.builders.config_update import build_config_update
 from chain.offchain.builders.deploy import OracleSetup, deploy
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.errors import (
@@ -58,6 +60,7 @@ __all__ = [
     "add_witnesses",
     "assemble",
     "build_cancel",
+    "build_config_update",
     "build_lock",
     "build_lock_unsigned",
     "build_mint_test_ntx",

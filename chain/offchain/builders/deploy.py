@@ -76,9 +76,12 @@ def deploy(
     ntx_name: bytes,
     *,
     traces: bool = False,
+    release: str | None = None,
 ) -> Deployment:
     """Deploy from `deployer`'s funds (about 50 ADA: reference-script min-ADA, the stake
-    deposit and fees). `traces=True` deploys the trace-keeping build where available."""
+    deposit and fees). `traces=True` deploys the trace-keeping build where available;
+    `release` an earlier protocol version's scripts (`scripts.release_blueprint`; 1.0.0
+    mints the config NFT under its separate config_nft policy)."""
     if len(ntx_policy) != 28 or len(ntx_name) > 32:
         raise BuilderError("NTX policy must be 28 bytes and its name at most 32 bytes")
     utxos = deployer.utxos(context)
@@ -86,7 +89,11 @@ def deploy(
     if not seeds:
         raise BuilderError(f"{deployer.address} has no ADA-only UTxO to seed the config NFT")
     seed = max(seeds, key=lambda u: u.output.amount.coin)
-    scripts = protocol_scripts_for(seed, deployer.network, traces)
+    if release is not None and release != S.current_version():
+        scripts = S.protocol_scripts(seed.input, deployer.network, release=release)
+    else:
+        scripts = protocol_scripts_for(seed, deployer.network, traces)
+    nft_policy = scripts.config_nft if scripts.config_nft is not None else scripts.oracle_config
     datum = setup.datum(scripts.batch_hash.payload)
     keys = [deployer.signing_key]
 
@@ -100,8 +107,8 @@ def deploy(
         change_address=deployer.address,
         key_inputs=[seed],
         outputs=[config_out, config_script_out],
-        mints=[A.ScriptMint(scripts.oracle_config, {S.CONFIG_NFT_NAME: 1}, t.MintConfigNft(0))],
-        scripts=[scripts.oracle_config],
+        mints=[A.ScriptMint(nft_policy, {S.CONFIG_NFT_NAME: 1}, t.MintConfigNft(0))],
+        scripts=[nft_policy],
     )
     tx1 = _run(context, plan, deployer, keys)
     config_ref, config_script_ref = f"{tx1}#0", f"{tx1}#1"
@@ -144,6 +151,7 @@ def deploy(
         ntx_policy=ntx_policy.hex(),
         ntx_name=ntx_name.hex(),
         tx_ids=(tx1, tx2, tx3),
+        protocol_version=release or S.current_version(),
     )
 
 

@@ -14,10 +14,16 @@ from chain.offchain.builders.errors import BuilderError
 from chain.offchain.builders.onchain import parse_out_ref
 
 # Format 2: the oracle-config script is also the config NFT's policy (the deploy builder
-# writes `config_policy == oracle_config_hash`), escrow refunds refuse reference scripts.
-# Format 1 files describe scripts of the earlier protocol (a separate NFT policy that could
-# mint into any wallet) and are refused, not converted: redeploy.
+# writes `config_policy == oracle_config_hash`), escrow refunds refuse reference scripts,
+# and the file records the `protocol_version` of its scripts (absent: the current one).
+# Format 1 files describe the scripts of protocol 1.0.0 (a config NFT policy apart from the
+# oracle-config script) and are read only as 1.0.0 deployments, so escrows locked under them
+# can still settle or refund with those scripts; deploy anew for the current version.
 DEPLOYMENT_FORMAT = 2
+LEGACY_FORMAT = 1
+FIRST_PROTOCOL = "1.0.0"
+# The version of the committed build (chain/offchain/compile.py PROTOCOL_VERSION).
+CURRENT_PROTOCOL = "2.0.0"
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,9 @@ class Deployment:
     ntx_name: str  # hex
     tx_ids: tuple[str, ...] = ()
     format: int = DEPLOYMENT_FORMAT
+    # The protocol version of its scripts (the blueprint's); format-1 files are 1.0.0
+    # deployments, format-2 files without the field the current version.
+    protocol_version: str = CURRENT_PROTOCOL
 
     def __post_init__(self) -> None:
         if self.network not in ("testnet", "mainnet"):
@@ -127,22 +136,24 @@ class Deployment:
             raise BuilderError(f"deployment is not JSON: {exc}") from exc
         if not isinstance(data, dict):
             raise BuilderError("deployment JSON must be an object")
-        if data.get("format") == 1:
-            raise BuilderError(
-                "deployment format 1 is no longer supported: it names scripts of the earlier "
-                "protocol (a config NFT policy apart from the oracle-config script, which could "
-                "mint the NFT into any wallet; escrow refunds that accept reference scripts). "
-                "Settle or refund its escrows with the release that made it, then redeploy "
-                "(`proofnet chain deploy`) to get a format 2 deployment"
-            )
-        if data.get("format") != DEPLOYMENT_FORMAT:
+        if data.get("format") == LEGACY_FORMAT:
+            if data.get("protocol_version", FIRST_PROTOCOL) != FIRST_PROTOCOL:
+                raise BuilderError(
+                    f"deployment format 1 names protocol {data.get('protocol_version')!r}: "
+                    f"format 1 files are read only as protocol {FIRST_PROTOCOL} deployments "
+                    "(a config NFT policy apart from the oracle-config script); deployments of "
+                    f"later versions are format {DEPLOYMENT_FORMAT}"
+                )
+            data.setdefault("protocol_version", FIRST_PROTOCOL)
+        elif data.get("format") != DEPLOYMENT_FORMAT:
             raise BuilderError(
                 f"unsupported deployment format {data.get('format')!r} "
-                f"(this release reads format {DEPLOYMENT_FORMAT})"
+                f"(this release reads format {DEPLOYMENT_FORMAT}, and format {LEGACY_FORMAT} "
+                f"as protocol {FIRST_PROTOCOL} deployments)"
             )
         names = {f.name for f in fields(cls)}
         unknown = set(data) - names
-        missing = names - set(data) - {"tx_ids", "format"}
+        missing = names - set(data) - {"tx_ids", "format", "protocol_version"}
         if unknown or missing:
             raise BuilderError(
                 f"deployment JSON: unknown keys {sorted(unknown)}, missing {sorted(missing)}"
@@ -154,6 +165,7 @@ class Deployment:
             elif key != "format" and not isinstance(value, str):
                 raise BuilderError(f"deployment {key} must be a string")
         data["tx_ids"] = tuple(data.get("tx_ids", ()))
+        data.setdefault("protocol_version", CURRENT_PROTOCOL)
         return cls(**data)
 
     def save(self, path: Path) -> None:

@@ -27,10 +27,12 @@ from pycardano import (
 from chain.contracts import types as t
 from chain.offchain.builders import assembly as A
 from chain.offchain.builders.chain_time import tip_posix_ms
-from chain.offchain.builders.deployment import Deployment
+from chain.offchain.builders.deployment import FIRST_PROTOCOL, Deployment
 from chain.offchain.builders.errors import BuilderError
-from chain.offchain.builders.onchain import address_data, out_ref_text
+from chain.offchain.builders.onchain import EscrowDatumV1, address_data, out_ref_text
+from chain.offchain.builders.protocol_utxos import resolve
 from chain.offchain.builders.wallet import KeyWallet
+from chain.offchain.oracle_set import of_config
 
 # An EscrowDatum is about 300 bytes; anything much larger is not one of ours.
 MAX_DATUM_BYTES = 512
@@ -77,8 +79,11 @@ class UnsignedLock:
     required_key_hashes: tuple[str, ...]
 
 
-def escrow_datum(deployment: Deployment, job: EscrowJob) -> t.EscrowDatum:
-    """The datum of `job`, validated (BuilderError on anything malformed or oversized)."""
+def escrow_datum(deployment: Deployment, job: EscrowJob, oracle_set: bytes) -> t.EscrowDatum:
+    """The datum of `job` pinning `oracle_set` (`oracle_set.of_config` of the deployment's
+    configuration on chain), validated (BuilderError on anything malformed or oversized)."""
+    if not isinstance(oracle_set, bytes) or len(oracle_set) != 32:
+        raise BuilderError("oracle_set must be the 32-byte hash of the configured oracle set")
     if not isinstance(job.job_id, bytes) or len(job.job_id) != 32:
         raise BuilderError("job_id must be the 32-byte hash of the job spec")
     if not isinstance(job.budget, int) or not 0 < job.budget <= MAX_INT64:
@@ -118,8 +123,17 @@ def escrow_datum(deployment: Deployment, job: EscrowJob) -> t.EscrowDatum:
         config_name=bytes.fromhex(deployment.config_name),
         cancel_allowed_until=until,
         nonce=job.nonce,
+        oracle_set=oracle_set,
     )
     check_escrow_datum(datum)
+    return datum
+
+
+def written_datum(deployment: Deployment, datum: t.EscrowDatum) -> t.EscrowDatum | EscrowDatumV1:
+    """The datum as the deployment's escrow script version expects it: a 1.0.0
+    deployment's escrows hold the 1.0.0 datum (no oracle set)."""
+    if deployment.protocol_version == FIRST_PROTOCOL:
+        return EscrowDatumV1.of(datum)
     return datum
 
 
@@ -149,10 +163,12 @@ def _plan(
     if not jobs:
         raise BuilderError("nothing to lock")
     now = tip_posix_ms(context)
+    # The oracle set the configuration holds now: each escrow pins it.
+    oracle_set = of_config(resolve(context, deployment).config_datum)
     datums = []
     outputs = []
     for job in jobs:
-        datum = escrow_datum(deployment, job)
+        datum = escrow_datum(deployment, job, oracle_set)
         if job.deadline <= now + min_margin_ms:
             raise BuilderError(
                 f"deadline {job.deadline} is not {min_margin_ms} ms after chain time {now}"
@@ -160,13 +176,14 @@ def _plan(
         ntx = MultiAsset.from_primitive(
             {bytes.fromhex(deployment.ntx_policy): {bytes.fromhex(deployment.ntx_name): job.budget}}
         )
-        out = A.output_with_min_ada(context, deployment.escrow_address, ntx, datum=datum)
+        written = written_datum(deployment, datum)
+        out = A.output_with_min_ada(context, deployment.escrow_address, ntx, datum=written)
         if job.extra_lovelace:
             out = A.output_with_min_ada(
                 context,
                 deployment.escrow_address,
                 ntx,
-                datum=datum,
+                datum=written,
                 at_least=out.amount.coin + job.extra_lovelace,
             )
         outputs.append(out)

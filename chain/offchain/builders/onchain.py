@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Union
+
 import cbor2
 from pycardano import (
     Address,
     Network,
+    PlutusData,
     RawCBOR,
     ScriptHash,
     TransactionInput,
@@ -76,13 +80,85 @@ def address_from_data(address: t.Address, network: Network) -> Address:
     return Address(_credential_part(address.payment_credential), stake_part, network=network)
 
 
+@dataclass
+class EscrowDatumV1(PlutusData):
+    """The escrow datum of protocol 1.0.0 (frozen): today's `EscrowDatum` without its last
+    field, `oracle_set`. Escrows locked under 1.0.0 hold it; builders read it to settle or
+    refund them under their own scripts and write it when locking under a 1.0.0
+    deployment (docs/protocol.md, Upgrades)."""
+
+    CONSTR_ID = 0
+    batch_credential: bytes
+    job_id: bytes
+    submitter: t.Address
+    submitter_pkh: bytes
+    budget: int
+    ntx_policy: bytes
+    ntx_name: bytes
+    deadline: int
+    config_policy: bytes
+    config_name: bytes
+    cancel_allowed_until: Union[t.SomePosixTime, t.NoPosixTime]  # noqa: UP007 (pycardano)
+    nonce: int
+
+    @classmethod
+    def of(cls, datum: t.EscrowDatum) -> EscrowDatumV1:
+        return cls(
+            datum.batch_credential,
+            datum.job_id,
+            datum.submitter,
+            datum.submitter_pkh,
+            datum.budget,
+            datum.ntx_policy,
+            datum.ntx_name,
+            datum.deadline,
+            datum.config_policy,
+            datum.config_name,
+            datum.cancel_allowed_until,
+            datum.nonce,
+        )
+
+    def current(self) -> t.EscrowDatum:
+        """As today's datum, pinning no oracle set (b""): 1.0.0 escrows trust whatever
+        set their configuration holds."""
+        return t.EscrowDatum(
+            self.batch_credential,
+            self.job_id,
+            self.submitter,
+            self.submitter_pkh,
+            self.budget,
+            self.ntx_policy,
+            self.ntx_name,
+            self.deadline,
+            self.config_policy,
+            self.config_name,
+            self.cancel_allowed_until,
+            self.nonce,
+            b"",
+        )
+
+
+def escrow_datum_from_cbor(raw: bytes) -> t.EscrowDatum:
+    """An escrow datum of any released protocol version, as today's (`EscrowDatumV1` reads
+    with an empty `oracle_set`). Raises what pycardano raises on anything else."""
+    try:
+        return t.EscrowDatum.from_cbor(raw)
+    except Exception:  # pycardano raises assorted errors on foreign data
+        try:
+            return EscrowDatumV1.from_cbor(raw).current()
+        except Exception:
+            pass
+        raise
+
+
 def escrow_datum_of(utxo: UTxO) -> t.EscrowDatum:
-    """The inline `EscrowDatum` of an escrow UTxO; BuilderError when it has none."""
+    """The inline `EscrowDatum` of an escrow UTxO; BuilderError when it has none. A 1.0.0
+    escrow's datum reads as today's with an empty `oracle_set`."""
     datum = utxo.output.datum
     if datum is None:
         raise BuilderError(f"{out_ref_text(utxo.input)} has no inline datum")
     try:
-        return t.EscrowDatum.from_cbor(datum_cbor(datum))
+        return escrow_datum_from_cbor(datum_cbor(datum))
     except Exception as exc:  # pycardano raises assorted errors on foreign data
         raise BuilderError(
             f"{out_ref_text(utxo.input)} does not hold an EscrowDatum: {exc}"

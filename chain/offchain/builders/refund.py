@@ -32,6 +32,7 @@ from chain.offchain.builders.onchain import (
     out_ref_text,
 )
 from chain.offchain.builders.protocol_utxos import ProtocolUtxos, resolve
+from chain.offchain.builders.settle import current_oracle_set, pinned_elsewhere
 from proofnet.when import when_text
 
 DEFAULT_HORIZON_SLOTS = 600
@@ -110,6 +111,10 @@ def build_cancel(
     outputs, datums = _payback_outputs(deployment, escrows)
     protocol = protocol or resolve(context, deployment)
     protocol.check_oracle_quorum(list(oracle_signers))
+    pin = current_oracle_set(deployment, protocol)
+    for u, d in zip(escrows, datums, strict=True):
+        if pin is not None and d.oracle_set != pin:
+            raise BuilderError(pinned_elsewhere(out_ref_text(u.input)))
     clock = ChainClock.of(context)
     now = tip_slot(context)
     ttl = now + horizon_slots

@@ -33,7 +33,7 @@ from pycardano import (
 from chain.contracts import types as t
 from chain.offchain.builders import assembly as A
 from chain.offchain.builders.chain_time import ChainClock, tip_slot
-from chain.offchain.builders.deployment import Deployment
+from chain.offchain.builders.deployment import FIRST_PROTOCOL, Deployment
 from chain.offchain.builders.errors import BuilderError, ScriptEvaluationError
 from chain.offchain.builders.onchain import (
     address_from_data,
@@ -41,6 +41,7 @@ from chain.offchain.builders.onchain import (
     out_ref_text,
 )
 from chain.offchain.builders.protocol_utxos import ProtocolUtxos, resolve
+from chain.offchain.oracle_set import of_config
 
 MEMO_LABEL = 674
 MAX_METADATA_BYTES = 64
@@ -116,7 +117,11 @@ def _ntx_of(value: Value, policy: bytes, name: bytes) -> int:
 
 
 def _check_settlement(
-    deployment: Deployment, s: Settlement, now_slot: int, clock: ChainClock
+    deployment: Deployment,
+    s: Settlement,
+    now_slot: int,
+    clock: ChainClock,
+    oracle_set: bytes | None,
 ) -> t.EscrowDatum:
     ref = out_ref_text(s.escrow.input)
     if s.escrow.output.address.payment_part != ScriptHash(bytes.fromhex(deployment.escrow_hash)):
@@ -124,6 +129,8 @@ def _check_settlement(
     datum = escrow_datum_of(s.escrow)
     if not deployment.trusts(datum):
         raise BuilderError(f"{ref} does not trust this deployment's batch script and config")
+    if oracle_set is not None and datum.oracle_set != oracle_set:
+        raise BuilderError(pinned_elsewhere(ref))
     value = s.escrow.output.amount
     policy, name = bytes.fromhex(deployment.ntx_policy), bytes.fromhex(deployment.ntx_name)
     held = _ntx_of(value, policy, name)
@@ -143,6 +150,21 @@ def _check_settlement(
     if clock.slot_at_or_before(datum.deadline) <= now_slot:
         raise BuilderError(f"{ref}: deadline {datum.deadline} has passed (refund it instead)")
     return datum
+
+
+def pinned_elsewhere(ref: str) -> str:
+    return (
+        f"{ref} was locked under another oracle set than the configuration holds now: it "
+        "settles only if that set is restored, and refunds after its deadline"
+    )
+
+
+def current_oracle_set(deployment: Deployment, protocol: ProtocolUtxos) -> bytes | None:
+    """The set escrows must pin to settle or cancel now; None for 1.0.0 deployments (their
+    escrows pin none)."""
+    if deployment.protocol_version == FIRST_PROTOCOL:
+        return None
+    return of_config(protocol.config_datum)
 
 
 @dataclass(frozen=True)
@@ -218,7 +240,10 @@ def plan_settle_batch(
     now = tip_slot(context)
     if checked:
         protocol.check_oracle_quorum(list(oracle_signers))
-        datums = {s.escrow.input: _check_settlement(deployment, s, now, clock) for s in settlements}
+        pin = current_oracle_set(deployment, protocol)
+        datums = {
+            s.escrow.input: _check_settlement(deployment, s, now, clock, pin) for s in settlements
+        }
     else:
         datums = {s.escrow.input: escrow_datum_of(s.escrow) for s in settlements}
     ttl = min(

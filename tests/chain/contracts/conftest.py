@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from contracts_harness import h28, h32
+from contracts_harness import default_oracles, h28, h32
 from pycardano import Network, TransactionId, TransactionInput
 
 from chain.offchain import scripts as S
@@ -17,7 +17,7 @@ def deployment() -> S.ProtocolScripts:
 
 @pytest.fixture(scope="session")
 def oracles() -> list[bytes]:
-    return sorted(h28(f"oracle{i}") for i in range(3))
+    return default_oracles()
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ from uplc.cost_model import Budget
 from chain.contracts import ledger as L
 from chain.contracts import types as T
 from chain.deep_stack import deep_recursion
+from chain.offchain.oracle_set import oracle_set_hash
 
 NTX_POLICY = bytes.fromhex("88b60b51a3dcd3a6134bb1c0fdd2837d8cc87abd27dbd0c3a494869f")
 NTX_NAME = b"NTX"
@@ -196,6 +197,11 @@ def script_hash_bytes(script: PlutusV3Script) -> bytes:
     return plutus_script_hash(script).payload
 
 
+def default_oracles() -> list[bytes]:
+    """The oracle set of the `oracles` fixture (2 of these 3), which escrows pin by default."""
+    return sorted(h28(f"oracle{i}") for i in range(3))
+
+
 def escrow_datum(
     *,
     submitter: L.Address,
@@ -207,6 +213,7 @@ def escrow_datum(
     job: str = "job",
     cancel_until: int | None = None,
     nonce: int = 0,
+    oracle_set: bytes | None = None,
 ) -> T.EscrowDatum:
     until: T.SomePosixTime | T.NoPosixTime = (
         T.SomePosixTime(cancel_until) if cancel_until is not None else T.NoPosixTime()
@@ -224,6 +231,7 @@ def escrow_datum(
         batch_credential=batch_credential,
         cancel_allowed_until=until,
         nonce=nonce,
+        oracle_set=oracle_set if oracle_set is not None else oracle_set_hash(default_oracles(), 2),
     )
 
 
@@ -306,6 +314,7 @@ def make_batch(
             config_policy=cp,
             batch_credential=bh,
             job=f"job{i}",
+            oracle_set=oracle_set_hash(oracles, 2),
         )
         r = ref(f"escrow{i}")
         escrows.append((r, d))

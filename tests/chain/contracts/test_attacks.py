@@ -347,7 +347,7 @@ def test_attack_fake_escrow_entry_names_a_key_input(world: ProtocolWorld) -> Non
 
 
 def test_attack_fake_escrow_trusting_another_batch_script(world: ProtocolWorld) -> None:
-    good = escrow_datum(world.deployment, world.job(100))
+    good = escrow_datum(world.deployment, world.job(100), world.oracle_set)
     foreign = dataclasses.replace(
         good, batch_credential=hashlib.blake2b(b"x", digest_size=28).digest()
     )
@@ -420,8 +420,10 @@ def test_attack_malformed_datum_oversized_is_refused_at_lock_and_stays_refundabl
 
     job = world.job(10, deadline_in_ms=6_000)
     with pytest.raises(BuilderError, match="32-byte"):
-        escrow_datum(world.deployment, dataclasses.replace(job, job_id=b"\x00" * 600))
-    good = escrow_datum(world.deployment, job)
+        escrow_datum(
+            world.deployment, dataclasses.replace(job, job_id=b"\x00" * 600), world.oracle_set
+        )
+    good = escrow_datum(world.deployment, job, world.oracle_set)
     with pytest.raises(BuilderError):
         check_escrow_datum(dataclasses.replace(good, submitter_pkh=b"\x00" * 5))
     # Written by hand anyway (the datum padded with 60 extra fields), the escrow is not
@@ -464,7 +466,9 @@ def test_attack_token_dust_escrow_is_refused_by_the_batch_and_refunded_whole(
     # machine is busy (chain time runs ahead of the wall clock on fast devnet blocks).
     job = world.job(100, deadline_in_ms=30_000)
     (dusty,) = send_to_escrow_address(
-        world, ntx_value(world, 15_000_000, 100, junk), escrow_datum(world.deployment, job)
+        world,
+        ntx_value(world, 15_000_000, 100, junk),
+        escrow_datum(world.deployment, job, world.oracle_set),
     )
     with pytest.raises(BuilderError, match="other than its NTX"):
         settle_plan(world, [pay(world, dusty, (0, 100))])
@@ -540,7 +544,7 @@ def test_attack_other_redeemer_refund_next_to_a_batch(world: ProtocolWorld) -> N
         A.sign(built, quorum_keys(world)),
         purpose="spend",
         index=spend_index(built, old),
-        trace="batch in same tx",
+        trace="no withdrawal beside a refund or cancel",
     )
     settle(world, sp.plan)
     payer = world.providers[0]
@@ -985,7 +989,7 @@ def test_attack_deregistration_of_the_batch_credential(world: ProtocolWorld) -> 
 @pytest.mark.parametrize(
     "tamper,trace",
     [
-        ("omit", "every escrow must be settled"),
+        ("omit", "every script input must be an escrow this batch settles"),
         ("repeat", "escrow input indices must strictly increase"),
         ("reorder", "escrow input indices must strictly increase"),
     ],

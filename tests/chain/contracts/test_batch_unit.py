@@ -16,6 +16,7 @@ from contracts_harness import (
     ntx_value,
     out,
     ref,
+    script_address,
     txin,
     with_tokens,
 )
@@ -177,6 +178,82 @@ def test_escrow_with_junk_tokens_is_refused(deployment, batch) -> None:  # type:
             v = i.resolved.value
             v[h28("junk")] = {b"dust": 1}
     assert not _run(deployment, batch).ok
+
+
+# --- foreign script inputs (no output serves two obligations across versions) ----------
+
+
+def _tag_at(batch, position: str) -> str:  # type: ignore[no-untyped-def]
+    """A tag whose out-ref sorts before, between or after the batch's escrow inputs."""
+    ids = sorted(r.id for r, _ in batch.escrows)
+    placed = {
+        "first": lambda x: x < ids[0],
+        "between": lambda x: ids[0] < x < ids[-1],
+        "last": lambda x: x > ids[-1],
+    }[position]
+    return next(f"{position}{i}" for i in range(10_000) if placed(ref(f"{position}{i}").id))
+
+
+def _reindexed(batch) -> list[T.SettleEntry]:  # type: ignore[no-untyped-def]
+    """The entries with their input indices recomputed after inputs were added."""
+    entries = copy.deepcopy(batch.entries)
+    ordered = sorted((r for r, _ in batch.escrows), key=lambda r: (r.id, r.idx))
+    for entry, r in zip(entries, ordered, strict=True):
+        entry.input_index = batch.tx.input_index(r)
+    return entries
+
+
+@pytest.mark.parametrize("position", ["first", "between", "last"])
+def test_script_input_the_batch_does_not_settle_fails(deployment, batch, position) -> None:  # type: ignore[no-untyped-def]
+    """One output paying an old-version escrow's refund and a new escrow's remainder needs
+    the old escrow (another script hash) spent beside the batch: the batch refuses any
+    script input it does not settle, wherever it sits. Honest twin: a key input there."""
+    r = ref(_tag_at(batch, position))
+    old_escrow = out(script_address(h28("escrow-v1")), ntx_value(3_000_000, 100))
+    batch.tx.inputs.append(txin(r, old_escrow))
+    assert not _run(deployment, batch, _reindexed(batch)).ok
+    batch.tx.inputs[-1] = txin(r, out(key_address(h28("fees")), ntx_value(5_000_000, 1)))
+    assert _run(deployment, batch, _reindexed(batch)).ok
+
+
+def test_another_deployments_escrow_beside_the_batch_fails(deployment, batch) -> None:  # type: ignore[no-untyped-def]
+    """Two batch scripts sharing one remainder output: the other batch's escrow (this
+    escrow script, another deployment's batch in its datum) is not settled here."""
+    other = copy.deepcopy(batch.escrows[0][1])
+    other.batch_credential = h28("another-deployments-batch")
+    escrow_at = script_address(deployment.escrow_hash.payload)
+    r = ref(_tag_at(batch, "last"))
+    batch.tx.inputs.append(txin(r, out(escrow_at, ntx_value(3_000_000, 100), other)))
+    assert not _run(deployment, batch, _reindexed(batch)).ok
+
+
+# --- oracle set pinned at lock time (no admin action moves escrows locked before it) -----
+
+
+def test_rotated_oracle_set_cannot_settle_escrows_locked_before(deployment, batch, admins) -> None:  # type: ignore[no-untyped-def]
+    """The admins rewrite the authentic config to name themselves the oracles and sign the
+    batch: the escrows pinned the old set, so the batch refuses them."""
+    cfg = T.OracleConfigDatum(admins[:1], 1, admins, 2, batch.batch_hash)
+    batch.tx.reference_inputs = [config_input(deployment, cfg)]
+    batch.tx.signatories = admins[:1]
+    assert not _run(deployment, batch).ok
+
+
+@pytest.mark.parametrize("change", ["threshold", "one-key-more"])
+def test_any_change_of_the_oracle_set_unpins(deployment, batch, oracles, admins, change) -> None:  # type: ignore[no-untyped-def]
+    keys, threshold = (oracles, 3) if change == "threshold" else (sorted([*oracles, h28("x")]), 2)
+    cfg = T.OracleConfigDatum(keys, threshold, admins, 2, batch.batch_hash)
+    batch.tx.reference_inputs = [config_input(deployment, cfg)]
+    batch.tx.signatories = oracles
+    assert not _run(deployment, batch).ok
+
+
+def test_admins_may_change_without_unpinning(deployment, batch, oracles) -> None:  # type: ignore[no-untyped-def]
+    """Only oracles and threshold are pinned: an admin-key rotation leaves escrows payable."""
+    new_admins = sorted(h28(f"new-admin{i}") for i in range(2))
+    cfg = T.OracleConfigDatum(oracles, 2, new_admins, 1, batch.batch_hash)
+    batch.tx.reference_inputs = [config_input(deployment, cfg)]
+    assert _run(deployment, batch).ok
 
 
 def test_wrong_merkle_root_length_fails(deployment, batch) -> None:  # type: ignore[no-untyped-def]

@@ -49,3 +49,14 @@ def test_apply_params_checks_the_arity() -> None:
         S.apply_params("batch_settle", b"x")
     with pytest.raises(S.ScriptLoadError):
         S.unapplied("nope")
+
+
+def test_released_versions_stay_loadable_and_differ_from_this_build() -> None:
+    """An upgrade keeps the old version's blueprint (docs/protocol.md, Upgrades): its
+    escrow script still loads, under another hash than this build's."""
+    from chain.offchain.builders.deployment import CURRENT_PROTOCOL
+
+    assert C.PROTOCOL_VERSION == CURRENT_PROTOCOL == S.current_version()
+    old = S.release_blueprint("1.0.0")
+    assert json.loads(old.read_text())["preamble"]["version"] == "1.0.0"
+    assert S.unapplied("escrow", old) != S.unapplied("escrow")

@@ -22,6 +22,7 @@ from contracts_harness import (
 
 from chain.contracts import ledger as L
 from chain.contracts import types as T
+from chain.offchain.oracle_set import oracle_set_hash
 
 SUB = h28("submitter")
 SUB_STAKE = h28("submitter-stake")
@@ -151,6 +152,14 @@ def test_refund_next_to_a_batch_withdrawal_fails(deployment) -> None:  # type: i
     assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Refund(0))).ok
 
 
+@pytest.mark.parametrize("credential", ["another-version-batch", "any-script"])
+def test_refund_next_to_any_withdrawal_fails(deployment, credential) -> None:  # type: ignore[no-untyped-def]
+    """A batch of another script version or deployment does not know this escrow and could
+    count its refund output as one of its own escrows' remainders: no withdrawal at all."""
+    tx = _refund_tx(deployment, withdrawals={L.ScriptCredential(h28(credential)): 0})
+    assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Refund(0))).ok
+
+
 def test_refund_reads_only_the_fields_it_needs(deployment) -> None:  # type: ignore[no-untyped-def]
     # A datum with garbage in every field Refund does not read stays refundable.
     d = _datum(deployment, budget=-5, config_policy=b"", job="x")
@@ -197,6 +206,32 @@ def test_cancel_needs_both_consents(deployment, oracles, admins, who) -> None:  
     }[who]
     tx = _cancel_tx(deployment, oracles, admins, signers=signers)
     assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Cancel(0, 0))).ok
+
+
+def test_cancel_after_an_oracle_rotation_fails(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
+    """The admins rotate the authentic config to a set they control: its quorum and the
+    submitter cannot cancel an escrow locked under the old set (it refunds later)."""
+    rotated = [h28("admin-oracle")]
+    cfg = T.OracleConfigDatum(rotated, 1, admins, 2, deployment.batch_hash.payload)
+    tx = _cancel_tx(
+        deployment,
+        oracles,
+        admins,
+        signers=[SUB, *rotated],
+        reference_inputs=[config_input(deployment, cfg)],
+    )
+    assert not evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Cancel(0, 0))).ok
+    # Honest twin: the same cancel of an escrow that pinned the rotated set.
+    pinned = _datum(deployment, oracle_set=oracle_set_hash(rotated, 1))
+    tx = _cancel_tx(
+        deployment,
+        oracles,
+        admins,
+        signers=[SUB, *rotated],
+        reference_inputs=[config_input(deployment, cfg)],
+        datum=pinned,
+    )
+    assert evaluate(deployment.escrow, tx.spend(ESCROW_REF, T.Cancel(0, 0))).ok
 
 
 def test_cancel_with_forged_config_fails(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]

@@ -45,8 +45,8 @@ def _failure_log(traced, oracles, admins, mutate) -> tuple[str, ...]:  # type: i
 @pytest.mark.parametrize(
     ("case", "message"),
     [
-        ("omit-last", "every escrow must be settled"),
-        ("omit-middle", "every escrow must be settled"),
+        ("omit-last", "every script input must be an escrow this batch settles"),
+        ("omit-middle", "every script input must be an escrow this batch settles"),
         ("reorder", "escrow input indices must strictly increase"),
         ("repeat", "escrow input indices must strictly increase"),
         ("share-output", "output indices must strictly increase"),

@@ -26,7 +26,9 @@ from chain.offchain.builders.deploy import OracleSetup, deploy
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.lock import EscrowJob, lock_escrows
 from chain.offchain.builders.mint import mint_test_ntx
+from chain.offchain.builders.protocol_utxos import resolve
 from chain.offchain.builders.wallet import KeyWallet, await_output
+from chain.offchain.oracle_set import of_config
 
 NTX_NAME = b"NTX"
 # Chain time on the devnet runs ahead of the wall clock (a slot per 0.2 s block); an hour
@@ -57,6 +59,11 @@ class ProtocolWorld:
     submitter: KeyWallet
     providers: list[KeyWallet]
     _nonce: int = field(default=0)
+
+    @property
+    def oracle_set(self) -> bytes:
+        """The oracle set the configuration holds now (what new escrows pin)."""
+        return of_config(resolve(self.context, self.deployment).config_datum)
 
     @property
     def oracle_quorum(self) -> list[KeyWallet]:

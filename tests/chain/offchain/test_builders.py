@@ -18,6 +18,7 @@ from protocol_fixtures import ProtocolWorld, protocol_world, wallet
 from pycardano import (
     Address,
     MultiAsset,
+    Network,
     ScriptHash,
     TransactionInput,
     TransactionOutput,
@@ -392,33 +393,69 @@ def test_escrow_job_validation_needs_no_chain() -> None:
 
     dep = _offline_deployment()
     owner = wallet(7, staked=True).address
-    datum = escrow_datum(dep, EscrowJob(b"\x01" * 32, 10, 10**12, owner))
+    datum = escrow_datum(dep, EscrowJob(b"\x01" * 32, 10, 10**12, owner), b"\x07" * 32)
     assert datum.batch_credential == bytes.fromhex("44" * 28)
     assert dep.trusts(datum)
     with pytest.raises(BuilderError):
         Deployment.from_json(dep.to_json().replace('"batch_hash"', '"batch"'))
 
 
-def test_deployment_format_1_is_refused_with_a_clear_error() -> None:
-    old = {
-        "format": 1,
-        "network": "testnet",
-        "seed": "00" * 32 + "#0",
-        "config_policy": "11" * 28,
-        "config_name": b"proofnet-config".hex(),
-        "oracle_config_hash": "22" * 28,
-        "escrow_hash": "33" * 28,
-        "batch_hash": "44" * 28,
-        "config_ref": "55" * 32 + "#0",
-        "escrow_script_ref": "55" * 32 + "#1",
-        "batch_script_ref": "55" * 32 + "#2",
-        "config_script_ref": "55" * 32 + "#3",
-        "ntx_policy": "66" * 28,
-        "ntx_name": "4e5458",
-        "tx_ids": [],
-    }
-    with pytest.raises(BuilderError, match="format 1 is no longer supported.*redeploy"):
-        Deployment.from_json(json.dumps(old))
+def test_deployment_files_name_their_protocol_version() -> None:
+    """Format 2 files record the version of their scripts (absent: the current build's);
+    a format-1 file is read only as a 1.0.0 deployment, so escrows locked under it can still
+    settle or refund with those scripts; any other claim is refused with a clear error."""
+    from chain.offchain.builders.deployment import CURRENT_PROTOCOL, FIRST_PROTOCOL
+
+    dep = _offline_deployment()
+    assert dep.protocol_version == CURRENT_PROTOCOL == S.current_version()
+    data = json.loads(dep.to_json())
+    assert data["format"] == 2 and data["protocol_version"] == CURRENT_PROTOCOL
+    del data["protocol_version"]
+    assert Deployment.from_json(json.dumps(data)).protocol_version == CURRENT_PROTOCOL
+    data["protocol_version"] = FIRST_PROTOCOL  # a 1.0.0 deployment written by this build
+    assert Deployment.from_json(json.dumps(data)).protocol_version == FIRST_PROTOCOL
+
+    old = {**data, "format": 1}
+    del old["protocol_version"]
+    assert Deployment.from_json(json.dumps(old)).protocol_version == FIRST_PROTOCOL
+    with pytest.raises(BuilderError, match="format 1 files are read only as protocol 1.0.0"):
+        Deployment.from_json(json.dumps({**old, "protocol_version": CURRENT_PROTOCOL}))
+    with pytest.raises(BuilderError, match="unsupported deployment format 3"):
+        Deployment.from_json(json.dumps({**data, "format": 3}))
+    assert S.release_blueprint(FIRST_PROTOCOL) != S.BLUEPRINT_PATH
+    with pytest.raises(S.ScriptLoadError):
+        S.release_blueprint("0.9.0")
+
+
+def test_release_1_0_0_keeps_its_separate_config_nft_policy() -> None:
+    """1.0.0 deployments derive their scripts as 1.0.0 did (config_nft(seed) is the NFT's
+    policy, oracle_config takes that policy); the current build's oracle-config script is
+    itself the policy."""
+    seed = TransactionInput.from_primitive(["88" * 32, 0])
+    old = S.protocol_scripts(seed, Network.TESTNET, release="1.0.0")
+    new = S.protocol_scripts(seed, Network.TESTNET)
+    assert old.config_nft is not None and new.config_nft is None
+    assert old.config_policy == S.script_hash(old.config_nft) != old.oracle_config_hash
+    assert new.config_policy == new.oracle_config_hash
+    assert old.batch_hash != new.batch_hash and old.escrow_hash != new.escrow_hash
+
+
+def test_escrow_datums_of_both_versions_read_as_todays() -> None:
+    """Builders and the auditor read 1.0.0 escrows (12 fields) beside 2.0.0 ones; a 1.0.0
+    datum pins no oracle set. Neither schema is taken for foreign data."""
+    from chain.offchain.builders.lock import escrow_datum
+    from chain.offchain.builders.onchain import EscrowDatumV1, escrow_datum_from_cbor
+
+    dep = _offline_deployment()
+    owner = wallet(7, staked=True).address
+    current = escrow_datum(dep, EscrowJob(b"\x01" * 32, 10, 10**12, owner), b"\x07" * 32)
+    assert escrow_datum_from_cbor(current.to_cbor()) == current
+    old = EscrowDatumV1.of(current)
+    assert escrow_datum_from_cbor(old.to_cbor()) == dataclasses.replace(current, oracle_set=b"")
+    from pycardano.exception import PyCardanoException
+
+    with pytest.raises(PyCardanoException):
+        escrow_datum_from_cbor(bytes.fromhex("d8799f01ff"))
 
 
 class _ConfigAt:
