@@ -585,6 +585,34 @@ class Agent:
         except ApiUnavailable:
             log.error("gave up trying to %s the lease; it will expire on its own", how)
 
+    def _fetch_resume(
+        self, claimed: ClaimedJob, job_dir: Path, keeper: LeaseKeeper, shipper: LogShipper
+    ) -> int:
+        """Download the lost attempt's prefix and checkpoint files into RESUME_DIR, each
+        refused unless its SHA-256 is the one the claim pinned; the checkpoint index."""
+        resume = claimed.resume
+        assert resume is not None
+        if claimed.spec.proof.trainer is None:
+            raise _Failed("the claim resumes a job that trains without the harness")
+        keeper.message = f"fetching checkpoint {resume.at} of attempt {resume.from_attempt}"
+        dest_dir = job_dir / harness.RESUME_DIR
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        for position, item in enumerate(resume.files):
+            name = Path(item.name).name
+            if not name or name in (".", ".."):
+                raise _Failed(f"the claim names a resume file {item.name!r}")
+            try:
+                self.api.download_resume_file(
+                    claimed.lease_token, position, dest_dir / name, item.sha256
+                )
+            except InputRejected as e:
+                raise _Failed(f"resume file {item.name}: {e}") from e
+        shipper.note(
+            f"resuming attempt {resume.from_attempt} at checkpoint {resume.at} "
+            f"(step {resume.step}, prefix root {resume.prefix_root})"
+        )
+        return resume.at
+
     def _process(
         self,
         claimed: ClaimedJob,
@@ -606,7 +634,12 @@ class Agent:
             raise _Failed(f"image {spec.image}: {e}") from e
         self._check_lease(keeper)
 
-        commands: Sequence[Sequence[str]] = harness.training_commands(spec)
+        resume_at = None
+        if claimed.resume is not None and unit is not None:
+            raise _Failed("the claim resumes a unit: only a whole job resumes")
+        if claimed.resume is not None:
+            resume_at = self._fetch_resume(claimed, job_dir, keeper, shipper)
+        commands: Sequence[Sequence[str]] = harness.training_commands(spec, resume_at)
         extra_env: dict[str, str] = {}
         if unit is not None:
             commands, extra_env = self._unit_run(

@@ -5,13 +5,15 @@ put on PYTHONPATH (process runtime), whatever the job's repository or image carr
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
 
-from pot import Manifest, launch
+from pot import Manifest, check_resumed, launch
+from pot.manifest import PREFIX_NAME, optimizer_path, rng_path, weights_path
 from proofnet.messages.jobspec import JobSpec
 from worker import harness
 from worker.runtime.base import InvalidRunSpec, LogLine, RunReason, RunSpec
@@ -98,6 +100,54 @@ def test_the_process_runtime_runs_the_workers_copy(tmp_path: Path) -> None:
     manifest = Manifest.load(job / "pot")
     assert out["status"] == "trained" and out["pot_root"] == manifest.root != "0" * 64
     assert manifest.segments == 2 and manifest.total_steps == 20
+
+
+def _run_all(job: Path, lib: Path, commands: Any, job_spec: JobSpec) -> list[str]:
+    lines: list[LogLine] = []
+    for argv in commands:
+        result = ProcessRuntime().execute(
+            RunSpec(
+                image="host",
+                argv=(sys.executable, *argv[1:]),
+                work_dir=job,
+                env=job_spec.job_env(job, NONCE).to_environ(),
+                wall_clock_limit_s=120,
+                python_lib=lib,
+            ),
+            on_log=lines.append,
+        )
+        assert result.reason is RunReason.COMPLETED, [line.text for line in lines]
+    return [line.text for line in lines]
+
+
+def test_a_resumed_job_continues_from_the_lost_attempts_checkpoint(tmp_path: Path) -> None:
+    """What the worker runs for a claim that resumes: the lost attempt's prefix and
+    checkpoint 1 in RESUME_DIR (as downloaded), the harness told to resume there; the proof
+    is the one an uninterrupted run makes, and chains to the prefix."""
+    job_spec = spec(**TRAINED)
+    lib = harness.provide_library(tmp_path / "harness")
+    whole = _job_dir(tmp_path / "whole")
+    _run_all(whole, lib, harness.training_commands(job_spec), job_spec)
+    honest = Manifest.load(whole / "pot")
+    # The lost attempt had committed checkpoints 0 and 1 (their files, and the prefix).
+    job = _job_dir(tmp_path / "next")
+    resume_dir = job / harness.RESUME_DIR
+    resume_dir.mkdir(parents=True)
+    Manifest(
+        steps_per_checkpoint=honest.steps_per_checkpoint,
+        data_seed=honest.data_seed,
+        leaves=honest.leaves[:2],
+    ).save(resume_dir, name=PREFIX_NAME)
+    for path in (weights_path, optimizer_path, rng_path):
+        shutil.copyfile(path(whole / "pot", 1), path(resume_dir, 1))
+    commands = harness.training_commands(job_spec, resume_at=1)
+    assert harness.describe(commands[-1]).endswith(
+        f"train --resume-from {harness.RESUME_DIR} --resume-at 1 (the network's harness)"
+    )
+    _run_all(job, lib, commands, job_spec)
+    resumed = Manifest.load(job / "pot")
+    check_resumed(resumed, Manifest.load(resume_dir, name=PREFIX_NAME), 1)
+    assert resumed.root == honest.root
 
 
 def test_python_lib_must_be_an_existing_absolute_directory(tmp_path: Path) -> None:
