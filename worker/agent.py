@@ -101,6 +101,7 @@ from worker.results import (
     CollectedResult,
     ResultsError,
     collect_results,
+    committed_checkpoint,
     declares_proof,
     final_metrics,
     pot_root,
@@ -532,6 +533,7 @@ class Agent:
             return self._process(claimed, tag, job_dir, keeper, shipper)
         except _Released as e:
             shipper.note(f"releasing the job: {e}")
+            self._leave_checkpoint(claimed, job_dir, shipper)
             shipper.flush()
             self._end_lease("release", claimed.lease_token, str(e))
             return JobOutcome(claimed.job_id, claimed.attempt, "released", str(e), unit=unit)
@@ -584,6 +586,25 @@ class Agent:
             log.error("the API refused to %s the lease: %s", how, e)
         except ApiUnavailable:
             log.error("gave up trying to %s the lease; it will expire on its own", how)
+
+    def _leave_checkpoint(self, claimed: ClaimedJob, job_dir: Path, shipper: LogShipper) -> None:
+        """Before releasing a whole job stopped mid-run, upload its committed prefix and last
+        checkpoint so the next provider resumes there (`api.services.resume`), not at step
+        0. Best effort: a job whose results are sealed (the next provider could not read
+        them) or that declares no proof files leaves nothing."""
+        if claimed.unit is not None or claimed.sealing is not None:
+            return
+        if not declares_proof(claimed.spec.results):
+            return
+        files = committed_checkpoint(job_dir)
+        if not files:
+            return
+        try:
+            self._upload(claimed, files, shipper, quiet=True)
+        except (ApiClientError, LeaseLost, _Failed, OSError) as e:
+            shipper.note(f"could not leave the committed checkpoint for the next provider: {e}")
+            return
+        shipper.note(f"left checkpoint {files[1].name} and the committed prefix to resume from")
 
     def _fetch_resume(
         self, claimed: ClaimedJob, job_dir: Path, keeper: LeaseKeeper, shipper: LogShipper

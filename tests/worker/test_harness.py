@@ -13,9 +13,15 @@ from typing import Any, NoReturn
 import pytest
 
 from pot import Manifest, check_resumed, launch
+from pot.examples.numpy_mlp import MLPTrainer
+from pot.harness import run_segment
 from pot.manifest import PREFIX_NAME, optimizer_path, rng_path, weights_path
+from pot.recorder import ProofOfTraining
+from pot.schedule import Schedule
+from pot.trainer import TrainContext
 from proofnet.messages.jobspec import JobSpec
 from worker import harness
+from worker.results import committed_checkpoint
 from worker.runtime.base import InvalidRunSpec, LogLine, RunReason, RunSpec
 from worker.runtime.docker_runtime import DockerRuntime
 from worker.runtime.process_runtime import ProcessRuntime
@@ -188,3 +194,35 @@ def test_docker_mounts_the_library_read_only_first_on_the_path(tmp_path: Path) -
     )
     assert list(plain["volumes"]) == [str(tmp_path)]
     assert "PROOFNET_PYTHON_LIB" not in plain["environment"]
+
+
+def test_a_run_stopped_early_leaves_its_last_committed_checkpoint(tmp_path: Path) -> None:
+    """What a worker uploads before releasing a job it stopped mid-run (the recorder's
+    prefix and the files of its last checkpoint), so the next provider resumes there."""
+    schedule = Schedule(total_steps=40, steps_per_checkpoint=10, dataset_size=128, batch_size=16)
+    ctx = TrainContext("train", tmp_path, 5, 9, schedule, {"hidden": 8})
+    trainer = MLPTrainer(ctx)
+    recorder = ProofOfTraining(tmp_path / "pot", steps_per_checkpoint=10, data_seed=9)
+    recorder.start(trainer.state())
+    recorder.leaves  # noqa: B018 - waits for the writes
+    assert committed_checkpoint(tmp_path) == []  # only the initial state: nothing to resume
+    for segment in (1, 2):
+        run_segment(
+            trainer,
+            schedule.sampler(9),
+            schedule.segment_steps(segment),
+            lambda _s, idx, loss: recorder.record_step(idx, loss),
+        )
+        recorder.commit(trainer.state())
+    leaf = recorder.leaves[2]
+    left = committed_checkpoint(tmp_path)
+    assert [r.name for r in left] == [
+        "pot/prefix.json",
+        "pot/000002.weights",
+        "pot/000002.optim",
+        "pot/000002.rng.json",
+    ]
+    assert left[1].sha256 == leaf.weights
+    # A checkpoint file gone missing: nothing is left rather than a checkpoint that won't load.
+    (tmp_path / "pot" / "000002.optim").unlink()
+    assert committed_checkpoint(tmp_path) == []
