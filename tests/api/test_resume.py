@@ -137,6 +137,11 @@ def test_a_lost_attempt_resumes_from_its_last_committed_checkpoint(
         "POST", f"/api/v1/worker/leases/{token}/complete", {"result": {"root": "ab" * 32}}
     )
     assert done.status_code == 200, done.text
+    # The lost attempt is never paid as if it finished: its lease cannot complete.
+    stale = first.request(
+        "POST", f"/api/v1/worker/leases/{lost['lease_token']}/complete", {"result": {}}
+    )
+    assert stale.status_code in (404, 409)
     history = client.get(f"/api/v1/jobs/{job_id}", headers=headers).json()["history"]
     assert [
         (h["attempt"], h["outcome"], h["first_segment"], h["last_segment"], h["proved"])
