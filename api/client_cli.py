@@ -429,7 +429,32 @@ def submit(
 
 @app.command()
 def status(job_id: str, key_file: KeyFile, api_url: ApiUrl = None) -> None:
-    _print(_run(lambda: _client(key_file, api_url).status(job_id)))
+    """The job as JSON; for a job that resumed after a lost provider, its history per
+    provider (the segments each proved) on stderr."""
+    job = _run(lambda: _client(key_file, api_url).status(job_id))
+    _print(job)
+    summary = history_summary(job.get("history") or [])
+    if summary:
+        typer.echo(summary, err=True)
+
+
+def history_summary(history: list[dict[str, Any]]) -> str:
+    """A resumed job's attempts, one line each: provider, outcome, the segments it proved
+    (empty when no attempt resumed another: the JSON says it all)."""
+    if not any(h.get("resumed_from_attempt") is not None for h in history):
+        return ""
+    lines = []
+    for h in history:
+        last = "end" if h["last_segment"] is None else str(h["last_segment"])
+        proved = f"segments {h['first_segment']}..{last}" if h["proved"] else "no segments"
+        where = ""
+        if h["resumed_from_attempt"] is not None:
+            where = f", resumed attempt {h['resumed_from_attempt']} at checkpoint {h['resumed_at']}"
+        lines.append(
+            f"attempt {h['attempt']} (provider {h['provider']}, {h['outcome'] or 'running'}"
+            f"{where}): {proved}"
+        )
+    return "\n".join(lines)
 
 
 @app.command()

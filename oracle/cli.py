@@ -68,13 +68,22 @@ def serve(
 
 @app.command("keygen")
 def keygen(path: Path = typer.Argument(..., help="where to write the new key (0600)")) -> None:
-    """Create an oracle signing key and print its public key (list it in the API config)."""
+    """Create an oracle signing key; print its public key (the API's
+    PROOFNET_API_ORACLE_KEYS), its key hash (`proofnet chain deploy --oracle`) and the
+    address to fund for fees and collateral."""
+    from pycardano import Address, PaymentSigningKey
+
+    from chain.offchain.backends import pycardano_network
     from oracle.keys import write_key
+    from proofnet.settings import build_settings
 
     if path.exists():
         raise typer.BadParameter(f"{path} exists; refusing to overwrite a key", param_hint="PATH")
     key = write_key(path)
-    typer.echo(key.public_key_hex)
+    vkh = PaymentSigningKey(bytes(key.signing_key)).to_verification_key().hash()
+    typer.echo(f"public key: {key.public_key_hex}")
+    typer.echo(f"key hash:   {vkh.payload.hex()}")
+    typer.echo(f"address:    {Address(vkh, network=pycardano_network(build_settings()))}")
 
 
 @app.command()

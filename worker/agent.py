@@ -101,6 +101,7 @@ from worker.results import (
     CollectedResult,
     ResultsError,
     collect_results,
+    committed_checkpoint,
     declares_proof,
     final_metrics,
     pot_root,
@@ -532,6 +533,7 @@ class Agent:
             return self._process(claimed, tag, job_dir, keeper, shipper)
         except _Released as e:
             shipper.note(f"releasing the job: {e}")
+            self._leave_checkpoint(claimed, job_dir, shipper)
             shipper.flush()
             self._end_lease("release", claimed.lease_token, str(e))
             return JobOutcome(claimed.job_id, claimed.attempt, "released", str(e), unit=unit)
@@ -585,6 +587,53 @@ class Agent:
         except ApiUnavailable:
             log.error("gave up trying to %s the lease; it will expire on its own", how)
 
+    def _leave_checkpoint(self, claimed: ClaimedJob, job_dir: Path, shipper: LogShipper) -> None:
+        """Before releasing a whole job stopped mid-run, upload its committed prefix and last
+        checkpoint so the next provider resumes there (`api.services.resume`), not at step
+        0. Best effort: a job whose results are sealed (the next provider could not read
+        them) or that declares no proof files leaves nothing."""
+        if claimed.unit is not None or claimed.sealing is not None:
+            return
+        if not declares_proof(claimed.spec.results):
+            return
+        files = committed_checkpoint(job_dir)
+        if not files:
+            return
+        try:
+            self._upload(claimed, files, shipper, quiet=True)
+        except (ApiClientError, LeaseLost, _Failed, OSError) as e:
+            shipper.note(f"could not leave the committed checkpoint for the next provider: {e}")
+            return
+        shipper.note(f"left checkpoint {files[1].name} and the committed prefix to resume from")
+
+    def _fetch_resume(
+        self, claimed: ClaimedJob, job_dir: Path, keeper: LeaseKeeper, shipper: LogShipper
+    ) -> int:
+        """Download the lost attempt's prefix and checkpoint files into RESUME_DIR, each
+        refused unless its SHA-256 is the one the claim pinned; the checkpoint index."""
+        resume = claimed.resume
+        assert resume is not None
+        if claimed.spec.proof.trainer is None:
+            raise _Failed("the claim resumes a job that trains without the harness")
+        keeper.message = f"fetching checkpoint {resume.at} of attempt {resume.from_attempt}"
+        dest_dir = job_dir / harness.RESUME_DIR
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        for position, item in enumerate(resume.files):
+            name = Path(item.name).name
+            if not name or name in (".", ".."):
+                raise _Failed(f"the claim names a resume file {item.name!r}")
+            try:
+                self.api.download_resume_file(
+                    claimed.lease_token, position, dest_dir / name, item.sha256
+                )
+            except InputRejected as e:
+                raise _Failed(f"resume file {item.name}: {e}") from e
+        shipper.note(
+            f"resuming attempt {resume.from_attempt} at checkpoint {resume.at} "
+            f"(step {resume.step}, prefix root {resume.prefix_root})"
+        )
+        return resume.at
+
     def _process(
         self,
         claimed: ClaimedJob,
@@ -606,7 +655,12 @@ class Agent:
             raise _Failed(f"image {spec.image}: {e}") from e
         self._check_lease(keeper)
 
-        commands: Sequence[Sequence[str]] = harness.training_commands(spec)
+        resume_at = None
+        if claimed.resume is not None and unit is not None:
+            raise _Failed("the claim resumes a unit: only a whole job resumes")
+        if claimed.resume is not None:
+            resume_at = self._fetch_resume(claimed, job_dir, keeper, shipper)
+        commands: Sequence[Sequence[str]] = harness.training_commands(spec, resume_at)
         extra_env: dict[str, str] = {}
         if unit is not None:
             commands, extra_env = self._unit_run(

@@ -23,7 +23,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import ValidationError
 
-from proofnet.messages.claim import Claim, ClaimEscrow, ClaimSealing, LeaseAnswer
+from proofnet.messages.claim import Claim, ClaimEscrow, ClaimResume, ClaimSealing, LeaseAnswer
 from proofnet.messages.destinations import DeliveryReport
 from proofnet.messages.jobspec import JobSpec, JobSpecError
 from proofnet.messages.sealing import SealingError, SealingTarget
@@ -102,6 +102,8 @@ class ClaimedJob:
     sealing: SealingTarget | None = None
     # Set for a unit of a topology job (relay stage, evaluation, aggregation, cluster node).
     unit: UnitAssignment | None = None
+    # Set for a whole job resumed from a lost attempt's last committed checkpoint.
+    resume: ClaimResume | None = None
 
 
 def _detail(response: httpx.Response) -> str:
@@ -156,6 +158,7 @@ def parse_claim(body: Any) -> ClaimedJob:
         lease_ttl_s=message.lease_ttl_s,
         escrow=message.escrow,
         sealing=None if message.sealing is None else _sealing(message.sealing),
+        resume=message.resume if message.unit is None else None,
     )
     if spec.topology is None and message.unit is None:
         return claimed
@@ -474,6 +477,16 @@ class ApiClient:
         path = self._lease(token, f"/inputs/{int(position)}")
         return self._download(
             path, Path(dest), expected_sha256, what=f"input checkpoint {position}", lease=True
+        )
+
+    def download_resume_file(
+        self, token: str, position: int, dest: Path, expected_sha256: str
+    ) -> tuple[int, str]:
+        """Stream file `position` of the claim's `resume.files` (the lost attempt's prefix
+        and checkpoint) to `dest`, verified against the hash the claim pinned."""
+        path = self._lease(token, f"/resume/{int(position)}")
+        return self._download(
+            path, Path(dest), expected_sha256, what=f"resume file {position}", lease=True
         )
 
     def _download(

@@ -20,11 +20,19 @@ from proofnet.messages.jobspec import JobSpec
 PYTHON = "python3"
 
 
-def training_commands(spec: JobSpec) -> tuple[tuple[str, ...], ...]:
-    """What a training run (a single-unit job, a relay stage) executes, in order."""
+# Where a resumed job's lost attempt's files are put, relative to the job dir (the commands'
+# working directory in every runtime).
+RESUME_DIR = ".proofnet/resume"
+
+
+def training_commands(spec: JobSpec, resume_at: int | None = None) -> tuple[tuple[str, ...], ...]:
+    """What a training run (a single-unit job, a relay stage) executes, in order; with
+    `resume_at`, the harness continues from that checkpoint of the files in RESUME_DIR."""
     commands = tuple(tuple(argv) for argv in spec.commands)
     if spec.proof.trainer is not None:
-        commands += (launch.harness_argv(PYTHON, "train"),)
+        resume = () if resume_at is None else ("--resume-from", RESUME_DIR, "--resume-at")
+        at = () if resume_at is None else (str(resume_at),)
+        commands += (launch.harness_argv(PYTHON, "train", *resume, *at),)
     return commands
 
 

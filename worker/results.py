@@ -24,7 +24,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from pot.manifest import MANIFEST_NAME, Manifest, ProofError
+from pot.manifest import (
+    MANIFEST_NAME,
+    PREFIX_NAME,
+    Manifest,
+    ProofError,
+    optimizer_path,
+    rng_path,
+    weights_path,
+)
 from pot.recorder import POT_SUBDIR
 from proofnet.messages.envelope import SealingError, content_key, seal_file
 from proofnet.messages.jobspec import ResultSpec
@@ -114,6 +122,38 @@ def split_proof_files(
 def declares_proof(specs: Sequence[ResultSpec]) -> bool:
     """Whether the spec's globs declare the job's proof files (its manifest stands for all)."""
     return declared_by([s.path for s in specs], PROOF_PREFIX + MANIFEST_NAME) is not None
+
+
+def committed_checkpoint(job_dir: Path) -> list[CollectedResult]:
+    """What a run stopped early leaves for the next provider to resume from: its committed
+    prefix (`pot/prefix.json`) and the files of the prefix's last checkpoint, as results to
+    upload under `pot/` (none when no checkpoint after the initial one was committed, or the
+    files are not there)."""
+    pot_dir = Path(job_dir) / POT_SUBDIR
+    try:
+        prefix = Manifest.load(pot_dir, name=PREFIX_NAME)
+    except ProofError:
+        return []
+    if prefix.segments < 1:
+        return []
+    paths = [pot_dir / PREFIX_NAME] + [
+        path(pot_dir, prefix.segments) for path in (weights_path, optimizer_path, rng_path)
+    ]
+    collected = []
+    for path in paths:
+        if not path.is_file() or path.is_symlink():
+            return []
+        collected.append(
+            CollectedResult(
+                name=PROOF_PREFIX + path.name,
+                path=path,
+                sha256=sha256_file(path),
+                size=path.stat().st_size,
+                kind="model",
+                glob=PROOF_PREFIX + "**",
+            )
+        )
+    return collected
 
 
 def pot_root(job_dir: Path) -> str:

@@ -35,10 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from pot import launch
-from pot.env import INPUT_CHECKPOINTS, SHARDS, UNIT_INDEX, UNIT_KIND
+from pot.env import INPUT_CHECKPOINTS, SHARDS, UNIT_INDEX, UNIT_KIND, UnitEnv
 from proofnet.messages.envelope import MAGIC_BYTES, SealingError, is_sealed
 from proofnet.messages.jobspec import JobSpec, JobSpecError
-from proofnet.messages.topology import plan
+from proofnet.messages.shards import DataShard
+from proofnet.messages.topology import Relay, plan
 from proofnet.messages.verification import (
     FIRST_SEGMENT,
     SegmentResult,
@@ -51,7 +52,17 @@ from worker.api_client import ApiClient, ApiRefused, ApiUnavailable
 from worker.data_fetch import DataFetchPolicy, fetch_data
 from worker.identity import WorkerKey
 from worker.key_grants import open_granted
-from worker.runtime import LogLine, Resources, RunReason, RunSpec, Runtime, RuntimeErrorBase
+from worker.results import sha256_file
+from worker.runtime import (
+    LogLine,
+    Resources,
+    RunReason,
+    RunResult,
+    RunSpec,
+    Runtime,
+    RuntimeErrorBase,
+)
+from worker.units import INPUTS_DIR, METRICS_FILE, UnitError, parse_metrics
 from worker.workspace import RepoCache, WorkspaceError
 
 log = logging.getLogger(__name__)
@@ -126,6 +137,8 @@ class Verifier:
             shutil.rmtree(work)
         work.mkdir(parents=True)
         try:
+            if task.kind != "replay":
+                return self._recompute_task(task, spec, pending, work)
             return self._replay_task(task, spec, pending, work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -184,9 +197,15 @@ class Verifier:
         unit = units.get(index)
         if unit is None or unit.kind != "stage":
             raise VerificationError(f"unit {index} is not a planned stage of the job")
+        return self._fetch([spec.data[i] for i in unit.shards], work, f"stage {index}", spec)
+
+    def _fetch(
+        self, shards: list[DataShard], work: Path, what: str, spec: JobSpec
+    ) -> tuple[Path, ...]:
+        """Fetch `shards` (SHA-256 checked) into `work/data/`, in order."""
         try:
             paths = fetch_data(
-                [spec.data[i] for i in unit.shards],
+                shards,
                 work / "data",
                 disk_mb=spec.resources.disk_mb,
                 policy=self.data_policy,
@@ -194,7 +213,7 @@ class Verifier:
             )
         except WorkspaceError as e:
             # The data host failing (or serving other bytes) is not the provider's doing.
-            raise VerificationError(f"stage {index}'s data: {e}") from e
+            raise VerificationError(f"{what}'s data: {e}") from e
         return tuple(paths)
 
     def _fetch_files(self, task: VerificationTask, pending: dict[str, Any], work: Path) -> str:
@@ -271,6 +290,31 @@ class Verifier:
             "--pot-dir",
             str(seen / "pot"),
         )
+        result, lines = self._execute(task, spec, work, tuple(argv), environ, label)
+        if result.reason is RunReason.RUNTIME_ERROR:
+            # This machine could not run it (image, engine): nobody's fault but ours; the
+            # task stays pending and is tried again.
+            raise VerificationError(f"{self.runtime.name} runtime: {result.message}")
+        for text in reversed(lines):
+            try:
+                report = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(report, dict):
+                return report
+        return {"status": "error", "message": f"the replay printed no report: {result.message}"}
+
+    def _execute(
+        self,
+        task: VerificationTask,
+        spec: JobSpec,
+        work: Path,
+        argv: tuple[str, ...],
+        environ: dict[str, str],
+        label: str,
+    ) -> tuple[RunResult, list[str]]:
+        """Run `argv` in the job's image under this worker's runtime (no network, read-only
+        root, only `work` mounted); the result and the JSON-looking stdout lines."""
         lines: list[str] = []
 
         def collect(line: LogLine) -> None:
@@ -279,7 +323,7 @@ class Verifier:
 
         run_spec = RunSpec(
             image=spec.image,
-            argv=tuple(argv),
+            argv=argv,
             work_dir=work,
             env=environ,
             resources=Resources(
@@ -296,21 +340,88 @@ class Verifier:
             python_lib=harness.provide_library(self.work_dir / "harness"),
         )
         try:
-            result = self.runtime.execute(run_spec, on_log=collect)
+            return self.runtime.execute(run_spec, on_log=collect), lines
         except RuntimeErrorBase as e:
             raise VerificationError(f"{self.runtime.name} runtime: {e}") from e
-        if result.reason is RunReason.RUNTIME_ERROR:
-            # This machine could not run it (image, engine): nobody's fault but ours; the
-            # task stays pending and is tried again.
-            raise VerificationError(f"{self.runtime.name} runtime: {result.message}")
-        for text in reversed(lines):
+
+    def _recompute_task(
+        self, task: VerificationTask, spec: JobSpec, pending: dict[str, Any], work: Path
+    ) -> VerificationReport:
+        """Recompute an aggregation or evaluation unit: its command, in the job's image,
+        on the input checkpoints the task names (downloaded and SHA-256 checked against the
+        task's `inputs`) and, for an evaluation, the held-out data; report the checkpoint's
+        hash or the metric it computed. The command failing is reported as "error" (the
+        oracle holds it against the job, as a replay that cannot run)."""
+        topology = spec.topology
+        unit = next((u for u in plan(topology) if u.index == task.unit), None) if topology else None
+        if not isinstance(topology, Relay) or unit is None or unit.kind != task.kind:
+            raise VerificationError(f"unit {task.unit} is not a planned {task.kind} of the job")
+        try:
+            self.repos.checkout(spec.model.repo_url, spec.model.commit, work)
+        except WorkspaceError as e:
+            raise VerificationError(f"cannot check out the job's code: {e}") from e
+        refs = {str(f["name"]): str(f["sha256"]) for f in pending.get("files") or []}
+        inputs_dir = work / INPUTS_DIR
+        if inputs_dir.is_symlink() or inputs_dir.exists():
+            raise VerificationError(f"the job's repository has its own {INPUTS_DIR}")
+        inputs = []
+        for position, (name, digest) in enumerate(zip(task.files, task.inputs, strict=True)):
+            if refs.get(name) != digest:
+                raise VerificationError(f"the API lists no {name} with hash {digest}")
+            dest = inputs_dir / f"input-{position}"
             try:
-                report = json.loads(text)
-            except ValueError:
-                continue
-            if isinstance(report, dict):
-                return report
-        return {"status": "error", "message": f"the replay printed no report: {result.message}"}
+                self.api.download_task_file(int(pending["id"]), name, dest, digest)
+            except ApiRefused as e:
+                raise VerificationError(f"cannot download {name}: {e}") from e
+            inputs.append(dest)
+        shards: tuple[Path, ...] = ()
+        if task.kind == "eval":
+            assert topology.evaluation is not None
+            held_out = [topology.evaluation.data[i] for i in unit.shards]
+            shards = self._fetch(held_out, work, f"evaluation {unit.index}", spec)
+        seen = Path(MOUNT_POINT) if self.runtime.isolated else work
+
+        def mounted(path: Path) -> Path:
+            return seen / path.relative_to(work)
+
+        environ = spec.job_env(seen, bytes.fromhex(task.nonce)).to_environ()
+        environ.update(
+            UnitEnv(
+                kind=task.kind,
+                index=unit.index,
+                input_checkpoints=tuple(mounted(p) for p in inputs),
+                checkpoint_out=mounted(work / topology.checkpoint),
+                shards=tuple(mounted(p) for p in shards),
+                metrics_out=mounted(work / METRICS_FILE) if task.kind == "eval" else None,
+            ).to_environ()
+        )
+        if task.kind == "eval":
+            assert topology.evaluation is not None
+            argv = tuple(topology.evaluation.command)
+        else:
+            assert topology.aggregate_command is not None
+            argv = tuple(topology.aggregate_command)
+        result, _ = self._execute(task, spec, work, argv, environ, task.kind)
+        if result.reason is RunReason.RUNTIME_ERROR:
+            raise VerificationError(f"{self.runtime.name} runtime: {result.message}")
+        if not result.ok:
+            return self._report(
+                task, status="error", message=f"the {task.kind} command: {result.message}"
+            )
+        try:
+            if task.kind == "aggregate":
+                path = work / topology.checkpoint
+                if not path.is_file() or path.is_symlink():
+                    raise UnitError(f"the aggregation wrote no checkpoint {topology.checkpoint}")
+                return self._report(task, status="passed", output_hash=sha256_file(path))
+            assert topology.evaluation is not None
+            path = work / METRICS_FILE
+            if not path.is_file() or path.is_symlink():
+                raise UnitError(f"the evaluation wrote no metrics ({METRICS_FILE})")
+            metrics = parse_metrics(path.read_bytes(), required=topology.evaluation.metric)
+        except UnitError as e:
+            return self._report(task, status="error", message=str(e))
+        return self._report(task, status="passed", metric=str(metrics[topology.evaluation.metric]))
 
 
 class VerifierLoop:

@@ -82,3 +82,7 @@ class Lease(TableBase, table=True):
     # claimed (api.services.gpu_challenges): a rate-card lease is paid at one of these
     # models' rates only. None for leases made before the GPU checks.
     gpu_models: list[str] | None = Field(default=None, sa_column=Column(JSON))
+    # A whole-job lease that resumed a lost one (api.services.resume): that lease, and the
+    # checkpoint of its committed prefix this one starts from (it proves the segments after).
+    resumed_lease_id: int | None = None
+    resumed_at: int | None = None

@@ -21,7 +21,7 @@ from api.schemas.job import (
     UnitPublic,
     job_public,
 )
-from api.services import deliveries
+from api.services import deliveries, resume
 from api.services import jobs as service
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -52,7 +52,10 @@ def list_jobs(
 @router.get("/{job_id}")
 def get_job(job_id: str, user: CurrentUser, session: SessionDep) -> JobPublic:
     job = service.get_job(session, user, job_id)
-    return job_public(job, service.job_units(session, job))
+    units = service.job_units(session, job)
+    assert job.id is not None
+    history = resume.attempt_history(session, job.id) if units is None else None
+    return job_public(job, units, history)
 
 
 @router.get("/{job_id}/deliveries")

@@ -18,6 +18,7 @@ from api.deps import (
 from api.errors import ApiError, BadRequest
 from api.models import Job, Lease, Provider, User
 from api.routes.balances import sources_of
+from api.routes.worker_io import BlobStoreDep
 from api.schemas.earnings import EarningsPublic
 from api.schemas.lease import (
     ClaimPublic,
@@ -150,6 +151,7 @@ def claim(
     session: SessionDep,
     config: ConfigDep,
     now: NowDep,
+    store: BlobStoreDep,
     body: ClaimRequest | None = None,
 ) -> ClaimPublic | Response:
     """Lease the oldest queued job, or unit of a job with a topology, this worker's GPUs fit
@@ -172,6 +174,7 @@ def claim(
             accepts_cluster=accepts.cluster,
             accepts_egress=accepts.egress,
             bonded_ntx=bonded,
+            store=store,
         )
         if claimed is None:
             break
@@ -209,6 +212,7 @@ def claim(
         escrow=escrow,
         sealing=_claim_sealing(session, claimed.job),
         unit=claimed.unit,
+        resume=claimed.resume,
     )
 
 

@@ -452,6 +452,27 @@ def lease_input(
     )
 
 
+@router.get(
+    "/worker/leases/{token}/resume/{position}",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/octet-stream": {}}}},
+)
+def lease_resume_file(
+    token: str,
+    position: Annotated[int, PathParam(ge=0, le=16)],
+    provider: CurrentProvider,
+    session: SessionDep,
+    store: BlobStoreDep,
+    now: NowDep,
+    range_header: Annotated[str | None, Header(alias="Range")] = None,
+) -> StreamingResponse:
+    """File `position` (in `resume.files` order) of the lost attempt this lease resumes:
+    its committed prefix, then the checkpoint's files; check each against the claim's
+    `resume.files[position].sha256`. `Range: bytes=N-` resumes a broken-off download."""
+    ref = service.lease_resume_file(session, provider, token, position, now)
+    return stream_blob(store, ref.sha256, ref.size, range_header, f"resume file {ref.name}")
+
+
 @router.post("/worker/leases/{token}/logs")
 def append_logs(
     token: str, body: LogBatch, provider: CurrentProvider, session: SessionDep, now: NowDep

@@ -32,6 +32,21 @@ class UnitPublic(PublicBody):
     progress_message: str = ""
 
 
+class AttemptPublic(PublicBody):
+    """One attempt (lease) of a single-unit job: who ran it, how it ended, where it resumed
+    from and the segments of the proof it proved (`last_segment` null: to the end)."""
+
+    attempt: int
+    provider: str | None
+    outcome: str | None
+    resumed_from_attempt: int | None
+    resumed_at: int | None  # the checkpoint index it resumed from
+    first_segment: int
+    last_segment: int | None
+    # Whether segments of the final proof are this attempt's (paid for its own segments).
+    proved: bool
+
+
 class JobPublic(PublicBody):
     job_id: str
     status: str
@@ -49,6 +64,9 @@ class JobPublic(PublicBody):
     version: int
     # The units of a job with a topology (in index order); null for a single-unit job.
     units: list[UnitPublic] | None = None
+    # A single-unit job's attempts, with the segments each proved (a lost attempt's
+    # committed checkpoints carry over to the next: api.services.resume); null in lists.
+    history: list[AttemptPublic] | None = None
 
 
 class JobsPublic(PublicBody):
@@ -73,9 +91,14 @@ class JobStatusPublic(PublicBody):
     units: list[UnitPublic] | None = None
 
 
-def job_public(job: Job, units: Sequence[Any] | None = None) -> JobPublic:
-    """The job; with `units` (rows with UnitPublic's fields) for a job with a topology."""
+def job_public(
+    job: Job, units: Sequence[Any] | None = None, history: Sequence[Any] | None = None
+) -> JobPublic:
+    """The job; with `units` (rows with UnitPublic's fields) for a job with a topology, or
+    `history` (rows with AttemptPublic's fields) for a single-unit one."""
     public = JobPublic.model_validate(job)
     if units is not None:
         public.units = [UnitPublic.model_validate(u) for u in units]
+    if history is not None:
+        public.history = [AttemptPublic.model_validate(a) for a in history]
     return public

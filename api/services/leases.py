@@ -22,7 +22,7 @@ from api.config import ApiConfig
 from api.errors import BadRequest, Conflict, NotFound
 from api.models import Job, JobEscrow, JobUnit, Lease, Provider
 from api.models.job import NOT_STARTED, TERMINAL_STATUSES
-from api.services import auctions, clusters, deliveries, unit_outcomes, units
+from api.services import auctions, clusters, deliveries, resume, unit_outcomes, units
 from api.services.estimates import record_run
 from api.services.gpu_challenges import offered_models
 from api.services.notifications import notify_job_completed
@@ -30,6 +30,8 @@ from api.services.rate_cards import claimable_by as rate_card_claimable
 from api.services.tokens import new_nonce, new_secret, secret_hash
 from api.services.unit_outcomes import end_lease
 from api.services.units import ClusterView, UnitClaim, fitting_gpus
+from api.storage import BlobStore
+from proofnet.messages.claim import ClaimResume
 from proofnet.messages.destinations import DeliveryReport
 
 __all__ = [
@@ -57,6 +59,8 @@ class ClaimedLease:
     token: str
     # For a job with a topology: the unit leased, as the claim hands it out.
     unit: UnitClaim | None = None
+    # For a whole job resumed from a lost attempt's last committed checkpoint.
+    resume: ClaimResume | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,7 @@ def claim(
     accepts_cluster: bool = True,
     accepts_egress: bool = True,
     bonded_ntx: int = 0,
+    store: BlobStore | None = None,
 ) -> ClaimedLease | None:
     """Lease the oldest queued job or unit this provider's GPUs fit, or None when there is
     none. With `config.claim_requires_escrow`, only jobs whose escrow is recorded are
@@ -131,7 +136,8 @@ def claim(
     `accepts_egress`, no job that asks for network egress is (the route passes what the
     worker's claim says; absent there means no); a job whose spec asks for a minimum bond
     only when `bonded_ntx` (what the provider's bonds back, read on chain by the route:
-    api.services.bonds) reaches it."""
+    api.services.bonds) reaches it. With the blob `store`, a whole job a lost attempt
+    committed checkpoints of resumes from the last intact one (`api.services.resume`)."""
     assert provider.id is not None
     # Auctions whose reveals closed clear first: their winners may claim in this call.
     auctions.clear_due(session, now)
@@ -180,11 +186,15 @@ def claim(
         return None
     assert job.id is not None
     token = new_secret()
+    point = None if store is None else resume.resume_point(session, store, job)
     lease = Lease(
         job_id=job.id,
         provider_id=provider.id,
         token_hash=secret_hash(token),
-        nonce=new_nonce(32),
+        # A resumed run keeps the lost attempt's nonce: its data order is the prefix's.
+        nonce=new_nonce(32) if point is None else point.lease.nonce,
+        resumed_lease_id=None if point is None else point.lease.id,
+        resumed_at=None if point is None else point.at,
         attempt=job.attempts + 1,
         created_at=now,
         expires_at=_expiry(job, now, now, config),
@@ -211,7 +221,9 @@ def claim(
     # SQLite holds the write lock until the session's next commit.
     session.refresh(job)
     session.commit()
-    return ClaimedLease(job=job, lease=lease, token=token)
+    return ClaimedLease(
+        job=job, lease=lease, token=token, resume=None if point is None else point.claim()
+    )
 
 
 def _claim_unit(

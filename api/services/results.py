@@ -24,11 +24,13 @@ from sqlmodel import Session, col, select
 
 from api.errors import ApiError, BadRequest, NotFound
 from api.models import Job, JobLogLine, JobResult, JobUnit, Lease, LeaseUsage, Provider, User
+from api.services import resume
 from api.services.jobs import get_job
 from api.services.leases import ActiveLease, active_lease
 from api.services.units import UnitInput, plan_of, unit_inputs
 from api.storage import BlobRef, BlobStore, DigestMismatch
 from api.uploads import ChunkWriter, UploadNotFound, UploadSession, UploadStaging
+from proofnet.messages.claim import ResumeFile
 from proofnet.messages.envelope import MAGIC_BYTES, is_sealed
 from proofnet.messages.result_paths import ResultNameError, check_result_name, declared_by
 
@@ -271,6 +273,19 @@ def lease_input(
         have = f"positions 0..{len(inputs) - 1}" if inputs else "none"
         raise NotFound(f"unit {unit.index} has {len(inputs)} input checkpoints ({have})")
     return inputs[position]
+
+
+def lease_resume_file(
+    session: Session, provider: Provider, token: str, position: int, now: datetime
+) -> ResumeFile:
+    """File `position` of `claim.resume.files` of the lease `token` (its holder only): the
+    lost attempt's prefix, then its checkpoint's files (`api.services.resume`)."""
+    active = active_lease(session, provider, token, now)
+    found = resume.resume_file(session, active.lease, position)
+    session.rollback()  # release the job lock before the bytes stream
+    if found is None:
+        raise NotFound(f"this lease resumed nothing, or has no resume file {position}")
+    return found
 
 
 def append_logs(

@@ -30,6 +30,7 @@ from api.models import (
     ProviderGpu,
     VerificationUnit,
 )
+from api.services.unit_feed import unit_result_row
 from proofnet.messages.verification import (
     CPU,
     VerificationError,
@@ -115,12 +116,16 @@ def record_task(
         raise BadRequest(f"the verifier {task.verifier} is not a registered worker")
     if verifier.id == provider.id or verifier.payout_address == provider.payout_address:
         raise BadRequest("a verifier is another worker than the provider, paid elsewhere")
-    uploads = {
-        r.name for r in session.exec(select(JobResult).where(JobResult.lease_id == lease.id)).all()
-    }
-    missing = [name for name in task.files if task.lease_name(name) not in uploads]
-    if missing:
-        raise BadRequest(f"the lease uploaded no {', '.join(repr(m) for m in missing[:5])}")
+    if task.kind == "replay":
+        uploads = {
+            r.name
+            for r in session.exec(select(JobResult).where(JobResult.lease_id == lease.id)).all()
+        }
+        missing = [name for name in task.files if task.lease_name(name) not in uploads]
+        if missing:
+            raise BadRequest(f"the lease uploaded no {', '.join(repr(m) for m in missing[:5])}")
+    else:
+        _check_inputs(session, job, task)
     assert job.id is not None and lease.id is not None
     assert provider.id is not None and verifier.id is not None
     row = VerificationUnit(
@@ -166,11 +171,34 @@ def state(session: Session, digest: str) -> VerificationUnitState:
     return _state(row)
 
 
+def _check_inputs(session: Session, job: Job, task: VerificationTask) -> None:
+    """A recomputation's files are the input units' completed uploads (`units/<i>/<name>`),
+    each the checkpoint the task names in `inputs`."""
+    for name, digest in zip(task.files, task.inputs, strict=True):
+        try:
+            row = unit_result_row(session, job, name)
+        except NotFound as e:
+            raise BadRequest(str(e)) from e
+        if row.sha256 != digest:
+            raise BadRequest(f"{name!r} is not the input checkpoint {digest} the task names")
+
+
 def _files(
     session: Session, row: VerificationUnit, names: tuple[str, ...]
 ) -> list[tuple[str, JobResult]]:
-    """The lease's uploads the task names, each with the task's name for it."""
+    """The uploads the task names, each with the task's name for it: the lease's for a
+    replay, the input units' completed ones for a recomputation."""
     task = VerificationTask.from_json(row.task)
+    if task.kind != "replay":
+        job = session.get(Job, row.job_id)
+        assert job is not None
+        found = []
+        for name in names:
+            try:
+                found.append((name, unit_result_row(session, job, name)))
+            except NotFound:
+                continue
+        return found
     inner = {task.lease_name(n): n for n in names}
     uploads = session.exec(
         select(JobResult).where(

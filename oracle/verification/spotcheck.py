@@ -55,7 +55,7 @@ from oracle.verification.proof_checks import (
 )
 from oracle.verification.stage_data import StageDataError, fetch_shards
 from pot import launch
-from pot.env import INPUT_CHECKPOINTS, SHARDS, UNIT_INDEX, UNIT_KIND, JobEnv
+from pot.env import INPUT_CHECKPOINTS, SHARDS, UNIT_INDEX, UNIT_KIND, JobEnv, determinism_environ
 from pot.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -253,26 +253,12 @@ class RepoCache:
         archive.unlink()
 
 
-# Numeric library settings that choose kernels and threads: a replay must use the same
-# ones as the training it checks (OpenBLAS picks other kernels on another CPU type, and
-# those round differently), so the operator's choices are passed on. No secrets live here.
-DETERMINISM_VARIABLES = (
-    "OPENBLAS_CORETYPE",
-    "OPENBLAS_L2_SIZE",
-    "OPENBLAS_NUM_THREADS",
-    "OMP_NUM_THREADS",
-    "MKL_CBWR",
-    "MKL_NUM_THREADS",
-    "CUBLAS_WORKSPACE_CONFIG",
-)
-
-
 def replay_environ(request: SpotCheckRequest, work_dir: Path, python_lib: Path) -> dict[str, str]:
     """The harness's whole environment: the job's variables and a bare minimum, nothing
     of the oracle's own (settings, keys, tokens) beyond the numeric libraries' kernel and
-    thread settings (`DETERMINISM_VARIABLES`)."""
+    thread settings (`pot.env.DETERMINISM_VARIABLES`), as the worker's runtimes pass them."""
     environ = {
-        **{k: os.environ[k] for k in DETERMINISM_VARIABLES if k in os.environ},
+        **determinism_environ(os.environ),
         "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
         "HOME": str(work_dir),
         "LANG": "C.UTF-8",

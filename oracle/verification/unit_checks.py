@@ -36,6 +36,8 @@ UNIT_NOT_COMPLETED = "unit_not_completed"
 UNIT_OUTPUT_MISMATCH = "unit_output_mismatch"
 UNIT_CHAIN_BROKEN = "unit_chain_broken"
 NODE_OUTPUT_DISAGREES = "node_output_disagrees"
+# A drawn verifier recomputed an aggregation or evaluation unit to another output or metric.
+UNIT_RECOMPUTE_MISMATCH = "unit_recompute_mismatch"
 # Set by the settlement on a verified attestation whose lease the API no longer counts.
 LEASE_SUPERSEDED = "lease_superseded"
 AMOUNT_EXCEEDS_PRICE = "amount_exceeds_price"
@@ -170,13 +172,23 @@ def check_output(att: Attestation, job: JobInfo, unit: Unit) -> None:
         )
     if unit.kind == "eval" and work.output is not None:
         raise UnitRejected(UNIT_OUTPUT_MISMATCH, "an evaluation produces no checkpoint")
+    topology = job.spec.topology
+    if unit.kind == "eval" and isinstance(topology, Relay) and topology.evaluation is not None:
+        # The pipeline went on (or stopped) on the metric the API recorded: the attested one
+        # (which a verifier recomputes) must be that one.
+        metric = topology.evaluation.metric
+        if att.metrics.get(metric) != info.metrics.get(metric):
+            raise UnitRejected(
+                UNIT_OUTPUT_MISMATCH,
+                f"unit {unit.index} attests {metric}={att.metrics.get(metric)}, but reported "
+                f"{info.metrics.get(metric)} to the API, which gated the pipeline on it",
+            )
     if work.output != info.output:
         raise UnitRejected(
             UNIT_OUTPUT_MISMATCH,
             f"attested output {work.output} of unit {unit.index} is not the checkpoint the API "
             f"recorded ({info.output})",
         )
-    topology = job.spec.topology
     if isinstance(topology, Relay) and unit.produces_checkpoint:
         name = CHECKPOINT_RESULT_PREFIX + topology.checkpoint
         attested = att.result_hashes.get(name)

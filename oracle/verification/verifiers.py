@@ -51,11 +51,15 @@ from oracle.verification.spotcheck import (
     needed_files,
     replay_timing,
 )
+from oracle.unit_checks import CHECKPOINT_RESULT_PREFIX
 from pot.manifest import MANIFEST_NAME, Manifest, ProofError
+from pot.seeds import draw_message, draw_seed
 from proofnet.messages.key_grant import KeyRequest
+from proofnet.messages.topology import Relay, Unit
 from proofnet.messages.verification import (
     CPU,
     FIRST_SEGMENT,
+    TaskKind,
     VerificationError,
     VerificationReport,
     VerificationTask,
@@ -177,6 +181,28 @@ class VerifierSpotChecker:
         draw = draw_segments(manifest, att, spec, self.sign, top=self.top)
         segments = tuple(sorted({FIRST_SEGMENT, *draw.segments}))
         draw = replace(draw, segments=segments)
+        # The manifest too: the harness checks the files against it, and it against the root.
+        files = tuple(prefix + n for n in (MANIFEST_NAME, *needed_files(segments)))
+        report = self._await_report(
+            att, job, "replay", segments, files, (), draw.signature, draw.seed
+        )
+        return judge_report(report, manifest, draw, spec.proof.tolerance_ppm, att)
+
+    def _await_report(
+        self,
+        att: Attestation,
+        job: JobInfo,
+        kind: TaskKind,
+        segments: tuple[int, ...],
+        files: tuple[str, ...],
+        inputs: tuple[str, ...],
+        draw_signature: bytes,
+        seed: bytes,
+    ) -> VerificationReport:
+        """Draw a verifier (the next round's when one stays silent), post its task and
+        return its checked report; SpotCheckUnavailable while there is none yet."""
+        from oracle.feed import FeedError
+
         devices = device_class(att, job)
         try:
             payout = self.desk.worker_payout(att.worker_key)
@@ -191,8 +217,7 @@ class VerifierSpotChecker:
             raise SpotCheckUnavailable(
                 f"no online verifier with device class {devices!r} other than the provider"
             )
-        # The manifest too: the harness checks the files against it, and it against the root.
-        files = tuple(prefix + n for n in (MANIFEST_NAME, *needed_files(segments)))
+        what = f"replay segments {list(segments)}" if kind == "replay" else f"recompute ({kind})"
         now = self.now()
         drawn: list[str] = []
         first: datetime | None = None
@@ -200,9 +225,11 @@ class VerifierSpotChecker:
             left = [c.worker_key for c in found if c.worker_key not in drawn]
             if not left:
                 break
-            verifier = draw_verifier(left, draw.seed, round_)
+            verifier = draw_verifier(left, seed, round_)
             drawn.append(verifier)
-            task = self._task(att, job, devices, segments, files, draw.signature, verifier, round_)
+            task = self._task(
+                att, job, devices, kind, segments, files, inputs, draw_signature, verifier, round_
+            )
             state = self._post(task, att, job, files)
             if state.get("report") is not None:
                 try:
@@ -212,13 +239,13 @@ class VerifierSpotChecker:
                     # Not the drawn verifier's answer (the API relays it): wait for one.
                     log.warning("ignoring a report for task %s: %s", task.digest, exc)
                     raise SpotCheckUnavailable(f"the relayed report does not hold: {exc}") from exc
-                return judge_report(report, manifest, draw, spec.proof.tolerance_ppm, att)
+                return report
             # Round r's verifier has until (r + 1) answer periods after the first task.
             posted = _time(state.get("created_at"))
             first = posted if first is None else first
             if first is None or (now - first).total_seconds() < (round_ + 1) * self.answer_within_s:
                 raise SpotCheckUnavailable(
-                    f"waiting for verifier {verifier[:16]}... to replay segments {list(segments)}"
+                    f"waiting for verifier {verifier[:16]}... to {what}"
                     + (f" (round {round_})" if round_ else "")
                 )
             log.info("verifier %s did not answer task %s in time", verifier[:16], task.digest)
@@ -226,13 +253,32 @@ class VerifierSpotChecker:
             f"none of the {len(drawn)} verifier(s) drawn answered within {self.answer_within_s:.0f}s"
         )
 
+    def check_unit(self, att: Attestation, job: JobInfo, unit: Unit) -> SpotCheckVerdict:
+        """Recompute an aggregation or an evaluation unit by a drawn verifier from the
+        unit's input checkpoints (`att.unit.inputs`, already chained to the verified
+        outputs of its input units by `oracle.unit_checks.check_chain`)."""
+        from oracle.feed_units import unit_result_name
+
+        topology = job.spec.topology
+        work = att.unit
+        assert isinstance(topology, Relay) and work is not None
+        kind: TaskKind = "aggregate" if unit.kind == "aggregate" else "eval"
+        name = CHECKPOINT_RESULT_PREFIX + topology.checkpoint
+        files = tuple(unit_result_name(i, name) for i in unit.inputs)
+        signature = self.sign(draw_message(att.leaf_hash()))
+        seed = draw_seed(signature)
+        report = self._await_report(att, job, kind, (), files, tuple(work.inputs), signature, seed)
+        return judge_recomputation(report, att, job, kind, signature.hex())
+
     def _task(
         self,
         att: Attestation,
         job: JobInfo,
         devices: str,
+        kind: TaskKind,
         segments: tuple[int, ...],
         files: tuple[str, ...],
+        inputs: tuple[str, ...],
         draw_signature: bytes,
         verifier: str,
         round_: int,
@@ -248,8 +294,10 @@ class VerifierSpotChecker:
                 provider=att.worker_key,
                 verifier=verifier,
                 device_class=devices,
+                kind=kind,
                 segments=list(segments),
                 files=list(files),
+                inputs=list(inputs),
                 draw_signature=draw_signature.hex(),
                 round=round_,
             )
@@ -264,7 +312,8 @@ class VerifierSpotChecker:
         from oracle.inputs.feed import FeedError
 
         try:
-            if _sealed(job):
+            if _sealed(job) and task.kind == "replay":
+                # A unit's input checkpoints are never sealed: the next provider reads them.
                 self.desk.request_keys(
                     KeyRequest.sign(
                         self.signing_key,
@@ -325,3 +374,79 @@ def judge_report(
         else replay_timing(manifest, draw.segments, report.replay_ms)
     )
     return replace(verdict, report=details, verifier=report.verifier, fault=fault, timing=timing)
+
+
+def judge_recomputation(
+    report: VerificationReport, att: Attestation, job: JobInfo, kind: TaskKind, draw: str
+) -> SpotCheckVerdict:
+    """The verdict on a verifier's recomputation of an aggregation or evaluation unit.
+
+    The job's code failing on the verifier (its command errs, writes nothing, or the
+    aggregation does not reproduce itself) is the job's fault, as for a replay
+    (`attribute`); a recomputed output that the provider's attested one is not is the
+    provider's."""
+    from oracle.verify import Reason
+
+    details = {
+        "kind": kind,
+        "status": report.status,
+        "message": report.message,
+        "output_hash": report.output_hash,
+        "metric": report.metric,
+        "verifier": report.verifier,
+        "draw_signature": draw,
+    }
+    work = att.unit
+    assert work is not None
+
+    def verdict(
+        passed: bool, reason: str | None, message: str, fault: str | None
+    ) -> SpotCheckVerdict:
+        return SpotCheckVerdict(
+            passed, reason, message, report=details, verifier=report.verifier, fault=fault
+        )
+
+    if report.status == "withheld":
+        # Input checkpoints are the API's uploads of verified units: not the provider's.
+        raise SpotCheckUnavailable(f"the verifier could not get the inputs: {report.message[:200]}")
+    if report.status != "passed":
+        return verdict(
+            False,
+            Reason.JOB_NOT_REPLAYABLE,
+            f"the job's {kind} command failed on the verifier: {report.message[:500]}",
+            "job",
+        )
+    if kind == "aggregate":
+        if report.output_hash is None:
+            return verdict(
+                False, Reason.JOB_NOT_REPLAYABLE, "the aggregation wrote no checkpoint", "job"
+            )
+        if report.output_hash != work.output:
+            return verdict(
+                False,
+                Reason.UNIT_RECOMPUTE_MISMATCH,
+                f"aggregation unit {work.index} attests output {work.output}, but its inputs "
+                f"aggregate to {report.output_hash} (verifier {report.verifier[:16]}...)",
+                "provider",
+            )
+        return verdict(True, None, "", None)
+    topology = job.spec.topology
+    assert isinstance(topology, Relay) and topology.evaluation is not None
+    evaluation = topology.evaluation
+    claimed = att.metrics.get(evaluation.metric)
+    if report.metric is None:
+        return verdict(
+            False,
+            Reason.JOB_NOT_REPLAYABLE,
+            f"the evaluation reported no {evaluation.metric!r} on the verifier",
+            "job",
+        )
+    if claimed is None or not evaluation.within_tolerance(claimed, report.metric):
+        return verdict(
+            False,
+            Reason.UNIT_RECOMPUTE_MISMATCH,
+            f"evaluation unit {work.index} attests {evaluation.metric}={claimed}, but the "
+            f"verifier computed {report.metric} (tolerance {evaluation.metric_tolerance})",
+            "provider",
+        )
+    return verdict(True, None, "", None)

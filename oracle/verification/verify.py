@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 import cbor2
 
@@ -117,6 +117,7 @@ class Reason(StrEnum):
     UNIT_OUTPUT_MISMATCH = units.UNIT_OUTPUT_MISMATCH
     UNIT_CHAIN_BROKEN = units.UNIT_CHAIN_BROKEN
     NODE_OUTPUT_DISAGREES = units.NODE_OUTPUT_DISAGREES
+    UNIT_RECOMPUTE_MISMATCH = units.UNIT_RECOMPUTE_MISMATCH
     LEASE_SUPERSEDED = units.LEASE_SUPERSEDED
 
 
@@ -346,7 +347,20 @@ def verify(
             units.check_output(att, job, unit)
             units.check_chain(att, job, unit, payable)
             passed.append("unit_chain")
-        if ctx.spot_checker is not None and _replayable(unit):
+        recomputer = ctx.spot_checker if isinstance(ctx.spot_checker, UnitRecomputer) else None
+        if recomputer is not None and unit is not None and unit.kind in RECOMPUTED:
+            # An aggregation or evaluation is recomputed by a drawn verifier from the inputs
+            # check_chain just tied to verified outputs (oracle.verifiers.check_unit).
+            spot = recomputer.check_unit(att, scope, unit)
+            if not spot.passed and spot.fault == "job":
+                passed.append("unit_recomputed_job_fault")
+                return VerificationResult(
+                    "verified", None, spot.message, tuple(passed), att, spot, fault="job"
+                )
+            if not spot.passed:
+                raise _Rejected(Reason(spot.reason or Reason.UNIT_RECOMPUTE_MISMATCH), spot.message)
+            passed.append("unit_recomputed")
+        elif ctx.spot_checker is not None and _replayable(unit):
             spot = ctx.spot_checker.check(att, scope)
             if not spot.passed and spot.fault == "job":
                 # Not the provider's doing: paid for its work, results released, and why.
@@ -372,6 +386,21 @@ def verify(
     except (ChainUnavailable, FeedError, SpotCheckUnavailable, units.UnitsPending) as exc:
         return VerificationResult("retry", None, str(exc), tuple(passed), att, spot)
     return VerificationResult("verified", None, "", tuple(passed), att, spot)
+
+
+# Units that train nothing and are recomputed by a drawn verifier instead of replayed.
+RECOMPUTED = frozenset({"aggregate", "eval"})
+
+
+@runtime_checkable
+class UnitRecomputer(Protocol):
+    """A spot checker that also recomputes aggregation and evaluation units by drawn
+    verifiers (`oracle.verifiers.VerifierSpotChecker`). The demo's in-process checker is
+    not one: there, those units stay on the provider's word (the demo only)."""
+
+    def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict: ...
+
+    def check_unit(self, att: Attestation, job: JobInfo, unit: Unit) -> SpotCheckVerdict: ...
 
 
 def _replayable(unit: Unit | None) -> bool:

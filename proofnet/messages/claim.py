@@ -119,6 +119,29 @@ class ClaimUnit(ClaimMessage):
     cluster: ClusterState | None = None
 
 
+class ResumeFile(ClaimMessage):
+    """A proof file the lost lease uploaded: download it from
+    .../leases/{token}/resume/{position}, where position is its place in `resume.files`."""
+
+    name: Annotated[str, Field(min_length=1, max_length=512)]
+    sha256: Hex64
+    size: NonNegInt
+
+
+class ClaimResume(ClaimMessage):
+    """Where a long job resumes: the lost attempt's committed prefix (`pot/prefix.json`,
+    first in `files`) and the files of its checkpoint `at` (weights, optimizer, RNG), each
+    checked by the API against the leaf that commits it. The lease's nonce is the lost
+    attempt's, so the resumed run draws the same data order (`pot.harness.resume`); its
+    proof must keep leaves 0..`at` as the prefix's and proves segments `at`+1.. only."""
+
+    from_attempt: PosInt
+    at: NonNegInt  # the checkpoint index resumed from
+    step: NonNegInt  # the steps it had done
+    prefix_root: Hex64  # the Merkle root of the prefix's leaves
+    files: TupleOf[ResumeFile]
+
+
 class Claim(ClaimMessage):
     """A leased job, or unit of a job with a topology."""
 
@@ -138,6 +161,8 @@ class Claim(ClaimMessage):
     sealing: ClaimSealing | None = None
     # Set for a job with a topology: the one unit of it this lease is for.
     unit: ClaimUnit | None = None
+    # Set for a whole job resumed from a lost attempt's last committed checkpoint.
+    resume: ClaimResume | None = None
 
 
 class LeaseAnswer(ClaimMessage):

@@ -374,6 +374,9 @@ class JobSpec(Frozen):
         if body["topology"] is None:
             # Single-unit specs keep the encoding (and job ids) they had before topologies.
             del body["topology"]
+        evaluation = (body.get("topology") or {}).get("evaluation")
+        if evaluation is not None and evaluation["tolerance"] is None:
+            del evaluation["tolerance"]  # likewise specs from before the stated tolerance
         if body["min_bond"] is None:
             del body["min_bond"]  # specs without a bond keep their encoding and job ids
         if not body["destinations"]:

@@ -36,6 +36,8 @@ UnitKind = Literal["stage", "eval", "aggregate", "node"]
 UNIT_KINDS: tuple[str, ...] = ("stage", "eval", "aggregate", "node")
 MAX_STAGES = 1000
 MAX_NODES = 64
+# How far a provider's evaluation metric may be from a verifier's recomputation (absolute).
+DEFAULT_EVAL_TOLERANCE = "0.001"
 
 _METRIC = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
 _FILE = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -85,6 +87,10 @@ class Evaluation(Frozen):
     `data`, and reports `metric` (see the worker's unit environment). The pipeline continues
     when the metric is at most `threshold` (goal "min", e.g. a loss) or at least it (goal
     "max", e.g. an accuracy); otherwise it stops.
+
+    A drawn verifier recomputes every evaluation (docs/topologies.md, "Checked units"): the
+    provider's reported metric is paid only when it is within `tolerance` (absolute, in
+    the metric's own units; unset: `DEFAULT_EVAL_TOLERANCE`) of the verifier's.
     """
 
     every: Annotated[int, Field(ge=1, le=MAX_STAGES)]
@@ -94,6 +100,32 @@ class Evaluation(Frozen):
     command: Command
     data: Annotated[TupleOf[DataShard], Field(min_length=1, max_length=1000)]
     amount: PosInt  # NTX base units paid for each evaluation
+    # None: DEFAULT_EVAL_TOLERANCE (and the spec keeps the encoding and job id it had
+    # before the field existed).
+    tolerance: DecimalStr | None = None
+
+    @property
+    def metric_tolerance(self) -> str:
+        return DEFAULT_EVAL_TOLERANCE if self.tolerance is None else self.tolerance
+
+    @model_validator(mode="after")
+    def _tolerance(self) -> Evaluation:
+        if self.tolerance is not None and self.tolerance.startswith("-"):
+            raise ValueError("evaluation.tolerance is an absolute difference, never negative")
+        return self
+
+    def within_tolerance(self, claimed: int | str, recomputed: int | str) -> bool:
+        """Whether a provider's `claimed` metric is within `tolerance` of a verifier's
+        `recomputed` one (both integers or decimal strings)."""
+        from decimal import Decimal, InvalidOperation
+
+        try:
+            a, b = Decimal(str(claimed)), Decimal(str(recomputed))
+        except InvalidOperation:
+            return False
+        if not (a.is_finite() and b.is_finite()):
+            return False
+        return abs(a - b) <= Decimal(self.metric_tolerance)
 
     def passes(self, value: int | str) -> bool:
         """Whether a reported metric value (an integer or a decimal string) passes."""

@@ -15,6 +15,14 @@ The first segment is always among a task's segments and is replayed twice (`repe
 two replays of the same segment from the same checkpoint that disagree show the job's
 code is not deterministic, which is the job's fault, not the provider's.
 
+A task has a `kind`. "replay" is the spot check above. A unit of a topology job that trains
+nothing is recomputed instead (docs/topologies.md): "aggregate" runs the job's aggregation
+command on the unit's input checkpoints (`inputs`, the task's `files` in the same order)
+and the report carries the SHA-256 of the checkpoint it wrote (`output_hash`); "eval" runs
+the job's evaluation command on the evaluated checkpoint and the held-out data and the
+report carries the metric it computed (`metric`). Oracles compare those with what the
+provider attested (`oracle.verifiers`).
+
 Both messages sign the canonical JSON of their fields under a domain tag of their own.
 """
 
@@ -51,6 +59,12 @@ CPU = "cpu"
 ReportStatus = Literal["passed", "failed", "error", "proof_error", "usage_error", "withheld"]
 
 
+# What a task asks: replay proof-of-training segments, or recompute a unit that trains nothing.
+TaskKind = Literal["replay", "aggregate", "eval"]
+TASK_KINDS: tuple[str, ...] = ("replay", "aggregate", "eval")
+MAX_INPUTS = 64
+
+
 # Whose fault a verdict is: the provider's (its proof does not hold) or the job's (its code
 # cannot be loaded or does not replay deterministically); None when nobody is at fault.
 Fault = Literal["provider", "job"]
@@ -81,7 +95,13 @@ class VerificationTask(Frozen):
     provider: Hex64
     verifier: Hex64
     device_class: Annotated[str, Field(pattern=_DEVICE_CLASS)]
-    segments: Annotated[TupleOf[PosInt], Field(min_length=1, max_length=MAX_SEGMENTS)]
+    # Replay the drawn segments ("replay"), or recompute a unit ("aggregate", "eval").
+    kind: TaskKind = "replay"
+    # A replay's segments; empty for a recomputation.
+    segments: Annotated[TupleOf[PosInt], Field(max_length=MAX_SEGMENTS)]
+    # A recomputation's input checkpoints (SHA-256, in the unit's plan order), one per
+    # file in `files`; empty for a replay.
+    inputs: Annotated[TupleOf[Hex64], Field(max_length=MAX_INPUTS)] = ()
     # The proof files the replay reads (names as uploaded, e.g. "pot/ckpt-000001.weights").
     files: Annotated[TupleOf[str], Field(max_length=MAX_FILES)]
     # The oracle's signature over the attestation's draw message: seeds the segments and
@@ -97,6 +117,7 @@ class VerificationTask(Frozen):
         part = self.model_dump(mode="json", exclude={"signature"})
         part["segments"] = list(self.segments)
         part["files"] = list(self.files)
+        part["inputs"] = list(self.inputs)
         return {"domain": TASK_DOMAIN, **part}
 
     @property
@@ -122,8 +143,19 @@ class VerificationTask(Frozen):
             task = cls.model_validate(obj)
         except ValidationError as e:
             raise VerificationError(f"the verification task is malformed: {e}") from e
-        if FIRST_SEGMENT not in task.segments:
+        if task.kind == "replay" and FIRST_SEGMENT not in task.segments:
             raise VerificationError("a verification task always replays the first segment")
+        if task.kind == "replay" and task.inputs:
+            raise VerificationError("a replay task names no input checkpoints")
+        if task.kind != "replay":
+            if task.unit is None:
+                raise VerificationError(f"a task of kind {task.kind!r} recomputes a unit")
+            if task.segments:
+                raise VerificationError(f"a task of kind {task.kind!r} replays no segments")
+            if not task.inputs or len(task.inputs) != len(task.files):
+                raise VerificationError(
+                    "a recomputation names one input checkpoint per file, at least one"
+                )
         if sorted(set(task.segments)) != list(task.segments):
             raise VerificationError("a task's segments are distinct and in order")
         if task.verifier == task.provider:
@@ -140,6 +172,7 @@ class VerificationTask(Frozen):
             **self.model_dump(mode="json"),
             "segments": list(self.segments),
             "files": list(self.files),
+            "inputs": list(self.inputs),
         }
 
     def lease_name(self, name: str) -> str:
@@ -184,6 +217,11 @@ class VerificationReport(Frozen):
     # Wall time of the drawn segments' replay (ms): bounds the payable GPU time of a
     # rate-card job by the committed steps (oracle.verification.metering).
     replay_ms: NonNegInt | None = None
+    # A recomputation's answer: the SHA-256 of the checkpoint an "aggregate" task's command
+    # wrote, or the metric value an "eval" task's command reported (the job's
+    # `evaluation.metric`). None for a replay.
+    output_hash: Hex64 | None = None
+    metric: DecimalStr | None = None
     signature: Annotated[str, Field(pattern=_SIGNATURE)]
 
     def signed_part(self) -> dict[str, Any]:

@@ -97,7 +97,7 @@ def test_single_job_claim_with_escrow_and_sealing_keeps_its_bytes(
         '"attempt":1,"expires_at":"2026-03-04T05:08:07Z","lease_ttl_s":120,'
         '"escrow":{"network":"devnet","script_hash":"<script_hash>","tx_id":"<tx_id>",'
         '"index":2},"sealing":{"public_key":"<public_key>","signature":"<signature>",'
-        '"cose_key":"<cose_key>"},"unit":null}'
+        '"cose_key":"<cose_key>"},"unit":null,"resume":null}'
     )
     Claim.model_validate_json(answer.text)
 
@@ -122,7 +122,7 @@ def test_relay_stage_claim_keeps_its_bytes(
         '"attempt":1,"expires_at":"2026-03-04T05:08:07Z","lease_ttl_s":120,"escrow":null,'
         '"sealing":null,"unit":{"index":1,"kind":"stage","inputs":[{"unit":0,'
         f'"sha256":"{hashlib.sha256(b"stage zero weights").hexdigest()}","size":18}}],'
-        '"shards":[1],"amount":100,"evaluates":null,"rank":null,"cluster":null}}'
+        '"shards":[1],"amount":100,"evaluates":null,"rank":null,"cluster":null},"resume":null}'
     )
     Claim.model_validate_json(answer.text)
 
@@ -144,7 +144,7 @@ def test_cluster_node_claim_and_heartbeat_keep_their_bytes(
         '"attempt":1,"expires_at":"2026-03-04T05:08:07Z","lease_ttl_s":120,"escrow":null,'
         '"sealing":null,"unit":{"index":0,"kind":"node","inputs":[],"shards":[],'
         '"amount":50,"evaluates":null,"rank":0,"cluster":{"state":"waiting","world_size":2,'
-        f'"rank":0,"endpoint":null,"rdzv_id":"{job_id}-1"}}}}}}'
+        f'"rank":0,"endpoint":null,"rdzv_id":"{job_id}-1"}}}},"resume":null}}'
     )
     Claim.model_validate_json(answer.text)
     beat = node.heartbeat(body["lease_token"], rendezvous="10.1.2.3:29500")

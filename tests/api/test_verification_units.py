@@ -15,7 +15,16 @@ import pytest
 from api_support import FakeClock, Wallet, Worker
 from fastapi.testclient import TestClient
 from nacl.signing import SigningKey
-from unit_support import UnitWorker, chain, relay_spec, submit, unit_workers
+from unit_support import (
+    CHECKPOINT,
+    UnitWorker,
+    chain,
+    evaluation,
+    relay_spec,
+    sha,
+    submit,
+    unit_workers,
+)
 
 from api.config import ApiConfig
 from api.storage import LocalBlobStore
@@ -153,3 +162,52 @@ def test_the_api_refuses_tasks_it_cannot_stand_behind(
     ):
         with pytest.raises(FeedError, match="400"):
             feed.post_verification(task)
+
+
+def test_an_evaluations_recomputation_reaches_its_verifier_with_the_evaluated_checkpoint(
+    client: TestClient,
+    approved: Approved,
+    workers: Callable[[], UnitWorker],
+    feed: HttpApiFeed,
+) -> None:
+    """A recomputation task (kind "eval") names the input unit's completed checkpoint, not
+    the evaluating lease's uploads: the API serves that one to the drawn verifier, and
+    refuses a task whose file is not the input checkpoint it names (an oracle, or whoever
+    relays, pointing the verifier at other bytes)."""
+    _, auth = approved
+    job_id = submit(client, auth, relay_spec(chain(1), evaluation=evaluation(every=1)))
+    trainer = workers()
+    trainer.finish_stage(trainer.claim(), b"checkpoint after stage 0")
+    evaluator = workers()
+    claim = evaluator.claim()
+    assert claim["unit"]["kind"] == "eval"
+    done = evaluator.complete(claim["lease_token"], claim["unit"]["index"], metrics={"loss": "0.2"})
+    assert done.status_code == 200, done.text
+    verifier = workers()
+    assert verifier.worker.request("GET", "/api/v1/worker/verifications").json() == []
+    name = f"units/0/checkpoint/{CHECKPOINT}"
+    fields: dict[str, Any] = {
+        "kind": "eval",
+        "unit": claim["unit"]["index"],
+        "segments": [],
+        "files": [name],
+        "inputs": [sha(b"checkpoint after stage 0")],
+    }
+    key = verifier.worker.public_key
+    with pytest.raises(FeedError, match="400"):
+        feed.post_verification(
+            _task(job_id, claim["nonce"], evaluator, key, **(fields | {"inputs": ["f" * 64]}))
+        )
+    task = _task(job_id, claim["nonce"], evaluator, key, **fields)
+    assert feed.post_verification(task)["report"] is None
+    (pending,) = verifier.worker.request("GET", "/api/v1/worker/verifications").json()
+    assert [f["name"] for f in pending["files"]] == [name]
+    got = verifier.worker.request(
+        "GET", f"/api/v1/worker/verifications/{pending['id']}/files/{name}"
+    )
+    assert got.status_code == 200 and got.content == b"checkpoint after stage 0"
+    answer = VerificationReport.sign(verifier.worker.key, task, status="passed", metric="0.2")
+    report_path = f"/api/v1/worker/verifications/{pending['id']}/report"
+    posted = verifier.worker.request("POST", report_path, {"report": answer.to_json()})
+    assert posted.status_code == 200, posted.text
+    assert feed.post_verification(task)["report"] == answer.to_json()

@@ -19,7 +19,7 @@ def test_keygen_writes_a_private_key_and_refuses_to_overwrite(tmp_path: Path) ->
     result = CliRunner().invoke(app, ["keygen", str(path)])
     assert result.exit_code == 0, result.output
     key = load_key(path)
-    assert result.output.strip() == key.public_key_hex
+    assert result.output.splitlines()[0] == f"public key: {key.public_key_hex}"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     again = CliRunner().invoke(app, ["keygen", str(path)])
     assert again.exit_code != 0 and "refusing to overwrite" in again.output

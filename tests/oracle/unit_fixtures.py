@@ -227,7 +227,7 @@ class UnitWorld:
             command_hash=self.spec.command_hash,
             result_hashes=self.uploads(index),
             pot_root="0" * 64,
-            metrics={"loss": "0.25"},
+            metrics=self._metrics(index),
             nonce=self.nonces[index],
             amount=unit.amount,
             unit=work,
@@ -237,6 +237,13 @@ class UnitWorld:
         data = att.model_dump(mode="python")
         data.update(changes)
         return Attestation.model_validate(data)
+
+    def _metrics(self, index: int) -> dict[str, int | str]:
+        """An evaluation attests the metrics it reported to the API; others a fixed loss."""
+        info = self.job().unit(index)
+        if self.units[index].kind == "eval" and info is not None and info.metrics:
+            return dict(info.metrics)
+        return {"loss": "0.25"}
 
     def sign(self, index: int, att: Attestation | None = None) -> bytes:
         return sign_attestation(att or self.attestation(index), self.workers[index]).cose

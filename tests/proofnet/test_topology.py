@@ -11,6 +11,7 @@ from proofnet.messages.attestation import MalformedAttestation, UnitWork, sign_a
 from proofnet.messages.canonical import canonical_json
 from proofnet.messages.jobspec import JobSpec, JobSpecError
 from proofnet.messages.topology import (
+    DEFAULT_EVAL_TOLERANCE,
     Evaluation,
     MultiNode,
     Relay,
@@ -205,3 +206,23 @@ def test_unit_attestation_round_trips_and_null_unit_is_refused() -> None:
                 canonical_json({**att.model_dump(mode="python"), "unit": {"index": 0, "kind": "x"}})
             )
         )
+
+
+def test_an_evaluation_states_its_tolerance_and_old_specs_keep_their_job_id() -> None:
+    """An evaluation's metric is paid within a stated tolerance of a verifier's: unset, it
+    is the documented default, and the spec's encoding is the one it had before."""
+    topo = relay(evaluation=evaluation())
+    spec = JobSpec.from_dict(topology_spec(topo, total_amount(Relay.model_validate(topo))))
+    assert b'"tolerance"' not in spec.canonical_bytes()
+    assert isinstance(spec.topology, Relay) and spec.topology.evaluation is not None
+    ev = spec.topology.evaluation
+    assert ev.metric_tolerance == DEFAULT_EVAL_TOLERANCE == "0.001"
+    assert ev.within_tolerance("0.25", "0.251")
+    assert not ev.within_tolerance("0.25", "0.2511")
+    assert not ev.within_tolerance("0.25", "NaN")
+    loose = relay(evaluation=evaluation(tolerance="0.1"))
+    stated = JobSpec.from_dict(topology_spec(loose, total_amount(Relay.model_validate(loose))))
+    assert stated.job_id != spec.job_id
+    assert JobSpec.from_canonical(stated.canonical_bytes()) == stated
+    with pytest.raises(ValueError, match="never negative"):
+        Evaluation.model_validate(evaluation(tolerance="-1"))

@@ -117,3 +117,55 @@ def test_the_round_is_signed() -> None:
     moved = VerificationTask.from_json({**task.to_json(), "round": 0})
     with pytest.raises(VerificationError, match="does not verify"):
         moved.verify({_hex(ORACLE)})
+
+
+def _recompute_fields(**changes: Any) -> dict[str, Any]:
+    return (
+        task_fields(
+            kind="aggregate",
+            unit=2,
+            segments=[],
+            files=["units/0/checkpoint/model.npz", "units/1/checkpoint/model.npz"],
+            inputs=["1" * 64, "2" * 64],
+        )
+        | changes
+    )
+
+
+def test_a_recomputation_task_and_its_answer_are_signed_like_a_replay() -> None:
+    """The aggregation's output hash and the evaluation's metric are in the signed part: the
+    API host relaying the report cannot turn a verifier's mismatch into a match."""
+    task = VerificationTask.sign(ORACLE, **_recompute_fields())
+    assert VerificationTask.from_json(task.to_json()) == task
+    answer = VerificationReport.sign(VERIFIER, task, status="passed", output_hash="9" * 64)
+    answer.verify_for(task)
+    assert VerificationReport.from_json(answer.to_json()) == answer
+    swapped = answer.model_copy(update={"output_hash": "8" * 64})
+    with pytest.raises(VerificationError, match="signature"):
+        swapped.verify_for(task)
+    evaluated = VerificationTask.sign(ORACLE, **_recompute_fields(kind="eval"))
+    metric = VerificationReport.sign(VERIFIER, evaluated, status="passed", metric="0.25")
+    with pytest.raises(VerificationError, match="signature"):
+        metric.model_copy(update={"metric": "0.9"}).verify_for(evaluated)
+    # The kind is signed too: an aggregation's answer does not answer an evaluation.
+    with pytest.raises(VerificationError, match="another task"):
+        answer.verify_for(evaluated)
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"unit": None}, "recomputes a unit"),
+        ({"segments": [1]}, "replays no segments"),
+        ({"inputs": ["1" * 64]}, "one input checkpoint per file"),
+        ({"inputs": [], "files": []}, "one input checkpoint per file"),
+    ],
+)
+def test_a_malformed_recomputation_task_is_refused(changes: dict[str, Any], why: str) -> None:
+    with pytest.raises(VerificationError, match=why):
+        VerificationTask.sign(ORACLE, **_recompute_fields(**changes))
+
+
+def test_a_replay_task_names_no_inputs() -> None:
+    with pytest.raises(VerificationError, match="no input checkpoints"):
+        VerificationTask.sign(ORACLE, **task_fields(inputs=["1" * 64]))

@@ -94,6 +94,31 @@ def test_job_runs_in_its_work_dir_without_the_worker_environment(
     assert [line.text for line in lines if line.stream == "stdout"] == ["GPU-aa,GPU-bb"]
 
 
+def test_training_gets_the_hosts_numeric_kernel_settings_and_nothing_else(
+    runtime: ProcessRuntime, job_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replay on a verifier or the demo's oracle runs with the host's OPENBLAS_CORETYPE
+    (and the like); the training it checks must too, or honest proofs fail to replay
+    bit for bit. Nothing but those settings comes along."""
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("PROOFNET_WORKER_SECRET", "do-not-leak")
+    job = py(
+        """
+        import json, os
+        json.dump({k: os.environ.get(k) for k in
+                   ("OPENBLAS_CORETYPE", "OMP_NUM_THREADS", "PROOFNET_WORKER_SECRET")},
+                  open("out.json", "w"))
+        """
+    )
+    assert runtime.execute(spec(job, job_dir)).reason is RunReason.COMPLETED
+    assert json.loads((job_dir / "out.json").read_text()) == {
+        "OPENBLAS_CORETYPE": "Haswell",
+        "OMP_NUM_THREADS": "1",
+        "PROOFNET_WORKER_SECRET": None,
+    }
+
+
 def test_exit_codes_and_last_error_are_reported(runtime: ProcessRuntime, job_dir: Path) -> None:
     result = runtime.execute(spec(py("import sys; sys.exit('bad hyperparameter: lr=-1')"), job_dir))
     assert result.reason is RunReason.FAILED and result.exit_code == 1

@@ -32,7 +32,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.images import Image
 from docker.types import DeviceRequest, LogConfig
 
-from pot.env import PYTHON_LIB
+from pot.env import PYTHON_LIB, determinism_environ
 from pot.launch import LIB_MOUNT
 from worker.runtime.base import (
     EngineUnavailable,
@@ -340,7 +340,13 @@ class DockerRuntime(Runtime):
         does not allow to network)."""
         res = spec.resources
         network_mode = self._network_mode(spec)
-        env = {"PYTHONUNBUFFERED": "1", "HOME": "/tmp", **spec.env}
+        # The host's numeric kernel settings go in: a replay of this training uses them too.
+        env = {
+            "PYTHONUNBUFFERED": "1",
+            "HOME": "/tmp",
+            **determinism_environ(os.environ),
+            **spec.env,
+        }
         volumes = {str(work_dir): {"bind": spec.mount_point, "mode": "rw"}}
         if spec.python_lib is not None:
             volumes[str(spec.python_lib)] = {"bind": LIB_MOUNT, "mode": "ro"}

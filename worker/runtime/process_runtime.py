@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from pot.env import PYTHON_LIB
+from pot.env import PYTHON_LIB, determinism_environ
 from worker.runtime.base import (
     InvalidRunSpec,
     JobStartFailed,
@@ -136,6 +136,8 @@ class ProcessRuntime(Runtime):
             "HOME": str(work_dir),
             "LANG": "C.UTF-8",
             "PYTHONUNBUFFERED": "1",
+            # The host's numeric kernel settings: what a replay of this training uses too.
+            **determinism_environ(os.environ),
         }
         if isinstance(res.gpus, tuple):
             env["CUDA_VISIBLE_DEVICES"] = ",".join(res.gpus)

@@ -19,8 +19,8 @@ job container. The worker and verifiers provide their own copy to jobs (`pot.lau
 """
 
 from pot.conformance import Violation, check_conformance
-from pot.harness import replay, run_segment, train
-from pot.manifest import Leaf, Manifest, ProofError
+from pot.harness import replay, resume, run_segment, train
+from pot.manifest import Leaf, Manifest, ProofError, check_resumed
 from pot.recorder import ProofOfTraining
 from pot.replay import ReplayReport, ReplayResult
 from pot.schedule import Schedule, ScheduleError, derive_schedule
@@ -43,10 +43,12 @@ __all__ = [
     "TrainingState",
     "Violation",
     "check_conformance",
+    "check_resumed",
     "derive_data_seed",
     "derive_schedule",
     "draw_seed",
     "replay",
+    "resume",
     "run_segment",
     "select_spot_checks",
     "train",

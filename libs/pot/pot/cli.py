@@ -30,7 +30,7 @@ from typing import Any
 
 from pot import env
 from pot.conformance import check_conformance
-from pot.harness import replay, train
+from pot.harness import replay, resume, train
 from pot.manifest import Manifest, ProofError
 from pot.recorder import POT_SUBDIR
 from pot.schedule import ScheduleError, derive_schedule
@@ -68,7 +68,14 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--batch-size", type=int, help=f"(default ${env.POT_BATCH_SIZE})")
         p.add_argument("--k", type=int, help=f"steps per checkpoint (default ${env.POT_K})")
 
-    job_flags(sub.add_parser("train", help="train the schedule, recording the proof"))
+    trn = sub.add_parser("train", help="train the schedule, recording the proof")
+    job_flags(trn)
+    trn.add_argument(
+        "--resume-from",
+        type=Path,
+        help="a lost run's uploaded proof files (prefix.json, the checkpoint's files)",
+    )
+    trn.add_argument("--resume-at", type=int, help="the checkpoint of the prefix to resume at")
     rep = sub.add_parser("replay", help="replay committed segments and compare")
     job_flags(rep)
     rep.add_argument("--root", required=True, help="the attested proof root (hex)")
@@ -184,12 +191,19 @@ def _run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         raise UsageError(str(exc)) from exc
     trainer = build_trainer(cls, ctx)
     if args.command == "train":
-        manifest = train(trainer, ctx, pot_dir)
+        resumed_at: int | None = args.resume_at
+        if args.resume_from is None and resumed_at is None:
+            manifest = train(trainer, ctx, pot_dir)
+        elif args.resume_from is not None and resumed_at is not None:
+            manifest = resume(trainer, ctx, pot_dir, args.resume_from, at=resumed_at)
+        else:
+            raise UsageError("--resume-from and --resume-at go together")
         finish = getattr(trainer, "finish", None)
         summary = finish() if callable(finish) else None
         _emit(
             {
                 "status": "trained",
+                "resumed_at": resumed_at,
                 "pot_root": manifest.root,
                 "segments": manifest.segments,
                 "steps": manifest.total_steps,

@@ -34,6 +34,26 @@ POT_CONFIG = "PROOFNET_POT_CONFIG"
 # Where the network's own copy of this library is, as the job sees it (first on PYTHONPATH).
 PYTHON_LIB = "PROOFNET_PYTHON_LIB"
 
+# The numeric libraries' kernel and thread settings. A replay must run with the same ones as
+# the training it checks: OpenBLAS, for one, picks other kernels on another CPU type unless
+# told (OPENBLAS_CORETYPE), and they round differently. Runtimes hand the host's settings on
+# to the job (they hold no secrets); operators pin them the same on every machine.
+DETERMINISM_VARIABLES = (
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_CBWR",
+    "MKL_NUM_THREADS",
+    "CUBLAS_WORKSPACE_CONFIG",
+)
+
+
+def determinism_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The `DETERMINISM_VARIABLES` set in `environ`."""
+    return {k: environ[k] for k in DETERMINISM_VARIABLES if k in environ}
+
+
 _HEX = re.compile(r"(?:[0-9a-f]{2}){16,64}")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # "package.module:Class": a module importable from the job's repository, and a class in it.

@@ -14,12 +14,20 @@ a job image or repository ships (`pot.launch`).
 from __future__ import annotations
 
 import math
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from pot.manifest import Manifest, ProofError
+from pot.manifest import (
+    PREFIX_NAME,
+    Manifest,
+    ProofError,
+    optimizer_path,
+    rng_path,
+    weights_path,
+)
 from pot.recorder import ProofOfTraining
 from pot.replay import ReplayReport, ReplayResult, compare, load_checkpoint
 from pot.schedule import Schedule
@@ -57,6 +65,65 @@ def train(trainer: Trainer, ctx: TrainContext, pot_dir: Path) -> Manifest:
 
     recorder.start(trainer.state())
     for segment in range(1, schedule.segments + 1):
+        run_segment(trainer, sampler, schedule.segment_steps(segment), record)
+        recorder.commit(trainer.state())
+    return recorder.finish(trainer.state())
+
+
+def resume(
+    trainer: Trainer, ctx: TrainContext, pot_dir: Path, prefix_dir: Path, *, at: int
+) -> Manifest:
+    """Continue a schedule another run committed up to checkpoint `at`, into `pot_dir`.
+
+    `prefix_dir` holds what the lost run uploaded: its `prefix.json` (the committed
+    leaves) and checkpoint `at`'s files. The checkpoint is loaded only if its files are the
+    ones leaf `at` commits (a forged checkpoint raises `ProofError`), the trainer must
+    restore it exactly, and segments `at`+1.. run on the prefix's seed-derived data order
+    (`ctx.data_seed` must be the prefix's: the resumed run draws the batches the lost one
+    would have). The manifest written keeps leaves 0..`at` as the prefix's, so it chains to
+    it (`pot.manifest.check_resumed`); checkpoint `at`'s files are copied into `pot_dir` so
+    segment `at`+1 can be replayed from this proof alone.
+    """
+    pot_dir, prefix_dir = Path(pot_dir), Path(prefix_dir)
+    schedule = ctx.schedule
+    prefix = Manifest.load(prefix_dir, name=PREFIX_NAME)
+    if not 0 <= at < min(len(prefix.leaves), schedule.segments):
+        raise ProofError(
+            f"cannot resume at checkpoint {at}: the prefix commits 0..{prefix.segments}"
+        )
+    for i in range(at + 1):
+        if prefix.leaves[i].step != schedule.leaf_step(i):
+            raise ProofError(
+                f"checkpoint {i} of the prefix is at step {prefix.leaves[i].step}, "
+                f"not {schedule.leaf_step(i)}"
+            )
+    if prefix.steps_per_checkpoint != schedule.steps_per_checkpoint:
+        raise ProofError("the prefix has another checkpoint interval than the schedule")
+    if prefix.data_seed != ctx.data_seed:
+        raise ProofError("the prefix was trained on another data order (data seed)")
+    state = load_checkpoint(prefix_dir, prefix, at)
+    try:
+        trainer.restore(state)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProofError(f"checkpoint {at} does not load into the job's trainer: {exc}") from exc
+    if tensors_hash(trainer.state().params) != prefix.leaves[at].weights:
+        raise ProofError(
+            f"checkpoint {at} does not load into the job's trainer: its weights after "
+            "loading differ from the committed ones"
+        )
+    recorder = ProofOfTraining(
+        pot_dir, steps_per_checkpoint=schedule.steps_per_checkpoint, data_seed=ctx.data_seed
+    )
+    for path in (weights_path, optimizer_path, rng_path):
+        if prefix_dir.resolve() != pot_dir.resolve():
+            shutil.copyfile(path(prefix_dir, at), path(pot_dir, at))
+    recorder.resume(prefix, at, trainer.state())
+    sampler = schedule.sampler(ctx.data_seed)
+
+    def record(step: int, indices: np.ndarray, loss: float) -> None:
+        recorder.record_step(indices, loss)
+
+    for segment in range(at + 1, schedule.segments + 1):
         run_segment(trainer, sampler, schedule.segment_steps(segment), record)
         recorder.commit(trainer.state())
     return recorder.finish(trainer.state())

@@ -28,6 +28,8 @@ MANIFEST_VERSION = 1
 # A manifest commits one leaf per segment; an oracle fetches and checks all of them.
 MAX_SEGMENTS = 10_000
 MANIFEST_NAME = "manifest.json"
+# The manifest of the checkpoints committed so far, rewritten after each one (`pot.recorder`).
+PREFIX_NAME = "prefix.json"
 STATE_DOMAIN = b"proofnet/pot/state/v1"
 INDICES_MAGIC = b"proofnet-indices/v1\n"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -205,18 +207,43 @@ class Manifest:
             raise ProofError(f"manifest root {root} is not the attested root {expected_root}")
         return manifest
 
-    def save(self, pot_dir: Path) -> Path:
-        path = pot_dir / MANIFEST_NAME
+    def save(self, pot_dir: Path, *, name: str = MANIFEST_NAME) -> Path:
+        path = pot_dir / name
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(self.encode())
         tmp.replace(path)
         return path
 
     @classmethod
-    def load(cls, pot_dir: Path, *, expected_root: str | None = None) -> Manifest:
-        path = Path(pot_dir) / MANIFEST_NAME
+    def load(
+        cls, pot_dir: Path, *, expected_root: str | None = None, name: str = MANIFEST_NAME
+    ) -> Manifest:
+        path = Path(pot_dir) / name
         try:
             data = path.read_bytes()
         except OSError as exc:
             raise ProofError(f"cannot read {path}: {exc}") from exc
         return cls.from_bytes(data, expected_root=expected_root)
+
+
+def check_resumed(manifest: Manifest, prefix: Manifest, at: int) -> None:
+    """`manifest` resumed `prefix` at checkpoint `at` (raises `ProofError` otherwise): the
+    same interval and data seed, and its leaves 0..`at` are the prefix's, so the run that
+    committed the prefix proved segments 1..`at` and the resumed one `at`+1.. (each segment
+    covered once, by one run). A provider that resumed from a checkpoint the prefix does not
+    commit (a forged one) has another leaf `at` and is refused here."""
+    if not 0 <= at < len(prefix.leaves):
+        raise ProofError(f"checkpoint {at} is not in the prefix (0..{prefix.segments})")
+    if (manifest.steps_per_checkpoint, manifest.data_seed) != (
+        prefix.steps_per_checkpoint,
+        prefix.data_seed,
+    ):
+        raise ProofError("the resumed proof has another checkpoint interval or data seed")
+    if len(manifest.leaves) <= at + 1:
+        raise ProofError(f"the resumed proof commits nothing after checkpoint {at}")
+    for i in range(at + 1):
+        if manifest.leaves[i] != prefix.leaves[i]:
+            raise ProofError(
+                f"leaf {i} of the resumed proof is not the committed prefix's: it did not "
+                f"resume from checkpoint {at} as committed"
+            )

@@ -15,6 +15,12 @@ Typical loop (see `worker/pot/examples/numpy_mlp.py`):
 Every k steps it writes checkpoint i (weights, optimizer state, RNG state) and segment i's
 data indices into `<job dir>/pot/`, and commits their hashes as Merkle leaf i; `finish`
 writes `manifest.json` with the leaves and the root the worker attests.
+
+After every checkpoint it also rewrites `prefix.json`: the manifest of the checkpoints
+committed so far, whose files are all on disk. A worker uploads it with the files as it
+goes, so when its lease ends early the next provider can `resume` from the last committed
+checkpoint (`pot.harness.resume`), and the finished proof's first leaves are exactly the
+prefix's (`pot.manifest.check_resumed`).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from pot import env
 from pot.indices import SegmentIndices
 from pot.manifest import (
     MANIFEST_NAME,
+    PREFIX_NAME,
     Leaf,
     Manifest,
     ProofError,
@@ -45,6 +52,7 @@ from pot.tensors import (
     check_arrays,
     decimal_string,
     l2_norm_of_difference,
+    tensors_hash,
     write_tensors,
 )
 from pot.trainer import TrainingState
@@ -72,6 +80,7 @@ class ProofOfTraining:
         self.steps_per_checkpoint = steps_per_checkpoint
         self.data_seed = data_seed
         self._pending: list[Future[Leaf]] = []
+        self._written: list[Leaf] = []  # appended by the writer thread, in order
         self._step = 0
         self._segment = SegmentIndices()
         self._segment_steps = 0
@@ -115,6 +124,36 @@ class ProofOfTraining:
         if self._pending:
             raise ProofError("start() was already called")
         return self._commit(state, segment=None, loss=None)
+
+    def resume(self, prefix: Manifest, at: int, state: TrainingState) -> int:
+        """Continue a proof another run committed up to checkpoint `at` of `prefix`, from
+        `state` (that checkpoint, loaded); call instead of `start`. The leaves 0..`at` are
+        the prefix's, unchanged, so the finished manifest chains to it; `state`'s weights
+        must be the ones leaf `at` commits (ProofError otherwise: a forged checkpoint)."""
+        if self._pending:
+            raise ProofError("resume() must come before start() or any step")
+        if not 0 <= at < len(prefix.leaves):
+            raise ProofError(f"checkpoint {at} is not in the prefix (0..{prefix.segments})")
+        if (prefix.steps_per_checkpoint, prefix.data_seed) != (
+            self.steps_per_checkpoint,
+            self.data_seed,
+        ):
+            raise ProofError(
+                "the prefix was recorded with another checkpoint interval or data seed"
+            )
+        if tensors_hash(state.params) != prefix.leaves[at].weights:
+            raise ProofError(
+                f"the state resumed from is not checkpoint {at} of the prefix: its weights "
+                "differ from the committed ones"
+            )
+        for leaf in prefix.leaves[: at + 1]:
+            done: Future[Leaf] = Future()
+            done.set_result(leaf)
+            self._pending.append(done)
+            self._written.append(leaf)
+        self._step = prefix.leaves[at].step
+        self._previous = {name: np.array(a, copy=True) for name, a in state.params.items()}
+        return at
 
     def record_step(self, indices: np.ndarray | Iterable[int], loss: float) -> bool:
         """Record one optimiser step; True when a checkpoint is due (call `commit` then)."""
@@ -220,7 +259,7 @@ class ProofOfTraining:
         norm = None
         if previous is not None:
             norm = decimal_string(l2_norm_of_difference(params, previous))
-        return Leaf(
+        leaf = Leaf(
             step=step,
             weights=weights,
             state=state_hash(optim, rng),
@@ -228,3 +267,11 @@ class ProofOfTraining:
             loss=loss,
             update_norm=norm,
         )
+        # One writer thread: the leaves before this one are written and listed already.
+        self._written.append(leaf)
+        Manifest(
+            steps_per_checkpoint=self.steps_per_checkpoint,
+            data_seed=self.data_seed,
+            leaves=tuple(self._written),
+        ).save(self.pot_dir, name=PREFIX_NAME)
+        return leaf

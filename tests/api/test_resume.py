@@ -1,0 +1,211 @@
+"""A single-unit job whose lease ends early resumes on the next provider from the last
+checkpoint the lost attempt committed and uploaded (its `pot/prefix.json` and that
+checkpoint's files, real ones from the proof-of-training recorder), with the lost attempt's
+nonce (so the same data order); the job view shows each attempt with the segments it
+proved. The attacks: checkpoint files that are not the ones the prefix commits (forged
+weights, or a prefix the resumed lease rewrote) are never handed out."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from api_support import NETWORK, FakeClock, Worker, job_spec
+from fastapi.testclient import TestClient
+
+from api.client_cli import history_summary
+from api.storage import LocalBlobStore
+from pot.examples.numpy_mlp import MLPTrainer
+from pot.harness import run_segment
+from pot.manifest import PREFIX_NAME, Manifest
+from pot.recorder import ProofOfTraining
+from pot.schedule import Schedule
+from pot.tensors import write_tensors
+from pot.trainer import TrainContext
+from proofnet.messages.worker_auth import request_target, sign_request_headers
+
+SCHEDULE = Schedule(total_steps=200, steps_per_checkpoint=50, dataset_size=512, batch_size=32)
+LOST_AFTER = 2
+
+
+def pot_files(job_dir: Path, segments: int = LOST_AFTER, *, job_seed: int = 7) -> Path:
+    """What a provider's recorder left after `segments` segments (no manifest: it was lost)."""
+    ctx = TrainContext(
+        mode="train",
+        job_dir=job_dir,
+        job_seed=job_seed,
+        data_seed=11,
+        schedule=SCHEDULE,
+        config={"hidden": 8},
+    )
+    trainer = MLPTrainer(ctx)
+    recorder = ProofOfTraining(job_dir / "pot", steps_per_checkpoint=50, data_seed=11)
+    sampler = SCHEDULE.sampler(11)
+    recorder.start(trainer.state())
+    for segment in range(1, segments + 1):
+        run_segment(
+            trainer,
+            sampler,
+            SCHEDULE.segment_steps(segment),
+            lambda _s, idx, loss: recorder.record_step(idx, loss),
+        )
+        recorder.commit(trainer.state())
+    recorder.leaves  # noqa: B018 - waits until the files are written
+    return job_dir / "pot"
+
+
+def upload(worker: Worker, clock: FakeClock, token: str, name: str, data: bytes) -> None:
+    path = f"/api/v1/worker/leases/{token}/results/{name}"
+    headers = sign_request_headers(
+        worker.key,
+        network=NETWORK,
+        method="PUT",
+        path=request_target(path),
+        body=data,
+        timestamp=int(clock().timestamp()),
+    )
+    headers["content-type"] = "application/octet-stream"
+    response = worker.client.put(path, content=data, headers=headers)
+    assert response.status_code == 200, response.text
+
+
+def upload_pot(worker: Worker, clock: FakeClock, token: str, pot_dir: Path) -> None:
+    for path in sorted(pot_dir.iterdir()):
+        upload(worker, clock, token, f"pot/{path.name}", path.read_bytes())
+
+
+def post_job(client: TestClient, headers: dict[str, str]) -> str:
+    spec = job_spec()
+    spec["results"] = [{"path": "pot/**", "kind": "model"}]
+    response = client.post("/api/v1/jobs", json={"spec": spec}, headers=headers)
+    assert response.status_code == 201, response.text
+    return str(response.json()["job_id"])
+
+
+def release(worker: Worker, token: str) -> None:
+    answer = worker.request(
+        "POST", f"/api/v1/worker/leases/{token}/release", {"reason": "spot instance reclaimed"}
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def test_a_lost_attempt_resumes_from_its_last_committed_checkpoint(
+    client: TestClient,
+    approved: tuple[Any, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    store: LocalBlobStore,
+    tmp_path: Path,
+) -> None:
+    _, headers = approved
+    job_id = post_job(client, headers)
+    first, second, third = worker_factory(), worker_factory(), worker_factory()
+    for w in (first, second, third):
+        w.register([("L4", 24576)])
+    lost = first.claim().json()
+    assert lost.get("resume") is None  # nothing committed yet: from step 0
+    pot_dir = pot_files(tmp_path / "first")
+    upload_pot(first, clock, lost["lease_token"], pot_dir)
+    release(first, lost["lease_token"])
+
+    claim = second.claim().json()
+    resume = claim["resume"]
+    prefix = Manifest.load(pot_dir, name=PREFIX_NAME)
+    assert resume["from_attempt"] == 1 and resume["at"] == LOST_AFTER
+    assert resume["step"] == 100 and resume["prefix_root"] == prefix.root
+    assert claim["nonce"] == lost["nonce"]  # the same data order
+    names = [f["name"] for f in resume["files"]]
+    assert names == [
+        "pot/prefix.json",
+        "pot/000002.weights",
+        "pot/000002.optim",
+        "pot/000002.rng.json",
+    ]
+    token = claim["lease_token"]
+    for position, item in enumerate(resume["files"]):
+        got = second.request("GET", f"/api/v1/worker/leases/{token}/resume/{position}")
+        assert got.status_code == 200, got.text
+        assert hashlib.sha256(got.content).hexdigest() == item["sha256"]
+    # Only the lease's holder reads them.
+    assert third.request("GET", f"/api/v1/worker/leases/{token}/resume/0").status_code == 404
+    assert second.request("GET", f"/api/v1/worker/leases/{token}/resume/4").status_code == 404
+
+    done = second.request(
+        "POST", f"/api/v1/worker/leases/{token}/complete", {"result": {"root": "ab" * 32}}
+    )
+    assert done.status_code == 200, done.text
+    # The lost attempt is never paid as if it finished: its lease cannot complete.
+    stale = first.request(
+        "POST", f"/api/v1/worker/leases/{lost['lease_token']}/complete", {"result": {}}
+    )
+    assert stale.status_code in (404, 409)
+    history = client.get(f"/api/v1/jobs/{job_id}", headers=headers).json()["history"]
+    assert [
+        (h["attempt"], h["outcome"], h["first_segment"], h["last_segment"], h["proved"])
+        for h in history
+    ] == [(1, "released", 1, 2, True), (2, "completed", 3, None, True)]
+    assert history[1]["resumed_from_attempt"] == 1 and history[1]["resumed_at"] == 2
+    assert history[0]["provider"] != history[1]["provider"]
+    # `proofnet job status` prints it per provider.
+    assert history_summary(history).splitlines() == [
+        f"attempt 1 (provider {history[0]['provider']}, released): segments 1..2",
+        f"attempt 2 (provider {history[1]['provider']}, completed, resumed attempt 1 at "
+        "checkpoint 2): segments 3..end",
+    ]
+
+
+def test_forged_checkpoint_files_are_never_handed_out(
+    client: TestClient,
+    approved: tuple[Any, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    store: LocalBlobStore,
+    tmp_path: Path,
+) -> None:
+    """The lost provider's last checkpoint's weights were replaced (not the committed ones):
+    the API resumes from the checkpoint before, whose files match the prefix."""
+    _, headers = approved
+    post_job(client, headers)
+    first, second = worker_factory(), worker_factory()
+    first.register([("L4", 24576)])
+    second.register([("L4", 24576)])
+    lost = first.claim().json()
+    pot_dir = pot_files(tmp_path / "first")
+    forged = {"W1": np.zeros((4, 4))}
+    write_tensors(pot_dir / "000002.weights", forged)
+    upload_pot(first, clock, lost["lease_token"], pot_dir)
+    release(first, lost["lease_token"])
+    resume = second.claim().json()["resume"]
+    assert resume["at"] == 1
+    assert "pot/000001.weights" in [f["name"] for f in resume["files"]]
+
+
+def test_a_resumed_lease_that_rewrites_the_prefix_it_was_handed_is_not_resumed_from(
+    client: TestClient,
+    approved: tuple[Any, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    store: LocalBlobStore,
+    tmp_path: Path,
+) -> None:
+    """Attempt 2 resumed attempt 1 at checkpoint 2 but uploads a prefix of its own (a forged
+    history: other leaves 0..2), then is lost: attempt 3 resumes from attempt 1's committed
+    checkpoint, not from the forgery."""
+    _, headers = approved
+    post_job(client, headers)
+    a, b, c = worker_factory(), worker_factory(), worker_factory()
+    for w in (a, b, c):
+        w.register([("L4", 24576)])
+    lost = a.claim().json()
+    upload_pot(a, clock, lost["lease_token"], pot_files(tmp_path / "a"))
+    release(a, lost["lease_token"])
+    cheat = b.claim().json()
+    assert cheat["resume"]["at"] == LOST_AFTER
+    # A self-consistent proof of its own (other initial weights), files and prefix alike.
+    upload_pot(b, clock, cheat["lease_token"], pot_files(tmp_path / "b", segments=3, job_seed=8))
+    release(b, cheat["lease_token"])
+    honest = c.claim().json()["resume"]
+    assert honest["from_attempt"] == 1 and honest["at"] == LOST_AFTER
