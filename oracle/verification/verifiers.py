@@ -51,7 +51,7 @@ from oracle.verification.spotcheck import (
     needed_files,
     replay_timing,
 )
-from oracle.unit_checks import CHECKPOINT_RESULT_PREFIX
+from oracle.verification.unit_checks import CHECKPOINT_RESULT_PREFIX
 from pot.manifest import MANIFEST_NAME, Manifest, ProofError
 from pot.seeds import draw_message, draw_seed
 from proofnet.messages.key_grant import KeyRequest
@@ -201,7 +201,7 @@ class VerifierSpotChecker:
     ) -> VerificationReport:
         """Draw a verifier (the next round's when one stays silent), post its task and
         return its checked report; SpotCheckUnavailable while there is none yet."""
-        from oracle.feed import FeedError
+        from oracle.inputs.feed import FeedError
 
         devices = device_class(att, job)
         try:
@@ -257,7 +257,7 @@ class VerifierSpotChecker:
         """Recompute an aggregation or an evaluation unit by a drawn verifier from the
         unit's input checkpoints (`att.unit.inputs`, already chained to the verified
         outputs of its input units by `oracle.unit_checks.check_chain`)."""
-        from oracle.feed_units import unit_result_name
+        from oracle.inputs.feed_units import unit_result_name
 
         topology = job.spec.topology
         work = att.unit
@@ -385,7 +385,7 @@ def judge_recomputation(
     aggregation does not reproduce itself) is the job's fault, as for a replay
     (`attribute`); a recomputed output that the provider's attested one is not is the
     provider's."""
-    from oracle.verify import Reason
+    from oracle.verification.verify import Reason
 
     details = {
         "kind": kind,
