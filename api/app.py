@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
-from api import read_caches
+from api import reads as read_caches
 from api.clock import Clock, utcnow
 from api.config import ApiConfig
 from api.db import make_engine, open_session
@@ -49,7 +49,7 @@ def create_app(
     starts the lease sweeper, the chain watcher when `config.chain_watch` is on and a
     deployment is configured (api.services.chain_watch; `app.state.run_chain_watch = False`
     keeps it off) and, on PostgreSQL, listens for changes other processes make
-    (api.read_caches); all stop with the app.
+    (api.reads); all stop with the app.
     """
     settings = settings or build_settings()
     if config is None:

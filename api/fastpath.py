@@ -132,7 +132,7 @@ class LeanReads:
         await self.app(scope, receive, send)
 
     async def _status(self, user: User, job_id: str) -> bytes:
-        # A kept status (api.status_cache) is the same object until dropped: serialized once.
+        # A kept status (api.reads._status_cache) is the same object until dropped: serialized once.
         status = await status_public(self.state, user, job_id)
         memo = self._status_bodies.get(job_id)
         if memo is not None and memo[0] is status:

@@ -20,7 +20,7 @@ backend is running, so every lookup is a cached failure and the figures measure 
 the database, not the chain.
 
 The app is served as in production: both reads go through the lean path (api.fastpath), and
-each process keeps job status bodies while its change feed listens (api.status_cache). The
+each process keeps job status bodies while its change feed listens (api.reads._status_cache). The
 load picks a client, then one of its jobs, uniformly: some 11,000 (client, job) pairs, each
 read about once per process per run, so the status cache rarely hits here and the status
 figures are essentially those of the uncached read (one query). Pollers that ask about the

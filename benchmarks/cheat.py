@@ -4,15 +4,15 @@ Every strategy is played as the cheater would, on a real (numpy MLP) training ru
 the network's harness (`pot`), and met by the code that meets it in the product:
 
 - the oracle's checks before any replay, on the provider's attestation and the job's spec
-  (`oracle.proof_checks.check_manifest`: the root, then the schedule by `pot.conformance`);
-- the oracle's draw (`oracle.proof_checks.draw_segments`: its Ed25519 signature over the
+  (`oracle.verification.proof_checks.check_manifest`: the root, then the schedule by `pot.conformance`);
+- the oracle's draw (`oracle.verification.proof_checks.draw_segments`: its Ed25519 signature over the
   attestation seeds `pot.seeds.select_spot_checks`);
 - the replay a drawn verifier runs (`pot.harness.replay` over the spec's trainer), judged as
   the oracle judges a report (every drawn segment replays bit for bit with a consistent
   update norm, checkpoint 0 is the trainer's);
 - the GPU challenge's checks (Freivalds, `worker.challenge`; the API's timing rule,
   `api.services.gpu_challenges.allowed_seconds`) and the oracle's metering bound on
-  rate-card GPU time (`oracle.metering.proof_bound_ms` with the oracle's default slack and
+  rate-card GPU time (`oracle.verification.metering.proof_bound_ms` with the oracle's default slack and
   allowance).
 
 These run in-process without the devnet, API or Docker ("method": "check_only"); what the
@@ -232,7 +232,7 @@ def _attestation(spec: Any, pot_root: str) -> Any:
 
 
 class _Oracle:
-    """An oracle's key: `oracle.proof_checks.draw_segments` signs the attestation with it."""
+    """An oracle's key: `oracle.verification.proof_checks.draw_segments` signs the attestation with it."""
 
     def __init__(self, index: int = 0) -> None:
         from nacl.signing import SigningKey
@@ -245,7 +245,7 @@ class _Oracle:
         return bytes(self.key.sign(message).signature)
 
     def draw(self, manifest: Any, terms: Terms) -> tuple[int, ...]:
-        from oracle.proof_checks import draw_segments
+        from oracle.verification.proof_checks import draw_segments
 
         spec = _spec(terms.spot_checks)
         att = _attestation(spec, manifest.root)
@@ -266,9 +266,9 @@ def judge(
     trainer: Callable[[Any], Any] | None = None,
     oracle: _Oracle | None = None,
 ) -> Verdict:
-    """What an oracle (`oracle.proof_checks`) and its drawn verifier (`pot.harness.replay`)
+    """What an oracle (`oracle.verification.proof_checks`) and its drawn verifier (`pot.harness.replay`)
     conclude of the proof in `pot_dir` for the bench job's spec."""
-    from oracle.proof_checks import ProofRejected, check_manifest
+    from oracle.verification.proof_checks import ProofRejected, check_manifest
     from pot import harness
     from pot.examples.numpy_mlp import MLPTrainer
     from pot.manifest import Manifest, ProofError
@@ -491,7 +491,7 @@ def _api_config() -> Any:
 def _metering() -> tuple[float, int]:
     from dataclasses import fields
 
-    from oracle.verify import VerificationContext
+    from oracle.verification.verify import VerificationContext
 
     defaults = {f.name: f.default for f in fields(VerificationContext)}
     slack, allowance = defaults["metering_slack"], defaults["metering_allowance_ms"]
@@ -588,7 +588,7 @@ def _idle_lease(terms: Terms) -> list[Outcome]:
     """A rate-card job of `REFERENCE_HOURS` of honest GPU time, paid `terms.price` for it;
     the provider attests idle time on top, met by the oracle's metering bound (the replay
     timed at the provider's own step time)."""
-    from oracle.metering import ProofTiming, proof_bound_ms
+    from oracle.verification.metering import ProofTiming, proof_bound_ms
 
     slack, allowance_ms = _metering()
     steps = terms.segments * INTERVAL_REFERENCE

@@ -52,7 +52,7 @@ def default_spot_checks() -> int:
 
 
 def default_top_by_norm() -> int:
-    from oracle.proof_checks import TOP_BY_NORM
+    from oracle.verification.proof_checks import TOP_BY_NORM
 
     return TOP_BY_NORM
 

@@ -35,12 +35,12 @@ from typing import Any, Final
 from nacl.signing import SigningKey
 
 from chain.contracts import types as t
-from oracle.chain import EscrowLookup, EscrowOutput, StaticChainView
-from oracle.db import make_engine
-from oracle.feed import JobInfo, LeaseInfo, StaticApiFeed, WorkerInfo
+from oracle.inputs.chain import EscrowLookup, EscrowOutput, StaticChainView
+from oracle.inputs.feed import JobInfo, LeaseInfo, StaticApiFeed, WorkerInfo
 from oracle.service import escrow_script_hash
-from oracle.store import AttestationStore
-from oracle.verify import VerificationContext, authenticate, leaf_of, verify
+from oracle.storage.db import make_engine
+from oracle.storage.store import AttestationStore
+from oracle.verification.verify import VerificationContext, authenticate, leaf_of, verify
 from proofnet.messages.address import clear_address_cache, enterprise_address, key_hash
 from proofnet.messages.attestation import (
     Attestation,

@@ -55,7 +55,6 @@ def run_settlement_bench(
     from sqlmodel import Session, select
 
     from chain.devnet.testing import running_devnet
-    from oracle.db import make_engine
     from oracle.models import metadata
     from oracle.settlement import scenario as sc
     from oracle.settlement.batcher import ProposerLeaseGuard, SettlementScheduler
@@ -66,6 +65,7 @@ def run_settlement_bench(
     from oracle.settlement.models import IntentItem, SettlementIntent
     from oracle.settlement.queue import AttestationQueue
     from oracle.settlement.watcher import WatchConfig
+    from oracle.storage.db import make_engine
 
     if count < 1:
         raise ValueError("count must be at least 1")

@@ -10,7 +10,7 @@ Routes:
   every paid attestation in its bundle for auditors), ids are opaque row numbers, and a
   submitter or provider can read where a payout stands without signing in anywhere.
 - `GET /api/v1/escrows/{tx_id}/{index}`: an escrow's datum as this oracle reads it on chain
-  (`oracle/escrow_info.py`); workers check sealing keys against its submitter.
+  (`oracle/intake/escrow_info.py`); workers check sealing keys against its submitter.
 - `GET /api/v1/deployment`: the protocol deployment this oracle verifies and settles
   against (`proofnet.messages.deployment`; public, cached; 503 when none is configured).
 - `GET /metrics`: Prometheus text from the oracle's own registry.
@@ -35,13 +35,13 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
-from oracle.db import make_engine
-from oracle.escrow_info import escrow_info_router
-from oracle.intake import Intake, RegistryUnavailable, TooManyAttestations
+from oracle.intake.accept import Intake, RegistryUnavailable, TooManyAttestations
+from oracle.intake.escrow_info import escrow_info_router
 from oracle.metrics import CONTENT_TYPE, OracleMetrics
 from oracle.models import AttestationRecord
-from oracle.store import AttestationStore
-from oracle.verify import Rejection, VerificationContext
+from oracle.storage.db import make_engine
+from oracle.storage.store import AttestationStore
+from oracle.verification.verify import Rejection, VerificationContext
 from proofnet.json_limits import JsonLimits
 from proofnet.limits import TokenBuckets
 from proofnet.messages.deployment import DEPLOYMENT_PATH, deployment_headers, not_modified

@@ -93,12 +93,12 @@ def frauds(
         None, help="write each case's attestation here as <job>.cose.hex (for `bond slash`)"
     ),
 ) -> None:
-    """Frauds a provider bond may be slashed for (oracle.fraud): provider-signed
+    """Frauds a provider bond may be slashed for (oracle.storage.fraud): provider-signed
     attestations whose spot check failed. Each quorum oracle checks its own list before
     signing `proofnet bond slash --attestation <file>`."""
-    from oracle.db import make_engine
-    from oracle.fraud import fraud_cases
-    from oracle.store import AttestationStore
+    from oracle.storage.db import make_engine
+    from oracle.storage.fraud import fraud_cases
+    from oracle.storage.store import AttestationStore
     from proofnet.settings import build_settings
 
     store = AttestationStore(make_engine(build_settings().database_url))

@@ -93,7 +93,7 @@ class AttestationRecord(OracleTable, table=True):
     # Hex of Attestation.leaf_hash(): the attestation's identity and its batch-tree leaf.
     leaf_hash: str = Field(max_length=64, unique=True)
     status: str = Field(max_length=16)
-    # Stable reason code of the rejection (see oracle.verify.Reason), "" otherwise.
+    # Stable reason code of the rejection (see oracle.verification.verify.Reason), "" otherwise.
     reason: str = Field(default="", max_length=64)
     message: str = Field(default="", max_length=2000)
     attempts: int = 0
@@ -104,7 +104,7 @@ class AttestationRecord(OracleTable, table=True):
     # The attested unit of a topology job (index and output checkpoint); NULL otherwise.
     unit_index: int | None = Field(default=None)
     unit_output: str | None = Field(default=None, max_length=64)
-    # Whose fault the verdict is ("provider" or "job"; oracle.verify.fault_of), NULL while
+    # Whose fault the verdict is ("provider" or "job"; oracle.verification.verify.fault_of), NULL while
     # unverified or when nobody is at fault.
     fault: str | None = Field(default=None, max_length=16)
 

@@ -11,14 +11,14 @@ from chain.offchain.backends import chain_context
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.errors import BuilderError
 from chain.offchain.scripts import apply_params, script_hash
-from oracle.chain import chain_view_for
-from oracle.feed_client import HttpApiFeed
+from oracle.inputs.chain import chain_view_for
+from oracle.intake.feed_client import HttpApiFeed
 from oracle.keys import OracleKey, OracleKeyError, load_key
 from oracle.metrics import OracleMetrics
-from oracle.spotcheck import LocalSpotChecker, RepoCache, SpotChecker
-from oracle.store import AttestationStore
-from oracle.verifiers import VerifierSpotChecker
-from oracle.verify import VerificationContext
+from oracle.storage.store import AttestationStore
+from oracle.verification.spotcheck import LocalSpotChecker, RepoCache, SpotChecker
+from oracle.verification.verifiers import VerifierSpotChecker
+from oracle.verification.verify import VerificationContext
 from proofnet.egress import EgressPolicy
 from proofnet.settings import Settings, absolute
 from proofnet.shard_fetch import DataFetchPolicy
@@ -106,7 +106,7 @@ def context_from_settings(
 ) -> VerificationContext:
     """`spot_checks=False` leaves proof-of-training checks out (for jobs without a proof
     directory); every other check still runs. Spot checks are verification units run by
-    drawn verifiers (`oracle.verifiers`); only the local demo on the devnet replays on the
+    drawn verifiers (`oracle.verification.verifiers`); only the local demo on the devnet replays on the
     oracle's host (`oracle_demo_local_replay`)."""
     key = key or oracle_key(settings)
     try:

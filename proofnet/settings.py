@@ -213,7 +213,7 @@ class Settings(BaseSettings):
     oracle_chain_cache_ttl_s: float = Field(default=10.0, gt=0)
     # The local demo only (refused on any network but the devnet): the oracle replays
     # spot-checked segments itself, in a subprocess on its host, instead of drawing a
-    # verifier worker (`oracle.verifiers`). Never set it where job code is not your own.
+    # verifier worker (`oracle.verification.verifiers`). Never set it where job code is not your own.
     oracle_demo_local_replay: bool = False
     # Spot checks fetch a job's repository and a stage's data on the oracle's host, by the
     # rules a provider's host keeps (proofnet.shard_fetch, proofnet.pinned_git): https from
@@ -225,7 +225,7 @@ class Settings(BaseSettings):
     oracle_data_allow_http: bool = False
     oracle_data_allow_networks: str = ""
     oracle_local_data_dirs: str = ""
-    # Metering bounded by proof (oracle/metering.py): a rate-card attestation is paid for at
+    # Metering bounded by proof (oracle/verification/metering.py): a rate-card attestation is paid for at
     # most committed steps x the replayed step time x slack, plus this allowance, per GPU.
     oracle_metering_slack: float = Field(default=2.0, ge=1.0)
     oracle_metering_allowance_s: int = Field(default=600, ge=0)

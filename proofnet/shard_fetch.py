@@ -19,7 +19,7 @@ host operator's, never the job's:
 I/O: the connections and files of one fetch. A refusal or a bad shard is `ShardRefused`
 (the job's fault, or its data host's); a local write that fails for another reason than a
 full disk is `ShardStoreFailed` (this machine's). Each role translates them into its own
-errors (`worker.data_fetch`, `oracle.stage_data`).
+errors (`worker.data_fetch`, `oracle.verification.stage_data`).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from starlette.datastructures import State
 from api.config import ApiConfig
 from api.deps import CachedUser, ConfigDep, CurrentUser, NowDep, SessionDep, run_read
 from api.models import User
+from api.reads import StatusCache
 from api.schemas.delivery import DeliveriesView, DeliveryPublic
 from api.schemas.job import (
     JobCreate,
@@ -22,7 +23,6 @@ from api.schemas.job import (
 )
 from api.services import deliveries, resume
 from api.services import jobs as service
-from api.status_cache import StatusCache
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 

@@ -6,7 +6,7 @@ payout, and the transaction is valid before its deadline; the oracle verifies th
 before it attests a payout. The API applies these very checks, against the chain, before a
 job can be claimed (`POST /jobs/{id}/escrow`) and again at every lease start, so that no
 worker runs a job whose payout the oracle would then refuse; the oracle applies them to
-every attestation (`oracle.verify`).
+every attestation (`oracle.verification.verify`).
 
 `escrow_refusal(facts, terms)` runs `ESCROW_CHECKS` in turn: each takes what the chain says
 about the output (`EscrowFacts`, read by the caller) and what this caller requires

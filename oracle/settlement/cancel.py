@@ -4,7 +4,7 @@ quorum, and gives a job's whole escrow back at once when no work started.
 The API asks each oracle (`POST /api/v1/quorum/cancel`) once the submitter has cancelled the
 job and signed the cancel transaction. An oracle trusts nothing it is sent: it decodes the
 transaction and applies `CHECKS` in turn, each refusing with its reason, then checks from
-its own view that no work started and marks the escrow cancelled (`oracle.cancel_marks`), so
+its own view that no work started and marks the escrow cancelled (`oracle.storage.cancel_marks`), so
 it never pays a later attestation for it, and only then returns its VKey witness.
 
 - the transaction names this oracle a required signer, has a TTL, and mints, certifies,
@@ -46,9 +46,9 @@ from pycardano import (
 from chain.contracts import types as t
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.onchain import datum_cbor
-from oracle import cancel_marks
-from oracle.feed import ApiFeed, FeedError
+from oracle.inputs.feed import ApiFeed, FeedError
 from oracle.models import escrow_ref
+from oracle.storage import cancel_marks
 from proofnet.when import when_text
 
 from .ports import ChainView, OutRef

@@ -59,9 +59,9 @@ def run_chaos(
 ) -> ChaosReport:
     from nacl.signing import SigningKey
 
-    from oracle.db import make_engine
     from oracle.keys import write_key
     from oracle.models import metadata
+    from oracle.storage.db import make_engine
 
     from . import models as _models  # noqa: F401  (registers the tables)
     from . import scenario as sc

@@ -30,8 +30,8 @@ def settle(
     import threading
 
     from oracle import logs
-    from oracle.db import make_engine
     from oracle.keys import OracleKeyError, load_key
+    from oracle.storage.db import make_engine
     from proofnet.settings import build_settings
 
     from .batcher import ProposerLeaseGuard, SettlementScheduler, default_holder
@@ -58,7 +58,7 @@ def settle(
         holder=holder,
     )
     import oracle.settlement.models  # noqa: F401  (registers the tables)
-    from oracle.schema import create_tables
+    from oracle.storage.schema import create_tables
 
     db = make_engine(database_url or settings.database_url)
     create_tables(db)

@@ -53,7 +53,7 @@ from pycardano import (
 from chain.contracts import types as t
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.onchain import address_from_data, datum_cbor
-from oracle.unit_checks import PayableUnit
+from oracle.verification.unit_checks import PayableUnit
 from proofnet.messages.attestation import Attestation, UnitWork
 from proofnet.messages.unit_chain import chain_breaks
 from proofnet.redaction import redact_credentials
@@ -143,7 +143,7 @@ class _BundleStore:
 
 
 class IntakeVerifier:
-    """The intake's pipeline (`oracle.verify.verify`) against this oracle's own store and
+    """The intake's pipeline (`oracle.verification.verify.verify`) against this oracle's own store and
     chain view; an attestation this oracle already stored counts as itself, not a replay."""
 
     def __init__(self, context: Any) -> None:
@@ -156,7 +156,7 @@ class IntakeVerifier:
         """The bundle's attestations in unit order per escrow (input units first), each
         unit's chain checked against the outputs verified before it."""
         from oracle.models import escrow_ref
-        from oracle.verify import Rejection, authenticate, verify
+        from oracle.verification.verify import Rejection, authenticate, verify
 
         store = _BundleStore(self.context.store)
         context = dataclasses.replace(self.context, store=store)

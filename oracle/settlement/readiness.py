@@ -16,7 +16,7 @@ about to earn. `JobEndReadiness.ready` says when the wait is over:
 When the job is over, a verified unit attestation whose lease is no longer the one the API
 counts for its unit (a node of a cluster attempt that failed after the node completed) is
 rejected (`lease_superseded`): it frees the unit for the attestation of the lease that
-stands, which waits for that (see `oracle.unit_checks.check_superseded`).
+stands, which waits for that (see `oracle.verification.unit_checks.check_superseded`).
 
 The time a job was first seen over is kept in `settlement_job_ends` (across restarts). The
 API is asked about a job that is not over at most every `recheck_s` seconds.
@@ -61,10 +61,10 @@ from sqlmodel import Session, col, select
 
 from chain.contracts import types as t
 from chain.offchain.builders.onchain import datum_cbor
-from oracle.feed import ApiFeed, FeedError, JobInfo
-from oracle.feed_units import JOB_OVER_STATUSES
+from oracle.inputs.feed import ApiFeed, FeedError, JobInfo
+from oracle.inputs.feed_units import JOB_OVER_STATUSES
 from oracle.models import PAYABLE_STATUSES, RECEIVED, REJECTED, VERIFIED, AttestationRecord
-from oracle.unit_checks import LEASE_SUPERSEDED, attested_nonce
+from oracle.verification.unit_checks import LEASE_SUPERSEDED, attested_nonce
 
 from .models import JobEnd
 from .ports import ChainUnavailable, ChainView, OutRef, UnitEscrow

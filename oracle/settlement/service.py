@@ -69,7 +69,7 @@ def build_engine(
 
     from chain.offchain.backends import chain_context
     from chain.offchain.builders.deployment import Deployment
-    from oracle.feed_client import HttpApiFeed
+    from oracle.intake.feed_client import HttpApiFeed
 
     from .builder_port import CardanoSettlementBuilder
     from .chain_view import BlockfrostChainView
@@ -123,7 +123,7 @@ def settlement_extensions(
     @contextlib.asynccontextmanager
     async def hook(app: FastAPI) -> AsyncIterator[None]:
         import oracle.settlement.models  # noqa: F401  (registers the tables)
-        from oracle.schema import create_tables
+        from oracle.storage.schema import create_tables
 
         store: Engine = db if db is not None else app.state.engine
         await run_in_threadpool(create_tables, store)

@@ -9,7 +9,7 @@ when it signed), and signs a `VerificationTask`. The API relays the task to the 
 `VerificationReport` back; it can forge neither (no oracle or verifier key). The verifier
 replays the task's segments with the network's harness (`python -m pot replay`) in the
 job's own image and reports the hashes it computed; oracles compare them with the
-commitments (`oracle.verifiers`).
+commitments (`oracle.verification.verifiers`).
 
 The first segment is always among a task's segments and is replayed twice (`repeat`):
 two replays of the same segment from the same checkpoint that disagree show the job's
@@ -215,7 +215,7 @@ class VerificationReport(Frozen):
     # The first segment replayed a second time, from the same checkpoint.
     repeat: SegmentResult | None = None
     # Wall time of the drawn segments' replay (ms): bounds the payable GPU time of a
-    # rate-card job by the committed steps (oracle.metering).
+    # rate-card job by the committed steps (oracle.verification.metering).
     replay_ms: NonNegInt | None = None
     # A recomputation's answer: the SHA-256 of the checkpoint an "aggregate" task's command
     # wrote, or the metric value an "eval" task's command reported (the job's

@@ -15,7 +15,7 @@ from sqlmodel import Session
 
 from api.config import ApiConfig
 from api.services.oracle_feed import job_feed
-from oracle.feed import FeedDataError, parse_job
+from oracle.inputs.feed import FeedDataError, parse_job
 from proofnet.messages.auction import Bid, clear, new_bid, sign_bid
 
 A100 = ("NVIDIA A100 80GB", 81920)

@@ -37,14 +37,14 @@ from api.services.users import add_senior
 from chain.devnet.testing import serve_app
 from chain.offchain.builders import build_cancel
 from chain.offchain.builders.onchain import out_ref_text
-from oracle import cancel_marks
-from oracle.db import make_engine as make_oracle_engine
-from oracle.feed_client import HttpApiFeed
-from oracle.schema import create_tables
+from oracle.intake.feed_client import HttpApiFeed
 from oracle.settlement.cancel import CancelCoSigner
 from oracle.settlement.chain_view import BlockfrostChainView
 from oracle.settlement.quorum import QuorumRefusal
 from oracle.settlement.routes import router as oracle_router
+from oracle.storage import cancel_marks
+from oracle.storage.db import make_engine as make_oracle_engine
+from oracle.storage.schema import create_tables
 
 BUDGET = 2_000_000
 

@@ -19,15 +19,15 @@ from sqlalchemy import Engine, Executable, text, update
 from sqlmodel import Session, col, select
 
 from api.app import create_app
-from api.change_feed import Subscriber
 from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.migrate import upgrade_head
 from api.models import ApiToken, Job, User
+from api.reads._change_feed import Subscriber
+from api.reads._status_cache import STATUS_CACHE_TTL_S, StatusCache
 from api.services.balances import BalanceCache, BalanceSources, CachedLookups, Holdings
 from api.services.tokens import secret_hash
 from api.services.users import add_senior
-from api.status_cache import STATUS_CACHE_TTL_S, StatusCache
 
 # Changes announced by another process must show within this (they normally take a few
 # milliseconds; the bound leaves room for a loaded test machine, well below the 5 s TTLs).

@@ -16,8 +16,8 @@ from nacl.signing import SigningKey
 
 from api.config import ApiConfig
 from api.storage import LocalBlobStore
-from oracle.feed import ArtifactMissing, FeedDataError, parse_worker
-from oracle.feed_client import HttpApiFeed
+from oracle.inputs.feed import ArtifactMissing, FeedDataError, parse_worker
+from oracle.intake.feed_client import HttpApiFeed
 from proofnet.messages.worker_auth import sign_request_headers
 
 ORACLE = SigningKey.generate()

@@ -14,7 +14,7 @@ from sqlmodel import Session
 
 from api.config import ApiConfig
 from api.services.oracle_feed import job_feed
-from oracle.feed import parse_job
+from oracle.inputs.feed import parse_job
 from proofnet.messages.rate_card import RATE_CARD_DOMAIN, RateCardDocument
 
 A100 = ("NVIDIA A100 80GB", 81920)

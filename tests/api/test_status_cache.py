@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from api.change_feed import ESCROW, JOB, PAYOUT, QUEUE, TOKEN
-from api.status_cache import STATUS_CACHE_TTL_S, StatusCache
+from api.reads._change_feed import ESCROW, JOB, PAYOUT, QUEUE, TOKEN
+from api.reads._status_cache import STATUS_CACHE_TTL_S, StatusCache
 
 
 class Feed:

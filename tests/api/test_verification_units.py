@@ -28,8 +28,8 @@ from unit_support import (
 
 from api.config import ApiConfig
 from api.storage import LocalBlobStore
-from oracle.feed import FeedError
-from oracle.feed_client import HttpApiFeed
+from oracle.inputs.feed import FeedError
+from oracle.intake.feed_client import HttpApiFeed
 from proofnet.messages.verification import VerificationReport, VerificationTask
 
 ORACLE = SigningKey.generate()

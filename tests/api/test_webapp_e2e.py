@@ -41,11 +41,11 @@ from api.services.balances import clear_caches
 from api.services.cancel_quorum import Member
 from api.services.users import add_senior
 from chain.devnet.testing import serve_app
-from oracle.db import make_engine as make_oracle_engine
-from oracle.feed_client import HttpApiFeed
-from oracle.schema import create_tables
+from oracle.intake.feed_client import HttpApiFeed
 from oracle.settlement.cancel import CancelCoSigner
 from oracle.settlement.chain_view import BlockfrostChainView
+from oracle.storage.db import make_engine as make_oracle_engine
+from oracle.storage.schema import create_tables
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

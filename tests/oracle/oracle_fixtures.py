@@ -16,12 +16,12 @@ from typing import Any
 from nacl.signing import SigningKey
 
 from chain.contracts import types as t
-from oracle.chain import EscrowLookup, EscrowOutput, StaticChainView
-from oracle.feed import ArtifactMissing, JobInfo, LeaseInfo, WorkerInfo
+from oracle.inputs.chain import EscrowLookup, EscrowOutput, StaticChainView
+from oracle.inputs.feed import ArtifactMissing, JobInfo, LeaseInfo, WorkerInfo
 from oracle.service import escrow_script_hash
-from oracle.store import AttestationStore
-from oracle.unit_checks import PayableUnit
-from oracle.verify import VerificationContext
+from oracle.storage.store import AttestationStore
+from oracle.verification.unit_checks import PayableUnit
+from oracle.verification.verify import VerificationContext
 from proofnet.messages.address import enterprise_address, key_hash
 from proofnet.messages.attestation import (
     Attestation,

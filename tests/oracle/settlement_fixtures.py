@@ -19,7 +19,6 @@ import cbor2
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from oracle.db import make_engine
 from oracle.models import VERIFIED, AttestationRecord, escrow_ref, metadata
 from oracle.settlement.engine import BatchPolicy, SettlementEngine
 from oracle.settlement.intents import IntentLog
@@ -35,6 +34,7 @@ from oracle.settlement.ports import (
 )
 from oracle.settlement.queue import AttestationQueue
 from oracle.settlement.watcher import WatchConfig
+from oracle.storage.db import make_engine
 from proofnet.messages import merkle
 
 _counter = itertools.count(1)

@@ -1,4 +1,4 @@
-"""Cancel marks (oracle.cancel_marks): an oracle marks an escrow cancelled only while its own
+"""Cancel marks (oracle.storage.cancel_marks): an oracle marks an escrow cancelled only while its own
 store holds no attestation for the escrow or its job, and the store then reports the mark to
 the verification pipeline (which rejects every attestation for it)."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from oracle_fixtures import make_world
 
-from oracle import cancel_marks
-from oracle.db import make_engine
 from oracle.models import escrow_ref
-from oracle.store import AttestationStore
+from oracle.storage import cancel_marks
+from oracle.storage.db import make_engine
+from oracle.storage.store import AttestationStore
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 

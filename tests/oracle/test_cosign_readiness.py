@@ -19,14 +19,14 @@ from sqlmodel import Session
 from test_units_settlement import Clock, DeadlineChain, add_unit, job_with_units
 from unit_fixtures import UnitWorld, make_unit_world, node_topology
 
-from oracle.feed import FeedError, JobInfo
+from oracle.inputs.feed import FeedError, JobInfo
 from oracle.models import RECEIVED, REJECTED, AttestationRecord
 from oracle.settlement.models import JobEnd
 from oracle.settlement.ports import OutRef, UnitEscrow
 from oracle.settlement.quorum import CoSigner, IntakeVerifier, QuorumRefusal, SignatureVerifier
 from oracle.settlement.readiness import JobEndReadiness, ReadinessPolicy
-from oracle.store import AttestationStore
-from oracle.verify import Reason, verify
+from oracle.storage.store import AttestationStore
+from oracle.verification.verify import Reason, verify
 
 
 @dataclasses.dataclass

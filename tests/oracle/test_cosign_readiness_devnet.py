@@ -14,12 +14,12 @@ import test_units_settlement_devnet as units_devnet
 from test_units_settlement_devnet import Devnet, _claims, _locked_world, _unsigned
 from unit_fixtures import UnitWorld, node_topology, relay_topology
 
-from oracle.db import make_engine
 from oracle.models import REJECTED
 from oracle.settlement.chain_view import BlockfrostChainView
 from oracle.settlement.quorum import CoSigner, IntakeVerifier, QuorumRefusal
-from oracle.store import AttestationStore
-from oracle.verify import Reason, verify
+from oracle.storage.db import make_engine
+from oracle.storage.store import AttestationStore
+from oracle.verification.verify import Reason, verify
 
 # The devnet of the relay settlement tests (module-scoped: this module runs its own).
 devnet = units_devnet.devnet

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from oracle_fixtures import BUDGET, World, escrow_datum, escrow_output, make_world
 
 from oracle.app import create_app
-from oracle.chain import ChainUnavailable, EscrowLookup
+from oracle.inputs.chain import ChainUnavailable, EscrowLookup
 from proofnet.messages.attestation import EscrowRef
 from proofnet.messages.escrow_info import EscrowInfo, escrow_path
 from proofnet.settings import Settings

@@ -11,8 +11,8 @@ import pytest
 from oracle_fixtures import job_spec
 from unit_fixtures import relay_topology, topology_spec
 
-from oracle.feed import FeedDataError, parse_job
-from oracle.feed_units import unit_result_name
+from oracle.inputs.feed import FeedDataError, parse_job
+from oracle.inputs.feed_units import unit_result_name
 
 LEASE = {
     "worker_key": "ab" * 32,

@@ -1,4 +1,4 @@
-"""Which rejected attestations the oracle quorum may slash a bond for (oracle.fraud): only
+"""Which rejected attestations the oracle quorum may slash a bond for (oracle.storage.fraud): only
 a provider-signed attestation whose committed segments did not replay; each case cites
 what the bond script checks (chain.offchain.builders.bond.citation_of accepts it)."""
 
@@ -13,10 +13,10 @@ from nacl.signing import SigningKey
 from sqlalchemy import create_engine
 
 from chain.offchain.builders.bond import citation_of
-from oracle.fraud import fraud_cases
 from oracle.models import REJECTED, VERIFIED, AttestationRecord
-from oracle.store import AttestationStore
-from oracle.verify import Reason
+from oracle.storage.fraud import fraud_cases
+from oracle.storage.store import AttestationStore
+from oracle.verification.verify import Reason
 from proofnet.messages.address import enterprise_address
 from proofnet.messages.attestation import (
     Attestation,

@@ -17,11 +17,11 @@ from postgres_db import fresh_database
 from sqlalchemy.exc import IntegrityError
 
 from oracle.app import create_app
-from oracle.chain import ChainUnavailable, EscrowLookup
-from oracle.db import make_engine
+from oracle.inputs.chain import ChainUnavailable, EscrowLookup
 from oracle.metrics import OracleMetrics
 from oracle.models import AttestationRecord
-from oracle.store import AttestationStore
+from oracle.storage.db import make_engine
+from oracle.storage.store import AttestationStore
 from proofnet.messages.attestation import EscrowRef
 from proofnet.settings import Settings
 
@@ -175,7 +175,7 @@ def test_second_attestation_for_one_escrow_is_refused(store: AttestationStore) -
 def test_database_refuses_two_payable_attestations_per_escrow(store: AttestationStore) -> None:
     """Even when two verifiers race past the pipeline's store check, the UNIQUE constraint
     lets only one attestation per escrow become payable."""
-    from oracle.verify import verify
+    from oracle.verification.verify import verify
 
     world = make_world()  # context reads an empty in-memory store: both pass the pipeline
     a, _ = store.receive(world.attestation, world.sign())

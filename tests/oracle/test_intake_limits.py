@@ -17,10 +17,10 @@ from nacl.signing import SigningKey
 from oracle_fixtures import World, make_world
 
 from oracle.app import create_app
-from oracle.chain import BlockfrostChainView
-from oracle.feed import FeedError, WorkerInfo
+from oracle.inputs.chain import BlockfrostChainView
+from oracle.inputs.feed import FeedError, WorkerInfo
 from oracle.settlement.service import settlement_extensions
-from oracle.store import AttestationStore
+from oracle.storage.store import AttestationStore
 from proofnet.limits import TokenBuckets
 from proofnet.messages.attestation import EscrowRef
 from proofnet.messages.escrow_info import escrow_path

@@ -35,7 +35,7 @@ from oracle.settlement.quorum import (
 )
 from oracle.settlement.routes import router
 from oracle.settlement.watcher import WatchConfig
-from oracle.verify import VerificationContext
+from oracle.verification.verify import VerificationContext
 from proofnet.settings import build_settings
 
 

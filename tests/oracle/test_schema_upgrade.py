@@ -13,11 +13,11 @@ from postgres_db import fresh_database
 from sqlalchemy import inspect, text
 from unit_fixtures import make_unit_world
 
-from oracle.db import make_engine
 from oracle.models import payable_key
-from oracle.schema import create_tables
-from oracle.store import AttestationStore
-from oracle.verify import VerificationResult
+from oracle.storage.db import make_engine
+from oracle.storage.schema import create_tables
+from oracle.storage.store import AttestationStore
+from oracle.verification.verify import VerificationResult
 from proofnet.messages.attestation import EscrowRef, UnitWork
 
 
@@ -89,7 +89,7 @@ def test_unit_rows_are_read_and_moved_alike_on_both_databases(database_url: str)
 
     import oracle.settlement.models  # noqa: F401  (registers the settlement tables)
     from oracle.settlement.queue import AttestationQueue
-    from oracle.verify import verify
+    from oracle.verification.verify import verify
 
     engine = make_engine(database_url)
     store = AttestationStore(engine)

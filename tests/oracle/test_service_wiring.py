@@ -21,7 +21,7 @@ from oracle.service import (
     deployment_of,
     repo_rewrites_of,
 )
-from oracle.verify import verify
+from oracle.verification.verify import verify
 from proofnet.settings import Settings
 
 
@@ -73,8 +73,8 @@ def test_a_served_oracle_runs_no_job_code_outside_the_demo(tmp_path: Path) -> No
     """The attack it stops: an oracle replaying job code on its own host (beside its key).
     Served, it draws verifiers; the demo's local replay is refused on any network but the
     devnet, and taken there (the demo's twin)."""
-    from oracle.spotcheck import LocalSpotChecker
-    from oracle.verifiers import VerifierSpotChecker
+    from oracle.verification.spotcheck import LocalSpotChecker
+    from oracle.verification.verifiers import VerifierSpotChecker
 
     metrics = OracleMetrics()
     served = context_from_settings(_settings(tmp_path, network="preprod"), None, metrics)  # type: ignore[arg-type]

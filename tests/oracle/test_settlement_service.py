@@ -14,7 +14,7 @@ from oracle.app import create_app
 from oracle.settlement.batcher import ProposerLeaseGuard, SettlementScheduler
 from oracle.settlement.models import SettlementBundle
 from oracle.settlement.service import settlement_extensions
-from oracle.verify import VerificationContext
+from oracle.verification.verify import VerificationContext
 from proofnet.settings import build_settings
 
 

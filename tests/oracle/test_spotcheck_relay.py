@@ -19,10 +19,15 @@ import pytest
 from nacl.signing import SigningKey
 from oracle_fixtures import FakeFeed, trainer_repo
 
-from oracle.feed import JobInfo
-from oracle.feed_units import unit_result_name
-from oracle.spotcheck import LocalSpotChecker, RepoCache, SpotCheckRequest, SpotCheckUnavailable
-from oracle.verify import Reason
+from oracle.inputs.feed import JobInfo
+from oracle.inputs.feed_units import unit_result_name
+from oracle.verification.spotcheck import (
+    LocalSpotChecker,
+    RepoCache,
+    SpotCheckRequest,
+    SpotCheckUnavailable,
+)
+from oracle.verification.verify import Reason
 from pot import env, harness
 from pot.examples.numpy_relay import StageTrainer, make_shards
 from pot.seeds import derive_data_seed

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from oracle.spotcheck import RepoCache, SpotCheckUnavailable
-from oracle.stage_data import StageDataError, fetch_shards
+from oracle.verification.spotcheck import RepoCache, SpotCheckUnavailable
+from oracle.verification.stage_data import StageDataError, fetch_shards
 from proofnet.egress import EgressPolicy
 from proofnet.messages.shards import DataShard
 from proofnet.shard_fetch import DataFetchPolicy

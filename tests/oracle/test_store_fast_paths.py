@@ -10,9 +10,9 @@ import pytest
 from oracle_fixtures import make_world
 
 from benchmarks.oracle import STAGES, run_oracle_verify_bench
-from oracle.db import make_engine
-from oracle.store import AttestationStore
-from oracle.verify import authenticate, leaf_of, verify
+from oracle.storage.db import make_engine
+from oracle.storage.store import AttestationStore
+from oracle.verification.verify import authenticate, leaf_of, verify
 
 
 @pytest.fixture

@@ -21,10 +21,10 @@ import pytest
 from nacl.signing import SigningKey
 from unit_fixtures import UnitWorld, make_unit_world, relay_topology
 
-from oracle.db import make_engine
-from oracle.store import AttestationStore
-from oracle.verifiers import Candidate, VerifierSpotChecker
-from oracle.verify import Reason, VerificationResult, verify
+from oracle.storage.db import make_engine
+from oracle.storage.store import AttestationStore
+from oracle.verification.verifiers import Candidate, VerifierSpotChecker
+from oracle.verification.verify import Reason, VerificationResult, verify
 from proofnet.messages.key_grant import KeyRequest
 from proofnet.messages.verification import VerificationReport, VerificationTask
 

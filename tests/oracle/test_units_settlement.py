@@ -28,8 +28,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 from unit_fixtures import relay_topology, topology_spec
 
-from oracle.feed import JobInfo, LeaseInfo
-from oracle.feed_units import UnitInfo
+from oracle.inputs.feed import JobInfo, LeaseInfo
+from oracle.inputs.feed_units import UnitInfo
 from oracle.models import RECEIVED, REJECTED, VERIFIED, AttestationRecord, escrow_ref, payable_key
 from oracle.settlement.engine import SettlementEngine
 from oracle.settlement.models import IntentState

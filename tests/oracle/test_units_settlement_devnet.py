@@ -31,9 +31,8 @@ from unit_fixtures import (
 import oracle.settlement.models  # noqa: F401  (registers the settlement tables)
 from auditor import audit as au
 from chain.devnet.testing import running_devnet, serve_app
-from oracle.chain import chain_view_for
-from oracle.db import make_engine
-from oracle.intake import Intake
+from oracle.inputs.chain import chain_view_for
+from oracle.intake.accept import Intake
 from oracle.metrics import OracleMetrics
 from oracle.service import escrow_script_hash
 from oracle.settlement import scenario as sc
@@ -48,7 +47,8 @@ from oracle.settlement.queue import AttestationQueue
 from oracle.settlement.quorum import CoSigner, IntakeVerifier, QuorumRefusal, SignatureVerifier
 from oracle.settlement.readiness import JobEndReadiness, ReadinessPolicy
 from oracle.settlement.watcher import WatchConfig
-from oracle.store import AttestationStore
+from oracle.storage.db import make_engine
+from oracle.storage.store import AttestationStore
 from proofnet.messages.attestation import EscrowRef, sign_attestation
 from proofnet.messages.unit_chain import UNIT_INPUT_NOT_CHAINED
 
@@ -339,7 +339,7 @@ def _claims(world: UnitWorld, coses: dict[int, bytes]) -> list[Claim]:
 
 
 def _leaf(cose: bytes) -> str:
-    from oracle.verify import leaf_of
+    from oracle.verification.verify import leaf_of
 
     return leaf_of(cose)
 

@@ -19,12 +19,12 @@ from unit_fixtures import (
     relay_topology,
 )
 
-from oracle.db import make_engine
-from oracle.intake import Intake
+from oracle.intake.accept import Intake
 from oracle.metrics import OracleMetrics
 from oracle.models import payable_key
-from oracle.store import AttestationStore
-from oracle.verify import Reason, VerificationResult, verify
+from oracle.storage.db import make_engine
+from oracle.storage.store import AttestationStore
+from oracle.verification.verify import Reason, VerificationResult, verify
 from proofnet.messages.attestation import UnitWork
 
 

@@ -21,10 +21,10 @@ from oracle_fixtures import (
 )
 
 from chain.contracts import types as t
-from oracle.chain import ChainUnavailable, EscrowLookup
-from oracle.feed import FeedError
+from oracle.inputs.chain import ChainUnavailable, EscrowLookup
+from oracle.inputs.feed import FeedError
 from oracle.models import escrow_ref
-from oracle.verify import Reason, Rejection, VerificationResult, authenticate, verify
+from oracle.verification.verify import Reason, Rejection, VerificationResult, authenticate, verify
 from proofnet.messages.attestation import AttestationDomain, EscrowRef
 
 

@@ -12,18 +12,18 @@ from pathlib import Path
 import pytest
 from oracle_fixtures import World, make_world
 
-from oracle.db import make_engine
-from oracle.feed import FeedError, JobInfo
+from oracle.inputs.feed import FeedError, JobInfo
 from oracle.models import escrow_ref
-from oracle.spotcheck import SpotCheckUnavailable, SpotCheckVerdict
-from oracle.store import AttestationStore
-from oracle.verify import Reason, authenticate, verify
+from oracle.storage.db import make_engine
+from oracle.storage.store import AttestationStore
+from oracle.verification.spotcheck import SpotCheckUnavailable, SpotCheckVerdict
+from oracle.verification.verify import Reason, authenticate, verify
 from proofnet.messages.attestation import Attestation
 
 
 @dataclass
 class FixedChecker:
-    """A spot checker answering one verdict (stands in for `oracle.verifiers`, whose real
+    """A spot checker answering one verdict (stands in for `oracle.verification.verifiers`, whose real
     flow over HTTP is tests/worker/test_verifier_units.py)."""
 
     verdict: SpotCheckVerdict | None

@@ -9,10 +9,10 @@ import pytest
 from nacl.signing import SigningKey
 from oracle_fixtures import World, make_world
 
-from oracle.feed import FeedDataError, parse_job
-from oracle.metering import ProofTiming, proof_bound_ms
-from oracle.spotcheck import SpotCheckVerdict
-from oracle.verify import Reason, verify
+from oracle.inputs.feed import FeedDataError, parse_job
+from oracle.verification.metering import ProofTiming, proof_bound_ms
+from oracle.verification.spotcheck import SpotCheckVerdict
+from oracle.verification.verify import Reason, verify
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.rate_card import RateCardDocument
 

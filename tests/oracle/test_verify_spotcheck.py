@@ -19,8 +19,8 @@ import pytest
 from nacl.signing import SigningKey
 from oracle_fixtures import World, job_spec, make_world, trainer_repo
 
-from oracle.spotcheck import LocalSpotChecker, RepoCache
-from oracle.verify import Reason, verify
+from oracle.verification.spotcheck import LocalSpotChecker, RepoCache
+from oracle.verification.verify import Reason, verify
 from pot import Manifest, ProofOfTraining, harness
 from pot.examples.numpy_mlp import MLPTrainer
 from pot.schedule import Schedule

@@ -26,11 +26,11 @@ from oracle_fixtures import (
     signed_binding,
 )
 
-from oracle.chain import EscrowLookup, StaticChainView
-from oracle.feed import JobInfo, LeaseInfo, WorkerInfo
-from oracle.feed_units import UnitInfo
+from oracle.inputs.chain import EscrowLookup, StaticChainView
+from oracle.inputs.feed import JobInfo, LeaseInfo, WorkerInfo
+from oracle.inputs.feed_units import UnitInfo
 from oracle.service import escrow_script_hash
-from oracle.verify import VerificationContext
+from oracle.verification.verify import VerificationContext
 from proofnet.messages.address import enterprise_address
 from proofnet.messages.attestation import (
     Attestation,

@@ -28,7 +28,6 @@ from chain.offchain.builders import settle as S
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.onchain import out_ref_text
 from chain.offchain.explorers import explorer_links
-from oracle.db import make_engine
 from oracle.models import metadata as oracle_metadata
 from oracle.settlement import scenario as sc
 from oracle.settlement.builder_port import CardanoSettlementBuilder
@@ -39,6 +38,7 @@ from oracle.settlement.intents import IntentLog
 from oracle.settlement.ports import Claim
 from oracle.settlement.queue import AttestationQueue
 from oracle.settlement.watcher import WatchConfig
+from oracle.storage.db import make_engine
 from proofnet.messages.deployment import DEPLOYMENT_PATH
 
 BUDGET = 1_000

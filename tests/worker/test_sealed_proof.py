@@ -48,10 +48,10 @@ from api.db import open_session
 from api.models import Lease, ProofKeyRequest
 from api.storage import LocalBlobStore
 from chain.devnet.testing import serve_app
-from oracle.chain import StaticChainView
-from oracle.escrow_info import escrow_info_router
-from oracle.feed import FeedError
-from oracle.feed_client import HttpApiFeed
+from oracle.inputs.chain import StaticChainView
+from oracle.inputs.feed import FeedError
+from oracle.intake.escrow_info import escrow_info_router
+from oracle.intake.feed_client import HttpApiFeed
 from pot.manifest import Manifest
 from proofnet.messages.envelope import (
     SealingError,

@@ -31,8 +31,8 @@ from api.models import SealingKey, User
 from api.services.users import add_senior
 from chain.contracts import types as t
 from chain.devnet.testing import serve_app
-from oracle.chain import EscrowLookup, EscrowOutput, StaticChainView
-from oracle.escrow_info import escrow_info_router
+from oracle.inputs.chain import EscrowLookup, EscrowOutput, StaticChainView
+from oracle.intake.escrow_info import escrow_info_router
 from proofnet.messages.attestation import EscrowRef
 from proofnet.messages.envelope import is_sealed
 from proofnet.messages.escrow_info import EscrowInfo

@@ -25,10 +25,10 @@ from typing import Any, cast
 import pytest
 from nacl.signing import SigningKey
 
-from oracle.feed import JobInfo
-from oracle.spotcheck import SpotCheckUnavailable, SpotCheckVerdict
-from oracle.verifiers import Candidate, VerifierSpotChecker
-from oracle.verify import Reason
+from oracle.inputs.feed import JobInfo
+from oracle.verification.spotcheck import SpotCheckUnavailable, SpotCheckVerdict
+from oracle.verification.verifiers import Candidate, VerifierSpotChecker
+from oracle.verification.verify import Reason
 from proofnet.messages.attestation import Attestation
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.key_grant import KeyRequest

@@ -27,11 +27,11 @@ from nacl.signing import SigningKey
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "oracle"))
 from test_spotcheck_relay import _spec, repo, shards  # noqa: E402, F401
 
-from oracle.feed import JobInfo  # noqa: E402
-from oracle.feed_units import unit_result_name  # noqa: E402
-from oracle.spotcheck import SpotCheckUnavailable  # noqa: E402
-from oracle.verifiers import Candidate, VerifierSpotChecker  # noqa: E402
-from oracle.verify import Reason  # noqa: E402
+from oracle.inputs.feed import JobInfo  # noqa: E402
+from oracle.inputs.feed_units import unit_result_name  # noqa: E402
+from oracle.verification.spotcheck import SpotCheckUnavailable  # noqa: E402
+from oracle.verification.verifiers import Candidate, VerifierSpotChecker  # noqa: E402
+from oracle.verification.verify import Reason  # noqa: E402
 from pot import env, launch  # noqa: E402
 from pot.manifest import Manifest  # noqa: E402
 from proofnet.messages.attestation import Attestation  # noqa: E402

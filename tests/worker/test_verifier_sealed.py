@@ -33,11 +33,11 @@ from test_sealed_proof import (  # noqa: F401  (fixtures)
     oracle,
 )
 
-from oracle.chain import StaticChainView
-from oracle.feed_client import HttpApiFeed
-from oracle.spotcheck import SpotCheckUnavailable
-from oracle.verifiers import VerifierSpotChecker
-from oracle.verify import Reason
+from oracle.inputs.chain import StaticChainView
+from oracle.intake.feed_client import HttpApiFeed
+from oracle.verification.spotcheck import SpotCheckUnavailable
+from oracle.verification.verifiers import VerifierSpotChecker
+from oracle.verification.verify import Reason
 from proofnet.messages.attestation import Attestation
 from proofnet.messages.envelope import wrap_key
 from proofnet.messages.key_grant import KeyRequest

@@ -48,11 +48,11 @@ from sqlmodel import select
 from api.db import open_session
 from api.models import Provider, VerificationUnit
 from chain.devnet.testing import serve_app
-from oracle.feed import JobInfo
-from oracle.feed_client import HttpApiFeed
-from oracle.spotcheck import SpotCheckUnavailable, SpotCheckVerdict
-from oracle.verifiers import VerifierSpotChecker
-from oracle.verify import Reason
+from oracle.inputs.feed import JobInfo
+from oracle.intake.feed_client import HttpApiFeed
+from oracle.verification.spotcheck import SpotCheckUnavailable, SpotCheckVerdict
+from oracle.verification.verifiers import VerifierSpotChecker
+from oracle.verification.verify import Reason
 from proofnet.messages.attestation import Attestation
 from proofnet.messages.verification import (
     VerificationError,
@@ -628,7 +628,7 @@ def _task(att: Attestation, job_id: str, verifier_key: str) -> VerificationTask:
 
 
 def _signed_post(payload: Any, key: SigningKey = ORACLE) -> dict[str, str]:
-    from oracle.feed_client import VERIFICATIONS_PATH
+    from oracle.intake.feed_client import VERIFICATIONS_PATH
     from proofnet.messages.worker_auth import sign_request_headers
 
     headers = sign_request_headers(

@@ -1,6 +1,6 @@
 """read notifications: on PostgreSQL, every committed change a polled read depends on is
 announced on the `proofnet_reads` channel, so each API process's read caches drop what
-changed at once (api.change_feed); nothing on SQLite
+changed at once (api.reads._change_feed); nothing on SQLite
 
 Revision ID: 0008
 Revises: 0007
@@ -18,7 +18,7 @@ down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Payloads (api.change_feed parses them): "j:<job id>" a job's status may have changed,
+# Payloads (api.reads._change_feed parses them): "j:<job id>" a job's status may have changed,
 # "q:<job id>" and the queue's membership changed with it (every queued job's position may
 # have), "e:<job id>" its escrow record changed, "t:<token hash>" a bearer token was revoked
 # or deleted, "p:<payout address>" a payout was recorded. NOTIFY is delivered at commit,

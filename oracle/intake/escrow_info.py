@@ -17,7 +17,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Path, Request
 from pydantic import ValidationError
 
-from oracle.chain import ChainUnavailable, ChainView
+from oracle.inputs.chain import ChainUnavailable, ChainView
 from oracle.models import escrow_ref
 from proofnet.limits import TokenBuckets
 from proofnet.messages.attestation import EscrowRef

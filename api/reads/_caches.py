@@ -21,9 +21,9 @@ import logging
 from sqlalchemy import Engine, text
 from starlette.datastructures import State
 
-from api.change_feed import PAYOUT, TOKEN, ChangeFeed, Subscriber
 from api.db import is_sqlite
-from api.status_cache import StatusCache
+from api.reads._change_feed import PAYOUT, TOKEN, ChangeFeed, Subscriber
+from api.reads._status_cache import StatusCache
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from oracle.feed_values import FeedDataError, LeaseInfo, int_of, ms_of, str_of
+from oracle.inputs.feed_values import FeedDataError, LeaseInfo, int_of, ms_of, str_of
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.topology import plan
 

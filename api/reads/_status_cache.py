@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from api.change_feed import ESCROW, JOB, QUEUE
+from api.reads._change_feed import ESCROW, JOB, QUEUE
 from api.services.jobs import MATCHING_CACHE_TTL_S
 
 STATUS_CACHE_TTL_S = 5.0

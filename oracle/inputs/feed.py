@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from oracle.feed_values import FeedDataError, FeedError, LeaseInfo, int_of, ms_of, str_of
+from oracle.inputs.feed_values import FeedDataError, FeedError, LeaseInfo, int_of, ms_of, str_of
 from proofnet.messages.attestation import EscrowRef
 from proofnet.messages.auction import MAX_BIDS, AuctionError, RevealedBid, parse_revealed
 from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
@@ -29,7 +29,7 @@ from proofnet.messages.jobspec import AuctionPrice, JobSpec, JobSpecError, RateC
 from proofnet.messages.rate_card import RateCardDocument, RateCardError, document_for_digest
 
 if TYPE_CHECKING:
-    from oracle.feed_units import UnitInfo
+    from oracle.inputs.feed_units import UnitInfo
 
 __all__ = ["FeedDataError", "FeedError", "LeaseInfo"]  # re-exported: callers import them here
 
@@ -89,7 +89,7 @@ class JobInfo:
     def result_hash(self, name: str) -> str | None:
         """The recorded SHA-256 of upload `name`: a job-level upload, or a unit's upload
         named `units/<index>/<name>`."""
-        from oracle.feed_units import split_unit_result_name
+        from oracle.inputs.feed_units import split_unit_result_name
 
         scoped = split_unit_result_name(name) if self.units else None
         if scoped is not None:
@@ -130,7 +130,7 @@ class ApiFeed(Protocol):
 
 def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
     """Parse `GET /api/v1/oracle/jobs/{job_id}`; the spec must hash to `expected_job_id`."""
-    from oracle.feed_units import parse_units
+    from oracle.inputs.feed_units import parse_units
 
     if not isinstance(obj, Mapping):
         raise FeedDataError("job feed must be a JSON object")

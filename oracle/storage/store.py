@@ -18,8 +18,6 @@ from sqlalchemy import select as core_select
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from oracle import cancel_marks
-from oracle.db import open_session
 from oracle.models import (
     PAYABLE_STATUSES,
     RECEIVED,
@@ -31,9 +29,11 @@ from oracle.models import (
     escrow_ref,
     payable_key,
 )
-from oracle.schema import create_tables
-from oracle.unit_checks import PayableUnit, attested_nonce
-from oracle.verify import Reason, VerificationResult, leaf_of
+from oracle.storage import cancel_marks
+from oracle.storage.db import open_session
+from oracle.storage.schema import create_tables
+from oracle.verification.unit_checks import PayableUnit, attested_nonce
+from oracle.verification.verify import Reason, VerificationResult, leaf_of
 from proofnet.messages.attestation import Attestation
 
 MAX_RETRY_DELAY_S = 300.0

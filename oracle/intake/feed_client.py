@@ -20,7 +20,7 @@ import httpx
 from cachetools import LRUCache
 from nacl.signing import SigningKey
 
-from oracle.feed import (
+from oracle.inputs.feed import (
     ArtifactMissing,
     FeedDataError,
     FeedError,
@@ -29,8 +29,8 @@ from oracle.feed import (
     parse_job,
     parse_worker,
 )
-from oracle.feed_units import JOB_OVER_STATUSES
-from oracle.verifiers import Candidate
+from oracle.inputs.feed_units import JOB_OVER_STATUSES
+from oracle.verification.verifiers import Candidate
 from proofnet.messages.key_grant import KeyRequest
 from proofnet.messages.verification import VerificationTask
 from proofnet.messages.worker_auth import request_target, sign_request_headers

@@ -44,8 +44,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from oracle.metering import ProofTiming
-from oracle.proof_checks import (
+from oracle.verification.metering import ProofTiming
+from oracle.verification.proof_checks import (
     TOP_BY_NORM,
     Draw,
     ProofRejected,
@@ -53,7 +53,7 @@ from oracle.proof_checks import (
     check_manifest,
     draw_segments,
 )
-from oracle.stage_data import StageDataError, fetch_shards
+from oracle.verification.stage_data import StageDataError, fetch_shards
 from pot import launch
 from pot.env import INPUT_CHECKPOINTS, SHARDS, UNIT_INDEX, UNIT_KIND, JobEnv, determinism_environ
 from pot.manifest import (
@@ -73,7 +73,7 @@ from proofnet.redaction import redact_credentials
 from proofnet.shard_fetch import DataFetchPolicy
 
 if TYPE_CHECKING:
-    from oracle.feed import ApiFeed, JobInfo
+    from oracle.inputs.feed import ApiFeed, JobInfo
     from proofnet.messages.attestation import Attestation
 
 POT_PREFIX = "pot/"
@@ -350,9 +350,9 @@ class LocalSpotChecker:
     data_policy: DataFetchPolicy = field(default_factory=DataFetchPolicy)
 
     def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict:
-        from oracle.feed import ArtifactMissing, FeedError
-        from oracle.feed_units import unit_result_name
-        from oracle.verify import Reason
+        from oracle.inputs.feed import ArtifactMissing, FeedError
+        from oracle.inputs.feed_units import unit_result_name
+        from oracle.verification.verify import Reason
 
         spec = job.spec
         # A relay stage's proof is among its own uploads (`units/<index>/pot/...`).
@@ -512,7 +512,7 @@ def judge(
     """The verdict on a replay's report, against the oracle's own copy of the manifest:
     every drawn segment replayed to its committed weights with a consistent update norm,
     and (for a job that starts from scratch) checkpoint 0 is what the trainer builds."""
-    from oracle.verify import Reason
+    from oracle.verification.verify import Reason
 
     seed, segments = draw.seed.hex(), draw.segments
     status = report.get("status")

@@ -40,7 +40,7 @@ class ProofRejected(Exception):
 
 
 def _reason(kind: str) -> str:
-    from oracle.verify import Reason
+    from oracle.verification.verify import Reason
 
     return {
         conformance.CHECKPOINT_INTERVAL: Reason.POT_SCHEDULE_MISMATCH,
@@ -54,7 +54,7 @@ def _reason(kind: str) -> str:
 def check_manifest(manifest: Manifest, att: Attestation, spec: JobSpec) -> None:
     """Raise `ProofRejected` unless `manifest` is the attested one and follows the spec's
     schedule under the attested nonce."""
-    from oracle.verify import Reason
+    from oracle.verification.verify import Reason
 
     if manifest.root != att.pot_root:
         raise ProofRejected(

@@ -25,7 +25,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from oracle.feed import JobInfo
+from oracle.inputs.feed import JobInfo
 from proofnet.messages.attestation import Attestation
 from proofnet.messages.topology import Relay, Unit, plan, total_amount
 

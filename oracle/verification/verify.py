@@ -20,12 +20,12 @@ from typing import Literal, Protocol, runtime_checkable
 import cbor2
 
 from chain.offchain.escrow_terms import EscrowTerms, escrow_refusal
-from oracle import unit_checks as units
-from oracle.chain import ChainUnavailable, ChainView, EscrowOutput
-from oracle.feed import ApiFeed, FeedDataError, FeedError, JobInfo
-from oracle.metering import ProofTiming, proof_bound_ms
+from oracle.inputs.chain import ChainUnavailable, ChainView, EscrowOutput
+from oracle.inputs.feed import ApiFeed, FeedDataError, FeedError, JobInfo
 from oracle.models import escrow_ref, payable_key
-from oracle.spotcheck import SpotChecker, SpotCheckUnavailable, SpotCheckVerdict
+from oracle.verification import unit_checks as units
+from oracle.verification.metering import ProofTiming, proof_bound_ms
+from oracle.verification.spotcheck import SpotChecker, SpotCheckUnavailable, SpotCheckVerdict
 from proofnet.messages import merkle
 from proofnet.messages.attestation import (
     Attestation,

@@ -20,11 +20,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from oracle.feed import FeedError
+from oracle.inputs.feed import FeedError
 from oracle.metrics import OracleMetrics
 from oracle.models import AttestationRecord
-from oracle.store import Applied, AttestationStore
-from oracle.verify import Reason, Rejection, VerificationContext, authenticate, verify
+from oracle.storage.store import Applied, AttestationStore
+from oracle.verification.verify import Reason, Rejection, VerificationContext, authenticate, verify
 from proofnet.limits import TokenBuckets
 from proofnet.messages.attestation import Attestation
 

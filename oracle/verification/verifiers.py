@@ -36,8 +36,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from oracle.proof_checks import TOP_BY_NORM, ProofRejected, Sign, check_manifest, draw_segments
-from oracle.spotcheck import (
+from oracle.verification.proof_checks import (
+    TOP_BY_NORM,
+    ProofRejected,
+    Sign,
+    check_manifest,
+    draw_segments,
+)
+from oracle.verification.spotcheck import (
     POT_PREFIX,
     SpotCheckUnavailable,
     SpotCheckVerdict,
@@ -45,7 +51,7 @@ from oracle.spotcheck import (
     needed_files,
     replay_timing,
 )
-from oracle.unit_checks import CHECKPOINT_RESULT_PREFIX
+from oracle.verification.unit_checks import CHECKPOINT_RESULT_PREFIX
 from pot.manifest import MANIFEST_NAME, Manifest, ProofError
 from pot.seeds import draw_message, draw_seed
 from proofnet.messages.key_grant import KeyRequest
@@ -63,7 +69,7 @@ from proofnet.messages.verification import (
 if TYPE_CHECKING:
     from nacl.signing import SigningKey
 
-    from oracle.feed import JobInfo
+    from oracle.inputs.feed import JobInfo
     from proofnet.messages.attestation import Attestation
 
 log = logging.getLogger("oracle.verifiers")
@@ -147,9 +153,9 @@ class VerifierSpotChecker:
         return lambda message: self.signing_key.sign(message).signature
 
     def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict:
-        from oracle.feed import ArtifactMissing, FeedError
-        from oracle.feed_units import unit_result_name
-        from oracle.verify import Reason
+        from oracle.inputs.feed import ArtifactMissing, FeedError
+        from oracle.inputs.feed_units import unit_result_name
+        from oracle.verification.verify import Reason
 
         spec = job.spec
         prefix = POT_PREFIX if att.unit is None else unit_result_name(att.unit.index, POT_PREFIX)
@@ -195,7 +201,7 @@ class VerifierSpotChecker:
     ) -> VerificationReport:
         """Draw a verifier (the next round's when one stays silent), post its task and
         return its checked report; SpotCheckUnavailable while there is none yet."""
-        from oracle.feed import FeedError
+        from oracle.inputs.feed import FeedError
 
         devices = device_class(att, job)
         try:
@@ -251,7 +257,7 @@ class VerifierSpotChecker:
         """Recompute an aggregation or an evaluation unit by a drawn verifier from the
         unit's input checkpoints (`att.unit.inputs`, already chained to the verified
         outputs of its input units by `oracle.unit_checks.check_chain`)."""
-        from oracle.feed_units import unit_result_name
+        from oracle.inputs.feed_units import unit_result_name
 
         topology = job.spec.topology
         work = att.unit
@@ -303,7 +309,7 @@ class VerifierSpotChecker:
     ) -> dict[str, Any]:
         """Post the task (again: the same unit), and for a sealed job the key request for
         its checkpoints (the manifest is not sealed); the unit's state."""
-        from oracle.feed import FeedError
+        from oracle.inputs.feed import FeedError
 
         try:
             if _sealed(job) and task.kind == "replay":
@@ -338,7 +344,7 @@ def judge_report(
     report: VerificationReport, manifest: Manifest, draw: Any, tolerance_ppm: int, att: Attestation
 ) -> SpotCheckVerdict:
     """The verdict on a verifier's report, with whose fault it is."""
-    from oracle.verify import Reason
+    from oracle.verification.verify import Reason
 
     seed, segments = draw.seed.hex(), draw.segments
     details = report_as_harness_json(report)
@@ -379,7 +385,7 @@ def judge_recomputation(
     aggregation does not reproduce itself) is the job's fault, as for a replay
     (`attribute`); a recomputed output that the provider's attested one is not is the
     provider's."""
-    from oracle.verify import Reason
+    from oracle.verification.verify import Reason
 
     details = {
         "kind": kind,
