@@ -43,9 +43,13 @@ def oracle_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     )
     # A co-signer over an empty chain: whatever is sent to sign is refused (4xx), never
     # answered with 5xx.
+    deployed = deployment()
     app.state.settlement_cosigner = CoSigner(
-        deployment(), FakeChain(), PaymentSigningKey.generate(), IntakeVerifier(app.state.context)
+        deployed, FakeChain(), PaymentSigningKey.generate(), IntakeVerifier(app.state.context)
     )
+    # Configured as a served co-signer is: it publishes the deployment it signs for (an
+    # oracle without one answers 503 naming the setting: test_oracle_deployment_route.py).
+    app.state.deployment = deployed
     with TestClient(app) as client:
         posted = client.post(
             "/api/v1/attestations",
