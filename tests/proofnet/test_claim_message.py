@@ -76,6 +76,7 @@ def _claim(**overrides: Any) -> dict[str, Any]:
             "rank": None,
             "cluster": None,
         },
+        "resume": None,
     }
     body.update(overrides)
     return body

@@ -26,7 +26,9 @@ def test_forwarding_spend_is_cheap(deployment, oracles, admins) -> None:  # type
     b = make_batch(deployment, oracles, admins, 1)
     r = evaluate(deployment.escrow, b.tx.spend(b.escrows[0][0], T.Settle()))
     assert r.ok
-    assert r.mem <= 70_000 and r.cpu <= 17_000_000, (r.mem, r.cpu)
+    # 71,480 memory units under protocol 2.0.0 (the batch-withdrawal lookup plus the
+    # reference-script and withdrawal refusals of 14.1/14.3); the ceiling keeps it there.
+    assert r.mem <= 72_000 and r.cpu <= 17_000_000, (r.mem, r.cpu)
 
 
 def test_batch_cost_is_linear_in_escrows(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
