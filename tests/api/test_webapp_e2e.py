@@ -717,7 +717,10 @@ def test_money_back_and_the_state_from_the_api_at_desktop_and_phone_width(
     )
     assert wallet.calls.count("signTx") == signed + 1
     page.wait_for_selector('#job-escrow:not([data-state="locked"])')
-    assert page.inner_text("#job-status") == "cancelled"
+    # The escrow's new state is drawn first; the job's status follows on the page's next read.
+    page.wait_for_function(
+        "() => document.getElementById('job-status').textContent === 'cancelled'"
+    )
     end = time.monotonic() + 60
     while world.holdings()[1] != ntx_start and time.monotonic() < end:
         time.sleep(0.25)
