@@ -244,12 +244,13 @@ class _Oracle:
     def sign(self, message: bytes) -> bytes:
         return bytes(self.key.sign(message).signature)
 
-    def draw(self, manifest: Any, terms: Terms) -> tuple[int, ...]:
+    def draw(self, manifest: Any, terms: Terms, resumed: Any = None) -> tuple[int, ...]:
         from oracle.verification.proof_checks import draw_segments
 
         spec = _spec(terms.spot_checks)
         att = _attestation(spec, manifest.root)
-        return tuple(draw_segments(manifest, att, spec, self.sign, top=terms.top_by_norm).segments)
+        draw = draw_segments(manifest, att, spec, self.sign, top=terms.top_by_norm, resumed=resumed)
+        return tuple(draw.segments)
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,7 @@ def judge(
     *,
     trainer: Callable[[Any], Any] | None = None,
     oracle: _Oracle | None = None,
+    resumed: Any = None,
 ) -> Verdict:
     """What an oracle (`oracle.verification.proof_checks`) and its drawn verifier (`pot.harness.replay`)
     conclude of the proof in `pot_dir` for the bench job's spec."""
@@ -276,10 +278,10 @@ def judge(
     manifest = Manifest.load(pot_dir)
     spec = _spec(terms.spot_checks)
     try:
-        check_manifest(manifest, _attestation(spec, manifest.root), spec)
+        check_manifest(manifest, _attestation(spec, manifest.root), spec, resumed)
     except ProofRejected as exc:
         return Verdict(True, f"oracle proof check ({exc.reason}): {exc.message}")
-    segments = (oracle or _Oracle()).draw(manifest, terms)
+    segments = (oracle or _Oracle()).draw(manifest, terms, resumed)
     ctx = _context(pot_dir.parent, mode="replay")
     build = trainer or MLPTrainer
     try:
@@ -475,6 +477,100 @@ def _run_proof_strategies(work: Path, terms: Terms) -> list[Outcome]:
     return out
 
 
+RESUME_AT = 10  # the lost attempt committed (and uploaded) checkpoints 0..10 of 20
+
+
+def _resume_strategies(work: Path, terms: Terms) -> list[Outcome]:
+    """A long job's first provider is lost after checkpoint `RESUME_AT`; the API hands the
+    next one that checkpoint (`api.services.resume`: the prefix's root up to it, fed to the
+    oracle as the lease's resume point). The second provider resumes from a state nobody
+    committed: its own made-up history up to the resume point, or the handed leaves kept
+    and training continued from other weights."""
+    import shutil
+
+    from oracle.inputs.feed_values import ResumedFrom
+    from pot.examples.numpy_mlp import MLPTrainer
+    from pot.manifest import Manifest, optimizer_path, rng_path, weights_path
+    from pot.recorder import ProofOfTraining
+    from pot.replay import load_checkpoint
+
+    lost = work / "resume_lost"
+    lost.mkdir()
+    _train(lost)
+    prefix = Manifest.load(lost / "pot")
+    handed = ResumedFrom(
+        at=RESUME_AT,
+        prefix_root=Manifest(
+            steps_per_checkpoint=prefix.steps_per_checkpoint,
+            data_seed=prefix.data_seed,
+            leaves=prefix.leaves[: RESUME_AT + 1],
+        ).root,
+    )
+    saved = RESUME_AT / _schedule().segments  # the lost attempt's share, not the resumer's
+    out: list[Outcome] = []
+
+    # 1. A history of its own up to the resume point: segments 1..at not trained (tiny
+    # moves), so the leaves it commits there are not the prefix's.
+    forged = work / "resume_forged"
+    forged.mkdir()
+    _forge(forged, faked=frozenset(range(1, RESUME_AT + 1)))
+    verdict = judge(forged / "pot", terms, resumed=handed)
+    out.append(
+        _proof_outcome(
+            "resume_from_forged_checkpoint",
+            verdict,
+            terms,
+            saved,
+            1.0,
+            note=(
+                f"resumed at checkpoint {RESUME_AT} from a state the lost attempt never "
+                "committed; the oracle compares the proof's leaves 0..at with the handed root"
+            ),
+            unchecked_caught_rate_over_draws=_observed_rate(
+                Manifest.load(forged / "pot"), frozenset(range(1, RESUME_AT + 1)), terms
+            ),
+        )
+    )
+
+    # 2. The handed leaves kept (so the root matches), training continued from other
+    # weights (the trainer's fresh initial state, say: the lost attempt's work thrown away).
+    kept = work / "resume_kept_leaves"
+    pot = kept / "pot"
+    pot.mkdir(parents=True)
+    for i in range(RESUME_AT + 1):  # the lost attempt's uploads, as the verifier fetches them
+        for path in (weights_path, optimizer_path, rng_path):
+            shutil.copyfile(path(lost / "pot", i), path(pot, i))
+    ctx = _context(kept)
+    trainer = MLPTrainer(ctx)
+    other = trainer.state()
+    recorder = ProofOfTraining(pot, steps_per_checkpoint=INTERVAL, data_seed=ctx.data_seed)
+    recorder.resume(prefix, RESUME_AT, load_checkpoint(lost / "pot", prefix, RESUME_AT))
+    trainer.restore(other)
+    sampler = ctx.schedule.sampler(ctx.data_seed)
+    loss = 1.0
+    for step in range(RESUME_AT * INTERVAL + 1, STEPS + 1):
+        indices = sampler.indices(step)
+        loss = trainer.train_step(step, indices)
+        if recorder.record_step(indices, loss):
+            recorder.commit(trainer.state())
+    recorder.finish(trainer.state())
+    verdict = judge(pot, terms, resumed=handed)
+    out.append(
+        _proof_outcome(
+            "resume_from_forged_checkpoint_keeping_handed_leaves",
+            verdict,
+            terms,
+            saved,
+            1.0,
+            note=(
+                f"the first segment the resumer trained ({RESUME_AT + 1}) is always replayed "
+                "from the handed checkpoint, so continuing from other weights fails there"
+            ),
+        )
+    )
+    return out
+
+
 CLAIMED = "NVIDIA H100 80GB HBM3"
 SUBSTITUTE = "NVIDIA L4"
 ACHIEVED = 0.5  # share of its datasheet peak a GPU reaches on the challenge product
@@ -661,6 +757,7 @@ def run_cheat_bench(terms: Terms | None = None) -> CheatReport:
     terms = terms or Terms.defaults()
     with tempfile.TemporaryDirectory(prefix="proofnet-cheat-") as tmp:
         outcomes = _run_proof_strategies(Path(tmp), terms)
+        outcomes += _resume_strategies(Path(tmp), terms)
     outcomes += _spoofed_gpu(terms)
     outcomes += _idle_lease(terms)
     outcomes += _model_only(terms)

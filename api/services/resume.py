@@ -64,13 +64,18 @@ class ResumePoint:
             from_attempt=self.lease.attempt,
             at=self.at,
             step=self.prefix.leaves[self.at].step,
-            prefix_root=Manifest(
-                steps_per_checkpoint=self.prefix.steps_per_checkpoint,
-                data_seed=self.prefix.data_seed,
-                leaves=self.prefix.leaves[: self.at + 1],
-            ).root,
+            prefix_root=prefix_root(self.prefix, self.at),
             files=self.files,
         )
+
+
+def prefix_root(prefix: Manifest, at: int) -> str:
+    """The root of `prefix`'s leaves 0..`at`: what a run resumed at `at` must keep."""
+    return Manifest(
+        steps_per_checkpoint=prefix.steps_per_checkpoint,
+        data_seed=prefix.data_seed,
+        leaves=prefix.leaves[: at + 1],
+    ).root
 
 
 def resume_point(session: Session, store: BlobStore, job: Job) -> ResumePoint | None:

@@ -21,7 +21,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from oracle.inputs.feed_values import FeedDataError, FeedError, LeaseInfo, int_of, ms_of, str_of
+from oracle.inputs.feed_values import (
+    FeedDataError,
+    FeedError,
+    LeaseInfo,
+    ResumedFrom,
+    int_of,
+    ms_of,
+    str_of,
+)
 from proofnet.messages.attestation import EscrowRef
 from proofnet.messages.auction import MAX_BIDS, AuctionError, RevealedBid, parse_revealed
 from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
@@ -48,6 +56,18 @@ def _models(raw: object) -> tuple[str, ...] | None:
     if not isinstance(raw, list) or not all(isinstance(m, str) for m in raw):
         raise FeedDataError("lease.gpu_models must be a list of strings")
     return tuple(raw)
+
+
+def _resumed(raw: object) -> ResumedFrom | None:
+    """`lease.resume`: null, or {"at": checkpoint, "prefix_root": hex} of what it was handed."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise FeedDataError("lease.resume must be an object")
+    at, root = int_of(raw, "at"), str_of(raw, "prefix_root")
+    if at < 0 or not _HEX64.fullmatch(root):
+        raise FeedDataError("lease.resume needs a checkpoint >= 0 and a 64-hex prefix_root")
+    return ResumedFrom(at=at, prefix_root=root)
 
 
 @dataclass(frozen=True)
@@ -165,6 +185,7 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
             completed_ms=ms_of(raw.get("completed_at"), "lease.completed_at"),
             attempt=int_of(raw, "attempt"),
             gpu_models=_models(raw.get("gpu_models")),
+            resumed=_resumed(raw.get("resume")),
         )
     results_raw = obj.get("results") or {}
     if not isinstance(results_raw, Mapping) or not all(

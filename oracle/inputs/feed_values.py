@@ -32,6 +32,18 @@ class LeaseInfo:
     # The models of the provider's checked GPUs that fit the job at claim (the API's GPU
     # challenge); None when the API does not say (older APIs, older leases).
     gpu_models: tuple[str, ...] | None = None
+    # A whole-job lease that resumed a lost attempt (api.services.resume): where it resumed.
+    resumed: ResumedFrom | None = None
+
+
+@dataclass(frozen=True)
+class ResumedFrom:
+    """The checkpoint a resumed lease was handed: checkpoint `at` of the lost attempt's
+    committed prefix, whose leaves 0..`at` hash (as a manifest) to `prefix_root`. The
+    resumed proof must keep exactly those leaves (`oracle.verification.proof_checks`)."""
+
+    at: int
+    prefix_root: str
 
 
 def ms_of(value: Any, what: str) -> int:

@@ -52,6 +52,7 @@ from oracle.verification.proof_checks import (
     Sign,
     check_manifest,
     draw_segments,
+    resumed_from,
 )
 from oracle.verification.stage_data import StageDataError, fetch_shards
 from pot import launch
@@ -368,7 +369,7 @@ class LocalSpotChecker:
         except ProofError as exc:
             return SpotCheckVerdict(False, Reason.POT_INVALID, str(exc))
         try:
-            check_manifest(manifest, att, spec)
+            check_manifest(manifest, att, spec, resumed_from(att, job))
         except ProofRejected as exc:
             return SpotCheckVerdict(False, exc.reason, exc.message)
         if spec.proof.trainer is None:
@@ -377,7 +378,9 @@ class LocalSpotChecker:
                 Reason.SPOT_CHECK_FAILED,
                 "the spec names no trainer (proof.trainer): no segment can be replayed",
             )
-        draw = draw_segments(manifest, att, spec, self.sign, top=self.top)
+        draw = draw_segments(
+            manifest, att, spec, self.sign, top=self.top, resumed=resumed_from(att, job)
+        )
         schedule = spec.schedule
         assert schedule is not None  # check_manifest refuses a spec without one
         request = SpotCheckRequest(

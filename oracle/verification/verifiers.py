@@ -42,6 +42,7 @@ from oracle.verification.proof_checks import (
     Sign,
     check_manifest,
     draw_segments,
+    resumed_from,
 )
 from oracle.verification.spotcheck import (
     POT_PREFIX,
@@ -167,7 +168,7 @@ class VerifierSpotChecker:
             raise SpotCheckUnavailable(str(exc)) from exc
         try:
             manifest = Manifest.from_bytes(raw)
-            check_manifest(manifest, att, spec)
+            check_manifest(manifest, att, spec, resumed_from(att, job))
         except ProofError as exc:
             return SpotCheckVerdict(False, Reason.POT_INVALID, str(exc))
         except ProofRejected as exc:
@@ -178,7 +179,9 @@ class VerifierSpotChecker:
                 Reason.SPOT_CHECK_FAILED,
                 "the spec names no trainer (proof.trainer): no segment can be replayed",
             )
-        draw = draw_segments(manifest, att, spec, self.sign, top=self.top)
+        draw = draw_segments(
+            manifest, att, spec, self.sign, top=self.top, resumed=resumed_from(att, job)
+        )
         segments = tuple(sorted({FIRST_SEGMENT, *draw.segments}))
         draw = replace(draw, segments=segments)
         # The manifest too: the harness checks the files against it, and it against the root.

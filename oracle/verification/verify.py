@@ -104,6 +104,9 @@ class Reason(StrEnum):
     POT_STEPS_OUT_OF_ORDER = "pot_steps_out_of_order"
     POT_DATA_ORDER_MISMATCH = "pot_data_order_mismatch"
     POT_INITIAL_STATE_MISMATCH = "pot_initial_state_mismatch"
+    # A resumed lease's proof that does not keep the checkpoints it was handed (a forged
+    # resume point: oracle.proof_checks.check_resumed_from).
+    POT_RESUME_MISMATCH = "pot_resume_mismatch"
     SPOT_CHECK_FAILED = "spot_check_failed"
     # Verification units (oracle.verifiers): the provider withheld the proof files a drawn
     # verifier needs; the job's code cannot be replayed (the job's fault, not the provider's).

@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 from api_support import NETWORK, FakeClock, Worker, job_spec
 from fastapi.testclient import TestClient
+from sqlmodel import Session
 
 from api.client_cli import history_summary
+from api.services.oracle_feed import job_feed
 from api.storage import LocalBlobStore
 from pot.examples.numpy_mlp import MLPTrainer
 from pot.harness import run_segment
@@ -98,6 +100,7 @@ def test_a_lost_attempt_resumes_from_its_last_committed_checkpoint(
     worker_factory: Callable[[], Worker],
     clock: FakeClock,
     store: LocalBlobStore,
+    session: Session,
     tmp_path: Path,
 ) -> None:
     _, headers = approved
@@ -149,6 +152,10 @@ def test_a_lost_attempt_resumes_from_its_last_committed_checkpoint(
     ] == [(1, "released", 1, 2, True), (2, "completed", 3, None, True)]
     assert history[1]["resumed_from_attempt"] == 1 and history[1]["resumed_at"] == 2
     assert history[0]["provider"] != history[1]["provider"]
+    # The oracle is told what the resumed lease was handed: it refuses a proof whose leaves
+    # 0..2 are not these (oracle.verification.proof_checks.check_resumed_from).
+    feed = job_feed(session, job_id, store)["lease"]
+    assert feed["resume"] == {"at": LOST_AFTER, "prefix_root": prefix.root}
     # `proofnet job status` prints it per provider.
     assert history_summary(history).splitlines() == [
         f"attempt 1 (provider {history[0]['provider']}, released): segments 1..2",

@@ -74,6 +74,7 @@ def test_the_table_covers_every_strategy_of_the_issue(report: CheatReport) -> No
         "spoofed_gpu_model_close_substitute_rate_card",
         "submitter_code_fails_only_on_verifiers",
         "job_code_reads_verifier_or_oracle_files",
+        "resume_from_forged_checkpoint",
     } <= names
     assert all(o.method in {"end_to_end", "check_only", "model_only"} for o in report.outcomes)
 
@@ -100,6 +101,8 @@ def test_the_honest_run_passes_the_checks_that_catch_the_cheats(report: CheatRep
         "spoofed_gpu_model_cpu_claims_h100",
         "idle_lease_on_rate_card_job_padded_3x",
         "job_code_reads_verifier_or_oracle_files",
+        "resume_from_forged_checkpoint",
+        "resume_from_forged_checkpoint_keeping_handed_leaves",
         *(pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=r)) for n, r in GAPS.items()),
     ],
 )
@@ -117,6 +120,21 @@ def test_schedule_cheats_are_refused_before_any_replay(report: CheatReport) -> N
         o = outcome(report, name)
         assert o.caught and f"oracle proof check ({reason})" in o.by, o.by
         assert o.observed["replayed_segments"] == []
+
+
+def test_a_forged_resume_point_is_caught_whatever_the_draw(report: CheatReport) -> None:
+    """A resumer that forges the checkpoint it starts from is refused before any replay
+    (its leaves up to the resume point are not the handed ones), or, keeping those leaves,
+    by the replay of the first segment it trained, which every draw of a resumed proof holds.
+    Without the first check the random draw alone would land on its forged history only
+    some of the time."""
+    forged = outcome(report, "resume_from_forged_checkpoint")
+    assert forged.caught and "oracle proof check (pot_resume_mismatch)" in forged.by, forged.by
+    assert forged.observed["replayed_segments"] == []
+    assert forged.observed["unchecked_caught_rate_over_draws"] < 1
+    kept = outcome(report, "resume_from_forged_checkpoint_keeping_handed_leaves")
+    assert kept.caught and kept.by.startswith("replay: segments [11]"), kept.by
+    assert 11 in kept.observed["replayed_segments"]
 
 
 def test_replayed_cheats_are_caught_by_the_replay(report: CheatReport) -> None:
