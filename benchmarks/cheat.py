@@ -26,6 +26,7 @@ verification compute share. docs/benchmarks.md records the table.
 from __future__ import annotations
 
 import hashlib
+import math
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -36,12 +37,17 @@ import numpy as np
 
 from benchmarks.cheat_model import (
     Terms,
+    best_padding,
     bond_for,
     checks_for,
+    design_sigma,
     detection_probability,
     faked_segments,
     min_segments,
+    padding_ev,
+    padding_refusal,
     provider_ev,
+    slack_for,
     verification_share,
 )
 
@@ -680,24 +686,73 @@ def _spoofed_gpu(terms: Terms) -> list[Outcome]:
     ]
 
 
-def _idle_lease(terms: Terms) -> list[Outcome]:
+TIMING_ROUNDS = 7  # replays of the bench job timed to measure the step-time spread here
+
+
+def measured_step_spread(work: Path) -> float:
+    """The relative spread (standard deviation / mean) of the step time a verifier measures
+    on this machine: the bench job's segments replayed `TIMING_ROUNDS` times as a verifier
+    times them (the drawn run less the first segment's run alone, each from a fresh
+    trainer). A shared, loaded CPU spreads far more than a leased GPU does."""
+    import statistics
+    import time
+
+    from pot import harness
+    from pot.examples.numpy_mlp import MLPTrainer
+    from pot.manifest import Manifest
+
+    job = work / "timing"
+    job.mkdir()
+    config: dict[str, object] = {"hidden": 128}
+    _train(job, config=config)
+    manifest = Manifest.load(job / "pot")
+    drawn = list(range(1, _schedule().segments + 1))
+
+    def timed(segments: list[int]) -> float:
+        ctx = _context(job, mode="replay", config=config)
+        started = time.perf_counter()
+        harness.replay(MLPTrainer(ctx), ctx, job / "pot", root=manifest.root, segments=segments)
+        return time.perf_counter() - started
+
+    steps = [
+        (timed(drawn) - timed([1])) / ((len(drawn) - 1) * INTERVAL) for _ in range(TIMING_ROUNDS)
+    ]
+    return statistics.stdev(steps) / statistics.mean(steps)
+
+
+def _idle_lease(terms: Terms, spread: float) -> list[Outcome]:
     """A rate-card job of `REFERENCE_HOURS` of honest GPU time, paid `terms.price` for it;
-    the provider attests idle time on top, met by the oracle's metering bound (the replay
-    timed at the provider's own step time)."""
+    the provider attests idle time on top, met by the oracle's metering bound: the committed
+    steps at the step time a same-model verifier measured (start-up taken out), times the
+    slack, plus the allowance (`oracle.verification.metering`). The verifier's measurement
+    is off the provider's by the ratio noise the default slack is sized for."""
     from oracle.verification.metering import ProofTiming, proof_bound_ms
 
     slack, allowance_ms = _metering()
     steps = terms.segments * INTERVAL_REFERENCE
     honest_ms = int(REFERENCE_HOURS * 3_600_000)
-    replayed = (terms.spot_checks + terms.top_by_norm) * INTERVAL_REFERENCE
+    replayed = (terms.spot_checks + terms.top_by_norm + 1) * INTERVAL_REFERENCE
+    first = INTERVAL_REFERENCE
+    startup_ms = 30_000  # the verifier's container and trainer start-up, taken out again
+    step = honest_ms / steps
     timing = ProofTiming(
-        committed_steps=steps, replayed_steps=replayed, replay_ms=honest_ms * replayed // steps
+        committed_steps=steps,
+        replayed_steps=replayed,
+        replay_ms=int(startup_ms + replayed * step),
+        first_steps=first,
+        first_ms=int(startup_ms + first * step),
     )
     bound = proof_bound_ms(timing, gpus=1, slack=slack, allowance_ms=allowance_ms)
     assert bound is not None
     share = round(verification_share(terms), 4)
+    a = (bound - honest_ms * slack) / honest_ms  # start-up and allowance, as a share of T
+    sigma_r = design_sigma(slack, a)
     padded = 3 * honest_ms
-    rule = f"x{slack:g} the replayed step time + {allowance_ms} ms"
+    rule = f"x{slack:g} the verifier's step time + start-up + {allowance_ms} ms"
+    to_bound = bound / honest_ms - 1
+    refused = padding_refusal(to_bound, slack, a, sigma_r)
+    best_x, best_ev = best_padding(slack, a, sigma_r, terms.price)
+    old = 2.0 * honest_ms * (1 + startup_ms / honest_ms) + 600_000  # 12.6's x2 + 10 min
     return [
         Outcome(
             strategy="idle_lease_on_rate_card_job_padded_3x",
@@ -719,13 +774,28 @@ def _idle_lease(terms: Terms) -> list[Outcome]:
             method="check_only",
             caught=False,
             by=(
-                f"not caught: {bound} GPU-ms attested for {honest_ms} worked is the proof's "
-                f"bound ({rule})"
+                f"refused with probability {refused:.2f}: padded to the bound's expected "
+                f"{bound} GPU-ms for {honest_ms} worked ({rule}), it is refused whenever the "
+                "verifier's GPU measures faster than the provider's"
             ),
-            detection_probability=0.0,
-            expected_value=round(terms.price * (bound - honest_ms) / honest_ms, 2),
+            detection_probability=round(refused, 4),
+            expected_value=round(padding_ev(to_bound, slack, a, sigma_r, terms.price), 2),
             verification_share=share,
-            note="idle time padded up to the bound is paid at the rate",
+            note=(
+                f"the slack x{slack:g} is sized for a verifier/provider step-time ratio noise "
+                f"of {sigma_r:.1%} (honest refusal {padding_refusal(0, slack, a, sigma_r):.2%}),"
+                f" so padding into it risks the whole payment; the old rule (x2 + 10 min) let "
+                f"{old / honest_ms - 1:.0%} through unseen. Best response: pad "
+                f"{best_x:.1%}, expected gain {best_ev:.2f} (below the timing noise)"
+            ),
+            observed={
+                "bound_ms": bound,
+                "design_ratio_noise": round(sigma_r, 4),
+                "best_response_padding": best_x,
+                "best_response_ev": round(best_ev, 2),
+                "measured_step_spread_here": round(spread, 4),
+                "slack_needed_at_measured_spread": round(slack_for(math.sqrt(2) * spread, a), 3),
+            },
         ),
     ]
 
@@ -758,8 +828,9 @@ def run_cheat_bench(terms: Terms | None = None) -> CheatReport:
     with tempfile.TemporaryDirectory(prefix="proofnet-cheat-") as tmp:
         outcomes = _run_proof_strategies(Path(tmp), terms)
         outcomes += _resume_strategies(Path(tmp), terms)
+        spread = measured_step_spread(Path(tmp))
     outcomes += _spoofed_gpu(terms)
-    outcomes += _idle_lease(terms)
+    outcomes += _idle_lease(terms, spread)
     outcomes += _model_only(terms)
     schedule = _schedule()
     job = {

@@ -25,7 +25,9 @@ from benchmarks.cheat_model import (
     detection_probability,
     faked_segments,
     min_segments,
+    padding_refusal,
     provider_ev,
+    slack_for,
     verification_share,
 )
 from proofnet.cli import app
@@ -36,9 +38,6 @@ GAPS = {
         "the trainer sees ctx.mode on a verifier; a deterministic departure after segment 1 "
         "is blamed on the provider (12.3/12.4 attribute only load failures and a "
         "nondeterministic first segment to the job)"
-    ),
-    "idle_lease_on_rate_card_job_within_slack": (
-        "12.6's proof bound pays attested time up to x2 the replayed step time + 10 min"
     ),
     "spoofed_gpu_model_close_substitute_rate_card": (
         "12.5's timing admits any GPU above ~0.36 TFLOP/s at n=8192 as an H100, and the "
@@ -100,6 +99,7 @@ def test_the_honest_run_passes_the_checks_that_catch_the_cheats(report: CheatRep
         "spoofed_gpu_model_no_compute",
         "spoofed_gpu_model_cpu_claims_h100",
         "idle_lease_on_rate_card_job_padded_3x",
+        "idle_lease_on_rate_card_job_within_slack",
         "job_code_reads_verifier_or_oracle_files",
         "resume_from_forged_checkpoint",
         "resume_from_forged_checkpoint_keeping_handed_leaves",
@@ -162,6 +162,25 @@ def test_hardware_and_metering_checks_catch_the_gross_cheats(report: CheatReport
     assert cpu.caught and cpu.by.startswith("GPU challenge timing (API)"), cpu.by
     padded = outcome(report, "idle_lease_on_rate_card_job_padded_3x")
     assert padded.caught and padded.by.startswith("metering bounded by proof"), padded.by
+
+
+def test_padding_a_rate_card_lease_into_the_slack_risks_the_payment(report: CheatReport) -> None:
+    """The slack is sized for honest timing noise (a same-model verifier times the steps,
+    start-up taken out), so padding to the bound is refused about half the time; what
+    remains is padding below the noise, worth a few per cent of the price at best."""
+    o = outcome(report, "idle_lease_on_rate_card_job_within_slack")
+    assert 0.4 < o.detection_probability < 0.6 and o.expected_value < 0, o.by
+    terms = report.terms
+    assert 0 < o.observed["best_response_ev"] < 0.05 * terms.price
+    assert o.observed["design_ratio_noise"] < 0.06
+    assert o.observed["measured_step_spread_here"] > 0
+    # Sizing the slack for a measured spread gives back that spread's honest refusal rate.
+    a = 0.02
+    for sigma in (0.01, 0.05):
+        slack = slack_for(math.sqrt(2) * sigma, a)
+        assert padding_refusal(0, slack, a, math.sqrt(2) * sigma) == pytest.approx(
+            0.00135, rel=0.01
+        )
 
 
 def test_job_code_on_a_verifier_is_blamed_on_the_provider(report: CheatReport) -> None:
