@@ -37,6 +37,7 @@ import numpy as np
 
 from benchmarks.cheat_model import (
     Terms,
+    best_attested,
     best_padding,
     bond_for,
     checks_for,
@@ -580,6 +581,9 @@ def _resume_strategies(work: Path, terms: Terms) -> list[Outcome]:
 CLAIMED = "NVIDIA H100 80GB HBM3"
 SUBSTITUTE = "NVIDIA L4"
 ACHIEVED = 0.5  # share of its datasheet peak a GPU reaches on the challenge product
+# How far a provider without the claimed GPU may be off guessing its step time on a job
+# (relative): a model's achieved share of peak varies with the job's shapes and kernels.
+SPOOF_GUESS_SPREAD = 0.10
 REFERENCE_HOURS = 1.0  # the reference job's honest GPU time on the claimed model
 
 
@@ -602,7 +606,7 @@ def _metering() -> tuple[float, int]:
 
 
 def _spoofed_gpu(terms: Terms) -> list[Outcome]:
-    from api.services.gpu_challenges import PLAUSIBLE_FRACTION, allowed_seconds, min_tflops
+    from api.services.gpu_challenges import allowed_seconds, model_peak, plausible_tflops
     from worker.challenge import ChallengeSpec, run_challenge, verify_freivalds
 
     config = _api_config()
@@ -624,16 +628,24 @@ def _spoofed_gpu(terms: Terms) -> list[Outcome]:
     allowed = allowed_seconds(config, CLAIMED, n)
     cpu_caught = cpu_s > allowed
 
-    # A close substitute: an L4 at ACHIEVED of its peak, claiming an H100.
-    l4_peak = min_tflops(SUBSTITUTE) / PLAUSIBLE_FRACTION
-    h100_peak = min_tflops(CLAIMED) / PLAUSIBLE_FRACTION
-    l4_s = flops / (l4_peak * ACHIEVED * 1e12)
-    slower = h100_peak / l4_peak  # the L4 runs the job this many times the H100's hours
-    slack, _ = _metering()
+    # A close substitute: an L4 at ACHIEVED of its peak, claiming an H100 SXM.
+    l4, h100 = model_peak(SUBSTITUTE), model_peak(CLAIMED)
+    assert l4 is not None and h100 is not None
+    l4_s = flops / (l4.peak_tflops * ACHIEVED * 1e12)
+    slower = h100.peak_tflops / l4.peak_tflops  # the L4 runs the job this many times longer
+    slack, allowance_ms = _metering()
+    a = allowance_ms / (REFERENCE_HOURS * 3_600_000)
+    sigma_r = design_sigma(slack, a)
     # Rates taken proportional to peak: honest, the L4 earns the L4 rate for `slower` hours,
-    # i.e. the price P; spoofing, the H100 rate for the hours the proof bound lets through.
-    paid_hours = min(slower, slack) * REFERENCE_HOURS
-    gain = terms.price * paid_hours / REFERENCE_HOURS - terms.price
+    # i.e. the price P. Spoofing, it is paid the H100 rate for the time it attests, refused
+    # above the bound a real H100 verifier's step time sets: attesting its own time is
+    # refused; attesting what it guesses an H100 takes risks the guess (it has no H100 to
+    # time the job on) on top of the timing noise an honest provider faces.
+    caught_attesting_own_time = slower > slack + a
+    honest_x, honest_paid = best_attested(slack, a, sigma_r, terms.price)
+    guess = math.sqrt(sigma_r**2 + SPOOF_GUESS_SPREAD**2)
+    spoof_x, spoof_paid = best_attested(slack, a, guess, terms.price)
+    gain = spoof_paid - honest_paid
     return [
         Outcome(
             strategy="spoofed_gpu_model_no_compute",
@@ -667,21 +679,33 @@ def _spoofed_gpu(terms: Terms) -> list[Outcome]:
         Outcome(
             strategy="spoofed_gpu_model_close_substitute_rate_card",
             cheater="provider",
-            method="model_only",
-            caught=l4_s > allowed,
+            method="check_only",
+            caught=caught_attesting_own_time,
             by=(
-                f"not caught: an L4 at {ACHIEVED:.0%} of its peak takes {l4_s:.2f} s of the "
-                f"{allowed:.2f} s an H100 is allowed, and its {slower:.2f}x longer run is within "
-                f"the metering slack x{slack:g}"
+                f"metering against a verifier of the claimed model (oracle): an L4 runs the "
+                f"job {slower:.2f}x an H100's time, beyond the x{slack:g} slack, so attesting "
+                f"its own GPU time is refused (gpu_time_exceeds_proof). Its challenge ("
+                f"{l4_s:.2f} s of the {allowed:.2f} s an H100 is allowed at n={n}) is not "
+                "compute-bound and passes"
             ),
-            detection_probability=0.0,
+            detection_probability=1.0 if caught_attesting_own_time else 0.0,
             expected_value=round(gain, 2),
             verification_share=share,
             note=(
-                "paid the H100's rate for its own GPU time instead of the L4's (rates taken "
-                "proportional to datasheet peak; the verifier replays at the claimed model's "
-                "speed); at a fixed price the claim gains nothing"
+                "best response: attest what an H100 would take (paid the H100 rate for it, "
+                f"refused above the bound): attested {1 + spoof_x:.3f} T, expected pay "
+                f"{spoof_paid:.2f} against {honest_paid:.2f} for the L4 attesting its own "
+                f"time as an L4 ({1 + honest_x:.3f} T); the guess of the H100's time without an "
+                f"H100 spreads {SPOOF_GUESS_SPREAD:.0%} (rates taken proportional to datasheet "
+                "peak; with a perfect guess the spoof earns what honest work does)"
             ),
+            observed={
+                "slower": round(slower, 3),
+                "l4_challenge_s": round(l4_s, 3),
+                "h100_allowed_s": round(allowed, 3),
+                "h100_band_tflops": list(plausible_tflops(CLAIMED)),
+                "l4_band_tflops": list(plausible_tflops(SUBSTITUTE)),
+            },
         ),
     ]
 

@@ -197,3 +197,16 @@ def best_padding(
     values = [(padding_ev(x, slack, allowance_share, sigma_r, price), x) for x in grid]
     ev, x = max(values)
     return x, ev
+
+
+def best_attested(
+    slack: float, allowance_share: float, sigma: float, price: float
+) -> tuple[float, float]:
+    """The attested time (1 + x) T, x in [-0.5, 0.5], that maximises the expected payment
+    (1 - refused) (1 + x) P at ratio noise `sigma`, and that payment."""
+    grid = [i / 1000 - 0.5 for i in range(0, 1001)]
+    values = [
+        ((1 - padding_refusal(x, slack, allowance_share, sigma)) * (1 + x) * price, x) for x in grid
+    ]
+    paid, x = max(values)
+    return x, paid

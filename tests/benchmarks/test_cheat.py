@@ -39,10 +39,6 @@ GAPS = {
         "is blamed on the provider (12.3/12.4 attribute only load failures and a "
         "nondeterministic first segment to the job)"
     ),
-    "spoofed_gpu_model_close_substitute_rate_card": (
-        "12.5's timing admits any GPU above ~0.36 TFLOP/s at n=8192 as an H100, and the "
-        "longer run fits the metering slack"
-    ),
 }
 
 
@@ -100,6 +96,7 @@ def test_the_honest_run_passes_the_checks_that_catch_the_cheats(report: CheatRep
         "spoofed_gpu_model_cpu_claims_h100",
         "idle_lease_on_rate_card_job_padded_3x",
         "idle_lease_on_rate_card_job_within_slack",
+        "spoofed_gpu_model_close_substitute_rate_card",
         "job_code_reads_verifier_or_oracle_files",
         "resume_from_forged_checkpoint",
         "resume_from_forged_checkpoint_keeping_handed_leaves",
@@ -181,6 +178,17 @@ def test_padding_a_rate_card_lease_into_the_slack_risks_the_payment(report: Chea
         assert padding_refusal(0, slack, a, math.sqrt(2) * sigma) == pytest.approx(
             0.00135, rel=0.01
         )
+
+
+def test_a_slower_gpu_claiming_a_faster_model_is_caught_in_metering(report: CheatReport) -> None:
+    """An L4 passing as an H100 on a rate-card job: its challenge passes (the timing is not
+    compute-bound at the default n), but a verifier with a real H100 times the steps, so its
+    own GPU time is refused and guessing an H100's time pays less than honest work."""
+    o = outcome(report, "spoofed_gpu_model_close_substitute_rate_card")
+    assert o.caught and "gpu_time_exceeds_proof" in o.by, o.by
+    assert o.expected_value < 0 and o.observed["slower"] > 2
+    low, _ = o.observed["h100_band_tflops"]
+    assert o.observed["l4_band_tflops"][1] < low  # the bands do not overlap
 
 
 def test_job_code_on_a_verifier_is_blamed_on_the_provider(report: CheatReport) -> None:
