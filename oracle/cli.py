@@ -142,11 +142,8 @@ def slash(
     from proofnet.settings import build_settings
 
     settings = build_settings()
-    try:
-        key = oracle_key(settings, key_file)
-    except OracleKeyError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--key-file") from exc
-    if settings.settlement_deployment_file is None:
+    path = settings.settlement_deployment_file
+    if path is None:
         raise typer.BadParameter(
             "set PROOFNET_SETTLEMENT_DEPLOYMENT_FILE to the deployment the bond belongs to",
             param_hint="PROOFNET_SETTLEMENT_DEPLOYMENT_FILE",
@@ -158,10 +155,19 @@ def slash(
             f"not a JSON list of {{url, key_hash}}: {exc}",
             param_hint="PROOFNET_SETTLEMENT_COSIGNERS",
         ) from exc
+    if not path.is_file():
+        raise typer.BadParameter(
+            f"{path}: no such file (check PROOFNET_SETTLEMENT_DEPLOYMENT_FILE)",
+            param_hint="PROOFNET_SETTLEMENT_DEPLOYMENT_FILE",
+        )
+    try:
+        key = oracle_key(settings, key_file)
+    except OracleKeyError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--key-file") from exc
     try:
         proposal = propose_slash(
             chain_context(settings),
-            Deployment.load(settings.settlement_deployment_file),
+            Deployment.load(path),
             BondTerms(settings.bond_unbonding_delay_ms, settings.bond_slash_permille),
             PaymentSigningKey(bytes(key.signing_key)),
             AttestationStore(make_engine(settings.database_url)),
