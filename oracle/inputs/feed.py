@@ -1,9 +1,9 @@
 """What the oracle reads from the API: a job's spec, escrow, completing lease and uploads,
-and a worker's registration. Values here; the HTTP client is `oracle.feed_client`.
+and a worker's registration. Values here; the HTTP client is `oracle.intake.feed_client`.
 
 A job with a topology (see `proofnet.messages.topology`) also carries its `units`: per unit
 its status, the lease that completed it, the checkpoints it chained and its uploads
-(parsed and checked against the job's plan in `oracle.feed_units`).
+(parsed and checked against the job's plan in `oracle.inputs.feed_units`).
 
 The API serves these at `GET /api/v1/oracle/jobs/{job_id}` and
 `GET /api/v1/oracle/workers/{worker_key}` (see `api/routes/oracle_feed.py`). Every field
@@ -85,7 +85,7 @@ class JobInfo:
     # An auction-priced job's commitments and signed bids (signatures checked when parsed);
     # None for other pricing.
     auction: AuctionRecord | None = None
-    # A topology job's units in index order (`oracle.feed_units`); empty for a single unit.
+    # A topology job's units in index order (`oracle.inputs.feed_units`); empty for a single unit.
     units: tuple[UnitInfo, ...] = ()
     # When a provider first leased the job or a unit of it (POSIX ms), None while none has;
     # `work_reported` is False when the API did not say (an older API): then it is unknown.

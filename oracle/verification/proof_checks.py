@@ -31,7 +31,7 @@ Sign = Callable[[bytes], bytes]
 
 
 class ProofRejected(Exception):
-    """The proof is refused before any replay; `reason` is an `oracle.verify.Reason`."""
+    """The proof is refused before any replay; `reason` is an `oracle.verification.verify.Reason`."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)

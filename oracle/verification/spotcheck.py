@@ -2,12 +2,12 @@
 (`needed_files`), and the local demo's replay on the oracle's own host (`LocalSpotChecker`).
 
 Outside the local demo on the devnet (`PROOFNET_ORACLE_DEMO_LOCAL_REPLAY`) no oracle runs
-job code: drawn verifier workers replay (`oracle.verifiers`), and this module's `judge`
+job code: drawn verifier workers replay (`oracle.verification.verifiers`), and this module's `judge`
 reads their signed reports. What follows describes the demo's local replay.
 
 The oracle fetches the job's manifest from the API's content store (the worker uploads its
 `pot/` directory as results named `pot/<file>`) and checks it without job code
-(`oracle.proof_checks`: the attested root, the declared schedule, the seed-derived data
+(`oracle.verification.proof_checks`: the attested root, the declared schedule, the seed-derived data
 order). It then draws the segments to replay with its own signature over the attestation
 (randomness the provider could not know when it signed), fetches the checkpoint files they
 need and the job's trainer at the pinned commit, and replays them with the network's
@@ -87,7 +87,7 @@ class SpotCheckUnavailable(Exception):
 @dataclass(frozen=True)
 class SpotCheckVerdict:
     passed: bool
-    reason: str | None  # an oracle.verify.Reason value when not passed
+    reason: str | None  # an oracle.verification.verify.Reason value when not passed
     message: str
     seed: str = ""  # hex; drawn by the oracle after the root was committed
     segments: tuple[int, ...] = ()
@@ -332,7 +332,7 @@ class LocalSpotChecker:
     host; `oracle.service` refuses it on any network but the devnet).
 
     `sign` is the oracle key's signing function: its signature over each attestation
-    draws the segments replayed (`oracle.proof_checks`).
+    draws the segments replayed (`oracle.verification.proof_checks`).
     """
 
     feed: ApiFeed

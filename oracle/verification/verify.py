@@ -5,7 +5,7 @@ API feed and the store through `ctx`, and writes nothing; `oracle.store.Attestat
 records the verdict. Checks run in a fixed order and the first failure is reported with a
 stable reason code (`Reason`) and a message for humans. A check that could not be made
 (chain backend or API unreachable, or a unit's input unit not verified yet) yields outcome
-"retry", never a rejection. Units of topology jobs get the checks of `oracle.unit_checks`.
+"retry", never a rejection. Units of topology jobs get the checks of `oracle.verification.unit_checks`.
 """
 
 from __future__ import annotations
@@ -403,7 +403,7 @@ RECOMPUTED = frozenset({"aggregate", "eval"})
 @runtime_checkable
 class UnitRecomputer(Protocol):
     """A spot checker that also recomputes aggregation and evaluation units by drawn
-    verifiers (`oracle.verifiers.VerifierSpotChecker`). The demo's in-process checker is
+    verifiers (`oracle.verification.verifiers.VerifierSpotChecker`). The demo's in-process checker is
     not one: there, those units stay on the provider's word (the demo only)."""
 
     def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict: ...

@@ -22,7 +22,7 @@ command on the unit's input checkpoints (`inputs`, the task's `files` in the sam
 and the report carries the SHA-256 of the checkpoint it wrote (`output_hash`); "eval" runs
 the job's evaluation command on the evaluated checkpoint and the held-out data and the
 report carries the metric it computed (`metric`). Oracles compare those with what the
-provider attested (`oracle.verifiers`).
+provider attested (`oracle.verification.verifiers`).
 
 Both messages sign the canonical JSON of their fields under a domain tag of their own.
 """

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from attestation_support import signed_attestation  # noqa: E402
 from nacl.signing import SigningKey
 from pycardano import MultiAsset, Transaction, TransactionOutput, UTxO, Value
 
@@ -49,12 +50,8 @@ from chain.offchain.follow.bond_slashes import (  # noqa: E402
 )
 from chain.offchain.follow.classify import SLASH, classify  # noqa: E402
 from chain.offchain.follow.reader import follower_for  # noqa: E402
-from proofnet.messages.address import enterprise_address  # noqa: E402
 from proofnet.messages.attestation import (  # noqa: E402
-    Attestation,
-    AttestationDomain,
     EscrowRef,
-    sign_attestation,
 )
 
 # Chain time runs about 5x the wall clock on the devnet: 20 s of delay is ~4 s of waiting.
@@ -91,30 +88,9 @@ class BondWorld:
         self, job_id: bytes, escrow: EscrowRef | None = None, provider: Any = None
     ) -> bytes:
         key = SigningKey((provider or self.provider).signing_key.payload)
-        vk = bytes(key.verify_key)
-        att = Attestation(
-            domain=AttestationDomain(
-                network="devnet",
-                escrow_script_hash=self.w.deployment.escrow_hash,
-                escrow=escrow or EscrowRef(tx_id="ef" * 32, index=0),
-                job_id=job_id.hex(),
-            ),
-            worker_key=vk.hex(),
-            payout_address=enterprise_address(vk, "devnet"),
-            started_ms=1_000,
-            ended_ms=61_000,
-            gpu_milliseconds=60_000,
-            gpu_model="NVIDIA H100",
-            gpu_uuid_sha256="f" * 64,
-            image_digest="sha256:" + "d" * 64,
-            command_hash="e" * 64,
-            result_hashes={"metrics.json": "a" * 64},
-            pot_root=ROOT.hex(),
-            metrics={"loss": "0.25"},
-            nonce="ab" * 16,
-            amount=1_000_000,
+        return signed_attestation(
+            key, job_id, ROOT, escrow_script_hash=self.w.deployment.escrow_hash, escrow=escrow
         )
-        return sign_attestation(att, key).cose
 
     def citation(self) -> Any:
         self.jobs += 1
