@@ -53,6 +53,7 @@ from oracle.verification.proof_checks import (
     check_manifest,
     draw_segments,
 )
+from oracle.verification.resume_checks import own_first_segment
 from oracle.verification.stage_data import StageDataError, fetch_shards
 from pot import launch
 from pot.env import INPUT_CHECKPOINTS, SHARDS, UNIT_INDEX, UNIT_KIND, JobEnv, determinism_environ
@@ -377,7 +378,8 @@ class LocalSpotChecker:
                 Reason.SPOT_CHECK_FAILED,
                 "the spec names no trainer (proof.trainer): no segment can be replayed",
             )
-        draw = draw_segments(manifest, att, spec, self.sign, top=self.top)
+        first = 1 if att.unit is not None else own_first_segment(att, job)
+        draw = draw_segments(manifest, att, spec, self.sign, top=self.top, first=first)
         schedule = spec.schedule
         assert schedule is not None  # check_manifest refuses a spec without one
         request = SpotCheckRequest(

@@ -43,6 +43,7 @@ from oracle.verification.proof_checks import (
     check_manifest,
     draw_segments,
 )
+from oracle.verification.resume_checks import own_first_segment
 from oracle.verification.spotcheck import (
     POT_PREFIX,
     SpotCheckUnavailable,
@@ -121,8 +122,10 @@ def attribute(report: VerificationReport) -> str | None:
     """Why the job (not the provider) is at fault, or None: see the module doc."""
     if report.status == "usage_error":
         return f"the job's trainer cannot be loaded by the harness: {report.message[:500]}"
-    first = next((r for r in report.results if r.segment == FIRST_SEGMENT), None)
     repeat = report.repeat
+    first = next(
+        (r for r in report.results if repeat is not None and r.segment == repeat.segment), None
+    )
     if first is not None and repeat is not None and first.weights_hash != repeat.weights_hash:
         return (
             "the job's code is not deterministic: two replays of the first segment from the "
@@ -178,8 +181,11 @@ class VerifierSpotChecker:
                 Reason.SPOT_CHECK_FAILED,
                 "the spec names no trainer (proof.trainer): no segment can be replayed",
             )
-        draw = draw_segments(manifest, att, spec, self.sign, top=self.top)
-        segments = tuple(sorted({FIRST_SEGMENT, *draw.segments}))
+        # A resumed attempt answers for its own segments: the draw and the repeated first
+        # segment are among them (oracle.verification.resume_checks).
+        first = FIRST_SEGMENT if att.unit is not None else own_first_segment(att, job)
+        draw = draw_segments(manifest, att, spec, self.sign, top=self.top, first=first)
+        segments = tuple(sorted({first, *draw.segments}))
         draw = replace(draw, segments=segments)
         # The manifest too: the harness checks the files against it, and it against the root.
         files = tuple(prefix + n for n in (MANIFEST_NAME, *needed_files(segments)))
