@@ -194,3 +194,27 @@ def test_an_upload_that_moves_no_byte_gives_up_after_five_tries_backing_off() ->
         _upload(api, waited)
     # The first try moved the upload to byte 5; the next four moved nothing.
     assert api.calls == 5 and waited == [2, 4, 8, 8]
+
+
+def test_the_verifier_replays_from_the_workers_own_mirror_cache(tmp_path: Path) -> None:
+    """One git mirror cache per machine: the background verifier checks repositories out of
+    the same mirrors the agent's jobs use, never a second clone of each."""
+    repos = RepoCache(tmp_path / "git")
+    agent = SimpleNamespace(
+        api=object(),
+        key=object(),
+        repos=repos,
+        runtime=SimpleNamespace(isolated=True, name="docker"),
+        config=SimpleNamespace(
+            verify=True,
+            trusted_oracle_keys=("ab" * 32,),
+            work_dir=tmp_path / "work",
+            pids_limit=None,
+            data=None,
+            verification_poll_s=30.0,
+        ),
+    )
+    loop = Agent._verifier_loop(agent)  # type: ignore[arg-type]
+    assert loop is not None
+    loop.stop()
+    assert loop.verifier.repos is repos
