@@ -38,7 +38,6 @@ def test_a_role_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:
     assert "block-time must be positive" in str(caught.value)
 
 
-
 def test_a_running_role_that_never_answers_health_times_out_naming_its_log(
     tmp_path: Path,
 ) -> None:
@@ -56,6 +55,7 @@ def test_a_running_role_that_never_answers_health_times_out_naming_its_log(
             role.wait_healthy(elsewhere, timeout=0.5)
         group.check_running()  # still running: the wait gave up, the role did not die
         role.wait_healthy(f"http://127.0.0.1:{port}/api/v0/health", timeout=60)
+
 
 def test_the_group_stops_every_role_it_started(tmp_path: Path) -> None:
     port = free_port()
