@@ -251,13 +251,17 @@ class _Oracle:
     def sign(self, message: bytes) -> bytes:
         return bytes(self.key.sign(message).signature)
 
-    def draw(self, manifest: Any, terms: Terms, resumed: Any = None) -> tuple[int, ...]:
+    def draw(self, manifest: Any, terms: Terms, first: int = 1) -> tuple[int, ...]:
+        """The oracle's draw; for an attempt that resumed at `first` - 1, from its own
+        segments, the first of them always among them (`oracle.verification.verifiers`)."""
         from oracle.verification.proof_checks import draw_segments
 
         spec = _spec(terms.spot_checks)
         att = _attestation(spec, manifest.root)
-        draw = draw_segments(manifest, att, spec, self.sign, top=terms.top_by_norm, resumed=resumed)
-        return tuple(draw.segments)
+        draw = draw_segments(manifest, att, spec, self.sign, top=terms.top_by_norm, first=first)
+        if first == 1:
+            return tuple(draw.segments)
+        return tuple(sorted({first, *draw.segments}))
 
 
 @dataclass(frozen=True)
@@ -273,22 +277,32 @@ def judge(
     *,
     trainer: Callable[[Any], Any] | None = None,
     oracle: _Oracle | None = None,
-    resumed: Any = None,
+    resumed: tuple[Any, int] | None = None,
 ) -> Verdict:
     """What an oracle (`oracle.verification.proof_checks`) and its drawn verifier (`pot.harness.replay`)
     conclude of the proof in `pot_dir` for the bench job's spec."""
     from oracle.verification.proof_checks import ProofRejected, check_manifest
     from pot import harness
     from pot.examples.numpy_mlp import MLPTrainer
-    from pot.manifest import Manifest, ProofError
+    from pot.manifest import Manifest, ProofError, check_resumed
 
     manifest = Manifest.load(pot_dir)
     spec = _spec(terms.spot_checks)
     try:
-        check_manifest(manifest, _attestation(spec, manifest.root), spec, resumed)
+        check_manifest(manifest, _attestation(spec, manifest.root), spec)
     except ProofRejected as exc:
         return Verdict(True, f"oracle proof check ({exc.reason}): {exc.message}")
-    segments = (oracle or _Oracle()).draw(manifest, terms, resumed)
+    first = 1
+    if resumed is not None:
+        # The lost attempt's committed prefix and the checkpoint the API handed over: the
+        # oracle's `resume_checks.check_resumed_proof` applies this very check.
+        prefix, at = resumed
+        try:
+            check_resumed(manifest, prefix, at, step=_schedule().leaf_step(at))
+        except ProofError as exc:
+            return Verdict(True, f"oracle resume check (pot_resume_mismatch): {exc}")
+        first = at + 1
+    segments = (oracle or _Oracle()).draw(manifest, terms, first)
     ctx = _context(pot_dir.parent, mode="replay")
     build = trainer or MLPTrainer
     try:
@@ -303,9 +317,9 @@ def judge(
     return Verdict(False, f"segments {list(segments)} replayed as committed", segments)
 
 
-def _observed_rate(manifest: Any, faked: frozenset[int], terms: Terms) -> float:
+def _observed_rate(manifest: Any, faked: frozenset[int], terms: Terms, first: int = 1) -> float:
     """Share of `DRAWS` oracle keys whose draw lands on a faked segment."""
-    hits = sum(bool(faked & set(_Oracle(i).draw(manifest, terms))) for i in range(DRAWS))
+    hits = sum(bool(faked & set(_Oracle(i).draw(manifest, terms, first))) for i in range(DRAWS))
     return round(hits / DRAWS, 4)
 
 
@@ -495,7 +509,6 @@ def _resume_strategies(work: Path, terms: Terms) -> list[Outcome]:
     and training continued from other weights."""
     import shutil
 
-    from oracle.inputs.feed_values import ResumedFrom
     from pot.examples.numpy_mlp import MLPTrainer
     from pot.manifest import Manifest, optimizer_path, rng_path, weights_path
     from pot.recorder import ProofOfTraining
@@ -505,14 +518,7 @@ def _resume_strategies(work: Path, terms: Terms) -> list[Outcome]:
     lost.mkdir()
     _train(lost)
     prefix = Manifest.load(lost / "pot")
-    handed = ResumedFrom(
-        at=RESUME_AT,
-        prefix_root=Manifest(
-            steps_per_checkpoint=prefix.steps_per_checkpoint,
-            data_seed=prefix.data_seed,
-            leaves=prefix.leaves[: RESUME_AT + 1],
-        ).root,
-    )
+    handed = (prefix, RESUME_AT)
     saved = RESUME_AT / _schedule().segments  # the lost attempt's share, not the resumer's
     out: list[Outcome] = []
 
@@ -533,8 +539,12 @@ def _resume_strategies(work: Path, terms: Terms) -> list[Outcome]:
                 f"resumed at checkpoint {RESUME_AT} from a state the lost attempt never "
                 "committed; the oracle compares the proof's leaves 0..at with the handed root"
             ),
+            # Without the resume check, the draw over its own segments never reaches them.
             unchecked_caught_rate_over_draws=_observed_rate(
-                Manifest.load(forged / "pot"), frozenset(range(1, RESUME_AT + 1)), terms
+                Manifest.load(forged / "pot"),
+                frozenset(range(1, RESUME_AT + 1)),
+                terms,
+                first=RESUME_AT + 1,
             ),
         )
     )

@@ -39,10 +39,8 @@ OracleKey = Annotated[str, Depends(get_oracle_key)]
 
 
 @router.get("/oracle/jobs/{job_id}")
-def oracle_job(
-    job_id: str, _oracle: OracleKey, session: SessionDep, store: BlobStoreDep
-) -> dict[str, Any]:
-    return service.job_feed(session, job_id, store)
+def oracle_job(job_id: str, _oracle: OracleKey, session: SessionDep) -> dict[str, Any]:
+    return service.job_feed(session, job_id)
 
 
 @router.get("/oracle/jobs/{job_id}/results/{name:path}")

@@ -3,9 +3,7 @@
 The feed hands the oracle the facts it cannot see on chain: the job spec (as the canonical
 JSON its id hashes), the escrow out-ref the submitter recorded, the lease that completed the
 job (worker key, payout address from the provider's binding, the nonce revealed at claim,
-GPUs leased, start and completion times; for a lease that resumed a lost attempt, the
-checkpoint it was handed and the root of the prefix up to it) and the SHA-256 of every
-uploaded result. A job
+GPUs leased, start and completion times) and the SHA-256 of every uploaded result. A job
 with a topology has these per unit instead (`units`, see api/services/unit_feed.py).
 """
 
@@ -23,9 +21,9 @@ from api.services import auctions, rate_cards, resume, unit_feed
 from api.services.jobs import get_job
 from api.services.leases import leases_started
 from api.services.sealing_keys import sealing_key_for_job
-from api.storage import BlobStore
 from chain.offchain.escrow_terms import EscrowFacts
 from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.result_paths import split_attempt_result_name
 
 
 def _iso(at: datetime) -> str:
@@ -49,23 +47,7 @@ def first_lease(session: Session, job: Job) -> Lease | None:
     ).first()
 
 
-def resume_view(session: Session, store: BlobStore | None, lease: Lease) -> dict[str, Any] | None:
-    """What a resumed lease was handed: checkpoint `at` and the root of the lost attempt's
-    committed leaves 0..`at` (the oracle refuses a proof that does not keep them). The root
-    is null when the prefix cannot be read now: the oracle then cannot judge and waits."""
-    if lease.resumed_lease_id is None or lease.resumed_at is None:
-        return None
-    lost = session.get(Lease, lease.resumed_lease_id)
-    prefix = None
-    if lost is not None and store is not None:
-        prefix = resume.committed_prefix(session, store, lost)
-    root = None
-    if prefix is not None and lease.resumed_at < len(prefix.leaves):
-        root = resume.prefix_root(prefix, lease.resumed_at)
-    return {"at": lease.resumed_at, "prefix_root": root}
-
-
-def job_feed(session: Session, job_id: str, store: BlobStore | None = None) -> dict[str, Any]:
+def job_feed(session: Session, job_id: str) -> dict[str, Any]:
     job = session.exec(select(Job).where(Job.job_id == job_id)).first()
     if job is None:
         raise NotFound(f"no job {job_id}")
@@ -88,7 +70,6 @@ def job_feed(session: Session, job_id: str, store: BlobStore | None = None) -> d
             "attempt": lease.attempt,
             # The checked GPU models the lease was made on (null before the GPU checks).
             "gpu_models": lease.gpu_models,
-            "resume": resume_view(session, store, lease),
         }
         rows = session.exec(select(JobResult).where(JobResult.lease_id == lease.id)).all()
         results = {r.name: r.sha256 for r in rows}
@@ -114,6 +95,10 @@ def job_feed(session: Session, job_id: str, store: BlobStore | None = None) -> d
     if job.unit_count:
         # A job with a topology is paid per unit: no job-level lease or results.
         feed["units"] = unit_feed.units_feed(session, job)
+    else:
+        # Each whole-job attempt, with the segments it proved and its proof uploads: a
+        # resumed proof is checked against the prefix it resumed (api.services.resume).
+        feed["attempts"] = resume.feed_attempts(session, job)
     return feed
 
 
@@ -124,6 +109,12 @@ def job_result_row(session: Session, job_id: str, name: str) -> JobResult:
         raise NotFound(f"no job {job_id}")
     if job.unit_count:
         return unit_feed.unit_result_row(session, job, name)
+    scoped = split_attempt_result_name(name)
+    if scoped is not None:
+        found = resume.attempt_result_row(session, job, *scoped)
+        if found is None:
+            raise NotFound(f"job {job_id} has no attempt upload {name!r}")
+        return found
     lease = completing_lease(session, job)
     row = None
     if lease is not None:

@@ -1,6 +1,6 @@
 """The pieces every part of the oracle's API feed is built from: its errors, the completing
-lease, and the field readers that refuse what the oracle cannot trust. `oracle.feed` (jobs,
-workers) and `oracle.feed_units` (a topology's units) both build on them."""
+lease, and the field readers that refuse what the oracle cannot trust. `oracle.inputs.feed` (jobs,
+workers) and `oracle.inputs.feed_units` (a topology's units) both build on them."""
 
 from __future__ import annotations
 
@@ -32,18 +32,6 @@ class LeaseInfo:
     # The models of the provider's checked GPUs that fit the job at claim (the API's GPU
     # challenge); None when the API does not say (older APIs, older leases).
     gpu_models: tuple[str, ...] | None = None
-    # A whole-job lease that resumed a lost attempt (api.services.resume): where it resumed.
-    resumed: ResumedFrom | None = None
-
-
-@dataclass(frozen=True)
-class ResumedFrom:
-    """The checkpoint a resumed lease was handed: checkpoint `at` of the lost attempt's
-    committed prefix, whose leaves 0..`at` hash (as a manifest) to `prefix_root`. The
-    resumed proof must keep exactly those leaves (`oracle.verification.proof_checks`)."""
-
-    at: int
-    prefix_root: str
 
 
 def ms_of(value: Any, what: str) -> int:

@@ -25,7 +25,7 @@ thermal state) and the timing noise; the allowance covers what the verifier does
 from measured variance (`proofnet bench cheat`, docs/benchmarks.md "Metering slack"):
 padding the attested time risks the whole payment as soon as it leaves the band honest
 variance fills, so its expected value is negative. Pure arithmetic; the verifier measures,
-`oracle.verify` applies it.
+`oracle.verification.verify` applies it.
 """
 
 from __future__ import annotations

@@ -6,13 +6,6 @@ interval, the number of segments, the step of every checkpoint, and the data ind
 every segment recomputed from the job seed and the claim nonce). A spec without a schedule
 cannot be checked, so its proof is refused: nothing ties it to an amount of training.
 
-A resumed lease (a long job handed to another provider after its first one was lost,
-`api.services.resume`) was handed checkpoint `at` of the lost attempt's committed prefix:
-its proof must keep that prefix's leaves 0..`at` bit for bit (their root is what the API
-handed over), or it resumed from a state nobody committed (a forged checkpoint). And the
-first segment it trained itself, `at`+1, is always replayed: a provider that kept the
-prefix's leaves but continued from other weights fails there, whatever the random draw.
-
 Then the segments to replay are drawn from all of them with randomness the provider could
 not know when it signed: the oracle's Ed25519 signature over the attestation's leaf hash
 (`pot.seeds.draw_message`), hashed into a seed. Ed25519 signs deterministically, so the
@@ -24,17 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from oracle.inputs.feed_values import ResumedFrom
 from pot import conformance
 from pot.manifest import Manifest
 from pot.seeds import derive_data_seed, draw_message, draw_seed, select_spot_checks
 from proofnet.messages.attestation import Attestation
 from proofnet.messages.jobspec import JobSpec
-
-if TYPE_CHECKING:
-    from oracle.inputs.feed import JobInfo
 
 # The segments with the largest committed update norm, replayed on top of the random picks.
 TOP_BY_NORM = 2
@@ -43,7 +31,7 @@ Sign = Callable[[bytes], bytes]
 
 
 class ProofRejected(Exception):
-    """The proof is refused before any replay; `reason` is an `oracle.verify.Reason`."""
+    """The proof is refused before any replay; `reason` is an `oracle.verification.verify.Reason`."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -63,11 +51,9 @@ def _reason(kind: str) -> str:
     }[kind]
 
 
-def check_manifest(
-    manifest: Manifest, att: Attestation, spec: JobSpec, resumed: ResumedFrom | None = None
-) -> None:
-    """Raise `ProofRejected` unless `manifest` is the attested one, follows the spec's
-    schedule under the attested nonce and, for a resumed lease, keeps what it was handed."""
+def check_manifest(manifest: Manifest, att: Attestation, spec: JobSpec) -> None:
+    """Raise `ProofRejected` unless `manifest` is the attested one and follows the spec's
+    schedule under the attested nonce."""
     from oracle.verification.verify import Reason
 
     if manifest.root != att.pot_root:
@@ -86,42 +72,6 @@ def check_manifest(
     violation = conformance.check_conformance(manifest, schedule, data_seed)
     if violation is not None:
         raise ProofRejected(_reason(violation.kind), violation.message)
-    if resumed is not None:
-        check_resumed_from(manifest, resumed)
-
-
-def resumed_from(att: Attestation, job: JobInfo) -> ResumedFrom | None:
-    """Where the attested lease resumed a lost attempt (a whole job's only; None when it
-    started from step 0)."""
-    if att.unit is not None or job.lease is None:
-        return None
-    return job.lease.resumed
-
-
-def check_resumed_from(manifest: Manifest, resumed: ResumedFrom) -> None:
-    """The resumed proof's leaves 0..`at` are the prefix the API handed over (their root),
-    and it trained at least one segment after them."""
-    from oracle.verification.verify import Reason
-
-    at = resumed.at
-    if not 0 <= at < manifest.segments:
-        raise ProofRejected(
-            Reason.POT_RESUME_MISMATCH,
-            f"the lease resumed at checkpoint {at}, but the proof commits checkpoints "
-            f"0..{manifest.segments}: nothing after the resume point is proven",
-        )
-    kept = Manifest(
-        steps_per_checkpoint=manifest.steps_per_checkpoint,
-        data_seed=manifest.data_seed,
-        leaves=manifest.leaves[: at + 1],
-    ).root
-    if kept != resumed.prefix_root:
-        raise ProofRejected(
-            Reason.POT_RESUME_MISMATCH,
-            f"the lease resumed at checkpoint {at} of a committed prefix with root "
-            f"{resumed.prefix_root}, but the proof's checkpoints 0..{at} hash to {kept}: it "
-            "did not resume from the checkpoint it was handed",
-        )
 
 
 @dataclass(frozen=True)
@@ -140,16 +90,19 @@ def draw_segments(
     sign: Sign,
     *,
     top: int = TOP_BY_NORM,
-    resumed: ResumedFrom | None = None,
+    first: int = 1,
 ) -> Draw:
-    """The spec's `spot_checks` segments drawn at random from all of them, plus the `top`
-    largest by committed update norm, from the oracle's signature over the attestation;
-    for a resumed lease, also the first segment it trained (`resumed.at` + 1)."""
+    """The spec's `spot_checks` segments drawn at random from segments `first`.. (all of
+    them unless the attempt resumed another: those before are the earlier attempt's), plus
+    the `top` largest by committed update norm among them, from the oracle's signature over
+    the attestation."""
     signature = sign(draw_message(att.leaf_hash()))
     seed = draw_seed(signature)
-    segments = select_spot_checks(
-        manifest.update_norms(), seed=seed, random_count=spec.proof.spot_checks, top=top
+    picked = select_spot_checks(
+        manifest.update_norms()[first - 1 :],
+        seed=seed,
+        random_count=spec.proof.spot_checks,
+        top=top,
     )
-    if resumed is not None and resumed.at < manifest.segments:
-        segments = tuple(sorted({*segments, resumed.at + 1}))
+    segments = tuple(s + first - 1 for s in picked)
     return Draw(signature=signature, seed=seed, segments=segments)
