@@ -118,7 +118,6 @@ def _schedule() -> Any:
 def _context(
     job_dir: Path,
     *,
-    mode: str = "train",
     seed: int = JOB_SEED,
     config: dict[str, object] | None = None,
 ) -> Any:
@@ -126,7 +125,6 @@ def _context(
     from pot.trainer import TrainContext
 
     return TrainContext(
-        mode="train" if mode == "train" else "replay",
         job_dir=job_dir,
         job_seed=seed,
         data_seed=derive_data_seed(seed, NONCE),
@@ -135,12 +133,18 @@ def _context(
     )
 
 
-def _train(job_dir: Path, *, seed: int = JOB_SEED, config: dict[str, object] | None = None) -> Any:
+def _train(
+    job_dir: Path,
+    *,
+    seed: int = JOB_SEED,
+    config: dict[str, object] | None = None,
+    trainer: Callable[[Any], Any] | None = None,
+) -> Any:
     from pot import harness
     from pot.examples.numpy_mlp import MLPTrainer
 
     ctx = _context(job_dir, seed=seed, config=config)
-    return harness.train(MLPTrainer(ctx), ctx, job_dir / "pot")
+    return harness.train((trainer or MLPTrainer)(ctx), ctx, job_dir / "pot")
 
 
 def _forge(
@@ -303,7 +307,7 @@ def judge(
             return Verdict(True, f"oracle resume check (pot_resume_mismatch): {exc}")
         first = at + 1
     segments = (oracle or _Oracle()).draw(manifest, terms, first)
-    ctx = _context(pot_dir.parent, mode="replay")
+    ctx = _context(pot_dir.parent)
     build = trainer or MLPTrainer
     try:
         report = harness.replay(build(ctx), ctx, pot_dir, root=manifest.root, segments=segments)
@@ -453,24 +457,34 @@ def _run_proof_strategies(work: Path, terms: Terms) -> list[Outcome]:
         )
     )
 
-    # The submitter's code behaves differently only when the harness replays it.
+    # The submitter's code behaves differently only when it is replayed. The harness shows
+    # it no mode (`pot.trainer.TrainContext` has none, and a segment is run the same way in
+    # both directions: tests/pot/test_pot_harness.py::
+    # test_a_trainer_cannot_tell_training_from_replaying), so it keys on what the harness
+    # cannot hide from code in its process: its own history. Training runs every step in
+    # order; a replay jumps from one drawn segment to the next.
     class OnlyOnVerifiers(MLPTrainer):  # type: ignore[misc]
         def __init__(self, ctx: Any) -> None:
             super().__init__(ctx)
-            self.replaying = ctx.mode == "replay"
+            self.last_step = 0
+            self.replaying = False
 
         def train_step(self, step: int, indices: np.ndarray) -> float:
+            if step != self.last_step + 1:
+                self.replaying = True  # steps were skipped: nobody trains like that
+            self.last_step = step
             loss = float(super().train_step(step, indices))
-            if self.replaying and step > INTERVAL:
+            if self.replaying:
                 self.params["b2"] += 1e-3  # deterministic: two replays agree with each other
             return loss
 
     job = fresh("verifier_only")
-    _train(job)
+    _train(job, trainer=OnlyOnVerifiers)
     verdict = judge(job / "pot", terms, trainer=OnlyOnVerifiers)
     blamed = verdict.caught
-    # The provider is blamed (a drawn segment past the first does not replay); the
-    # submitter keeps the results, is refunded and receives the slash.
+    # The provider is blamed (a drawn segment does not replay, segment 1 does, twice
+    # alike); the submitter downloaded the results as they were uploaded, is refunded and
+    # receives the slash.
     submitter_gain = terms.price + terms.slashed if blamed else 0.0
     out.append(
         Outcome(
@@ -481,7 +495,8 @@ def _run_proof_strategies(work: Path, terms: Terms) -> list[Outcome]:
             by=(
                 "not caught: the replay fails and is the provider's fault ("
                 + verdict.by
-                + "); segment 1 replays, and twice alike, so no job fault is found"
+                + "); the harness shows no mode, but the job's process sees its own history "
+                "(steps skipped), so it departs on a replay only"
                 if blamed
                 else "not caught: the sabotage missed the drawn segments"
             ),
@@ -489,8 +504,9 @@ def _run_proof_strategies(work: Path, terms: Terms) -> list[Outcome]:
             expected_value=round(submitter_gain, 2),
             verification_share=round(verification_share(terms), 4),
             note=(
-                "the trainer sees ctx.mode == 'replay' on a verifier and departs after "
-                "segment 1; gain = results kept with the price refunded plus the slashed bond"
+                "keyed on the process's history (the files around it, the clock and the "
+                "machine serve as well): gain = results kept with the price refunded plus "
+                "the slashed bond; see docs/protocol.md, Verification, for what closes it"
             ),
             observed={"replayed_segments": list(verdict.replayed)},
         )
@@ -743,7 +759,7 @@ def measured_step_spread(work: Path) -> float:
     drawn = list(range(1, _schedule().segments + 1))
 
     def timed(segments: list[int]) -> float:
-        ctx = _context(job, mode="replay", config=config)
+        ctx = _context(job, config=config)
         started = time.perf_counter()
         harness.replay(MLPTrainer(ctx), ctx, job / "pot", root=manifest.root, segments=segments)
         return time.perf_counter() - started
@@ -787,6 +803,7 @@ def _idle_lease(terms: Terms, spread: float) -> list[Outcome]:
     refused = padding_refusal(to_bound, slack, a, sigma_r)
     best_x, best_ev = best_padding(slack, a, sigma_r, terms.price)
     old = 2.0 * honest_ms * (1 + startup_ms / honest_ms) + 600_000  # 12.6's x2 + 10 min
+    needed = slack_for(math.sqrt(2) * spread, a)
     return [
         Outcome(
             strategy="idle_lease_on_rate_card_job_padded_3x",
@@ -828,7 +845,7 @@ def _idle_lease(terms: Terms, spread: float) -> list[Outcome]:
                 "best_response_padding": best_x,
                 "best_response_ev": round(best_ev, 2),
                 "measured_step_spread_here": round(spread, 4),
-                "slack_needed_at_measured_spread": round(slack_for(math.sqrt(2) * spread, a), 3),
+                "slack_needed_at_measured_spread": None if needed is None else round(needed, 3),
             },
         ),
     ]

@@ -169,9 +169,12 @@ def design_sigma(slack: float, allowance_share: float) -> float:
     return max(1 - (1 - allowance_share) / slack, 1e-9) / METERING_Z
 
 
-def slack_for(sigma_r: float, allowance_share: float) -> float:
-    """The slack that refuses honest work with probability Phi(-Z) at ratio noise sigma_r."""
-    return (1 - allowance_share) / max(1 - METERING_Z * sigma_r, 1e-9)
+def slack_for(sigma_r: float, allowance_share: float) -> float | None:
+    """The slack that refuses honest work with probability Phi(-Z) at ratio noise sigma_r;
+    None when no slack does (the noise is a third of the time or more)."""
+    if METERING_Z * sigma_r >= 1:
+        return None
+    return (1 - allowance_share) / (1 - METERING_Z * sigma_r)
 
 
 def padding_refusal(x: float, slack: float, allowance_share: float, sigma_r: float) -> float:

@@ -35,9 +35,11 @@ from proofnet.cli import app
 # Not stopped on today's main: each names what stops it.
 GAPS = {
     "submitter_code_fails_only_on_verifiers": (
-        "the trainer sees ctx.mode on a verifier; a deterministic departure after segment 1 "
-        "is blamed on the provider (12.3/12.4 attribute only load failures and a "
-        "nondeterministic first segment to the job)"
+        "the harness shows no mode now, but job code still sees its process's history (and "
+        "the files, clock and machine around it): a departure keyed on those is blamed on "
+        "the provider, and the submitter, served the results before the verdict, is "
+        "refunded and paid the slash (docs/protocol.md, Verification: the referee and the "
+        "release rule that close it are not built)"
     ),
 }
 
@@ -171,10 +173,13 @@ def test_padding_a_rate_card_lease_into_the_slack_risks_the_payment(report: Chea
     assert 0 < o.observed["best_response_ev"] < 0.05 * terms.price
     assert o.observed["design_ratio_noise"] < 0.06
     assert o.observed["measured_step_spread_here"] > 0
-    # Sizing the slack for a measured spread gives back that spread's honest refusal rate.
+    # Sizing the slack for a measured spread gives back that spread's honest refusal rate;
+    # a spread of a third of the time or more has no slack at all.
     a = 0.02
+    assert slack_for(0.4, a) is None
     for sigma in (0.01, 0.05):
         slack = slack_for(math.sqrt(2) * sigma, a)
+        assert slack is not None
         assert padding_refusal(0, slack, a, math.sqrt(2) * sigma) == pytest.approx(
             0.00135, rel=0.01
         )
@@ -192,8 +197,9 @@ def test_a_slower_gpu_claiming_a_faster_model_is_caught_in_metering(report: Chea
 
 
 def test_job_code_on_a_verifier_is_blamed_on_the_provider(report: CheatReport) -> None:
-    """The gap, shown as it is: the saboteur trainer's replay fails and nothing says it is the
-    job's fault, so the honest provider would be rejected (and slashed)."""
+    """The gap, shown as it is: with no mode to read, the saboteur trainer keys on the
+    steps its process skipped; its replay fails and nothing says it is the job's fault, so
+    the honest provider would be rejected (and slashed)."""
     o = outcome(report, "submitter_code_fails_only_on_verifiers")
     assert not o.caught and "provider's fault" in o.by and o.expected_value > 0
 
