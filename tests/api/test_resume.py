@@ -21,7 +21,7 @@ from nacl.signing import SigningKey
 from api.client_cli import history_summary
 from api.config import ApiConfig
 from api.storage import LocalBlobStore
-from oracle.inputs.feed import ArtifactMissing
+from oracle.inputs.feed import ArtifactMissing, FeedError
 from oracle.intake.feed_client import HttpApiFeed
 from pot.examples.numpy_mlp import MLPTrainer
 from pot.harness import run_segment
@@ -309,3 +309,55 @@ def test_a_provider_that_vanishes_mid_job_leaves_the_checkpoints_it_uploaded_whi
     assert resume["prefix_root"] == Manifest.load(job_dir / "pot", name=PREFIX_NAME).root
     history = client.get(f"/api/v1/jobs/{job_id}", headers=headers).json()["history"]
     assert [(h["attempt"], h["outcome"]) for h in history] == [(1, "expired"), (2, None)]
+
+
+def test_a_verification_task_for_the_resumed_attempt_names_its_own_lease(
+    client: TestClient,
+    approved: tuple[Any, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    store: LocalBlobStore,
+    tmp_path: Path,
+) -> None:
+    """The resumed lease shares the lost one's nonce: a drawn verifier's task for the
+    resumed attempt's proof is the resumed lease's (its provider, its uploads), not the
+    lost attempt's."""
+    from proofnet.messages.verification import VerificationTask
+
+    _, headers = approved
+    job_id = post_job(client, headers)
+    first, second, verifier = worker_factory(), worker_factory(), worker_factory()
+    for w in (first, second, verifier):
+        w.register([("L4", 24576)])
+    lost = first.claim().json()
+    upload_pot(first, clock, lost["lease_token"], pot_files(tmp_path / "first"))
+    release(first, lost["lease_token"])
+    token = second.claim().json()["lease_token"]
+    upload(second, clock, token, "pot/manifest.json", b"{}")
+    done = second.request(
+        "POST", f"/api/v1/worker/leases/{token}/complete", {"result": {"root": "ab" * 32}}
+    )
+    assert done.status_code == 200, done.text
+
+    def task(provider: Worker, files: list[str]) -> VerificationTask:
+        return VerificationTask.sign(
+            ORACLE,
+            job_id=job_id,
+            nonce=lost["nonce"],
+            attestation="a" * 64,
+            pot_root="b" * 64,
+            provider=provider.public_key,
+            verifier=verifier.public_key,
+            device_class="L4",
+            segments=[3],
+            files=files,
+            draw_signature="c" * 128,
+        )
+
+    feed = HttpApiFeed("", ORACLE, NETWORK, client=client, ttl_s=0)
+    state = feed.post_verification(task(second, ["pot/manifest.json"]))
+    assert state["report"] is None
+    # The lost attempt's own files are its lease's: a task naming them under the resumed
+    # provider is refused (that lease uploaded no such file).
+    with pytest.raises(FeedError, match="uploaded no"):
+        feed.post_verification(task(second, ["pot/000001.weights"]))
