@@ -67,6 +67,7 @@ from proofnet.messages.attestation import (
     sign_attestation,
 )
 from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.segment_share import segment_cap
 from proofnet.messages.topology import MultiNode
 from proofnet.redaction import redact_credentials
 from proofnet.settings import absolute
@@ -759,6 +760,9 @@ class Agent:
                 amount = self.rate_cards.amount(spec, gpu_ms, gpu_model)
             except PricingError as e:  # checked before the run; only a changed card gets here
                 raise _Failed(f"cannot price the job: {e}") from e
+            if claimed.resume is not None:
+                # Resumed: paid for the segments this attempt proved, not the lost one's.
+                amount = segment_cap(spec, amount, claimed.resume.at + 1)
         signed = self._attest(
             claimed,
             assigned,
