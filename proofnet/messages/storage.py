@@ -421,3 +421,32 @@ def challenge_index(seed: bytes, challenge_id: str, count: int) -> int:
         if value < limit:
             return value % count
         counter += 1
+
+
+# --- placement in a job spec ----------------------------------------------------------
+
+StoredKind = Literal["data", "results", "checkpoints"]
+MAX_REPLICAS: Final = 16
+MAX_TERM_DAYS: Final = 3650
+
+
+class StoragePlacement(Frozen):
+    """A spec's `storage`: keep the job's `kinds` of content with `replicas` storage
+    providers each for `term_days`, at no more than `max_ntx_per_gb_month`, paying at most
+    `budget` NTX base units (locked in the job's escrow beside the compute price)."""
+
+    kinds: Annotated[TupleOf[StoredKind], Field(min_length=1, max_length=3)]
+    replicas: Annotated[int, Field(ge=1, le=MAX_REPLICAS)]
+    term_days: Annotated[int, Field(ge=1, le=MAX_TERM_DAYS)]
+    max_ntx_per_gb_month: PricePerGbMonth
+    budget: Annotated[int, Field(ge=1, le=MAX_NTX)]
+
+    @model_validator(mode="after")
+    def _kinds_once(self) -> StoragePlacement:
+        if len(set(self.kinds)) != len(self.kinds):
+            raise ValueError(f"storage.kinds names a kind twice: {list(self.kinds)}")
+        return self
+
+    @property
+    def term_s(self) -> int:
+        return self.term_days * 24 * 3600
