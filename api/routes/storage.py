@@ -1,0 +1,87 @@
+"""Storage providers' offers (signed like worker requests) and where jobs' content is kept."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from api.deps import ConfigDep, CurrentUser, NowDep, SessionDep, SignedWorkerKey
+from api.schemas.storage import (
+    PlacementPublic,
+    PlacementRequest,
+    PlacementsPublic,
+    StorageChallengePublic,
+    StorageOfferPublic,
+    StorageOffersPublic,
+)
+from api.services import storage_offers as service
+from proofnet.messages.storage import MAX_NTX, StorageOffer
+
+router = APIRouter(prefix="/storage", tags=["storage"])
+
+KeyQuery = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
+
+
+@router.post("/challenge")
+def offer_challenge(
+    provider_key: SignedWorkerKey, session: SessionDep, config: ConfigDep, now: NowDep
+) -> StorageChallengePublic:
+    """A single-use nonce the provider signs into its storage offer."""
+    issued = service.issue_offer_challenge(session, config, provider_key, now)
+    return StorageChallengePublic(
+        nonce=issued.nonce, network=config.network, expires_at=issued.expires_at
+    )
+
+
+@router.put("/offer")
+def put_offer(
+    body: StorageOffer,
+    provider_key: SignedWorkerKey,
+    session: SessionDep,
+    config: ConfigDep,
+    now: NowDep,
+) -> StorageOfferPublic:
+    """Offer (or re-offer) storage: capacity, price per GB-month in NTX base units and the
+    S3-compatible endpoint, signed by the key that signs this request."""
+    service.offer(session, config, provider_key=provider_key, body=body, now=now)
+    return StorageOfferPublic.of(service.offer_of(session, provider_key))
+
+
+@router.get("/offers")
+def list_offers(
+    session: SessionDep,
+    max_ntx_per_gb_month: Annotated[int | None, Query(ge=1, le=MAX_NTX)] = None,
+) -> StorageOffersPublic:
+    """Every storage offer, cheapest first, with the capacity each still has free."""
+    data = [StorageOfferPublic.of(v) for v in service.list_offers(session, max_price=max_ntx_per_gb_month)]  # fmt: skip
+    return StorageOffersPublic(data=data, count=len(data))
+
+
+@router.post("/placements")
+def record_placement(
+    body: PlacementRequest, user: CurrentUser, session: SessionDep, now: NowDep
+) -> PlacementPublic:
+    """Record a copy of one of the job's objects now held by a storage provider (the job's
+    owner, after putting the object and its proof sidecar on the provider's endpoint)."""
+    row = service.place(
+        session,
+        owner=user,
+        job_id=body.job_id,
+        kind=body.kind,
+        object_key=body.object_key,
+        provider_key=body.provider_key,
+        commitment=body.commitment,
+        now=now,
+    )
+    return PlacementPublic.of(row)
+
+
+@router.get("/placements")
+def list_placements(
+    session: SessionDep, job_id: KeyQuery = None, provider_key: KeyQuery = None
+) -> PlacementsPublic:
+    """Placements (what is stored where, under which content root, and its status)."""
+    rows = service.placements(session, job_id=job_id, provider_key=provider_key)
+    data = [PlacementPublic.of(r) for r in rows]
+    return PlacementsPublic(data=data, count=len(data))
