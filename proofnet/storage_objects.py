@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import httpx
 
+from proofnet.egress import EgressRefused
 from proofnet.messages.storage import (
     PROOFS_SUFFIX,
     Commitment,
@@ -138,6 +139,8 @@ def read_range(http: httpx.Client, where: S3Location, key: str, start: int, end:
         raise ObjectStoreError(f"empty range [{start}, {end})")
     try:
         response = http.get(where.url(key), headers={"Range": f"bytes={start}-{end - 1}"})
+    except EgressRefused as exc:
+        raise ObjectStoreError(f"cannot read {where.endpoint}: {exc}") from exc
     except httpx.HTTPError as exc:
         raise _vendor(exc, f"cannot reach {where.endpoint}") from exc
     if response.status_code in (401, 403):

@@ -7,7 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.deps import ConfigDep, CurrentUser, NowDep, SessionDep, SignedWorkerKey
+from api.routes.oracle_feed import OracleKey
 from api.schemas.storage import (
+    OraclePlacementPublic,
+    OraclePlacementsPublic,
+    PlacementFailedPublic,
+    PlacementFailure,
     PlacementPublic,
     PlacementRequest,
     PlacementsPublic,
@@ -85,3 +90,40 @@ def list_placements(
     rows = service.placements(session, job_id=job_id, provider_key=provider_key)
     data = [PlacementPublic.of(r) for r in rows]
     return PlacementsPublic(data=data, count=len(data))
+
+
+oracle_router = APIRouter(prefix="/oracle/storage", tags=["oracle"])
+
+
+@oracle_router.get("/placements")
+def oracle_placements(_oracle: OracleKey, session: SessionDep) -> OraclePlacementsPublic:
+    """Active placements with their job's storage budget and price cap (oracles only)."""
+    data = [
+        OraclePlacementPublic(
+            **PlacementPublic.of(v.row).model_dump(),
+            budget=v.budget,
+            max_ntx_per_gb_month=v.max_ntx_per_gb_month,
+        )
+        for v in service.active_for_oracle(session)
+    ]
+    return OraclePlacementsPublic(data=data, count=len(data))
+
+
+@oracle_router.post("/placements/{placement_id}/failed")
+def placement_failed(
+    placement_id: int, body: PlacementFailure, _oracle: OracleKey, session: SessionDep, now: NowDep
+) -> PlacementFailedPublic:
+    """An oracle reports a copy that failed its retrieval challenge, and the copy it made
+    with another provider in its place (oracles only)."""
+    replacement = body.replacement
+    failed, new = service.fail(
+        session,
+        placement_id=placement_id,
+        reason=body.reason,
+        replacement_key=None if replacement is None else replacement.provider_key,
+        replacement=None if replacement is None else replacement.commitment,
+        now=now,
+    )
+    return PlacementFailedPublic(
+        failed=PlacementPublic.of(failed), replacement_id=None if new is None else new.id
+    )

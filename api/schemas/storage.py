@@ -88,3 +88,32 @@ class PlacementPublic(BaseModel):
 class PlacementsPublic(BaseModel):
     data: list[PlacementPublic]
     count: int
+
+
+class OraclePlacementPublic(PlacementPublic):
+    budget: int
+    max_ntx_per_gb_month: int
+
+
+class OraclePlacementsPublic(BaseModel):
+    data: list[OraclePlacementPublic]
+    count: int
+
+
+class ReplacementRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    provider_key: str = Field(pattern=r"^[0-9a-f]{64}$")
+    commitment: Commitment
+
+
+class PlacementFailure(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=1, max_length=2000)
+    replacement: ReplacementRequest | None = None
+
+
+class PlacementFailedPublic(BaseModel):
+    failed: PlacementPublic
+    replacement_id: int | None

@@ -200,3 +200,85 @@ def placements(
     if provider_key is not None:
         query = query.where(PlacementRow.provider_key == provider_key)
     return list(session.exec(query))
+
+
+# --- the oracle's side ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OracleView:
+    """An active placement with what the oracle needs of its job's spec."""
+
+    row: PlacementRow
+    budget: int
+    max_ntx_per_gb_month: int
+
+
+def active_for_oracle(session: Session) -> list[OracleView]:
+    rows = list(
+        session.exec(
+            select(PlacementRow).where(PlacementRow.status == ACTIVE).order_by(col(PlacementRow.id))
+        )
+    )
+    specs: dict[str, JobSpec] = {}
+    views = []
+    for row in rows:
+        if row.job_id not in specs:
+            job = session.exec(select(Job).where(Job.job_id == row.job_id)).first()
+            if job is None:
+                continue
+            specs[row.job_id] = JobSpec.from_dict(job.spec)
+        placement = specs[row.job_id].storage
+        if placement is None:
+            continue
+        views.append(OracleView(row, placement.budget, placement.max_ntx_per_gb_month))
+    return views
+
+
+def fail(
+    session: Session,
+    *,
+    placement_id: int,
+    reason: str,
+    replacement_key: str | None,
+    replacement: Commitment | None,
+    now: datetime,
+) -> tuple[PlacementRow, PlacementRow | None]:
+    """An oracle found `placement_id` failing its challenges: it is not held any more; the
+    copy the oracle made elsewhere (if any) takes its place for the rest of the term."""
+    row = session.get(PlacementRow, placement_id)
+    if row is None:
+        raise NotFound(f"no storage placement {placement_id}")
+    if row.status != ACTIVE:
+        raise Conflict(f"storage placement {placement_id} is already {row.status}")
+    if replacement is not None and replacement.content_root != row.content_root:
+        raise BadRequest("the replacement holds another content root than the failed copy")
+    row.status = "failed"
+    row.reason = reason[:2000]
+    session.add(row)
+    new = None
+    if replacement is not None and replacement_key is not None:
+        view = offer_of(session, replacement_key)
+        new = PlacementRow(
+            job_id=row.job_id,
+            kind=row.kind,
+            object_key=row.object_key,
+            provider_key=replacement_key,
+            content_root=row.content_root,
+            size=row.size,
+            chunk_size=row.chunk_size,
+            ntx_per_gb_month=view.row.ntx_per_gb_month,
+            replaces_id=row.id,
+            placed_at=now,
+            ends_at=row.ends_at,
+        )
+        session.add(new)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        raise Conflict(f"provider {replacement_key} already holds {row.object_key}") from None
+    session.refresh(row)
+    if new is not None:
+        session.refresh(new)
+    return row, new
