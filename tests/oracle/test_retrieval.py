@@ -298,3 +298,33 @@ def test_a_private_endpoint_is_not_read_unless_the_operator_allows_it(
         strict.close()
     assert report.failed == 2
     assert all("refusing to connect" in o.reason for o in report.outcomes)
+
+
+def test_the_oracle_refuses_unusable_retrieval_settings_at_start() -> None:
+    from oracle.retrieval.service import RetrievalConfigError, retrieval_hook
+    from proofnet.settings import build_settings
+
+    settings = build_settings().model_copy(
+        update={"oracle_storage_allow_networks": "not-a-network"}
+    )
+    with pytest.raises(RetrievalConfigError, match="PROOFNET_ORACLE_STORAGE_ALLOW_NETWORKS"):
+        retrieval_hook(settings, SigningKey.generate())
+
+
+def test_a_round_the_api_cannot_answer_records_nothing(world: dict[str, Any]) -> None:
+    from sqlmodel import Session, select
+
+    from oracle.retrieval.feed import PlacementFeedError
+    from oracle.retrieval.service import run_round
+
+    a, b, _ = world["providers"]
+    _place(world, secrets.token_bytes(2 * CHUNK), [a, b])
+    challenger: Challenger = world["challenger"]
+    feed = challenger.feed
+    assert isinstance(feed, HttpPlacementFeed)
+    feed.key = SigningKey.generate()  # not an oracle key of this API
+    with pytest.raises(PlacementFeedError, match="HTTP 403"):
+        challenger.round()
+    run_round(challenger)  # the scheduled job logs and waits for the next interval
+    with Session(world["oracle_engine"]) as session:
+        assert session.exec(select(StorageChallengeRecord)).all() == []
