@@ -51,3 +51,8 @@ class StoragePlacement(TableBase, table=True):
     replaces_id: int | None = Field(default=None, foreign_key="storage_placements.id")
     placed_at: datetime
     ends_at: datetime
+    # What the oracle's answered challenges have earned this copy so far (NTX base units,
+    # only ever growing), and through when; pending until a settlement pays it.
+    accrued_ntx: int = Field(default=0, sa_type=BigInteger)
+    paid_through: datetime | None = None
+    challenges_passed: int = 0

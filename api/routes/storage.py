@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from api.deps import ConfigDep, CurrentUser, NowDep, SessionDep, SignedWorkerKey
 from api.routes.oracle_feed import OracleKey
 from api.schemas.storage import (
+    AccrualReport,
     OraclePlacementPublic,
     OraclePlacementsPublic,
     PlacementFailedPublic,
@@ -17,6 +18,7 @@ from api.schemas.storage import (
     PlacementRequest,
     PlacementsPublic,
     StorageChallengePublic,
+    StorageEarningsPublic,
     StorageOfferPublic,
     StorageOffersPublic,
 )
@@ -61,6 +63,22 @@ def list_offers(
     """Every storage offer, cheapest first, with the capacity each still has free."""
     data = [StorageOfferPublic.of(v) for v in service.list_offers(session, max_price=max_ntx_per_gb_month)]  # fmt: skip
     return StorageOffersPublic(data=data, count=len(data))
+
+
+@router.get("/earnings/{provider_key}")
+def storage_earnings(
+    provider_key: Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")], session: SessionDep
+) -> StorageEarningsPublic:
+    """What a storage provider's copies have earned by answered challenges (pending
+    settlement), beside what it holds."""
+    offer_row, rows = service.earnings(session, provider_key)
+    return StorageEarningsPublic(
+        provider_key=provider_key,
+        payout_address=None if offer_row is None else offer_row.payout_address,
+        accrued_ntx=sum(r.accrued_ntx for r in rows),
+        held_bytes=sum(r.size for r in rows if r.status == service.ACTIVE),
+        placements=[PlacementPublic.of(r) for r in rows],
+    )
 
 
 @router.post("/placements")
@@ -127,3 +145,18 @@ def placement_failed(
     return PlacementFailedPublic(
         failed=PlacementPublic.of(failed), replacement_id=None if new is None else new.id
     )
+
+
+@oracle_router.post("/placements/{placement_id}/accrual")
+def placement_accrual(
+    placement_id: int, body: AccrualReport, _oracle: OracleKey, session: SessionDep
+) -> PlacementPublic:
+    """An oracle's running total of what a copy earned by answered challenges."""
+    row = service.record_accrual(
+        session,
+        placement_id=placement_id,
+        accrued_ntx=body.accrued_ntx,
+        paid_through=body.paid_through,
+        challenges_passed=body.challenges_passed,
+    )
+    return PlacementPublic.of(row)

@@ -78,6 +78,10 @@ class PlacementPublic(BaseModel):
     replaces_id: int | None
     placed_at: datetime
     ends_at: datetime
+    # Earned so far by answered retrieval challenges, pending settlement (NTX base units).
+    accrued_ntx: int
+    paid_through: datetime | None
+    challenges_passed: int
 
     @classmethod
     def of(cls, row: PlacementRow) -> PlacementPublic:
@@ -117,3 +121,20 @@ class PlacementFailure(BaseModel):
 class PlacementFailedPublic(BaseModel):
     failed: PlacementPublic
     replacement_id: int | None
+
+
+class AccrualReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    accrued_ntx: int = Field(ge=0, le=2**63 - 1)
+    paid_through: datetime
+    challenges_passed: int = Field(ge=0)
+
+
+class StorageEarningsPublic(BaseModel):
+    provider_key: str
+    payout_address: str | None
+    # Earned by answered challenges, not yet paid by a settlement (NTX base units).
+    accrued_ntx: int
+    held_bytes: int
+    placements: list[PlacementPublic]

@@ -282,3 +282,56 @@ def fail(
     if new is not None:
         session.refresh(new)
     return row, new
+
+
+def record_accrual(
+    session: Session,
+    *,
+    placement_id: int,
+    accrued_ntx: int,
+    paid_through: datetime,
+    challenges_passed: int,
+) -> PlacementRow:
+    """An oracle's running total for one copy: it only grows, never past the end of the
+    term, and all copies of a job together stay within the spec's storage budget."""
+    row = session.get(PlacementRow, placement_id)
+    if row is None:
+        raise NotFound(f"no storage placement {placement_id}")
+    if accrued_ntx < row.accrued_ntx:
+        raise Conflict(
+            f"placement {placement_id} has accrued {row.accrued_ntx}; a report of "
+            f"{accrued_ntx} would take earnings back"
+        )
+    if _naive(paid_through) > _naive(row.ends_at):
+        raise BadRequest(f"paid_through {paid_through} is after the term's end {row.ends_at}")
+    job = session.exec(select(Job).where(Job.job_id == row.job_id)).first()
+    placement = None if job is None else JobSpec.from_dict(job.spec).storage
+    if placement is None:
+        raise BadRequest(f"job {row.job_id} places no storage")
+    others = session.exec(
+        select(func.coalesce(func.sum(PlacementRow.accrued_ntx), 0)).where(
+            PlacementRow.job_id == row.job_id, PlacementRow.id != placement_id
+        )
+    ).one()
+    if int(others) + accrued_ntx > placement.budget:
+        raise BadRequest(
+            f"the job's copies would earn {int(others) + accrued_ntx}, more than its storage "
+            f"budget {placement.budget}"
+        )
+    row.accrued_ntx = accrued_ntx
+    row.paid_through = paid_through
+    row.challenges_passed = max(row.challenges_passed, challenges_passed)
+    session.add(row)
+    session.commit()
+    session.refresh(row)
+    return row
+
+
+def _naive(stamp: datetime) -> datetime:
+    # SQLite hands back naive datetimes (UTC); compare like with like.
+    return stamp.replace(tzinfo=None) if stamp.tzinfo else stamp
+
+
+def earnings(session: Session, provider_key: str) -> tuple[OfferRow | None, list[PlacementRow]]:
+    offer_row = session.exec(select(OfferRow).where(OfferRow.provider_key == provider_key)).first()
+    return offer_row, placements(session, provider_key=provider_key)

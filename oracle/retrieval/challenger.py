@@ -249,6 +249,12 @@ class Challenger:
             row.updated_at = self.clock()
             if end >= placement.ends_at:
                 row.status = ENDED
+            total, through, passed = row.amount, row.paid_through, row.challenges_passed
+        try:
+            self.feed.report_accrual(placement.id, total, _aware(through), passed)
+        except PlacementFeedError as exc:
+            # The oracle's record stands; the API shows it after the next report.
+            log.warning("accrual of placement %s not reported: %s", placement.id, exc)
         return paid
 
     # --- re-replication -----------------------------------------------------------------

@@ -64,6 +64,12 @@ class PlacementFeed(Protocol):
         """Mark the placement failed; record `replacement` (the id of its new placement)."""
         ...
 
+    def report_accrual(
+        self, placement_id: int, accrued_ntx: int, paid_through: datetime, passed: int
+    ) -> None:
+        """The running total a placement has earned (shown beside compute earnings)."""
+        ...
+
 
 def _stamp(text: Any) -> datetime:
     stamp = datetime.fromisoformat(str(text))
@@ -177,6 +183,24 @@ class HttpPlacementFeed:
         answer = self._send("POST", path, json.dumps(body).encode())
         new = answer.get("replacement_id") if isinstance(answer, dict) else None
         return None if new is None else int(new)
+
+    def report_accrual(
+        self, placement_id: int, accrued_ntx: int, paid_through: datetime, passed: int
+    ) -> None:
+        path = f"{PLACEMENTS_PATH}/{quote(str(placement_id))}/accrual"
+        self._send("POST", path, _accrual_body(accrued_ntx, paid_through, passed))
+
+
+def _accrual_body(accrued_ntx: int, paid_through: datetime, passed: int) -> bytes:
+    import json
+
+    return json.dumps(
+        {
+            "accrued_ntx": accrued_ntx,
+            "paid_through": paid_through.isoformat(),
+            "challenges_passed": passed,
+        }
+    ).encode()
 
 
 def by_key(offers: Sequence[Offer]) -> dict[str, Offer]:

@@ -5,8 +5,10 @@ what the spec asks or the provider can hold."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from nacl.signing import SigningKey
 
@@ -206,3 +208,81 @@ def test_only_the_owner_places_and_only_for_a_spec_that_asks(
     assert got.status_code == 400 and "places no storage" in got.json()["detail"]
     unknown = client.post("/api/v1/storage/placements", json=_placement(job_id, worker_factory()), headers=auth)  # fmt: skip
     assert unknown.status_code == 404 and "no storage offer" in unknown.json()["detail"]
+
+
+ORACLE = SigningKey.generate()
+
+
+@pytest.fixture
+def config(make_config: Callable[..., Any]) -> Any:
+    return make_config(oracle_keys=(bytes(ORACLE.verify_key).hex(),))
+
+
+def test_accrual_reports_only_grow_stay_in_budget_and_come_from_oracles(
+    client: TestClient,
+    approved: tuple[Wallet, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: Any,
+) -> None:
+    _, auth = approved
+    job_id = _job(client, auth, budget=1_000)
+    a, b = worker_factory(), worker_factory()
+    ids = []
+    for p in (a, b):
+        assert offer_storage(p).status_code == 200
+        placed = client.post("/api/v1/storage/placements", json=_placement(job_id, p), headers=auth)
+        ids.append(placed.json()["id"])
+    oracle = Worker(client, key=ORACLE, clock=clock)
+    when = clock().isoformat()
+
+    def report(placement_id: int, amount: int, by: Worker = oracle, at: str = when) -> Any:
+        body = {"accrued_ntx": amount, "paid_through": at, "challenges_passed": 1}
+        return by.request("POST", f"/api/v1/oracle/storage/placements/{placement_id}/accrual", body)  # fmt: skip
+
+    assert report(ids[0], 600).status_code == 200
+    # A provider (or anyone not listed as an oracle) cannot report its own earnings.
+    assert report(ids[1], 10, by=b).status_code == 403
+    # Earnings never shrink ...
+    back = report(ids[0], 100)
+    assert back.status_code == 409 and "take earnings back" in back.json()["detail"]
+    # ... and all copies of the job together stay within its storage budget.
+    over = report(ids[1], 401)
+    assert over.status_code == 400 and "storage budget 1000" in over.json()["detail"]
+    assert report(ids[1], 400).status_code == 200
+    late = report(ids[1], 400, at=(clock() + timedelta(days=31)).isoformat())
+    assert late.status_code == 400 and "after the term's end" in late.json()["detail"]
+    earned = client.get(f"/api/v1/storage/earnings/{a.public_key}").json()
+    assert earned["accrued_ntx"] == 600 and earned["payout_address"].startswith("addr_test1")
+
+
+def test_only_an_oracle_marks_a_copy_failed_and_the_replacement_keeps_the_root(
+    client: TestClient,
+    approved: tuple[Wallet, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: Any,
+) -> None:
+    _, auth = approved
+    job_id = _job(client, auth)
+    a, c = worker_factory(), worker_factory()
+    for p in (a, c):
+        assert offer_storage(p).status_code == 200
+    placed = client.post("/api/v1/storage/placements", json=_placement(job_id, a), headers=auth)
+    pid = placed.json()["id"]
+    path = f"/api/v1/oracle/storage/placements/{pid}/failed"
+    body = {
+        "reason": "chunk 3 did not verify",
+        "replacement": {
+            "provider_key": c.public_key,
+            "commitment": {"content_root": "ef" * 32, "size": 4096, "chunk_size": 1024},
+        },
+    }
+    assert a.request("POST", path, body).status_code == 403
+    oracle = Worker(client, key=ORACLE, clock=clock)
+    wrong_root = oracle.request("POST", path, body)
+    assert wrong_root.status_code == 400 and "another content root" in wrong_root.json()["detail"]
+    body["replacement"]["commitment"]["content_root"] = "ab" * 32  # type: ignore[index]
+    done = oracle.request("POST", path, body)
+    assert done.status_code == 200, done.text
+    assert done.json()["failed"]["status"] == "failed"
+    again = oracle.request("POST", path, body)
+    assert again.status_code == 409 and "already failed" in again.json()["detail"]

@@ -182,6 +182,11 @@ def test_answered_challenges_pay_gb_months_at_the_placements_price(world: dict[s
     assert paid[a.key] == s.storage_cost(len(data), 3_000_000, 15 * 86400)
     assert paid[b.key] == s.storage_cost(len(data), 1_000_000, 15 * 86400)
     assert all(r.status == ACCRUING for r in accruals.values())
+    # The API shows what each copy earned, beside what the provider holds.
+    shown = {p["provider_key"]: p["accrued_ntx"] for p in _placements(world)}
+    assert shown == paid
+    earnings = world["client"].get(f"/api/v1/storage/earnings/{b.key}").json()
+    assert (earnings["accrued_ntx"], earnings["held_bytes"]) == (paid[b.key], len(data))
     # Past the end of the term: the last stretch is paid, then nothing more is asked.
     world["clock"].advance(20 * 86400)
     world["challenger"].round()

@@ -90,6 +90,7 @@ def test_serve_onboard_and_status_end_to_end(tmp_path: Path, s3_endpoint: str) -
         shown = _run(tmp_path, "status", "--api-url", api_url)
         assert shown.returncode == 0, shown.stderr
         assert "0 of 5000000000 bytes held at 1500 NTX per GB-month" in shown.stdout
+        assert "pending settlement: 0 NTX base units" in shown.stdout
 
 
 @pytest.mark.parametrize(

@@ -153,8 +153,11 @@ def status(
             f"{offer['capacity_bytes']} bytes held at {offer['ntx_per_gb_month']} NTX per "
             f"GB-month on {offer['endpoint']}"
         )
+    earned = sum(p["accrued_ntx"] for p in found["placements"])
+    typer.echo(f"earned by answered challenges, pending settlement: {earned} NTX base units")
     for p in found["placements"]:
         typer.echo(
             f"  {p['status']:<7} job {p['job_id'][:12]} {p['kind']:<11} {p['object_key']} "
-            f"{p['size']} bytes until {p['ends_at']}" + (f" ({p['reason']})" if p["reason"] else "")
+            f"{p['size']} bytes until {p['ends_at']}, earned {p['accrued_ntx']} NTX"
+            + (f" ({p['reason']})" if p["reason"] else "")
         )
