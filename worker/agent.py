@@ -328,6 +328,7 @@ class Agent:
                 trusted_oracle_keys=self.config.trusted_oracle_keys,
                 pids_limit=self.config.pids_limit,
                 data_policy=self.config.data,
+                payout_address=self.config.payout_address,
             )
         except VerifierRefused as e:
             log.info("not verifying other providers' proofs: %s", e)
