@@ -202,10 +202,18 @@ class StorageAccrual(OracleTable, table=True):
     job_id: str = Field(max_length=64, index=True)
     provider_key: str = Field(max_length=64, index=True)
     payout_address: str = Field(max_length=200)
+    # What the copy committed to and its price (what a receipt states).
+    content_root: str = Field(max_length=64)
+    size: int = Field(sa_type=BigInteger)
+    ntx_per_gb_month: int = Field(sa_type=BigInteger)
+    placed_at: datetime = Field(sa_type=TZ_DATETIME)
     amount: int = Field(default=0, sa_type=BigInteger)
     paid_through: datetime = Field(sa_type=TZ_DATETIME)
-    # accruing | failed | ended (then batched | settled once the settlement pays it)
+    # accruing (its term runs: the job's escrow waits) | failed | ended
     status: str = Field(default="accruing", max_length=16)
+    # None until a settlement batch pays it: batched, then settled (back to None when the
+    # batch is dropped), moved with the attestation it is paid beside.
+    settlement: str | None = Field(default=None, max_length=16)
     challenges_passed: int = 0
     updated_at: datetime = Field(sa_type=TZ_DATETIME)
 

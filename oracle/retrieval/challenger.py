@@ -215,6 +215,10 @@ class Challenger:
                     job_id=placement.job_id,
                     provider_key=placement.provider_key,
                     payout_address="" if offer is None else offer.payout_address,
+                    content_root=placement.commitment.content_root,
+                    size=placement.commitment.size,
+                    ntx_per_gb_month=placement.ntx_per_gb_month,
+                    placed_at=placement.placed_at,
                     paid_through=placement.placed_at,
                     updated_at=self.clock(),
                 )
