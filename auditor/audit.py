@@ -1505,13 +1505,21 @@ def _print_reports(
                         f"output {u.output} pays {u.paid}",
                         markup=False,
                     )
-                continue
-            console.print(
-                f"escrow {e.escrow} (job {e.job_id[:16]}...): held {e.held}, "
-                f"attested {e.attested} to {e.provider} (received {e.paid}), "
-                f"refund {e.refund_expected} to {e.submitter} (received {e.refunded})",
-                markup=False,
-            )
+            else:
+                console.print(
+                    f"escrow {e.escrow} (job {e.job_id[:16]}...): held {e.held}, "
+                    f"attested {e.attested} to {e.provider} (received {e.paid}), "
+                    f"refund {e.refund_expected} to {e.submitter} (received {e.refunded})",
+                    markup=False,
+                )
+            # Storage beside the compute: what each copy of the job earned, from its receipt.
+            for c in e.storage:
+                console.print(
+                    f"  storage copy {c.placement_id}: {c.amount} NTX to {c.address} "
+                    f"({c.size} bytes at {c.ntx_per_gb_month} per GB-month, "
+                    f"{c.challenges_passed} challenge(s) answered)",
+                    markup=False,
+                )
         if provider:
             console.print(f"paid to {provider}: {report.paid_to(provider)} NTX")
         for d in report.discrepancies:

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 import test_units_settlement_devnet as units_devnet
 from nacl.signing import SigningKey
-from test_units_settlement_devnet import Devnet, _audit, _claims, _locked_world, _unsigned
+from test_units_settlement_devnet import (
+    Devnet,
+    _audit,
+    _audit_cli,
+    _claims,
+    _locked_world,
+    _unsigned,
+)
 from test_verification_fees_devnet import _cosigner, _submit
 from unit_fixtures import UnitWorld, relay_topology
 
@@ -96,6 +103,10 @@ def test_storage_is_paid_beside_compute_cosigned_and_audited(
     assert [(c.address, c.amount, c.placement_id) for c in settled.storage] == [(STORER, 2_500, 1)]
     assert settled.attested == world.total and settled.storage_total == 2_500
     assert "NTX of storage to 1 copy" in report.line()
+    # `proofnet audit` prints the copy beside the units.
+    code, out = _audit_cli(devnet, tx_id)
+    assert code == 0, out
+    assert f"storage copy 1: 2500 NTX to {STORER}" in out
 
 
 def test_storage_over_what_the_copy_can_earn_is_refused_and_named(

@@ -91,6 +91,11 @@ def test_serve_onboard_and_status_end_to_end(tmp_path: Path, s3_endpoint: str) -
         assert shown.returncode == 0, shown.stderr
         assert "0 of 5000000000 bytes held at 1500 NTX per GB-month" in shown.stdout
         assert "pending settlement: 0 NTX base units" in shown.stdout
+        listed = _run(tmp_path, "offers", "--api-url", api_url)
+        assert listed.returncode == 0, listed.stderr
+        assert "1500 NTX per GB-month  5000000000 of 5000000000 bytes free" in listed.stdout
+        cheaper = _run(tmp_path, "offers", "--api-url", api_url, "--max-price", "1000")
+        assert cheaper.stdout.strip() == "no storage offers"
 
 
 @pytest.mark.parametrize(

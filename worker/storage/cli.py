@@ -161,3 +161,41 @@ def status(
             f"{p['size']} bytes until {p['ends_at']}, earned {p['accrued_ntx']} NTX"
             + (f" ({p['reason']})" if p["reason"] else "")
         )
+
+
+@app.command()
+def offers(
+    api_url: str | None = typer.Option(None, "--api-url", help="the proofnet API"),
+    max_price: int | None = typer.Option(
+        None, "--max-price", min=1, help="only offers at most this many NTX per GB-month"
+    ),
+    json_out: bool = typer.Option(False, "--json", help="print one JSON document"),
+) -> None:
+    """Every storage offer, cheapest first, with the capacity each still has free (no key
+    needed: offers are public)."""
+    import httpx
+
+    from proofnet.messages.storage import STORAGE_OFFERS_PATH
+    from proofnet.redaction import redact_credentials
+    from proofnet.settings import build_settings
+
+    base = (api_url or build_settings().api_url).rstrip("/")
+    params = {} if max_price is None else {"max_ntx_per_gb_month": max_price}
+    try:
+        response = httpx.get(base + STORAGE_OFFERS_PATH, params=params, timeout=30)
+        response.raise_for_status()
+        listed = response.json()["data"]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        why = redact_credentials(f"the API at {base} did not list offers: {exc}")
+        typer.secho(f"storage offers unavailable: {why}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from exc
+    if json_out:
+        typer.echo(json.dumps(listed, indent=2, sort_keys=True))
+        return
+    if not listed:
+        typer.echo("no storage offers")
+    for o in listed:
+        typer.echo(
+            f"{o['provider_key']}  {o['ntx_per_gb_month']} NTX per GB-month  "
+            f"{o['free_bytes']} of {o['capacity_bytes']} bytes free  {o['endpoint']}"
+        )
