@@ -133,6 +133,62 @@ def put_committed(
     return commitment
 
 
+def put_object(
+    http: httpx.Client,
+    where: S3Location,
+    key: str,
+    data: bytes,
+    *,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+) -> None:
+    """S3 `PutObject` sent through `http` (a pinned client: the endpoint is someone else's
+    URL), signed with SigV4 by botocore when credentials are given, unsigned otherwise."""
+    import hashlib
+
+    url = where.url(key)
+    headers = {
+        "x-amz-content-sha256": hashlib.sha256(data).hexdigest(),
+        "Content-Length": str(len(data)),
+    }
+    if access_key is not None:
+        try:
+            from botocore.auth import SigV4Auth
+            from botocore.awsrequest import AWSRequest
+            from botocore.credentials import Credentials
+        except ImportError as exc:  # pragma: no cover - the extra is installed with dev
+            raise ObjectStoreError("signed S3 writes need botocore: pip install boto3") from exc
+        request = AWSRequest(method="PUT", url=url, data=data, headers=headers)
+        SigV4Auth(Credentials(access_key, secret_key or ""), "s3", "us-east-1").add_auth(request)
+        headers = dict(request.headers.items())
+    try:
+        response = http.put(url, content=data, headers=headers)
+    except EgressRefused as exc:
+        raise ObjectStoreError(f"cannot write to {where.endpoint}: {exc}") from exc
+    except httpx.HTTPError as exc:
+        raise _vendor(exc, f"cannot reach {where.endpoint}") from exc
+    if response.status_code != 200:
+        raise ObjectStoreError(f"PUT {key}: HTTP {response.status_code}: {response.text[:200]}")
+
+
+def put_committed_pinned(
+    http: httpx.Client,
+    where: S3Location,
+    key: str,
+    data: bytes,
+    *,
+    chunk_size: int,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+) -> Commitment:
+    """`put_committed` through a pinned client (`put_object`)."""
+    commitment = commit(data, chunk_size)
+    sidecar = proof_sidecar(data, commitment)
+    for name, body in ((key, data), (key + PROOFS_SUFFIX, sidecar)):
+        put_object(http, where, name, body, access_key=access_key, secret_key=secret_key)
+    return commitment
+
+
 def read_range(http: httpx.Client, where: S3Location, key: str, start: int, end: int) -> bytes:
     """Bytes [start, end) of `key`, exactly, or ObjectStoreError."""
     if end <= start:

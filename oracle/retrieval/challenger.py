@@ -51,9 +51,8 @@ from proofnet.storage_objects import (
     ObjectStoreError,
     S3Location,
     answer_challenge,
-    put_committed,
+    put_committed_pinned,
     read_committed,
-    s3_client,
 )
 
 log = logging.getLogger("oracle.retrieval")
@@ -67,12 +66,23 @@ class ReplicaWriter(Protocol):
     def __call__(self, offer: Offer, key: str, data: bytes, chunk_size: int) -> Commitment: ...
 
 
-def s3_writer(access_key: str | None = None, secret_key: str | None = None) -> ReplicaWriter:
-    """Writes a copy (and its proof sidecar) to an offer's endpoint with boto3."""
+def s3_writer(
+    http: httpx.Client, access_key: str | None = None, secret_key: str | None = None
+) -> ReplicaWriter:
+    """Writes a copy (and its proof sidecar) to an offer's endpoint through `http`, the
+    same pinned client the reads use: a provider's endpoint on a private address gets no
+    write from the oracle's host either."""
 
     def write(offer: Offer, key: str, data: bytes, chunk_size: int) -> Commitment:
-        client = s3_client(offer.endpoint, access_key=access_key, secret_key=secret_key)
-        return put_committed(client, offer.bucket, key, data, chunk_size=chunk_size)
+        return put_committed_pinned(
+            http,
+            S3Location(offer.endpoint, offer.bucket),
+            key,
+            data,
+            chunk_size=chunk_size,
+            access_key=access_key,
+            secret_key=secret_key,
+        )
 
     return write
 

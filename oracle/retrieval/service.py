@@ -62,8 +62,9 @@ def retrieval_hook(
             engine=app.state.engine,
             feed=HttpPlacementFeed(api, settings.api_url, signing_key, settings.network),
             http=reads,
+            # Writes of re-replicated copies go through the same pinned client as reads.
             writer=s3_writer(
-                settings.oracle_storage_access_key, settings.oracle_storage_secret_key
+                reads, settings.oracle_storage_access_key, settings.oracle_storage_secret_key
             ),
         )
         scheduler: Any = BackgroundScheduler()

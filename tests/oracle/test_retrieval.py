@@ -112,7 +112,7 @@ def world(tmp_path: Path, s3_servers: list[str]) -> Iterator[dict[str, Any]]:
             engine=oracle_engine,
             feed=HttpPlacementFeed(client, "http://api.test", oracle_key, "devnet", clock=clock),
             http=http,
-            writer=s3_writer(access_key="oracle", secret_key="oracle"),
+            writer=s3_writer(http, access_key="oracle", secret_key="oracle"),
             clock=clock,
         )
         yield {
@@ -333,3 +333,27 @@ def test_a_round_the_api_cannot_answer_records_nothing(world: dict[str, Any]) ->
     run_round(challenger)  # the scheduled job logs and waits for the next interval
     with Session(world["oracle_engine"]) as session:
         assert session.exec(select(StorageChallengeRecord)).all() == []
+
+
+def test_the_oracle_writes_no_copy_to_an_endpoint_its_policy_refuses(
+    world: dict[str, Any],
+) -> None:
+    # Reads are allowed (the copies to check and to copy from), writes go through a client
+    # that refuses loopback: the replacement target is never written to.
+    a, b, c = world["providers"]
+    key, _ = _place(world, secrets.token_bytes(3 * CHUNK), [a, b])
+    a.s3.delete_object(Bucket=a.bucket, Key=key)
+    challenger: Challenger = world["challenger"]
+    strict = pinned_client(EgressPolicy(), allow_http=True)
+    try:
+        challenger.writer = s3_writer(strict)
+        world["clock"].advance(86400)
+        report = challenger.round()
+    finally:
+        strict.close()
+    bad = next(o for o in report.outcomes if not o.passed)
+    assert bad.replacement_id is None
+    failed = next(p for p in _placements(world) if p["id"] == bad.placement_id)
+    assert "not re-replicated: no offer took the copy" in failed["reason"]
+    listed = c.s3.list_objects_v2(Bucket=c.bucket)
+    assert listed.get("KeyCount", 0) == 0
