@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -73,7 +72,7 @@ class PlacementPublic(BaseModel):
     size: int
     chunk_size: int
     ntx_per_gb_month: int
-    status: Literal["active", "failed", "ended"] | str
+    status: str  # active | failed | ended
     reason: str
     replaces_id: int | None
     placed_at: datetime
