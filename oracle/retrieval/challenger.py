@@ -127,6 +127,7 @@ class Challenger:
         now = self.clock()
         placements = self.feed.active_placements()
         offers = by_key(self.feed.offers())
+        self._end_missing({p.id for p in placements})
         report = RoundReport()
         for placement in placements:
             outcome = self._one(placement, placements, offers, now)
@@ -234,6 +235,20 @@ class Challenger:
                 )
                 session.add(row)
             return row
+
+    def _end_missing(self, active: set[int]) -> None:
+        """A copy the API no longer lists as active (another oracle found it failing, or it
+        was replaced) earns nothing more here; ending it releases its job's escrow, which
+        would otherwise wait for it until the deadline (`oracle.retrieval.ledger`)."""
+        with Session(self.engine) as session, session.begin():
+            rows = session.exec(
+                select(StorageAccrual).where(StorageAccrual.status == ACCRUING)
+            ).all()
+            for row in rows:
+                if row.placement_id not in active:
+                    row.status = ENDED
+                    row.updated_at = self.clock()
+                    session.add(row)
 
     def _set_status(self, placement_id: int, status: str) -> None:
         with Session(self.engine) as session, session.begin():

@@ -358,3 +358,29 @@ def test_the_oracle_writes_no_copy_to_an_endpoint_its_policy_refuses(
     assert "not re-replicated: no offer took the copy" in failed["reason"]
     listed = c.s3.list_objects_v2(Bucket=c.bucket)
     assert key not in [o["Key"] for o in listed.get("Contents", [])]
+
+
+def test_a_copy_another_oracle_failed_stops_holding_its_jobs_escrow(
+    world: dict[str, Any],
+) -> None:
+    from oracle.retrieval.ledger import StorageLedger
+
+    a, b, _ = world["providers"]
+    _place(world, secrets.token_bytes(2 * CHUNK), [a, b])
+    challenger: Challenger = world["challenger"]
+    world["clock"].advance(86400)
+    challenger.round()
+    ledger = StorageLedger(SigningKey.generate(), "devnet")
+    from sqlmodel import Session
+
+    with Session(world["oracle_engine"]) as session:
+        assert len(ledger.held_jobs(session)) == 1  # both copies are within their term
+    # Another oracle reports both copies failed (the API lists them no more).
+    feed = challenger.feed
+    for p in feed.active_placements():
+        feed.report_failure(p.id, "failed another oracle's challenge", None)
+    challenger.round()
+    with Session(world["oracle_engine"]) as session:
+        assert ledger.held_jobs(session) == set()
+    # What they earned before stays payable.
+    assert sum(r.amount for r in payable(world["oracle_engine"])) > 0
