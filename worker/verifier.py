@@ -41,7 +41,6 @@ from proofnet.messages.jobspec import JobSpec, JobSpecError
 from proofnet.messages.shards import DataShard
 from proofnet.messages.topology import Relay, plan
 from proofnet.messages.verification import (
-    FIRST_SEGMENT,
     SegmentResult,
     VerificationError,
     VerificationReport,
@@ -184,7 +183,8 @@ class Verifier:
             "replay_ms": replay_ms,
         }
         if status in ("passed", "failed"):
-            again = self._run(task, spec, work, (FIRST_SEGMENT,), "repeat", shards)
+            # The provider's first segment (the task's first), replayed again.
+            again = self._run(task, spec, work, task.segments[:1], "repeat", shards)
             first = [r for r in again.get("results") or [] if isinstance(r, dict)]
             if first:
                 fields["repeat"] = SegmentResult.from_harness(first[0]).model_dump(mode="json")

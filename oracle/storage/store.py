@@ -135,7 +135,7 @@ class AttestationStore:
 
     def create_schema(self) -> None:
         """Create the oracle's tables (and any settlement tables already imported), and
-        upgrade tables an older version created (`oracle.schema`)."""
+        upgrade tables an older version created (`oracle.storage.schema`)."""
         create_tables(self.engine)
 
     def session(self) -> Session:

@@ -10,7 +10,7 @@ most
 where the slack absorbs a verifier slower or faster than the provider and the allowance
 covers what is not training steps (start-up, data loading, the final upload). The replay
 time includes the replay's own start-up, which only raises the bound (never underpays an
-honest provider). Pure arithmetic; the spot checker measures, `oracle.verify` applies it.
+honest provider). Pure arithmetic; the spot checker measures, `oracle.verification.verify` applies it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Spot checks as verification units: the oracle draws, a verifier replays, the oracle judges.
 
 The oracle runs no job code. For an attestation with a proof of training it checks the
-uploaded manifest against the attested root and the spec's schedule (`oracle.proof_checks`,
+uploaded manifest against the attested root and the spec's schedule (`oracle.verification.proof_checks`,
 no code), then draws with its own signature over the attestation (randomness the provider
 could not know when it signed) both the segments to replay and a verifier: one of the
 online registered workers with the device class the proof was made on, other than the
@@ -15,7 +15,7 @@ The verifier replays the segments with the network's harness in the job's own im
 its hardened container runtime (`worker.verifier`) and signs the hashes it computed. The
 oracle checks the report's signature against the drawn verifier's key (the API relays it
 and could otherwise make one up) and judges it against its own copy of the manifest
-(`oracle.spotcheck.judge`), attributing the fault (`attribute`):
+(`oracle.verification.spotcheck.judge`), attributing the fault (`attribute`):
 
 - the job's, when the job's trainer cannot be loaded by the harness at the pinned commit,
   or when two replays of the first segment from the same checkpoint disagree (the job's
@@ -43,6 +43,7 @@ from oracle.verification.proof_checks import (
     check_manifest,
     draw_segments,
 )
+from oracle.verification.resume_checks import own_first_segment
 from oracle.verification.spotcheck import (
     POT_PREFIX,
     SpotCheckUnavailable,
@@ -121,8 +122,10 @@ def attribute(report: VerificationReport) -> str | None:
     """Why the job (not the provider) is at fault, or None: see the module doc."""
     if report.status == "usage_error":
         return f"the job's trainer cannot be loaded by the harness: {report.message[:500]}"
-    first = next((r for r in report.results if r.segment == FIRST_SEGMENT), None)
     repeat = report.repeat
+    first = next(
+        (r for r in report.results if repeat is not None and r.segment == repeat.segment), None
+    )
     if first is not None and repeat is not None and first.weights_hash != repeat.weights_hash:
         return (
             "the job's code is not deterministic: two replays of the first segment from the "
@@ -178,8 +181,11 @@ class VerifierSpotChecker:
                 Reason.SPOT_CHECK_FAILED,
                 "the spec names no trainer (proof.trainer): no segment can be replayed",
             )
-        draw = draw_segments(manifest, att, spec, self.sign, top=self.top)
-        segments = tuple(sorted({FIRST_SEGMENT, *draw.segments}))
+        # A resumed attempt answers for its own segments: the draw and the repeated first
+        # segment are among them (oracle.verification.resume_checks).
+        first = FIRST_SEGMENT if att.unit is not None else own_first_segment(att, job)
+        draw = draw_segments(manifest, att, spec, self.sign, top=self.top, first=first)
+        segments = tuple(sorted({first, *draw.segments}))
         draw = replace(draw, segments=segments)
         # The manifest too: the harness checks the files against it, and it against the root.
         files = tuple(prefix + n for n in (MANIFEST_NAME, *needed_files(segments)))
@@ -256,7 +262,7 @@ class VerifierSpotChecker:
     def check_unit(self, att: Attestation, job: JobInfo, unit: Unit) -> SpotCheckVerdict:
         """Recompute an aggregation or an evaluation unit by a drawn verifier from the
         unit's input checkpoints (`att.unit.inputs`, already chained to the verified
-        outputs of its input units by `oracle.unit_checks.check_chain`)."""
+        outputs of its input units by `oracle.verification.unit_checks.check_chain`)."""
         from oracle.inputs.feed_units import unit_result_name
 
         topology = job.spec.topology

@@ -5,7 +5,7 @@ API feed and the store through `ctx`, and writes nothing; `oracle.store.Attestat
 records the verdict. Checks run in a fixed order and the first failure is reported with a
 stable reason code (`Reason`) and a message for humans. A check that could not be made
 (chain backend or API unreachable, or a unit's input unit not verified yet) yields outcome
-"retry", never a rejection. Units of topology jobs get the checks of `oracle.unit_checks`.
+"retry", never a rejection. Units of topology jobs get the checks of `oracle.verification.unit_checks`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from chain.offchain.escrow_terms import EscrowTerms, escrow_refusal
 from oracle.inputs.chain import ChainUnavailable, ChainView, EscrowOutput
 from oracle.inputs.feed import ApiFeed, FeedDataError, FeedError, JobInfo
 from oracle.models import escrow_ref, payable_key
+from oracle.verification import resume_checks
 from oracle.verification import unit_checks as units
 from oracle.verification.metering import ProofTiming, proof_bound_ms
 from oracle.verification.spotcheck import SpotChecker, SpotCheckUnavailable, SpotCheckVerdict
@@ -104,6 +105,9 @@ class Reason(StrEnum):
     POT_STEPS_OUT_OF_ORDER = "pot_steps_out_of_order"
     POT_DATA_ORDER_MISMATCH = "pot_data_order_mismatch"
     POT_INITIAL_STATE_MISMATCH = "pot_initial_state_mismatch"
+    # A resumed attempt's proof does not start from the checkpoint the lost attempt
+    # committed (oracle.verification.resume_checks): a forged checkpoint, another step.
+    POT_RESUME_MISMATCH = resume_checks.POT_RESUME_MISMATCH
     SPOT_CHECK_FAILED = "spot_check_failed"
     # Verification units (oracle.verifiers): the provider withheld the proof files a drawn
     # verifier needs; the job's code cannot be replayed (the job's fault, not the provider's).
@@ -343,6 +347,10 @@ def verify(
         passed.append("amount")
         _check_results(att, scope)
         passed.append("result_hashes")
+        if unit is None:
+            _check_resumed(att, job, ctx)
+            if resume_checks.resumed_from(att, job) is not None:
+                passed.append("resumed_from_committed_prefix")
         if unit is not None and payable is not None:
             units.check_output(att, job, unit)
             units.check_chain(att, job, unit, payable)
@@ -395,7 +403,7 @@ RECOMPUTED = frozenset({"aggregate", "eval"})
 @runtime_checkable
 class UnitRecomputer(Protocol):
     """A spot checker that also recomputes aggregation and evaluation units by drawn
-    verifiers (`oracle.verifiers.VerifierSpotChecker`). The demo's in-process checker is
+    verifiers (`oracle.verification.verifiers.VerifierSpotChecker`). The demo's in-process checker is
     not one: there, those units stay on the provider's word (the demo only)."""
 
     def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict: ...
@@ -533,6 +541,14 @@ def _check_lease(att: Attestation, job: JobInfo, ctx: VerificationContext) -> No
             Reason.GPU_TIME_IMPLAUSIBLE,
             f"{att.gpu_milliseconds} GPU-ms in {wall} ms of wall time on {lease.gpus} GPU(s)",
         )
+
+
+def _check_resumed(att: Attestation, job: JobInfo, ctx: VerificationContext) -> None:
+    """A resumed attempt's proof chains to the prefix it resumed (no job code runs)."""
+    try:
+        resume_checks.check_resumed_proof(att, job, ctx.feed)
+    except resume_checks.ResumeRejected as exc:
+        raise _Rejected(Reason(exc.reason), exc.message) from exc
 
 
 def _check_work(att: Attestation, job: JobInfo) -> None:

@@ -11,9 +11,10 @@ replays the task's segments with the network's harness (`python -m pot replay`) 
 job's own image and reports the hashes it computed; oracles compare them with the
 commitments (`oracle.verification.verifiers`).
 
-The first segment is always among a task's segments and is replayed twice (`repeat`):
-two replays of the same segment from the same checkpoint that disagree show the job's
-code is not deterministic, which is the job's fault, not the provider's.
+The provider's first segment (segment 1, or the one after the checkpoint a resumed attempt
+started from) is always among a task's segments, its first, and is replayed twice
+(`repeat`): two replays of the same segment from the same checkpoint that disagree show the
+job's code is not deterministic, which is the job's fault, not the provider's.
 
 A task has a `kind`. "replay" is the spot check above. A unit of a topology job that trains
 nothing is recomputed instead (docs/topologies.md): "aggregate" runs the job's aggregation
@@ -21,7 +22,7 @@ command on the unit's input checkpoints (`inputs`, the task's `files` in the sam
 and the report carries the SHA-256 of the checkpoint it wrote (`output_hash`); "eval" runs
 the job's evaluation command on the evaluated checkpoint and the held-out data and the
 report carries the metric it computed (`metric`). Oracles compare those with what the
-provider attested (`oracle.verifiers`).
+provider attested (`oracle.verification.verifiers`).
 
 Both messages sign the canonical JSON of their fields under a domain tag of their own.
 """
@@ -46,7 +47,8 @@ MAX_SEGMENTS = 256
 MAX_FILES = 1024
 MAX_MESSAGE = 2000
 MAX_ROUNDS = 16
-# The segment every task replays twice: the first, from the trainer's own checkpoint 0.
+# The segment a task of a proof from step 0 replays twice: the first, from the trainer's
+# own checkpoint 0 (a resumed attempt's task repeats its own first segment instead).
 FIRST_SEGMENT = 1
 _NONCE = r"[0-9a-f]{16,128}"
 _SIGNATURE = r"[0-9a-f]{128}"
@@ -143,8 +145,8 @@ class VerificationTask(Frozen):
             task = cls.model_validate(obj)
         except ValidationError as e:
             raise VerificationError(f"the verification task is malformed: {e}") from e
-        if task.kind == "replay" and FIRST_SEGMENT not in task.segments:
-            raise VerificationError("a verification task always replays the first segment")
+        if task.kind == "replay" and not task.segments:
+            raise VerificationError("a verification task replays at least one segment")
         if task.kind == "replay" and task.inputs:
             raise VerificationError("a replay task names no input checkpoints")
         if task.kind != "replay":
