@@ -218,6 +218,11 @@ else:
             share = replayed["run_s"] / max(1e-9, trained["run_s"])
             print(f"one segment's replay took {100 * share:.1f}% of the training run's time "
                   f"({trained['segments']} segments; checkpoint loads included)")
+            if on_gpu:
+                # What the oracle draws a verifier by: the GPU model the provider's worker
+                # reports (NVML), which must name the device torch trained on.
+                print(f"device class (NVML, as verifiers are matched): {inv.gpus[0].name}; "
+                      f"torch: {trained['device_name']}")
             if replayed["device_name"] != trained["device_name"]:
                 fail(f"pot: replay on {replayed['device_name']}, trained on {trained['device_name']}")
             if on_gpu and not trained["device"].startswith("cuda"):
