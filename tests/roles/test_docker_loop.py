@@ -32,6 +32,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -287,24 +288,71 @@ def _job_repository(loop: DockerLoop, framework: str, image: str) -> Path:
     return work / "job.yaml"
 
 
-def _spot_checks(loop: DockerLoop, job_id: str) -> list[dict[str, Any]]:
-    """What the oracle recorded of the job's spot checks (its own database, read-only)."""
+def _query(loop: DockerLoop, sql: str, *args: str) -> list[dict[str, Any]]:
+    """Rows of the database the oracle and the API keep under the operators' data dir
+    (read-only): what they recorded of the verification."""
     db = loop.shell.env["PROOFNET_DATA_DIR"] + "/proofnet.db"
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
         con.row_factory = sqlite3.Row
-        rows = con.execute(
-            "SELECT s.status, s.verifier, s.segments, s.message, a.worker_key"
-            " FROM oracle_spot_checks s JOIN oracle_attestations a ON a.id = s.attestation_id"
-            " WHERE a.job_id = ? ORDER BY s.id",
-            (job_id,),
-        ).fetchall()
-    return [dict(r) for r in rows]
+        return [dict(r) for r in con.execute(sql, args).fetchall()]
+
+
+def _spot_checks(loop: DockerLoop, job_id: str) -> list[dict[str, Any]]:
+    """The oracle's spot checks of the job, with the verifier's signed report."""
+    return _query(
+        loop,
+        "SELECT s.status, s.verifier, s.segments, s.report, a.worker_key"
+        " FROM oracle_spot_checks s JOIN oracle_attestations a ON a.id = s.attestation_id"
+        " WHERE a.job_id = ? ORDER BY s.id",
+        job_id,
+    )
+
+
+def _containers_created(since: int, label: str) -> list[dict[str, str]]:
+    """The attributes (image, labels) of the containers the Docker engine created since
+    `since` (epoch seconds) that carry `label`."""
+    done = subprocess.run(
+        ["docker", "events", "--since", str(since), "--until", str(int(time.time()) + 1),
+         "--filter", "type=container", "--filter", "event=create", "--filter",
+         f"label={label}", "--format", "{{json .Actor.Attributes}}"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def _check_containers(loop: DockerLoop, job: str, image: str, since: int) -> None:
+    """The provider trained, and the verifier replayed (the drawn segments, then the first
+    again), in containers of the job's pinned image without network."""
+    image_id = image.split("@", 1)[1]
+    trained = [
+        c
+        for c in _containers_created(since, "proofnet.managed=1")
+        if c.get("proofnet.job_id", "").startswith(job[:32])
+    ]
+    assert trained, f"no container of job {job} was created"
+    tasks = _query(
+        loop,
+        "SELECT digest FROM verification_units WHERE json_extract(task, '$.job_id') = ?",
+        job,
+    )
+    assert tasks, f"no verification task for job {job}"
+    replayed = [
+        c
+        for t in tasks
+        for kind in ("drawn", "repeat")
+        for c in _containers_created(since, f"proofnet.job_id=verify-{t['digest'][:12]}-{kind}")
+    ]
+    assert len(replayed) >= 2, replayed
+    for container in trained + replayed:
+        assert container["image"] == image_id, container
+        assert container["proofnet.network"] == "none", container
 
 
 def _run_job(loop: DockerLoop, framework: str, image: str) -> None:
     network, me = loop.network, loop.submitter
     spec_file = _job_repository(loop, framework, image)
     provider_ntx = network.ntx_at(loop.provider_worker.payout)
+    since = int(time.time()) - 1
     submitted = json.loads(me.run(f"job submit {spec_file} --key-file payment.skey --lock"))
     job = str(submitted["job"]["job_id"])
     state: dict[str, Any] = {}
@@ -336,7 +384,12 @@ def _run_job(loop: DockerLoop, framework: str, image: str) -> None:
     assert passed, checks
     assert {c["verifier"] for c in passed} == {loop.verifier_worker.key}, checks
     assert all(c["worker_key"] == loop.provider_worker.key for c in passed), checks
-    assert json.loads(passed[-1]["segments"]), passed
+    report = json.loads(passed[-1]["report"])
+    drawn = json.loads(passed[-1]["segments"])
+    assert drawn and [r["segment"] for r in report["results"]] == drawn, report
+    assert report["verifier"] == loop.verifier_worker.key and report["repeat"], report
+    assert all(r["distance"] == "0" for r in report["results"]), report  # bit for bit
+    _check_containers(loop, job, image, since)
 
     # The money on chain: the provider's payout address got what the escrow paid.
     paid = escrow["closing"]["paid_ntx"]
