@@ -224,10 +224,16 @@ class VerificationReport(Frozen):
     # `evaluation.metric`). None for a replay.
     output_hash: Hex64 | None = None
     metric: DecimalStr | None = None
+    # Where the verifier's share of the verification fee goes (its registered payout
+    # address; proofnet.messages.verification_fee). None earns no fee.
+    payout_address: Annotated[str, Field(min_length=10, max_length=200)] | None = None
     signature: Annotated[str, Field(pattern=_SIGNATURE)]
 
     def signed_part(self) -> dict[str, Any]:
         part = self.model_dump(mode="json", exclude={"signature"})
+        if part.get("payout_address") is None:
+            # Reports signed before the field existed still verify.
+            part.pop("payout_address", None)
         part["results"] = [r.model_dump(mode="json") for r in self.results]
         return {"domain": REPORT_DOMAIN, **part}
 
