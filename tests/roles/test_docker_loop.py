@@ -10,8 +10,10 @@ commits its proof and attests; a second worker, registered with its own key and 
 address and running `worker run --runtime docker`, is the only candidate the oracle can draw,
 and replays the drawn segments in the job's image (no network, read-only root); the oracle
 judges its signed report, and the batch settles on the devnet. The test asserts the NTX on
-chain at the provider's payout address, and what the oracle recorded of the spot check:
-drawn verifier, segments, and verdict.
+chain (the provider's attested amount less the verification fee at its payout address, the
+fee at the verifier's), the audit's verdict, what the oracle recorded of the spot check
+(drawn verifier, segments, its signed report bit for bit with the repeat), and the
+containers the engine created (training and replays in the job's pinned image, no network).
 
 The verifier worker starts only once the provider holds the job's lease (and stops after the
 settlement): otherwise it could claim the job itself, and the roles would swap.
@@ -50,6 +52,7 @@ from role_support import (
     wait_for,
 )
 
+from proofnet.messages.verification_fee import fee_for
 from proofnet.processes import RoleProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
@@ -60,9 +63,6 @@ NUMPY_IMAGE = "proofnet/test-numpy:local"
 TORCH_IMAGE = "proofnet/test-torch:local"
 TORCH_WHEELS = Path(os.environ.get("PROOFNET_TORCH_WHEELS", "/opt/wheels"))
 SUBMITTER_NTX = 5_000_000
-# A verification round: the oracle postpones with backoff (up to 64 s between tries) while
-# the verifier picks its task up (every 30 s) and replays in a fresh container.
-LOOP_TIMEOUT_S = 600
 
 
 def _unavailable(reason: str, require: str = "PROOFNET_REQUIRE_DOCKER") -> NoReturn:
@@ -352,6 +352,7 @@ def _run_job(loop: DockerLoop, framework: str, image: str) -> None:
     network, me = loop.network, loop.submitter
     spec_file = _job_repository(loop, framework, image)
     provider_ntx = network.ntx_at(loop.provider_worker.payout)
+    verifier_ntx = network.ntx_at(loop.verifier_worker.payout)
     since = int(time.time()) - 1
     submitted = json.loads(me.run(f"job submit {spec_file} --key-file payment.skey --lock"))
     job = str(submitted["job"]["job_id"])
@@ -361,7 +362,7 @@ def _run_job(loop: DockerLoop, framework: str, image: str) -> None:
         state.update(json.loads(me.run(f"job status {job} --key-file payment.skey")))
         return bool(state.get("history"))
 
-    wait_for("the provider's lease", leased, loop.shell.group, timeout=300)
+    wait_for("the provider's lease", leased, loop.shell.group)
     assert [h["provider"] for h in state["history"]] == [loop.provider_worker.key_id], state
     verifier = loop.start_verifier()
     try:
@@ -371,7 +372,7 @@ def _run_job(loop: DockerLoop, framework: str, image: str) -> None:
             escrow.update(json.loads(me.run(f"job escrow {job} --key-file payment.skey")))
             return escrow.get("state") == "settled"
 
-        wait_for("the settlement", settled, loop.shell.group, timeout=LOOP_TIMEOUT_S)
+        wait_for("the settlement", settled, loop.shell.group)
     finally:
         loop.shell.group.stop(verifier, timeout=60)
     status = json.loads(me.run(f"job status {job} --key-file payment.skey"))
@@ -391,14 +392,29 @@ def _run_job(loop: DockerLoop, framework: str, image: str) -> None:
     assert all(r["distance"] == "0" for r in report["results"]), report  # bit for bit
     _check_containers(loop, job, image, since)
 
-    # The money on chain: the provider's payout address got what the escrow paid.
+    # The money on chain: what the escrow paid, less the verification fee, at the provider's
+    # payout address, and the fee at the verifier's.
     paid = escrow["closing"]["paid_ntx"]
     assert paid > 0 and paid + escrow["closing"]["returned_ntx"] == escrow["budget"], escrow
+    fee = fee_for(paid)
+    assert 0 < fee < paid
     wait_for(
-        "the payout at the provider's address",
-        lambda: network.ntx_at(loop.provider_worker.payout) - provider_ntx == paid,
+        "the payouts at the provider's and the verifier's addresses",
+        lambda: (
+            (
+                network.ntx_at(loop.provider_worker.payout) - provider_ntx,
+                network.ntx_at(loop.verifier_worker.payout) - verifier_ntx,
+            )
+            == (paid - fee, fee)
+        ),
         loop.shell.group,
     )
+    # ...which the audit finds as the rules say (docs/operations.md "Checking payouts").
+    audited = loop.shell.enter("auditor").run(
+        f"audit --job {job} --deployment {network.api_url} --oracle-url {network.api_url}"
+    )
+    assert audited.splitlines()[-1].startswith("audit: OK"), audited
+    assert "verification fee" in audited, audited
 
     results = me.run(f"job results {job} --key-file payment.skey")
     assert "results/metrics.json" in results, results
