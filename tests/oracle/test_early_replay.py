@@ -12,22 +12,29 @@ computed by the test (the worker's replay under its runtime is tested in tests/w
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from nacl.signing import SigningKey
 from oracle_fixtures import job_spec
 from test_verify_resumed import PROOF, lost_prefix
 
+from oracle.app import create_app
 from oracle.inputs.feed import ArtifactMissing, AttemptInfo, JobInfo
+from oracle.intake.early_replay import EarlyReplay
+from oracle.storage.db import make_engine
+from oracle.storage.store import AttestationStore
 from oracle.verification.early import EarlyCommit, check_early, checkable
 from oracle.verification.spotcheck import SpotCheckUnavailable
 from oracle.verification.verifiers import Candidate, VerifierSpotChecker
-from oracle.verification.verify import Reason
+from oracle.verification.verify import Reason, VerificationContext
 from pot.manifest import PREFIX_NAME, Manifest
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.key_grant import KeyRequest
@@ -38,6 +45,7 @@ from proofnet.messages.verification import (
     VerificationTask,
     early_subject,
 )
+from proofnet.settings import Settings
 
 Answer = Callable[[VerificationTask, Manifest], dict[str, Any] | None]
 PROVIDER = SigningKey(b"\x0b" * 32)
@@ -240,3 +248,65 @@ def test_only_a_whole_unsealed_jobs_first_attempt_is_replayed_early(
     assert "resumed" in (checkable(resumed, commit) or "")
     verdict, _ = _check(running, _honest, sealed=True)
     assert verdict is None
+
+
+@dataclass
+class EarlyFeed:
+    """The API's list of early commits and its job feed (the desk reads the prefix)."""
+
+    commits: list[EarlyCommit]
+    jobs: dict[str, JobInfo]
+
+    def early_commits(self) -> list[EarlyCommit]:
+        return list(self.commits)
+
+    def job(self, job_id: str) -> JobInfo | None:
+        return self.jobs.get(job_id)
+
+
+def _store(tmp_path: Path) -> AttestationStore:
+    store = AttestationStore(make_engine(f"sqlite:///{tmp_path / 'oracle.db'}"))
+    store.create_schema()
+    return store
+
+
+def test_each_lease_is_decided_once_and_served_with_whose_fault(
+    running: tuple[JobSpec, str, bytes], tmp_path: Path
+) -> None:
+    spec, nonce, prefix = running
+    answers: list[Answer] = [lambda task, prefix: None]  # the verifier has not answered yet
+    desk = Desk(prefix, lambda task, manifest: answers[-1](task, manifest))
+    checker = VerifierSpotChecker(desk, SigningKey.generate())  # type: ignore[arg-type]
+    feed = EarlyFeed([EarlyCommit(spec.job_id, 1, nonce)], {spec.job_id: _job(spec, nonce)})
+    store = _store(tmp_path)
+    replay = EarlyReplay(feed, checker, store)
+    assert replay.run_once() == [] and store.early_checks(spec.job_id) == []
+    answers.append(lambda task, manifest: {"status": "usage_error", "message": "no mlp"})
+    (verdict,) = replay.run_once()
+    assert (verdict.fault, verdict.reason) == ("job", Reason.JOB_NOT_REPLAYABLE)
+    posted = len(desk.tasks)
+    # Decided: later rounds neither redraw nor change it, whatever a verifier says now.
+    answers.append(_honest)
+    assert replay.run_once() == [] and len(desk.tasks) == posted
+    (row,) = store.early_checks(spec.job_id)
+    assert (row.status, row.fault, row.nonce) == ("failed", "job", nonce)
+
+    # Served by the oracle, the round running in the app's lifespan.
+    other = _store(tmp_path / "served")
+    context = VerificationContext(
+        network="devnet",
+        escrow_script_hash="00" * 28,
+        chain=None,  # type: ignore[arg-type]
+        feed=feed,  # type: ignore[arg-type]
+        store=other,
+        spot_checker=VerifierSpotChecker(desk, SigningKey.generate()),  # type: ignore[arg-type]
+    )
+    app = create_app(Settings(), context=context, engine=other.engine, early_interval_s=0.05)
+    with TestClient(app) as client:
+        deadline = time.monotonic() + 30
+        while not (served := client.get(f"/api/v1/jobs/{spec.job_id}/early-checks").json())["data"]:
+            assert time.monotonic() < deadline, "no early verdict served"
+            time.sleep(0.05)
+    (shown,) = served["data"]
+    assert shown["fault"] is None and shown["status"] == "passed", shown
+    assert shown["prefix_root"] == Manifest.from_bytes(prefix).root
