@@ -95,7 +95,11 @@ def record_task(
     ).first()
     if existing is not None:
         return _state(existing)
-    job, lease = job_lease(session, task.job_id, task.nonce)
+    try:
+        job, lease = job_lease(session, task.job_id, task.nonce, task.provider)
+    except NotFound:
+        job_lease(session, task.job_id, task.nonce)  # NotFound: no such lease at all
+        raise BadRequest("the task names another provider than the lease's") from None
     provider = session.get(Provider, lease.provider_id)
     if provider is None or provider.worker_key != task.provider:
         raise BadRequest("the task names another provider than the lease's")

@@ -41,6 +41,7 @@ from proofnet.messages.attestation import (
 from proofnet.messages.auction import AuctionError, clear
 from proofnet.messages.jobspec import AuctionPrice, FixedPrice, RateCardPrice
 from proofnet.messages.rate_card import RateCardError, price_under
+from proofnet.messages.segment_share import segment_cap
 from proofnet.messages.topology import Unit
 from proofnet.messages.verification import Fault
 
@@ -663,6 +664,18 @@ def _check_amount(att: Attestation, job: JobInfo, unit: Unit | None = None) -> N
         units.check_amount(att, unit)
         return
     cap = price_cap(job, att)
+    first = resume_checks.own_first_segment(att, job)
+    if first > 1:
+        # A resumed attempt is paid for the segments it proved, never the earlier ones.
+        share = segment_cap(job.spec, cap, first)
+        if att.amount > share:
+            raise _Rejected(
+                Reason.AMOUNT_EXCEEDS_PRICE,
+                f"amount {att.amount} exceeds {share}, this attempt's share of the job's price "
+                f"{cap} for the segments it proved ({first}.. of the schedule; the ones "
+                "before are the attempt's it resumed)",
+            )
+        return
     if att.amount > cap:
         raise _Rejected(
             Reason.AMOUNT_EXCEEDS_PRICE, f"amount {att.amount} exceeds the job's price {cap}"

@@ -21,7 +21,7 @@ from nacl.signing import SigningKey
 from api.client_cli import history_summary
 from api.config import ApiConfig
 from api.storage import LocalBlobStore
-from oracle.inputs.feed import ArtifactMissing
+from oracle.inputs.feed import ArtifactMissing, FeedError
 from oracle.intake.feed_client import HttpApiFeed
 from pot.examples.numpy_mlp import MLPTrainer
 from pot.harness import run_segment
@@ -266,3 +266,98 @@ def test_the_oracle_feed_reports_each_attempt_and_the_prefix_it_resumed(
     assert feed.artifact(job_id, "pot/manifest.json") == b"{}"
     with pytest.raises(ArtifactMissing):
         feed.artifact(job_id, attempt_result_name(3, "pot/prefix.json"))
+
+
+def test_a_provider_that_vanishes_mid_job_leaves_the_checkpoints_it_uploaded_while_training(
+    client: TestClient,
+    approved: tuple[Any, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    store: LocalBlobStore,
+    tmp_path: Path,
+) -> None:
+    """The worker's checkpoint uploader (`worker.checkpoint_upload`) ships each committed
+    checkpoint as the job trains; the provider then vanishes (no release, no heartbeat):
+    once its lease expires the next claim resumes from the last checkpoint it shipped."""
+    from worker.checkpoint_upload import CheckpointUploader
+    from worker.results import CollectedResult
+
+    _, headers = approved
+    job_id = post_job(client, headers)
+    first, second = worker_factory(), worker_factory()
+    for w in (first, second):
+        w.register([("L4", 24576)])
+    lost = first.claim().json()
+    token = lost["lease_token"]
+
+    def ship(files: list[CollectedResult]) -> None:
+        for f in files:
+            upload(first, clock, token, f.name, f.path.read_bytes())
+
+    job_dir = tmp_path / "first"
+    shipper = CheckpointUploader(job_dir, ship, snapshot_dir=tmp_path / "snap")
+    pot_files(job_dir, segments=1)
+    assert shipper.pass_once() == 2
+    pot_files(job_dir, segments=LOST_AFTER)  # training goes on (the same run, replayed)
+    assert shipper.pass_once() == 1
+    clock.advance(lost["lease_ttl_s"] + 60)  # the machine is gone: no heartbeat, no release
+
+    claim = second.claim().json()
+    resume = claim["resume"]
+    assert resume is not None, claim
+    assert resume["from_attempt"] == 1 and resume["at"] == LOST_AFTER
+    assert resume["prefix_root"] == Manifest.load(job_dir / "pot", name=PREFIX_NAME).root
+    history = client.get(f"/api/v1/jobs/{job_id}", headers=headers).json()["history"]
+    assert [(h["attempt"], h["outcome"]) for h in history] == [(1, "expired"), (2, None)]
+
+
+def test_a_verification_task_for_the_resumed_attempt_names_its_own_lease(
+    client: TestClient,
+    approved: tuple[Any, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    store: LocalBlobStore,
+    tmp_path: Path,
+) -> None:
+    """The resumed lease shares the lost one's nonce: a drawn verifier's task for the
+    resumed attempt's proof is the resumed lease's (its provider, its uploads), not the
+    lost attempt's."""
+    from proofnet.messages.verification import VerificationTask
+
+    _, headers = approved
+    job_id = post_job(client, headers)
+    first, second, verifier = worker_factory(), worker_factory(), worker_factory()
+    for w in (first, second, verifier):
+        w.register([("L4", 24576)])
+    lost = first.claim().json()
+    upload_pot(first, clock, lost["lease_token"], pot_files(tmp_path / "first"))
+    release(first, lost["lease_token"])
+    token = second.claim().json()["lease_token"]
+    upload(second, clock, token, "pot/manifest.json", b"{}")
+    done = second.request(
+        "POST", f"/api/v1/worker/leases/{token}/complete", {"result": {"root": "ab" * 32}}
+    )
+    assert done.status_code == 200, done.text
+
+    def task(provider: Worker, files: list[str]) -> VerificationTask:
+        return VerificationTask.sign(
+            ORACLE,
+            job_id=job_id,
+            nonce=lost["nonce"],
+            attestation="a" * 64,
+            pot_root="b" * 64,
+            provider=provider.public_key,
+            verifier=verifier.public_key,
+            device_class="L4",
+            segments=[3],
+            files=files,
+            draw_signature="c" * 128,
+        )
+
+    feed = HttpApiFeed("", ORACLE, NETWORK, client=client, ttl_s=0)
+    state = feed.post_verification(task(second, ["pot/manifest.json"]))
+    assert state["report"] is None
+    # The lost attempt's own files are its lease's: a task naming them under the resumed
+    # provider is refused (that lease uploaded no such file).
+    with pytest.raises(FeedError, match="uploaded no"):
+        feed.post_verification(task(second, ["pot/000001.weights"]))

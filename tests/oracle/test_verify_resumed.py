@@ -34,6 +34,7 @@ from pot.seeds import derive_data_seed
 from pot.trainer import TrainContext
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.result_paths import attempt_result_name
+from proofnet.messages.segment_share import segment_cap
 
 SPEC_URL = "https://example.org/numpy-mlp.git"
 ORACLE_KEY = SigningKey(b"\x05" * 32)
@@ -116,7 +117,9 @@ def resumed_world(
     digest = {n: hashlib.sha256(b).hexdigest() for n, b in second_files.items()}
     world = make_world(spec=spec, pot_root=root, results={"metrics.json": "e" * 64} | digest)
     world.nonce = draft.nonce
-    world.attestation = world.variant(nonce=draft.nonce)
+    # Paid for segments 3..6 of 6: two thirds of the price, never attempt 1's share.
+    share = segment_cap(spec, world.attestation.amount, LOST_AT + 1)
+    world.attestation = world.variant(nonce=draft.nonce, amount=share)
     world.set_lease(nonce=draft.nonce, attempt=2)
     lease = world.feed.jobs[world.job_id].lease
     assert lease is not None
@@ -178,6 +181,20 @@ def test_an_honest_resume_is_verified_and_spot_checked_on_its_own_segments(
     assert all(LOST_AT < s <= 6 for s in spot.segments), spot.segments
 
 
+def test_a_resumed_attempt_is_never_paid_for_the_segments_the_lost_one_proved(
+    repo: tuple[str, str], tmp_path: Path
+) -> None:
+    world, _, _ = resumed_world(repo, tmp_path)
+    share = world.attestation.amount
+    price = world.spec.pricing.amount  # type: ignore[union-attr]
+    assert share == price * 4 // 6 < price
+    assert verify(world.sign(), world.context()).ok
+    for greedy in (share + 1, price):
+        result = verify(world.sign(world.variant(amount=greedy)), world.context())
+        assert result.reason == Reason.AMOUNT_EXCEEDS_PRICE, result
+        assert f"exceeds {share}, this attempt's share" in result.message
+
+
 def test_a_resume_from_a_checkpoint_the_lost_attempt_never_committed_is_refused(
     repo: tuple[str, str], tmp_path: Path
 ) -> None:
@@ -202,7 +219,7 @@ def test_a_resume_the_api_reports_at_another_checkpoint_is_refused(
     job = world.feed.jobs[world.job_id]
     first, second = job.attempts
     world.set_job(attempts=(replace(first, last_segment=4), replace(second, resumed_at=4)))
-    result = verify(world.sign(), world.context())
+    result = verify(world.sign(world.variant(amount=1)), world.context())
     assert result.reason == Reason.POT_RESUME_MISMATCH, result
     assert "checkpoint 4 is not in the prefix" in result.message
 
