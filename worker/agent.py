@@ -92,7 +92,6 @@ from worker.cluster import (
 )
 from worker.data_fetch import DataFetchPolicy, fetch_data
 from worker.delivery import DeliveryPolicy, deliver
-from worker.early_commit import EarlyCommit
 from worker.faults import HostFault
 from worker.identity import WorkerKey
 from worker.key_grants import GrantResponder
@@ -1128,7 +1127,6 @@ class Agent:
         started_ms = int(time.time() * 1000)
         self.sampler.start_job(tag, assigned)
         run: RunResult | None = None
-        early = self._early_commit(claimed, job_dir, shipper)
         try:
             for i, argv in enumerate(commands, 1):
                 remaining = deadline - time.monotonic()
@@ -1167,7 +1165,7 @@ class Agent:
                     run = RunResult(None, RunReason.RUNTIME_ERROR, f"{type(e).__name__}: {e}", 0.0)
                     break
                 try:
-                    run = self._supervise(handle, keeper, early)
+                    run = self._supervise(handle, keeper)
                 finally:
                     self.runtime.cleanup(handle)
                 if run.reason is RunReason.KILLED_TIMEOUT:
@@ -1184,38 +1182,15 @@ class Agent:
                     break
         finally:
             usage = self.sampler.stop_job(tag)
-            if early is not None:
-                early.join()
         ended_ms = max(started_ms, int(time.time() * 1000))
         assert run is not None  # commands has at least one entry
         return run, usage, started_ms, ended_ms
 
-    def _early_commit(
-        self, claimed: ClaimedJob, job_dir: Path, shipper: LogShipper
-    ) -> EarlyCommit | None:
-        """The early upload of the first segment's commitment (worker.early_commit), for a
-        whole, unsealed job that declares its proof files; None otherwise."""
-        if claimed.unit is not None or claimed.sealing is not None:
-            return None
-        if claimed.spec.proof.trainer is None or not declares_proof(claimed.spec.results):
-            return None
-        return EarlyCommit(
-            job_dir,
-            # Outside the job dir: the job's code cannot change the snapshot being sent.
-            job_dir.parent / f"{job_dir.name}.early",
-            lambda files: self._upload(claimed, files, shipper, quiet=True),
-            shipper.note,
-        )
-
-    def _supervise(
-        self, handle: RunHandle, keeper: LeaseKeeper, early: EarlyCommit | None = None
-    ) -> RunResult:
+    def _supervise(self, handle: RunHandle, keeper: LeaseKeeper) -> RunResult:
         while True:
             result = self.runtime.poll(handle)
             if result is not None:
                 return result
-            if early is not None:
-                early.poll()
             if keeper.lost.is_set():
                 log.warning("stopping the job: the lease is lost (%s)", keeper.lost_reason)
                 self.runtime.kill(handle)

@@ -156,39 +156,6 @@ def committed_checkpoint(job_dir: Path) -> list[CollectedResult]:
     return collected
 
 
-def first_segment_commit(job_dir: Path, snapshot_dir: Path) -> list[CollectedResult]:
-    """The first segment's commitment, for its early replay while the job still trains
-    (docs/protocol.md, "Early replay of the first segment"): a snapshot of the committed
-    prefix (`pot/prefix.json`, rewritten as training goes, so copied into `snapshot_dir`
-    first) and the files of checkpoints 0 and 1, as results to upload under `pot/`. Empty
-    until the prefix commits segment 1 with both checkpoints' files on disk."""
-    pot_dir = Path(job_dir) / POT_SUBDIR
-    try:
-        raw = (pot_dir / PREFIX_NAME).read_bytes()
-        prefix = Manifest.from_bytes(raw)
-    except (OSError, ProofError):
-        return []
-    if prefix.segments < 1:
-        return []
-    paths = [path(pot_dir, i) for i in (0, 1) for path in (weights_path, optimizer_path, rng_path)]
-    if any(not p.is_file() or p.is_symlink() for p in paths):
-        return []
-    snapshot_dir.mkdir(parents=True, exist_ok=True)
-    snapshot = snapshot_dir / PREFIX_NAME
-    snapshot.write_bytes(raw)
-    return [
-        CollectedResult(
-            name=PROOF_PREFIX + path.name,
-            path=path,
-            sha256=sha256_file(path),
-            size=path.stat().st_size,
-            kind="model",
-            glob=PROOF_PREFIX + "**",
-        )
-        for path in (snapshot, *paths)
-    ]
-
-
 def pot_root(job_dir: Path) -> str:
     """The proof-of-training Merkle root from the job's manifest (`<job dir>/pot/`)."""
     try:

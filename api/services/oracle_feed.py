@@ -104,7 +104,7 @@ def job_feed(session: Session, job_id: str) -> dict[str, Any]:
     return feed
 
 
-# What a worker uploads when its run commits segment 1 (worker.early_commit): the
+# What a worker has uploaded once its run commits segment 1 (worker.checkpoint_upload): the
 # committed prefix and the files of checkpoints 0 and 1.
 EARLY_FILES = (
     PREFIX_FILE,
@@ -114,8 +114,8 @@ MAX_EARLY_LISTED = 200
 
 
 def early_commits(session: Session, limit: int = MAX_EARLY_LISTED) -> list[dict[str, Any]]:
-    """Running whole-job leases (not resumed ones) whose first segment's commitment is
-    uploaded, oldest first: what oracles replay early (`oracle.verification.early`). The
+    """Running whole-job leases (not resumed ones) of unsealed jobs whose first segment's
+    commitment is uploaded, oldest first: what oracles replay early (`oracle.verification.early`). The
     oracle reads each job's attempts and the prefix through the job feed, and judges."""
     uploaded = (
         select(JobResult.lease_id)
@@ -144,6 +144,8 @@ def early_commits(session: Session, limit: int = MAX_EARLY_LISTED) -> list[dict[
             "gpu_model": lease.gpu_models[0] if lease.gpu_models else None,
         }
         for lease, job in rows
+        # A sealed job's checkpoints are sealed to its submitter: no verifier could open them.
+        if sealing_key_for_job(session, job) is None
     ]
 
 

@@ -1,7 +1,8 @@
 """Early replay of the first segment, while the job still trains.
 
-A worker uploads its committed prefix (`pot/prefix.json`) and checkpoints 0 and 1 as soon as
-segment 1 is committed (`worker.early_commit`). The API lists such running leases to oracles
+A worker uploads each committed checkpoint and its committed prefix (`pot/prefix.json`)
+while the job trains (`worker.checkpoint_upload`), so checkpoints 0 and 1 soon after segment 1
+is committed. The API lists such running leases to oracles
 (`GET /api/v1/oracle/early-commits`); for each, an oracle reads the attempt's prefix, checks
 it against the spec's schedule without code, and has segment 1 replayed (twice, from the same
 checkpoint) by a verifier it draws with its own signature over the prefix's early subject

@@ -1,8 +1,9 @@
-"""The first segment committed early (worker/early_commit.py): while the job still trains,
-the worker uploads the committed prefix and the files of checkpoints 0 and 1, so oracles
-can replay segment 1 before the job has used its lease. The job's trainer is held after
-its first segment until the test has seen the upload at the API: the upload cannot be the
-end-of-run one."""
+"""The first segment's commitment reaches the API while the job still trains (the worker's
+checkpoint uploads, worker/checkpoint_upload.py): the committed prefix and the files of
+checkpoints 0 and 1, all of what oracles need to replay segment 1 early
+(oracle/verification/early.py) and what the API lists them for. The job's trainer is held
+after its first segment until the test has seen the upload at the API: the upload cannot be
+the end-of-run one."""
 
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ from agent_fixtures import (  # noqa: F401  (fixtures)
 
 from pot.manifest import PREFIX_NAME, Manifest
 from worker.agent import JobOutcome
-from worker.results import first_segment_commit
 
 # Holds training before step 11 (the first step of segment 2, 10 steps per checkpoint)
 # until the file `go` appears in the job dir; replays are never held.
@@ -121,13 +121,4 @@ def test_the_first_segment_is_uploaded_while_the_job_still_trains(
     assert final[f"pot/{PREFIX_NAME}"] != early[f"pot/{PREFIX_NAME}"]
     assert all(final[n] == d for n, d in early.items() if n != f"pot/{PREFIX_NAME}")
     texts = [line["text"] for line in api_server.get(f"/api/v1/jobs/{job_id}/logs")["lines"]]
-    assert any("committed the first segment early" in t for t in texts)
-
-
-def test_nothing_is_committed_early_before_the_first_segment_is(tmp_path: Path) -> None:
-    job_dir, snapshots = tmp_path / "job", tmp_path / "early"
-    (job_dir / "pot").mkdir(parents=True)
-    assert first_segment_commit(job_dir, snapshots) == []  # no prefix yet
-    (job_dir / "pot" / PREFIX_NAME).write_text("{not json")
-    assert first_segment_commit(job_dir, snapshots) == []  # a prefix being written
-    assert not snapshots.exists()
+    assert any("uploaded checkpoint 1 and the committed prefix" in t for t in texts)
