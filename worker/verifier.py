@@ -189,8 +189,11 @@ class Verifier:
             "replay_ms": replay_ms,
         }
         if status in ("passed", "failed"):
-            # The provider's first segment (the task's first), replayed again.
+            # The provider's first segment (the task's first), replayed again, timed like
+            # the drawn run: the difference is the other segments' steps alone.
+            started = time.monotonic()
             again = self._run(task, spec, work, task.segments[:1], "repeat", shards)
+            fields["repeat_ms"] = int((time.monotonic() - started) * 1000)
             first = [r for r in again.get("results") or [] if isinstance(r, dict)]
             if first:
                 fields["repeat"] = SegmentResult.from_harness(first[0]).model_dump(mode="json")

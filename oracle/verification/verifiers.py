@@ -473,7 +473,7 @@ def judge_report(
     timing = (
         None
         if report.replay_ms is None
-        else replay_timing(manifest, draw.segments, report.replay_ms)
+        else replay_timing(manifest, draw.segments, report.replay_ms, report.repeat_ms)
     )
     return replace(verdict, report=details, verifier=report.verifier, fault=fault, timing=timing)
 
