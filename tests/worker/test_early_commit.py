@@ -28,7 +28,7 @@ from pot.manifest import PREFIX_NAME, Manifest
 from worker.agent import JobOutcome
 
 # Holds training before step 11 (the first step of segment 2, 10 steps per checkpoint)
-# until the file `go` appears in the job dir; replays are never held.
+# until the file `go` appears in the job dir (nothing replays in this test).
 GATED_PY = '''"""A trainer that waits after its first segment until the test says go."""
 import time
 
@@ -37,7 +37,7 @@ from pot.examples.numpy_mlp import MLPTrainer
 
 class GatedTrainer(MLPTrainer):
     def train_step(self, step, indices):
-        if step == 11 and self.ctx.mode == "train":
+        if step == 11:
             while not (self.ctx.job_dir / "go").exists():
                 time.sleep(0.05)
         return super().train_step(step, indices)
