@@ -140,7 +140,7 @@ class Verifier:
             shutil.rmtree(work)
         work.mkdir(parents=True)
         try:
-            if task.kind != "replay":
+            if not task.replays:
                 return self._recompute_task(task, spec, pending, work)
             return self._replay_task(task, spec, pending, work)
         finally:
@@ -298,6 +298,8 @@ class Verifier:
             str(seen),
             "--pot-dir",
             str(seen / "pot"),
+            # An early task replays from the committed prefix of a run still training.
+            *(("--prefix",) if task.kind == "early" else ()),
         )
         result, lines = self._execute(task, spec, work, tuple(argv), environ, label)
         if result.reason is RunReason.RUNTIME_ERROR:
