@@ -20,7 +20,7 @@ next attempt resumed from it (to the end of the schedule when it completed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -208,6 +208,16 @@ class AttemptRow:
     first_segment: int
     last_segment: int | None
     proved: bool  # whether any segment of the final proof is this attempt's
+    claimed: int | None = None  # what its attestation claims (see `with_claims`)
+
+
+def with_claims(history: list[AttemptRow], result: dict[str, object] | None) -> list[AttemptRow]:
+    """The history with what the completing attempt's attestation claims (the amount its
+    completion reported): the share of the price for its segments when it resumed."""
+    amount = None if result is None else result.get("amount")
+    if not isinstance(amount, int) or isinstance(amount, bool):
+        return history
+    return [replace(h, claimed=amount) if h.outcome == "completed" else h for h in history]
 
 
 def feed_attempts(session: Session, job: Job) -> list[dict[str, object]]:

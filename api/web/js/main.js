@@ -11,6 +11,7 @@ import { EscrowPanel } from "./escrow.js";
 import { randomSeed, readJobForm } from "./jobform.js";
 import { showEstimate, showProviders } from "./market.js";
 import { showAuction, showOpenAuctions } from "./auctions.js";
+import { showAttempts, showDeliveries } from "./attempts.js";
 import { ConnectedWallet, availableWallets } from "./wallet.js";
 import { isoMs, whenText } from "./when.js";
 
@@ -380,6 +381,7 @@ async function selectJob(jobId) {
     row.setAttribute("aria-selected", String(row.dataset.job === jobId));
   }
   state.pricing = (await get(`/api/v1/jobs/${jobId}`)).spec.pricing;
+  $("job-history").hidden = $("job-deliveries").hidden = true;
   await refreshJob();
   state.poll = setInterval(() => refreshJob().catch(fail), POLL_MS);
 }
@@ -410,7 +412,14 @@ async function refreshJob() {
   $("job-progress").value = st.progress;
   $("job-progress-text").textContent = `${Math.round(st.progress * 100)}% ${st.progress_message}`;
   state.status = st.status;
-  await Promise.all([escrow.load(jobId), showAuction(jobId, state.pricing)]);
+  const job = await get(`/api/v1/jobs/${jobId}`);
+  if (state.job !== jobId) return;
+  showAttempts(job);
+  await Promise.all([
+    escrow.load(jobId),
+    showAuction(jobId, state.pricing),
+    showDeliveries(jobId, job),
+  ]);
   const logs = await get(`/api/v1/jobs/${jobId}/logs?after=${state.logCursor}`);
   if (state.job !== jobId) return;
   if (logs.lines.length) {
