@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tenacity import (
+    RetryCallState,
     Retrying,
     retry_if_exception_type,
     stop_after_attempt,
@@ -129,6 +130,30 @@ from worker.verifier import Verifier, VerifierLoop, VerifierRefused
 from worker.workspace import RepoCache, WorkspaceError, WorkspaceUnavailable
 
 log = logging.getLogger(__name__)
+
+# An upload gives up after this many tries in a row that moved it on by no byte.
+UPLOAD_STALLS = 5
+
+
+@dataclass
+class _Stalls:
+    """Tries of one upload since the last that moved it on (the API's offset grew): the
+    retry's stop (UPLOAD_STALLS of them) and its wait (2 s, 4 s, ... up to the maximum)."""
+
+    max_backoff_s: float
+    count: int = 0
+    reached: int = -1
+
+    def progressed(self, offset: int) -> None:
+        if offset > self.reached:
+            self.count, self.reached = 0, offset
+
+    def stop(self, _state: RetryCallState) -> bool:
+        return self.count >= UPLOAD_STALLS
+
+    def wait(self, _state: RetryCallState) -> float:
+        return float(min(self.max_backoff_s, 2**self.count))
+
 
 CPU_MODEL_NAME = "CPU"
 # host_fault: this machine could not run the job; the lease was released without counting.
@@ -333,6 +358,7 @@ class Agent:
                 trusted_oracle_keys=self.config.trusted_oracle_keys,
                 pids_limit=self.config.pids_limit,
                 data_policy=self.config.data,
+                payout_address=self.config.payout_address,
             )
         except VerifierRefused as e:
             log.info("not verifying other providers' proofs: %s", e)
@@ -1186,36 +1212,38 @@ class Agent:
         for r in results:
             # Streamed in resumable chunks: a retry carries on from the API's offset, and
             # only retries that move nothing count towards giving up.
-            stalls, reached = 0, -1
+            stalls = _Stalls(max_backoff_s=self.config.max_backoff_s)
 
-            def progressed(offset: int) -> None:
-                nonlocal stalls, reached
-                if offset > reached:
-                    stalls, reached = 0, offset
-
-            while True:
+            def once(result: CollectedResult = r, stalls: _Stalls = stalls) -> None:
                 try:
                     self.api.upload_file(
                         claimed.lease_token,
-                        r.name,
-                        r.path,
-                        r.sha256,
-                        size=r.size,
-                        on_progress=progressed,
+                        result.name,
+                        result.path,
+                        result.sha256,
+                        size=result.size,
+                        on_progress=stalls.progressed,
                     )
-                    break
                 except ApiUnavailable as e:
-                    stalls += 1
-                    if stalls >= 5:
-                        raise
-                    log.warning("upload of %s broke off (will resume): %s", r.name, e)
-                    self._pause(min(self.config.max_backoff_s, 2**stalls))
-                except LeaseLost:
+                    stalls.count += 1
+                    log.warning("upload of %s broke off (will resume): %s", result.name, e)
                     raise
-                except ApiRefused as e:
-                    raise _Failed(f"the API refused result {r.name}: {e}") from e
-                except OSError as e:
-                    raise _Failed(f"cannot read result {r.name}: {e}") from e
+
+            retrying = Retrying(
+                stop=stalls.stop,
+                wait=stalls.wait,
+                retry=retry_if_exception_type(ApiUnavailable),
+                sleep=self._pause,
+                reraise=True,
+            )
+            try:
+                retrying(once)
+            except LeaseLost:
+                raise
+            except ApiRefused as e:
+                raise _Failed(f"the API refused result {r.name}: {e}") from e
+            except OSError as e:
+                raise _Failed(f"cannot read result {r.name}: {e}") from e
             if not quiet:
                 shipper.note(f"uploaded {r.name} ({r.size} bytes, sha256 {r.sha256})")
 

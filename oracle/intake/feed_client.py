@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from cachetools import LRUCache
+from cachetools import TTLCache
 from nacl.signing import SigningKey
 
 from oracle.inputs.feed import (
@@ -57,6 +57,9 @@ def artifact_path(job_id: str, name: str) -> str:
     return f"{job_path(job_id)}/results/{quote(name, safe='/')}"
 
 
+_MISSING = object()
+
+
 @dataclass
 class HttpApiFeed:
     base_url: str
@@ -68,11 +71,12 @@ class HttpApiFeed:
     client: httpx.Client | None = None
     # Bounded: attestations naming made-up jobs and keys must not grow the oracle's memory.
     cache_size: int = 10_000
-    _cache: LRUCache[tuple[str, str], tuple[float, Any]] = field(init=False)
+    clock: Callable[[], float] = time.monotonic
+    _cache: TTLCache[tuple[str, str], Any] = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self._cache = LRUCache(maxsize=self.cache_size)
+        self._cache = TTLCache(maxsize=self.cache_size, ttl=self.ttl_s, timer=self.clock)
         if self.client is None:
             self.client = httpx.Client(base_url=self.base_url.rstrip("/"), timeout=self.timeout_s)
 
@@ -106,15 +110,13 @@ class HttpApiFeed:
         return response
 
     def _cached(self, key: tuple[str, str]) -> tuple[bool, Any]:
-        with self._lock:
-            hit = self._cache.get(key)
-        if hit is not None and time.monotonic() - hit[0] <= self.ttl_s:
-            return True, hit[1]
-        return False, None
+        with self._lock:  # cachetools' caches are not thread-safe
+            hit = self._cache.get(key, _MISSING)
+        return (False, None) if hit is _MISSING else (True, hit)
 
     def _store(self, key: tuple[str, str], value: Any) -> None:
         with self._lock:
-            self._cache[key] = (time.monotonic(), value)
+            self._cache[key] = value
 
     def job(self, job_id: str) -> JobInfo | None:
         hit, value = self._cached(("job", job_id))

@@ -473,7 +473,7 @@ class AttestationStore:
                     }
                 )
                 spot = result.spot_check
-                if spot is not None and spot.segments:
+                if spot is not None and (spot.segments or spot.report is not None):
                     spots.append(
                         {
                             "attestation_id": attestation_id,
@@ -570,7 +570,7 @@ class AttestationStore:
             )
         )
         spot = result.spot_check
-        if spot is not None and spot.segments:
+        if spot is not None and (spot.segments or spot.report is not None):
             s.add(
                 SpotCheckRecord(
                     attestation_id=attestation_id,

@@ -473,13 +473,24 @@ class LocalSpotChecker:
         )
 
 
-def replay_timing(manifest: Manifest, segments: tuple[int, ...], replay_ms: int) -> ProofTiming:
+def replay_timing(
+    manifest: Manifest, segments: tuple[int, ...], replay_ms: int, first_ms: int | None = None
+) -> ProofTiming:
     """The steps the manifest commits (its last checkpoint's step) and the steps the replay
-    of `segments` ran, with the replay's wall time."""
+    of `segments` ran, with the replay's wall time; `first_ms`, the repeat of the first of
+    `segments` alone when the verifier timed it (`oracle.verification.metering`)."""
     leaves = manifest.leaves
     replayed = sum(leaves[s].step - leaves[s - 1].step for s in segments if 0 < s < len(leaves))
     committed = leaves[-1].step if leaves else 0
-    return ProofTiming(committed_steps=committed, replayed_steps=replayed, replay_ms=replay_ms)
+    head = min(segments, default=0)
+    first = leaves[head].step - leaves[head - 1].step if 0 < head < len(leaves) else 0
+    return ProofTiming(
+        committed_steps=committed,
+        replayed_steps=replayed,
+        replay_ms=replay_ms,
+        first_steps=first,
+        first_ms=first_ms if first else None,
+    )
 
 
 def _replayed(result: Mapping[str, Any], leaf_weights: str, tolerance_ppm: int) -> bool:

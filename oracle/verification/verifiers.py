@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from oracle.verification.proof_checks import (
     TOP_BY_NORM,
+    Draw,
     ProofRejected,
     Sign,
     check_manifest,
@@ -66,6 +67,7 @@ from proofnet.messages.verification import (
     VerificationTask,
     draw_verifier,
 )
+from proofnet.messages.verification_fee import FeeEvidence
 
 if TYPE_CHECKING:
     from nacl.signing import SigningKey
@@ -189,10 +191,11 @@ class VerifierSpotChecker:
         draw = replace(draw, segments=segments)
         # The manifest too: the harness checks the files against it, and it against the root.
         files = tuple(prefix + n for n in (MANIFEST_NAME, *needed_files(segments)))
-        report = self._await_report(
+        task, report, payout = self._await_report(
             att, job, "replay", segments, files, (), draw.signature, draw.seed
         )
-        return judge_report(report, manifest, draw, spec.proof.tolerance_ppm, att)
+        verdict = judge_report(report, manifest, draw, spec.proof.tolerance_ppm, att)
+        return with_fee_evidence(verdict, task, report, payout)
 
     def _await_report(
         self,
@@ -204,9 +207,10 @@ class VerifierSpotChecker:
         inputs: tuple[str, ...],
         draw_signature: bytes,
         seed: bytes,
-    ) -> VerificationReport:
+    ) -> tuple[VerificationTask, VerificationReport, str]:
         """Draw a verifier (the next round's when one stays silent), post its task and
-        return its checked report; SpotCheckUnavailable while there is none yet."""
+        return it with its checked report and the verifier's registered payout address;
+        SpotCheckUnavailable while there is none yet."""
         from oracle.inputs.feed import FeedError
 
         devices = device_class(att, job)
@@ -245,7 +249,8 @@ class VerifierSpotChecker:
                     # Not the drawn verifier's answer (the API relays it): wait for one.
                     log.warning("ignoring a report for task %s: %s", task.digest, exc)
                     raise SpotCheckUnavailable(f"the relayed report does not hold: {exc}") from exc
-                return report
+                payout = next(c.payout_address for c in found if c.worker_key == verifier)
+                return task, report, payout
             # Round r's verifier has until (r + 1) answer periods after the first task.
             posted = _time(state.get("created_at"))
             first = posted if first is None else first
@@ -273,8 +278,11 @@ class VerifierSpotChecker:
         files = tuple(unit_result_name(i, name) for i in unit.inputs)
         signature = self.sign(draw_message(att.leaf_hash()))
         seed = draw_seed(signature)
-        report = self._await_report(att, job, kind, (), files, tuple(work.inputs), signature, seed)
-        return judge_recomputation(report, att, job, kind, signature.hex())
+        task, report, payout = self._await_report(
+            att, job, kind, (), files, tuple(work.inputs), signature, seed
+        )
+        verdict = judge_recomputation(report, att, job, kind, signature.hex())
+        return with_fee_evidence(verdict, task, report, payout)
 
     def _task(
         self,
@@ -336,6 +344,69 @@ class VerifierSpotChecker:
             raise SpotCheckUnavailable(str(exc)) from exc
 
 
+# Where a verdict's report keeps the signed task and report a verification fee is paid on.
+FEE_EVIDENCE = "fee_evidence"
+
+
+def with_fee_evidence(
+    verdict: SpotCheckVerdict,
+    task: VerificationTask,
+    report: VerificationReport,
+    registered_payout: str,
+) -> SpotCheckVerdict:
+    """The verdict, carrying the evidence of the verifier's fee when it earned one: the
+    oracle's verdict on its report passed and the report names the payout address the
+    verifier registered (`proofnet.messages.verification_fee`). A report that does not
+    match, or is not the job's proof of work, earns nothing."""
+    if not verdict.passed or report.payout_address != registered_payout:
+        if verdict.passed:
+            log.info(
+                "verifier %s named payout %s, not its registered %s: no fee",
+                report.verifier[:16],
+                report.payout_address,
+                registered_payout,
+            )
+        return verdict
+    details = dict(verdict.report or {})
+    details[FEE_EVIDENCE] = FeeEvidence(task, report).to_json()
+    return replace(verdict, report=details, verifier=report.verifier)
+
+
+def fee_mismatch(
+    evidence: FeeEvidence, att: Attestation, job: JobInfo, feed: VerifierDesk
+) -> str | None:
+    """Why a co-signer's own reading says the report a fee is paid on does not match the
+    attestation's commitments, or None: a replay's hashes against the manifest this oracle
+    fetches itself, an aggregation's checkpoint against the attested output, an
+    evaluation's metric against the attested one within the spec's tolerance."""
+    from oracle.inputs.feed import FeedError
+    from oracle.inputs.feed_units import unit_result_name
+
+    task, report = evidence.task, evidence.report
+    if task.kind != "replay":
+        work = att.unit
+        if work is None:
+            return "a recomputation pays a fee only on a unit"
+        verdict = judge_recomputation(report, att, job, task.kind, task.draw_signature)
+        return None if verdict.passed else verdict.message
+    prefix = POT_PREFIX if att.unit is None else unit_result_name(att.unit.index, POT_PREFIX)
+    try:
+        manifest = Manifest.from_bytes(feed.artifact(job.job_id, prefix + MANIFEST_NAME))
+    except (FeedError, ProofError) as exc:
+        return f"this oracle cannot read the proof's manifest: {exc}"
+    if any(not 0 < s < len(manifest.leaves) for s in task.segments):
+        return "the task draws segments the manifest does not have"
+    draw = Draw(bytes.fromhex(task.draw_signature), b"", task.segments)
+    verdict = judge(
+        report_as_harness_json(report),
+        manifest,
+        draw,
+        job.spec.proof.tolerance_ppm,
+        from_scratch=att.unit is None or not att.unit.inputs,
+    )
+    return None if verdict.passed else verdict.message
+
+
 def _time(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
@@ -377,7 +448,7 @@ def judge_report(
     timing = (
         None
         if report.replay_ms is None
-        else replay_timing(manifest, draw.segments, report.replay_ms)
+        else replay_timing(manifest, draw.segments, report.replay_ms, report.repeat_ms)
     )
     return replace(verdict, report=details, verifier=report.verifier, fault=fault, timing=timing)
 

@@ -25,7 +25,12 @@ from oracle.inputs.feed import ApiFeed, FeedDataError, FeedError, JobInfo
 from oracle.models import escrow_ref, payable_key
 from oracle.verification import resume_checks
 from oracle.verification import unit_checks as units
-from oracle.verification.metering import ProofTiming, proof_bound_ms
+from oracle.verification.metering import (
+    DEFAULT_ALLOWANCE_MS,
+    DEFAULT_SLACK,
+    ProofTiming,
+    proof_bound_ms,
+)
 from oracle.verification.spotcheck import SpotChecker, SpotCheckUnavailable, SpotCheckVerdict
 from proofnet.messages import merkle
 from proofnet.messages.attestation import (
@@ -222,9 +227,10 @@ class VerificationContext:
     # Tolerance between the worker's clock and the API's for the attested times.
     clock_skew_ms: int = 120_000
     # Metering bounded by proof (oracle.metering): a rate-card attestation is paid for at
-    # most committed steps x measured step time x slack (+ the allowance) per GPU.
-    metering_slack: float = 2.0
-    metering_allowance_ms: int = 600_000
+    # most committed steps x measured step time x slack (+ the measured start-up and the
+    # allowance) per GPU.
+    metering_slack: float = DEFAULT_SLACK
+    metering_allowance_ms: int = DEFAULT_ALLOWANCE_MS
     # Why this oracle cannot verify at all (no deployment configured), or "": while set,
     # every verification is postponed ("retry") with this message, so nothing is paid.
     unconfigured: str = ""
@@ -629,7 +635,8 @@ def _check_metered_by_proof(
             Reason.GPU_TIME_EXCEEDS_PROOF,
             f"{att.gpu_milliseconds} GPU-ms attested, but the proof backs at most {bound} "
             f"({timing.committed_steps} committed steps at {timing.step_ms:.3f} ms per step "
-            f"as replayed, x{ctx.metering_slack:g}, + {ctx.metering_allowance_ms} ms, on "
+            f"as replayed, x{ctx.metering_slack:g}, + {timing.startup_ms:.0f} ms start-up "
+            f"+ {ctx.metering_allowance_ms} ms, on "
             f"{gpus} GPU(s)): at most {cap} is payable, not {att.amount}",
         )
 

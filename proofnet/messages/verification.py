@@ -219,15 +219,27 @@ class VerificationReport(Frozen):
     # Wall time of the drawn segments' replay (ms): bounds the payable GPU time of a
     # rate-card job by the committed steps (oracle.verification.metering).
     replay_ms: NonNegInt | None = None
+    # Wall time of the first segment's repeat alone (ms), from a fresh container as the drawn
+    # run: the difference takes the start-up out of the measured step time.
+    repeat_ms: NonNegInt | None = None
     # A recomputation's answer: the SHA-256 of the checkpoint an "aggregate" task's command
     # wrote, or the metric value an "eval" task's command reported (the job's
     # `evaluation.metric`). None for a replay.
     output_hash: Hex64 | None = None
     metric: DecimalStr | None = None
+    # Where the verifier's share of the verification fee goes (its registered payout
+    # address; proofnet.messages.verification_fee). None earns no fee.
+    payout_address: Annotated[str, Field(min_length=10, max_length=200)] | None = None
     signature: Annotated[str, Field(pattern=_SIGNATURE)]
 
     def signed_part(self) -> dict[str, Any]:
         part = self.model_dump(mode="json", exclude={"signature"})
+        if part.get("payout_address") is None:
+            # Reports signed before the field existed still verify.
+            part.pop("payout_address", None)
+        if part["repeat_ms"] is None:
+            # Added later: reports without it sign (and hash) as they did before.
+            del part["repeat_ms"]
         part["results"] = [r.model_dump(mode="json") for r in self.results]
         return {"domain": REPORT_DOMAIN, **part}
 

@@ -46,7 +46,6 @@ def config(make_config: Callable[..., ApiConfig]) -> ApiConfig:
 def pot_files(job_dir: Path, segments: int = LOST_AFTER, *, job_seed: int = 7) -> Path:
     """What a provider's recorder left after `segments` segments (no manifest: it was lost)."""
     ctx = TrainContext(
-        mode="train",
         job_dir=job_dir,
         job_seed=job_seed,
         data_seed=11,

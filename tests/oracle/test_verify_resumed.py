@@ -61,7 +61,6 @@ def context(job_dir: Path, spec: JobSpec, nonce: bytes, **config: Any) -> TrainC
     schedule = spec.schedule
     assert schedule is not None
     return TrainContext(
-        mode="train",
         job_dir=job_dir,
         job_seed=spec.seed,
         data_seed=derive_data_seed(spec.seed, nonce),

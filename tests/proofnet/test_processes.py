@@ -38,6 +38,25 @@ def test_a_role_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:
     assert "block-time must be positive" in str(caught.value)
 
 
+def test_a_running_role_that_never_answers_health_times_out_naming_its_log(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    with RoleGroup() as group:
+        role = group.start(
+            RoleProcess(
+                "devnet",
+                ["devnet", "up", "--data-dir", str(tmp_path / "chain"), "--port", str(port)],
+                tmp_path / "devnet.log",
+            )
+        )
+        elsewhere = f"http://127.0.0.1:{free_port()}/api/v0/health"  # nothing listens there
+        with pytest.raises(ProcessStartError, match=r"devnet not healthy at .* after 0.5s"):
+            role.wait_healthy(elsewhere, timeout=0.5)
+        group.check_running()  # still running: the wait gave up, the role did not die
+        role.wait_healthy(f"http://127.0.0.1:{port}/api/v0/health", timeout=60)
+
+
 def test_the_group_stops_every_role_it_started(tmp_path: Path) -> None:
     port = free_port()
     with RoleGroup() as group:
