@@ -906,7 +906,7 @@ def _recorded_prefix(job_dir: Path, segments: int) -> dict[str, bytes]:
     from pot.trainer import TrainContext
 
     schedule = Schedule(total_steps=200, steps_per_checkpoint=50, dataset_size=512, batch_size=32)
-    ctx = TrainContext("train", job_dir, 7, 11, schedule, {"hidden": 8})
+    ctx = TrainContext(job_dir, 7, 11, schedule, {"hidden": 8})
     trainer = MLPTrainer(ctx)
     recorder = ProofOfTraining(
         job_dir / "pot", steps_per_checkpoint=schedule.steps_per_checkpoint, data_seed=11

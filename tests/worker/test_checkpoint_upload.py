@@ -25,7 +25,7 @@ class Training:
     """A real run of the numpy MLP, committed segment by segment."""
 
     def __init__(self, job_dir: Path) -> None:
-        ctx = TrainContext("train", job_dir, 5, 9, SCHEDULE, {"hidden": 8})
+        ctx = TrainContext(job_dir, 5, 9, SCHEDULE, {"hidden": 8})
         self.trainer = MLPTrainer(ctx)
         self.recorder = ProofOfTraining(job_dir / "pot", steps_per_checkpoint=10, data_seed=9)
         self.recorder.start(self.trainer.state())
