@@ -42,6 +42,7 @@ from pot.manifest import (
 )
 from pot.recorder import POT_SUBDIR
 from proofnet.messages.claim import ClaimResume, ResumeFile
+from proofnet.messages.jobspec import JobSpec
 
 PREFIX_RESULT = f"{POT_SUBDIR}/{PREFIX_NAME}"
 # A prefix holds hashes only (at most MAX_SEGMENTS leaves of ~400 bytes); an RNG file is
@@ -76,7 +77,10 @@ class ResumePoint:
 
 def resume_point(session: Session, store: BlobStore, job: Job) -> ResumePoint | None:
     """The last committed, intact checkpoint of the job's lost attempts (newest first), or
-    None: the job starts from step 0."""
+    None: the job starts from step 0. A spec without a proof schedule is never resumed: its
+    segments could not be told apart, so no attempt could be paid for its own."""
+    if JobSpec.from_dict(job.spec).schedule is None:
+        return None
     lost = session.exec(
         select(Lease)
         .where(Lease.job_id == job.id, col(Lease.outcome).in_(LOST_OUTCOMES))

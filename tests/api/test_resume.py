@@ -91,6 +91,11 @@ def upload_pot(worker: Worker, clock: FakeClock, token: str, pot_dir: Path) -> N
 def post_job(client: TestClient, headers: dict[str, str]) -> str:
     spec = job_spec()
     spec["results"] = [{"path": "pot/**", "kind": "model"}]
+    # The schedule the provider's recorder follows (SCHEDULE): what tells segments apart.
+    spec["proof"] = {
+        "steps_per_checkpoint": SCHEDULE.steps_per_checkpoint,
+        "schedule": {"steps": 200, "dataset_size": 512, "batch_size": 32},
+    }
     response = client.post("/api/v1/jobs", json={"spec": spec}, headers=headers)
     assert response.status_code == 201, response.text
     return str(response.json()["job_id"])

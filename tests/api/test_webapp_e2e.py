@@ -962,6 +962,10 @@ def test_a_resumed_jobs_attempts_and_its_destinations_in_the_browser(
     spec["results"] = [{"path": "out/*.json", "kind": "json"}, {"path": "pot/**", "kind": "model"}]
     spec["destinations"] = [{"kind": "api"}, {"kind": "webhook", "url": "https://hooks.example/r"}]
     spec["pricing"] = {"kind": "fixed", "amount": 4_000_000}
+    spec["proof"] = {  # 4 segments, as the lost provider's recorder ran them
+        "steps_per_checkpoint": 50,
+        "schedule": {"steps": 200, "dataset_size": 512, "batch_size": 32},
+    }
     job_id = str(cli.submit(spec)["job_id"])
     assert cli.lock(job_id)["recorded"] is True
 
