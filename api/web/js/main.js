@@ -17,6 +17,8 @@ import { isoMs, whenText } from "./when.js";
 
 const $ = (id) => document.getElementById(id);
 const POLL_MS = 2000;
+// A job's attempts and destinations are read again at least every this many ticks.
+const DETAIL_POLL_TICKS = 5;
 // While a finished job's escrow is still locked, it is looked at this often (refund opens).
 const ESCROW_POLL_TICKS = 5;
 const TERMINAL = ["completed", "failed", "cancelled", "stopped"];
@@ -411,14 +413,18 @@ async function refreshJob() {
   $("job-reason").textContent = st.reason;
   $("job-progress").value = st.progress;
   $("job-progress-text").textContent = `${Math.round(st.progress * 100)}% ${st.progress_message}`;
+  const changed = st.status !== state.status;
   state.status = st.status;
-  const job = await get(`/api/v1/jobs/${jobId}`);
+  // The attempts and destinations change with the job's state (a lease ends, a destination
+  // answers): read them when it changes, and every few ticks besides, not on every tick.
+  const details = changed || state.ticks % DETAIL_POLL_TICKS === 1;
+  const job = details ? await get(`/api/v1/jobs/${jobId}`) : null;
   if (state.job !== jobId) return;
-  showAttempts(job);
+  if (job) showAttempts(job);
   await Promise.all([
     escrow.load(jobId),
     showAuction(jobId, state.pricing),
-    showDeliveries(jobId, job),
+    job ? showDeliveries(jobId, job) : null,
   ]);
   const logs = await get(`/api/v1/jobs/${jobId}/logs?after=${state.logCursor}`);
   if (state.job !== jobId) return;
