@@ -455,6 +455,46 @@ def submit(
 
 
 @app.command()
+def store(
+    job_id: str,
+    file: Annotated[Path, typer.Argument(help="the file to keep", exists=True, dir_okay=False)],
+    key_file: KeyFile,
+    kind: Annotated[str, typer.Option("--kind", help="data, results or checkpoints")],
+    object_key: Annotated[
+        str | None, typer.Option("--object-key", help="default: jobs/<job id>/<kind>/<name>")
+    ] = None,
+    provider: Annotated[
+        list[str], typer.Option("--provider", help="a provider key to place with (repeat)")
+    ] = [],  # noqa: B006 - typer reads the default, never mutates it
+    api_url: ApiUrl = None,
+) -> None:
+    """Place FILE with storage providers until the spec's replicas hold it (cheapest offers
+    that fit, or those named); prints the placements recorded."""
+    from api.job_storage import StoreError, s3_writer, store_file
+    from proofnet.settings import build_settings
+
+    client = _client(key_file, api_url)
+    settings = build_settings()
+    key = object_key or f"jobs/{job_id}/{kind}/{file.name}"
+
+    def go() -> list[dict[str, Any]]:
+        try:
+            return store_file(
+                client.call,
+                s3_writer(settings.storage_access_key, settings.storage_secret_key),
+                job_id=job_id,
+                kind=kind,
+                object_key=key,
+                data=file.read_bytes(),
+                providers=provider,
+            )
+        except StoreError as e:
+            raise JobCliError(str(e)) from e
+
+    _print(_run(go))
+
+
+@app.command()
 def status(job_id: str, key_file: KeyFile, api_url: ApiUrl = None) -> None:
     """The job as JSON; on stderr, for a job that resumed after a lost provider, its history
     per provider (the segments each proved, what each claims), and where its results went

@@ -41,6 +41,12 @@ import cbor2
 import httpx
 import typer
 
+from proofnet.messages.storage import (
+    StorageError,
+    StorageReceipt,
+    bundle_receipts,
+    receipt_refusal,
+)
 from proofnet.messages.unit_chain import (
     chain_breaks,
 )
@@ -85,6 +91,10 @@ FOREIGN_ESCROW = "escrow-of-another-deployment"
 # what the evidence says (proofnet.messages.verification_fee).
 FEE_UNEARNED = "verification-fee-unearned"
 FEE_MISMATCH = "verification-fee-mismatch"
+# A storage payout no valid receipt backs, or one whose output does not pay what the receipt
+# says (proofnet.messages.storage).
+STORAGE_UNEARNED = "storage-payout-unearned"
+STORAGE_MISMATCH = "storage-payout-mismatch"
 
 
 class WrongDeployment(AuditError):
@@ -140,6 +150,20 @@ class FeePaid:
 
 
 @dataclass(frozen=True)
+class StoragePaid:
+    """What one storage copy of the job earned (answered retrieval challenges), paid beside
+    the job's attestation from its escrow's storage budget, as an oracle's receipt backs it."""
+
+    placement_id: int
+    provider_key: str
+    address: str
+    amount: int
+    size: int
+    ntx_per_gb_month: int
+    challenges_passed: int
+
+
+@dataclass(frozen=True)
 class UnitPaid:
     """One unit attestation of a topology job's escrow and the output that pays it."""
 
@@ -164,14 +188,20 @@ class EscrowSettled:
     units: tuple[UnitPaid, ...] = ()
     # Verification fees out of the attested amount(s): the provider gets `attested` less them.
     fees: tuple[FeePaid, ...] = ()
+    # Storage the job's copies earned, paid beside the attestation(s) from the same escrow.
+    storage: tuple[StoragePaid, ...] = ()
 
     @property
     def fee_total(self) -> int:
         return sum(f.amount for f in self.fees)
 
     @property
+    def storage_total(self) -> int:
+        return sum(p.amount for p in self.storage)
+
+    @property
     def refund_expected(self) -> int:
-        return self.held - self.attested
+        return self.held - self.attested - self.storage_total
 
 
 @dataclass(frozen=True)
@@ -205,9 +235,12 @@ class AuditReport:
         paid_fees = (
             f"{fees} NTX of verification fees to {shares} verifier share(s), " if fees else ""
         )
+        stored = sum(e.storage_total for e in self.escrows)
+        copies = sum(len(e.storage) for e in self.escrows)
+        paid_storage = f"{stored} NTX of storage to {copies} copy(ies), " if copies else ""
         return (
             f"audit: OK ({len(self.escrows)} escrow(s) settled as attested, "
-            f"{paid_fees}"
+            f"{paid_fees}{paid_storage}"
             f"{self.signatures_checked} attestation signature(s) valid, "
             f"Merkle root {self.merkle_root[:16]}... matches the bundle)"
         )
@@ -583,6 +616,51 @@ def bundle_fee_evidence(raw: bytes, count: int) -> tuple[tuple[FeeEvidence, ...]
         raise AuditError(f"the bundle's fee evidence is malformed: {exc}") from exc
 
 
+def bundle_storage_receipts(raw: bytes, count: int) -> tuple[tuple[StorageReceipt, ...], ...]:
+    """The storage receipts of a bundle's bytes, per attestation position (none before
+    version 3)."""
+    try:
+        return bundle_receipts(json.loads(raw), count)
+    except (ValueError, StorageError) as exc:
+        raise AuditError(f"the bundle's storage receipts are malformed: {exc}") from exc
+
+
+def _earned_storage(
+    flag: Callable[..., None],
+    att: Any,
+    receipts: Sequence[StorageReceipt],
+    signers: set[str],
+    network: str,
+) -> tuple[StoragePaid, ...]:
+    """The storage payouts one attestation carries that its receipts back (each checked
+    against the job, the network and the batch's signers; an unearned one is flagged and
+    not counted, so its output shows as paid to no one)."""
+    valid: list[StoragePaid] = []
+    for r in receipts:
+        body = r.body
+        why = receipt_refusal(r, job_id=att.job_id, oracle_key_hashes=signers, network=network)
+        if why is None and any(v.placement_id == body.placement_id for v in valid):
+            why = "the copy is paid twice"
+        if why is not None:
+            flag(
+                STORAGE_UNEARNED,
+                f"storage of placement {body.placement_id} on job {att.job_id}: {why}",
+            )
+            continue
+        valid.append(
+            StoragePaid(
+                body.placement_id,
+                body.provider_key,
+                body.payout_address,
+                body.amount,
+                body.size,
+                body.ntx_per_gb_month,
+                body.challenges_passed,
+            )
+        )
+    return tuple(valid)
+
+
 def _earned_fees(
     flag: Callable[..., None],
     att: Any,
@@ -731,8 +809,10 @@ def _audit(
     note(f"bundle fetched from {where}")
     stated, coses, payloads = bundle_attestations(raw)
     fee_evidence = bundle_fee_evidence(raw, len(coses))
+    receipts = bundle_storage_receipts(raw, len(coses))
     signers = {k.payload.hex() for k in body.required_signers or []}
     paying: dict[str, tuple[Payouts, tuple[FeePaid, ...]]] = {}  # leaf hash -> its outputs
+    storing: dict[str, tuple[StoragePaid, ...]] = {}  # leaf hash -> the storage beside it
     recomputed = MerkleTree.from_leaf_hashes([leaf_hash(p) for p in payloads]).root
     if recomputed != root:
         flag(
@@ -766,6 +846,8 @@ def _audit(
         signatures += 1
         evidence = fee_evidence[position] if position < len(fee_evidence) else ()
         paying[att.leaf_hash().hex()] = _earned_fees(flag, att, evidence, signers)
+        stored = receipts[position] if position < len(receipts) else ()
+        storing[att.leaf_hash().hex()] = _earned_storage(flag, att, stored, signers, network)
         ref = f"{att.domain.escrow.tx_id}#{att.domain.escrow.index}"
         if att.unit is not None and ref not in claims:
             unit_claims[ref].append(att)
@@ -819,6 +901,7 @@ def _audit(
     owed: dict[str, int] = defaultdict(int)
     providers: set[str] = set()
     verifiers: set[str] = set()
+    storers: set[str] = set()
     settled = []
     for ref, (provider, amount, job, leaf) in sorted(claims.items()):
         submitter, held = spent.get(ref, ("", 0))
@@ -828,10 +911,19 @@ def _audit(
         for fee in fees:
             owed[fee.address] += fee.amount
             verifiers.add(fee.address)
+        storage = storing.get(leaf, ())
+        for copy in storage:
+            owed[copy.address] += copy.amount
+            storers.add(copy.address)
+        stored_total = sum(c.amount for c in storage)
         if submitter:
-            owed[submitter] += held - amount
-            if amount > held:
-                flag(OVER_ATTESTED, f"escrow {ref}: attested {amount} exceeds the {held} it holds")
+            owed[submitter] += held - amount - stored_total
+            if amount + stored_total > held:
+                flag(
+                    OVER_ATTESTED,
+                    f"escrow {ref}: attested {amount} and storage {stored_total} exceed the "
+                    f"{held} it holds",
+                )
         settled.append(
             EscrowSettled(
                 escrow=ref,
@@ -843,6 +935,7 @@ def _audit(
                 refunded=received.get(submitter, 0),
                 job_id=job,
                 fees=fees,
+                storage=storage,
             )
         )
     if unit_claims:
@@ -858,6 +951,8 @@ def _audit(
             providers,
             verifiers,
             paying,
+            storing,
+            storers,
         )
     for address, due in sorted(owed.items()):
         got = received.get(address, 0)
@@ -867,6 +962,8 @@ def _audit(
                 if address in providers
                 else FEE_MISMATCH
                 if address in verifiers
+                else STORAGE_MISMATCH
+                if address in storers
                 else REFUND_MISMATCH
             )
             indices = [i for i, a, _ in ntx_outputs if a == address]
@@ -881,7 +978,8 @@ def _audit(
         if address not in owed:
             flag(
                 NTX_ELSEWHERE,
-                f"{quantity} NTX go to {address}, which no attestation, earned fee or escrow names",
+                f"{quantity} NTX go to {address}, which no attestation, earned fee, storage "
+                "receipt or escrow names",
                 output=index,
                 expected=0,
                 actual=quantity,
@@ -919,6 +1017,8 @@ def _audit_unit_escrows(
     providers: set[str],
     verifiers: set[str],
     paying: dict[str, tuple[Payouts, tuple[FeePaid, ...]]],
+    storing: dict[str, tuple[StoragePaid, ...]] | None = None,
+    storers: set[str] | None = None,
 ) -> list[EscrowSettled]:
     """The escrows paid by unit attestations: per unit, in bundle order, one payout output
     paying its provider its attested amount less its verification fees, then one per fee
@@ -929,22 +1029,36 @@ def _audit_unit_escrows(
     for ref, atts in sorted(unit_claims.items()):
         submitter, held = spent.get(ref, ("", 0))
         total = sum(a.amount for a in atts)
-        owed_outputs: list[tuple[Any, str, int, bool]] = []  # (att, address, NTX, is a fee)
+        # (att, address, NTX, what: "payout" | "fee" | "storage")
+        owed_outputs: list[tuple[Any, str, int, str]] = []
         fees: list[FeePaid] = []
+        storage: list[StoragePaid] = []
         for a in atts:
             outs, earned = paying[a.leaf_hash().hex()]
             owed[a.payout_address] += outs.provider[1]
             providers.add(a.payout_address)
-            owed_outputs.append((a, a.payout_address, outs.provider[1], False))
+            owed_outputs.append((a, a.payout_address, outs.provider[1], "payout"))
             for fee in earned:
                 owed[fee.address] += fee.amount
                 verifiers.add(fee.address)
-                owed_outputs.append((a, fee.address, fee.amount, True))
+                owed_outputs.append((a, fee.address, fee.amount, "fee"))
             fees.extend(earned)
+            # Then the storage the job's copies earned, as the claim's outputs are ordered.
+            for copy in (storing or {}).get(a.leaf_hash().hex(), ()):
+                owed[copy.address] += copy.amount
+                if storers is not None:
+                    storers.add(copy.address)
+                owed_outputs.append((a, copy.address, copy.amount, "storage"))
+                storage.append(copy)
+        stored = sum(c.amount for c in storage)
         if submitter:
-            owed[submitter] += held - total
-            if total > held:
-                flag(OVER_ATTESTED, f"escrow {ref}: attested {total} exceeds the {held} it holds")
+            owed[submitter] += held - total - stored
+            if total + stored > held:
+                flag(
+                    OVER_ATTESTED,
+                    f"escrow {ref}: attested {total} and storage {stored} exceed the {held} it "
+                    "holds",
+                )
         payouts, refund = by_input.get(ref, ((), None))
         if ref in spent and refund is None:
             flag(PAYOUT_MISMATCH, f"escrow {ref} has no entry in the batch redeemer")
@@ -957,20 +1071,23 @@ def _audit_unit_escrows(
                 actual=len(payouts),
             )
         units = []
-        for position, (att, due_to, due, is_fee) in enumerate(owed_outputs):
+        for position, (att, due_to, due, what_for) in enumerate(owed_outputs):
             index = payouts[position] if position < len(payouts) else None
             address, quantity = (
                 outputs[index] if index is not None and index < len(outputs) else ("", 0)
             )
             unit = att.unit
-            if not is_fee:
+            if what_for == "payout":
                 units.append(
                     UnitPaid(unit.index, unit.kind, att.payout_address, att.amount, index, quantity)
                 )
             if index is not None and (address != due_to or quantity != due):
-                what = "a verification fee of" if is_fee else "attested, less its fees,"
+                what, kind = {
+                    "fee": ("a verification fee of", FEE_MISMATCH),
+                    "storage": ("for storage", STORAGE_MISMATCH),
+                }.get(what_for, ("attested, less its fees,", PAYOUT_MISMATCH))
                 flag(
-                    FEE_MISMATCH if is_fee else PAYOUT_MISMATCH,
+                    kind,
                     f"unit {unit.index} ({unit.kind}) of escrow {ref} owes {what} "
                     f"{due} NTX to {due_to}; output {index} pays {quantity} NTX to {address}",
                     output=index,
@@ -980,14 +1097,15 @@ def _audit_unit_escrows(
         refunded = 0
         if refund is not None and refund < len(outputs):
             address, refunded = outputs[refund]
-            if submitter and (address != submitter or refunded != held - total):
+            due_back = held - total - stored
+            if submitter and (address != submitter or refunded != due_back):
                 flag(
                     REFUND_MISMATCH,
-                    f"escrow {ref} holds {held} NTX, its units are attested {total}: output "
-                    f"{refund} refunds {refunded} NTX to {address}, owed {held - total} to "
-                    f"{submitter}",
+                    f"escrow {ref} holds {held} NTX, its units are attested {total} and its "
+                    f"storage {stored}: output {refund} refunds {refunded} NTX to {address}, "
+                    f"owed {due_back} to {submitter}",
                     output=refund,
-                    expected=held - total,
+                    expected=due_back,
                     actual=refunded,
                 )
         settled.append(
@@ -1002,6 +1120,7 @@ def _audit_unit_escrows(
                 job_id=atts[0].job_id,
                 units=tuple(units),
                 fees=tuple(fees),
+                storage=tuple(storage),
             )
         )
     return settled
@@ -1386,13 +1505,21 @@ def _print_reports(
                         f"output {u.output} pays {u.paid}",
                         markup=False,
                     )
-                continue
-            console.print(
-                f"escrow {e.escrow} (job {e.job_id[:16]}...): held {e.held}, "
-                f"attested {e.attested} to {e.provider} (received {e.paid}), "
-                f"refund {e.refund_expected} to {e.submitter} (received {e.refunded})",
-                markup=False,
-            )
+            else:
+                console.print(
+                    f"escrow {e.escrow} (job {e.job_id[:16]}...): held {e.held}, "
+                    f"attested {e.attested} to {e.provider} (received {e.paid}), "
+                    f"refund {e.refund_expected} to {e.submitter} (received {e.refunded})",
+                    markup=False,
+                )
+            # Storage beside the compute: what each copy of the job earned, from its receipt.
+            for c in e.storage:
+                console.print(
+                    f"  storage copy {c.placement_id}: {c.amount} NTX to {c.address} "
+                    f"({c.size} bytes at {c.ntx_per_gb_month} per GB-month, "
+                    f"{c.challenges_passed} challenge(s) answered)",
+                    markup=False,
+                )
         if provider:
             console.print(f"paid to {provider}: {report.paid_to(provider)} NTX")
         for d in report.discrepancies:

@@ -51,6 +51,13 @@ def serve(
     # Settlement (scheduler, bundle and quorum routes) runs in the same process: it is the
     # only holder of this oracle's key.
     hooks, routers = settlement_extensions(settings, key.signing_key, metrics.registry)
+    from oracle.retrieval.service import RetrievalConfigError, retrieval_hook
+
+    try:
+        # Retrieval challenges to storage providers, on their own interval (0: none).
+        hooks = [*hooks, retrieval_hook(settings, key.signing_key)]
+    except RetrievalConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     application = create_app(
         settings,
         context=lambda store: context_from_settings(settings, store, metrics, key=key),

@@ -202,7 +202,7 @@ class CardanoSettlementBuilder:
         for found in group_claims(claims):
             # A fee is paid only on evidence that holds for this batch's signers: the rest
             # is neither paid nor published (`proofnet.messages.verification_fee`).
-            group = tuple(c.with_valid_fees(signers) for c in found)
+            group = tuple(c.with_valid_fees(signers).with_valid_storage(signers) for c in found)
             ref = str(group[0].escrow)
             utxo = escrows.get(ref)
             if utxo is None:
@@ -215,10 +215,11 @@ class CardanoSettlementBuilder:
             paid = 0
             for claim in group:
                 try:
-                    # The provider's part first, then each verifier's fee share.
+                    # The provider's part first, then each verifier's fee share, then what
+                    # the job's storage copies earned.
                     payouts += [
                         (Address.from_primitive(address), amount)
-                        for address, amount in claim.payouts().outputs
+                        for address, amount in claim.outputs()
                     ]
                     paid += 1
                 except Exception as exc:  # pycardano raises assorted types on bad bech32

@@ -6,6 +6,7 @@ queued per escrow (`unit_escrows`), and all of an escrow's are taken at once
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -21,6 +22,7 @@ from oracle.models import (
     AttestationRecord,
     SpotCheckRecord,
 )
+from oracle.retrieval.ledger import StorageLedger
 from oracle.verification.verifiers import FEE_EVIDENCE
 from proofnet.messages.verification_fee import FeeError, FeeEvidence
 
@@ -94,7 +96,30 @@ def _posix(stamp: datetime) -> float:
 
 
 class AttestationQueue:
-    """Verified attestations are the queue; the engine moves them along with its intents."""
+    """Verified attestations are the queue; the engine moves them along with its intents.
+
+    With a `storage` ledger (`oracle.retrieval.ledger`), a job whose storage copies are
+    still in their term waits, and once they all ended the first claim of the job carries
+    the receipts of what they earned, paid beside it from the same escrow."""
+
+    def __init__(self, storage: StorageLedger | None = None) -> None:
+        self.storage = storage
+
+    def _with_storage(self, session: Session, claims: list[Claim]) -> list[Claim]:
+        if self.storage is None or not claims:
+            return claims
+        held = self.storage.held_jobs(session)
+        out: list[Claim] = []
+        carried: set[str] = set()
+        for claim in claims:
+            if claim.job_id in held:
+                continue  # its escrow pays the storage term too: settled after it
+            if claim.job_id not in carried:
+                carried.add(claim.job_id)
+                receipts = self.storage.receipts(session, claim.job_id)
+                claim = dataclasses.replace(claim, storage=receipts) if receipts else claim
+            out.append(claim)
+        return out
 
     def payable(self, session: Session, limit: int) -> list[Claim]:
         rows = session.exec(
@@ -106,7 +131,7 @@ class AttestationQueue:
             .order_by(col(AttestationRecord.received_at), col(AttestationRecord.id))
             .limit(limit)
         ).all()
-        return claims_of(session, rows)
+        return self._with_storage(session, claims_of(session, rows))
 
     def unit_escrows(self, session: Session) -> list[UnitEscrow]:
         rows = session.exec(
@@ -127,9 +152,11 @@ class AttestationQueue:
                 col(AttestationRecord.job_id),
             )
         ).all()
+        held = set() if self.storage is None else self.storage.held_jobs(session)
         found = [
             UnitEscrow(OutRef(tx, int(ix)), str(job), int(n), _posix(_as_datetime(oldest)))
             for tx, ix, job, n, oldest in rows
+            if str(job) not in held
         ]
         return sorted(found, key=lambda g: (g.oldest, str(g.escrow)))
 
@@ -146,7 +173,7 @@ class AttestationQueue:
             )
             .order_by(col(AttestationRecord.unit_index), col(AttestationRecord.id))
         ).all()
-        return claims_of(session, rows)
+        return self._with_storage(session, claims_of(session, rows))
 
     def mark(self, session: Session, attestation_ids: Sequence[int], status: str) -> None:
         if status not in _MOVES:
@@ -169,6 +196,8 @@ class AttestationQueue:
                 row.payable_escrow = row.payable_key
             session.add(row)
         session.flush()
+        if self.storage is not None:
+            self.storage.move(session, {r.job_id for r in rows}, status)
 
     def count(self, session: Session, status: str) -> int:
         result = session.exec(

@@ -59,6 +59,7 @@ from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.onchain import address_from_data, datum_cbor
 from oracle.verification.unit_checks import PayableUnit
 from proofnet.messages.attestation import Attestation, UnitWork
+from proofnet.messages.storage import StorageReceipt, receipt_refusal, storage_outputs
 from proofnet.messages.unit_chain import chain_breaks
 from proofnet.messages.verification_fee import FeeEvidence, Payouts, fee_payouts, fee_refusal
 from proofnet.redaction import redact_credentials
@@ -97,10 +98,15 @@ class VerifiedClaim:
     leaf_hash: str = ""
     # The verification fees the bundle pays on this attestation (checked in `review`).
     fees: tuple[FeeEvidence, ...] = ()
+    # The storage receipts the bundle pays beside this attestation (checked in `review`).
+    storage: tuple[StorageReceipt, ...] = ()
     attestation: Attestation | None = field(default=None, compare=False, repr=False)
 
     def payouts(self) -> Payouts:
         return fee_payouts(self.payout_address, self.amount, self.fees)
+
+    def outputs(self) -> tuple[tuple[str, int], ...]:
+        return (*self.payouts().outputs, *storage_outputs(self.storage))
 
 
 class JobOverCheck(Protocol):
@@ -330,6 +336,10 @@ class CoSigner:
             self._with_fees(c, bundle.fees[i] if i < len(bundle.fees) else (), signers)
             for i, c in enumerate(claims)
         ]
+        claims = [
+            self._with_storage(c, bundle.storage[i] if i < len(bundle.storage) else (), signers)
+            for i, c in enumerate(claims)
+        ]
         self._check_payments(resolved, redeemer, claims)
         from pycardano import VerificationKeyWitness
 
@@ -370,6 +380,28 @@ class CoSigner:
                 )
             seen.add(evidence.verifier)
         return dataclasses.replace(claim, fees=tuple(fees))
+
+    def _with_storage(
+        self, claim: VerifiedClaim, receipts: Sequence[StorageReceipt], signers: Collection[str]
+    ) -> VerifiedClaim:
+        """The claim with the storage the bundle pays beside it, each receipt checked: one
+        for another job, not signed by an oracle of this batch, paying more than holding the
+        object at its price for the period earns, or paying one copy twice is refused."""
+        seen: set[int] = set()
+        network = getattr(getattr(self.verifier, "context", None), "network", None)
+        for receipt in receipts:
+            why = receipt_refusal(
+                receipt, job_id=claim.job_id, oracle_key_hashes=signers, network=network
+            )
+            if why is None and receipt.body.placement_id in seen:
+                why = "the copy is paid twice"
+            if why is not None:
+                raise QuorumRefusal(
+                    f"escrow {claim.escrow}: storage of placement {receipt.body.placement_id} "
+                    f"is not payable: {why}"
+                )
+            seen.add(receipt.body.placement_id)
+        return dataclasses.replace(claim, storage=tuple(receipts))
 
     def _check_jobs_over(self, jobs: Mapping[tuple[OutRef, str], frozenset[int]]) -> None:
         """Refuse unless every topology job the batch settles may be settled now."""
@@ -431,11 +463,11 @@ class CoSigner:
             held = _ntx(output, policy, name)
             escrow_ntx += held
             # Each attestation's outputs: its provider's part, then its verifiers' fees.
-            owed = [(claim, payee) for claim in group for payee in claim.payouts().outputs]
+            owed = [(claim, payee) for claim in group for payee in claim.outputs()]
             if len(entry.payouts) != len(owed):
                 raise QuorumRefusal(
-                    f"escrow {ref} must have exactly its {len(owed)} attested payout(s) "
-                    f"and fee(s), has {len(entry.payouts)}"
+                    f"escrow {ref} must have exactly its {len(owed)} attested payout(s), "
+                    f"fee(s) and storage payout(s), has {len(entry.payouts)}"
                 )
             paid_ntx = paid_ada = 0
             for payout_index, (claim, (address, amount)) in zip(entry.payouts, owed, strict=True):

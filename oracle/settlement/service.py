@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.engine import Engine
 from starlette.concurrency import run_in_threadpool
 
+from oracle.retrieval.ledger import StorageLedger
 from proofnet.settings import Settings
 
 from .batcher import ProposerLeaseGuard, SettlementScheduler, default_holder
@@ -92,7 +93,8 @@ def build_engine(
         ReadinessPolicy(config.unit_grace_s, config.unit_deadline_margin_s),
     )
     return SettlementEngine(
-        IntentLog(db, AttestationQueue()),
+        # Storage copies' earnings are paid beside their job's claim (oracle.retrieval).
+        IntentLog(db, AttestationQueue(StorageLedger(signing_key, settings.network))),
         chain,
         builder,
         signer=signer,
