@@ -1053,3 +1053,51 @@ def test_a_resumed_jobs_attempts_and_its_destinations_in_the_browser(
         "every destination acknowledged",
     ]
     assert errors == [] and outside == []
+
+
+def test_storage_offers_in_the_browser(browser: Any, served: Served, tmp_path: Path) -> None:
+    """Two storage providers offer space (signed offers through the API): the page lists
+    them cheapest first with their endpoint, free capacity and price per GB-month, at
+    desktop and phone width, before anyone signs in."""
+    from proofnet.messages import storage as s
+
+    root = served.root
+    shots = tmp_path / "screens"
+    shots.mkdir()
+    errors: list[str] = []
+    outside: list[str] = []
+    providers = []
+    for price, capacity in ((9_000, 4 * 10**9), (1_500, 250 * 10**9)):
+        provider = Worker(TestClient(served.app), clock=served.clock)
+        nonce = provider.request("POST", s.STORAGE_CHALLENGE_PATH).json()["nonce"]
+        offer = s.sign_offer(
+            provider.key,
+            network="devnet",
+            payout_address=Wallet().address,
+            nonce=nonce,
+            terms=s.StorageTerms(
+                endpoint="https://store.example.net:9000",
+                bucket="proofnet",
+                capacity_bytes=capacity,
+                ntx_per_gb_month=price,
+            ),
+        )
+        put = provider.request("PUT", s.STORAGE_OFFER_PATH, offer.model_dump(mode="json"))
+        assert put.status_code == 200, put.text
+        providers.append(provider)
+    dear, cheap = providers
+    wallet = InjectedWallet(served.world)
+    for width, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+        page = _page(_context(browser, viewport, wallet), root, errors, outside)
+        page.goto(root + "/")
+        page.wait_for_selector(f'#storage-rows tr[data-storage="{cheap.public_key}"]')
+        rows = page.query_selector_all("#storage-rows tr")
+        assert [r.get_attribute("data-storage") for r in rows] == [
+            cheap.public_key,
+            dear.public_key,
+        ]
+        cells = [c.inner_text() for c in rows[0].query_selector_all("td")]
+        assert cells[1] == "store.example.net:9000"
+        assert cells[2] == "250 GB of 250 GB" and cells[3] == "0.0015"
+        _layout(page, shots, f"storage-{width}", "#storage-rows")
+    assert errors == [] and outside == []

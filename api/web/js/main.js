@@ -9,7 +9,7 @@ import { ada, ntxNumber, ntxText, setBaseUnits, unitLabel, units } from "./amoun
 import { el } from "./dom.js";
 import { EscrowPanel } from "./escrow.js";
 import { randomSeed, readJobForm } from "./jobform.js";
-import { showEstimate, showProviders } from "./market.js";
+import { showEstimate, showProviders, showStorageOffers } from "./market.js";
 import { showAuction, showOpenAuctions } from "./auctions.js";
 import { showAttempts, showDeliveries } from "./attempts.js";
 import { ConnectedWallet, availableWallets } from "./wallet.js";
@@ -99,7 +99,7 @@ async function toggleUnits(on) {
   showUnits();
   if (price) input.value = ntxNumber(price).replaceAll(",", "");
   escrow.render();
-  await Promise.all([loadBalances(), loadJobs(), showProviders()]);
+  await Promise.all([loadBalances(), loadJobs(), showProviders(), showStorageOffers()]);
 }
 
 // --- wallet and sign-in -------------------------------------------------------------
@@ -489,7 +489,7 @@ function start() {
   $("f-seed").value = randomSeed();
   showUnits();
   loadNetwork()
-    .then(() => Promise.all([showProviders(), showOpenAuctions()]))
+    .then(() => Promise.all([showProviders(), showStorageOffers(), showOpenAuctions()]))
     .catch(fail);
   $("f-pricing").addEventListener("change", (e) => {
     const auction = e.currentTarget.value === "auction";
