@@ -158,6 +158,28 @@ class SpotCheckRecord(OracleTable, table=True):
     duration_ms: float = 0.0
 
 
+class EarlyCheckRecord(OracleTable, table=True):
+    """The early replay of a running lease's first segment (`oracle.verification.early`):
+    one decided verdict per lease (its nonce), with whose fault a failure is and why."""
+
+    __tablename__ = "oracle_early_checks"
+
+    id: int | None = Field(default=None, primary_key=True)
+    nonce: str = Field(max_length=128, unique=True)
+    job_id: str = Field(max_length=64, index=True)
+    attempt: int
+    # passed | failed
+    status: str = Field(max_length=16)
+    # "job" or "provider" when failed (whose fault), NULL when passed.
+    fault: str | None = Field(default=None, max_length=16)
+    reason: str = Field(default="", max_length=64)
+    message: str = Field(default="", max_length=2000)
+    prefix_root: str = Field(default="", max_length=64)
+    verifier: str = Field(default="", max_length=64)
+    report: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    checked_at: datetime = Field(sa_type=TZ_DATETIME)
+
+
 class CancelledEscrow(OracleTable, table=True):
     """An escrow whose cancel this oracle co-signed (`oracle.settlement.cancel`): from then
     on no attestation for it is verified, batched or co-signed, so the oracle never signs

@@ -165,6 +165,14 @@ class RoleGroup:
         for role in self.roles:
             role.check_running()
 
+    def stop(self, role: RoleProcess, timeout: float = 10.0) -> None:
+        """Stop one role and leave the run without it (an operator stopping one process):
+        its exit is no longer a failure of the run."""
+        with self._lock:
+            if role in self.roles:
+                self.roles.remove(role)
+        role.stop(timeout)
+
     def stop_all(self, timeout: float = 10.0) -> None:
         """SIGTERM to all at once, then wait up to `timeout` for all together; whatever is
         left then, or when the wait itself is interrupted (a second Ctrl-C), is killed."""

@@ -140,7 +140,7 @@ class Verifier:
             shutil.rmtree(work)
         work.mkdir(parents=True)
         try:
-            if task.kind != "replay":
+            if not task.replays:
                 return self._recompute_task(task, spec, pending, work)
             return self._replay_task(task, spec, pending, work)
         finally:
@@ -298,6 +298,8 @@ class Verifier:
             str(seen),
             "--pot-dir",
             str(seen / "pot"),
+            # An early task replays from the committed prefix of a run still training.
+            *(("--prefix",) if task.kind == "early" else ()),
         )
         result, lines = self._execute(task, spec, work, tuple(argv), environ, label)
         if result.reason is RunReason.RUNTIME_ERROR:
@@ -435,31 +437,57 @@ class Verifier:
 
 class VerifierLoop:
     """Answers verification tasks from a background thread until stopped, every
-    `interval_s`, whatever job runs here; never dies of an error."""
+    `interval_s`, whatever job runs here; never dies of an error.
+
+    Asking for tasks is what keeps this worker a candidate verifier (the API's
+    `verifier_online_s`), and a replay of real segments outlasts that window while the
+    round is busy with it. An oracle that finds the drawn verifier gone draws again from the
+    workers online then, which leaves the busy verifier's replay unused and unpaid; so while a
+    round runs, a second thread keeps asking every `interval_s` (the tasks it hears of wait
+    for the next round)."""
 
     def __init__(self, verifier: Verifier, *, interval_s: float = 30.0) -> None:
         self.verifier = verifier
         self.interval_s = interval_s
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._busy = threading.Event()
+        self._threads: list[threading.Thread] = []
         self.rounds = 0
+        self.announcements = 0
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="verifier", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, name="verifier", daemon=True),
+            threading.Thread(target=self._keep_online, name="verifier-online", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        for thread in self._threads:
+            thread.join(timeout=30)
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            self._busy.set()
             try:
                 self.verifier.run_once()
             except ApiUnavailable as e:
                 log.info("cannot read verification tasks now: %s", e)
             except Exception:  # keep verifying: one bad round must not end the thread
                 log.exception("answering verification tasks failed")
+            finally:
+                self._busy.clear()
             self.rounds += 1
             self._stop.wait(self.interval_s)
+
+    def _keep_online(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            if not self._busy.is_set():
+                continue
+            try:
+                self.verifier.api.verification_tasks()
+                self.announcements += 1
+            except Exception as e:  # the next round asks again; never end the thread
+                log.info("cannot tell the API this verifier is still online: %s", e)

@@ -108,7 +108,7 @@ def record_task(
         raise BadRequest(f"the verifier {task.verifier} is not a registered worker")
     if verifier.id == provider.id or verifier.payout_address == provider.payout_address:
         raise BadRequest("a verifier is another worker than the provider, paid elsewhere")
-    if task.kind == "replay":
+    if task.replays:
         uploads = {
             r.name
             for r in session.exec(select(JobResult).where(JobResult.lease_id == lease.id)).all()
@@ -181,7 +181,7 @@ def _files(
     """The uploads the task names, each with the task's name for it: the lease's for a
     replay, the input units' completed ones for a recomputation."""
     task = VerificationTask.from_json(row.task)
-    if task.kind != "replay":
+    if not task.replays:
         job = session.get(Job, row.job_id)
         assert job is not None
         found = []

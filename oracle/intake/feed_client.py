@@ -30,6 +30,7 @@ from oracle.inputs.feed import (
     parse_worker,
 )
 from oracle.inputs.feed_units import JOB_OVER_STATUSES
+from oracle.verification.early import EarlyCommit
 from oracle.verification.verifiers import Candidate
 from proofnet.messages.key_grant import KeyRequest
 from proofnet.messages.verification import VerificationTask
@@ -39,6 +40,7 @@ FEED_PREFIX = "/api/v1/oracle"
 KEY_REQUESTS_PATH = f"{FEED_PREFIX}/key-requests"
 VERIFIERS_PATH = f"{FEED_PREFIX}/verifiers"
 VERIFICATIONS_PATH = f"{FEED_PREFIX}/verifications"
+EARLY_COMMITS_PATH = f"{FEED_PREFIX}/early-commits"
 # `artifact` holds an upload in memory: only for manifests. Proof files (full weights)
 # stream to disk with `save_artifact`.
 MAX_ARTIFACT_IN_MEMORY = 64 << 20
@@ -220,6 +222,25 @@ class HttpApiFeed:
             return [Candidate(str(c["worker_key"]), str(c["payout_address"])) for c in raw]
         except (KeyError, TypeError) as exc:
             raise FeedDataError(f"verifiers: {exc}") from exc
+
+    def early_commits(self) -> list[EarlyCommit]:
+        """Running leases whose first segment's commitment is uploaded (replayed early)."""
+        response = self._get(EARLY_COMMITS_PATH, "early commits")
+        raw = [] if response is None else response.json()
+        if not isinstance(raw, list):
+            raise FeedDataError("early commits must be a list")
+        try:
+            return [
+                EarlyCommit(
+                    str(c["job_id"]),
+                    int(c["attempt"]),
+                    str(c["nonce"]),
+                    None if c.get("gpu_model") is None else str(c["gpu_model"]),
+                )
+                for c in raw
+            ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FeedDataError(f"early commits: {exc}") from exc
 
     def post_verification(self, task: VerificationTask) -> dict[str, Any]:
         """Post a task this oracle signed for the verifier it drew (again: the same unit);

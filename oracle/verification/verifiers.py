@@ -104,6 +104,30 @@ def device_class(att: Attestation, job: JobInfo) -> str:
     return CPU if job.spec.resources.gpus == 0 else att.gpu_model
 
 
+@dataclass(frozen=True)
+class Subject:
+    """What a verification task checks: an attestation's proof (`of`), or the committed
+    prefix of a lease still training (an early task, `oracle.verification.early`)."""
+
+    nonce: str
+    provider: str  # the provider's worker key
+    unit: int | None
+    leaf: str  # the attestation's leaf (hex), or the early subject
+    pot_root: str
+    devices: str  # the device class verifiers need
+
+    @classmethod
+    def of(cls, att: Attestation, job: JobInfo) -> Subject:
+        return cls(
+            att.nonce,
+            att.worker_key,
+            None if att.unit is None else att.unit.index,
+            att.leaf_hash().hex(),
+            att.pot_root,
+            device_class(att, job),
+        )
+
+
 def _sealed(job: JobInfo) -> bool:
     return job.sealed
 
@@ -160,7 +184,7 @@ class VerifierSpotChecker:
     def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict:
         from oracle.inputs.feed import ArtifactMissing, FeedError
         from oracle.inputs.feed_units import unit_result_name
-        from oracle.verification.verify import Reason
+        from oracle.verification.reasons import Reason
 
         spec = job.spec
         prefix = POT_PREFIX if att.unit is None else unit_result_name(att.unit.index, POT_PREFIX)
@@ -191,15 +215,15 @@ class VerifierSpotChecker:
         draw = replace(draw, segments=segments)
         # The manifest too: the harness checks the files against it, and it against the root.
         files = tuple(prefix + n for n in (MANIFEST_NAME, *needed_files(segments)))
-        task, report, payout = self._await_report(
-            att, job, "replay", segments, files, (), draw.signature, draw.seed
+        task, report, payout = self.await_report(
+            Subject.of(att, job), job, "replay", segments, files, (), draw.signature, draw.seed
         )
         verdict = judge_report(report, manifest, draw, spec.proof.tolerance_ppm, att)
         return with_fee_evidence(verdict, task, report, payout)
 
-    def _await_report(
+    def await_report(
         self,
-        att: Attestation,
+        subject: Subject,
         job: JobInfo,
         kind: TaskKind,
         segments: tuple[int, ...],
@@ -213,13 +237,13 @@ class VerifierSpotChecker:
         SpotCheckUnavailable while there is none yet."""
         from oracle.inputs.feed import FeedError
 
-        devices = device_class(att, job)
+        devices, provider = subject.devices, subject.provider
         try:
-            payout = self.desk.worker_payout(att.worker_key)
+            payout = self.desk.worker_payout(provider)
             found = [
                 c
-                for c in self.desk.verifier_candidates(devices, att.worker_key)
-                if c.worker_key != att.worker_key and c.payout_address != payout
+                for c in self.desk.verifier_candidates(devices, provider)
+                if c.worker_key != provider and c.payout_address != payout
             ]
         except FeedError as exc:
             raise SpotCheckUnavailable(str(exc)) from exc
@@ -227,7 +251,11 @@ class VerifierSpotChecker:
             raise SpotCheckUnavailable(
                 f"no online verifier with device class {devices!r} other than the provider"
             )
-        what = f"replay segments {list(segments)}" if kind == "replay" else f"recompute ({kind})"
+        what = (
+            f"replay segments {list(segments)}"
+            if kind != "aggregate" and kind != "eval"
+            else f"recompute ({kind})"
+        )
         now = self.now()
         drawn: list[str] = []
         first: datetime | None = None
@@ -238,9 +266,9 @@ class VerifierSpotChecker:
             verifier = draw_verifier(left, seed, round_)
             drawn.append(verifier)
             task = self._task(
-                att, job, devices, kind, segments, files, inputs, draw_signature, verifier, round_
+                subject, job, kind, segments, files, inputs, draw_signature, verifier, round_
             )
-            state = self._post(task, att, job, files)
+            state = self._post(task, job, files)
             if state.get("report") is not None:
                 try:
                     report = VerificationReport.from_json(state["report"])
@@ -278,17 +306,16 @@ class VerifierSpotChecker:
         files = tuple(unit_result_name(i, name) for i in unit.inputs)
         signature = self.sign(draw_message(att.leaf_hash()))
         seed = draw_seed(signature)
-        task, report, payout = self._await_report(
-            att, job, kind, (), files, tuple(work.inputs), signature, seed
+        task, report, payout = self.await_report(
+            Subject.of(att, job), job, kind, (), files, tuple(work.inputs), signature, seed
         )
         verdict = judge_recomputation(report, att, job, kind, signature.hex())
         return with_fee_evidence(verdict, task, report, payout)
 
     def _task(
         self,
-        att: Attestation,
+        subject: Subject,
         job: JobInfo,
-        devices: str,
         kind: TaskKind,
         segments: tuple[int, ...],
         files: tuple[str, ...],
@@ -301,13 +328,13 @@ class VerifierSpotChecker:
             return VerificationTask.sign(
                 self.signing_key,
                 job_id=job.job_id,
-                nonce=att.nonce,
-                unit=None if att.unit is None else att.unit.index,
-                attestation=att.leaf_hash().hex(),
-                pot_root=att.pot_root,
-                provider=att.worker_key,
+                nonce=subject.nonce,
+                unit=subject.unit,
+                attestation=subject.leaf,
+                pot_root=subject.pot_root,
+                provider=subject.provider,
                 verifier=verifier,
-                device_class=devices,
+                device_class=subject.devices,
                 kind=kind,
                 segments=list(segments),
                 files=list(files),
@@ -318,9 +345,7 @@ class VerifierSpotChecker:
         except VerificationError as exc:
             raise SpotCheckUnavailable(f"cannot make a verification task: {exc}") from exc
 
-    def _post(
-        self, task: VerificationTask, att: Attestation, job: JobInfo, files: tuple[str, ...]
-    ) -> dict[str, Any]:
+    def _post(self, task: VerificationTask, job: JobInfo, files: tuple[str, ...]) -> dict[str, Any]:
         """Post the task (again: the same unit), and for a sealed job the key request for
         its checkpoints (the manifest is not sealed); the unit's state."""
         from oracle.inputs.feed import FeedError
@@ -332,7 +357,7 @@ class VerifierSpotChecker:
                     KeyRequest.sign(
                         self.signing_key,
                         job_id=job.job_id,
-                        nonce=att.nonce,
+                        nonce=task.nonce,
                         recipient=task.verifier,
                         # The checkpoints (the manifest is not sealed), as the lease named
                         # them (a relay stage's uploads are units/<index>/... to others).
@@ -421,7 +446,7 @@ def judge_report(
     report: VerificationReport, manifest: Manifest, draw: Any, tolerance_ppm: int, att: Attestation
 ) -> SpotCheckVerdict:
     """The verdict on a verifier's report, with whose fault it is."""
-    from oracle.verification.verify import Reason
+    from oracle.verification.reasons import Reason
 
     seed, segments = draw.seed.hex(), draw.segments
     details = report_as_harness_json(report)
@@ -462,7 +487,7 @@ def judge_recomputation(
     aggregation does not reproduce itself) is the job's fault, as for a replay
     (`attribute`); a recomputed output that the provider's attested one is not is the
     provider's."""
-    from oracle.verification.verify import Reason
+    from oracle.verification.reasons import Reason
 
     details = {
         "kind": kind,

@@ -16,7 +16,10 @@ started from) is always among a task's segments, its first, and is replayed twic
 (`repeat`): two replays of the same segment from the same checkpoint that disagree show the
 job's code is not deterministic, which is the job's fault, not the provider's.
 
-A task has a `kind`. "replay" is the spot check above. A unit of a topology job that trains
+A task has a `kind`. "replay" is the spot check above. "early" replays the first segment
+of a whole job that is still training, from the committed prefix its worker uploaded
+(`pot/prefix.json`, the task's first file; `attestation` is then `early_subject`, as no
+attestation exists yet), so job code that cannot be replayed is found early. A unit of a topology job that trains
 nothing is recomputed instead (docs/topologies.md): "aggregate" runs the job's aggregation
 command on the unit's input checkpoints (`inputs`, the task's `files` in the same order)
 and the report carries the SHA-256 of the checkpoint it wrote (`output_hash`); "eval" runs
@@ -61,9 +64,14 @@ CPU = "cpu"
 ReportStatus = Literal["passed", "failed", "error", "proof_error", "usage_error", "withheld"]
 
 
-# What a task asks: replay proof-of-training segments, or recompute a unit that trains nothing.
-TaskKind = Literal["replay", "aggregate", "eval"]
-TASK_KINDS: tuple[str, ...] = ("replay", "aggregate", "eval")
+# What a task asks: replay proof-of-training segments, replay the first segment of a run
+# still training from its committed prefix ("early"), or recompute a unit that trains nothing.
+TaskKind = Literal["replay", "aggregate", "eval", "early"]
+TASK_KINDS: tuple[str, ...] = ("replay", "aggregate", "eval", "early")
+REPLAY_KINDS: tuple[str, ...] = ("replay", "early")
+# The committed prefix an early task replays from (`pot.manifest.PREFIX_NAME`, under pot/).
+PREFIX_FILE = "pot/prefix.json"
+EARLY_DOMAIN = "proofnet/early-check/v1"
 MAX_INPUTS = 64
 
 
@@ -123,6 +131,11 @@ class VerificationTask(Frozen):
         return {"domain": TASK_DOMAIN, **part}
 
     @property
+    def replays(self) -> bool:
+        """Whether the task replays proof-of-training segments (not a recomputation)."""
+        return self.kind in REPLAY_KINDS
+
+    @property
     def digest(self) -> str:
         """Names the task (what a report answers)."""
         return hashlib.sha256(canonical_json(self.signed_part())).hexdigest()
@@ -145,11 +158,18 @@ class VerificationTask(Frozen):
             task = cls.model_validate(obj)
         except ValidationError as e:
             raise VerificationError(f"the verification task is malformed: {e}") from e
-        if task.kind == "replay" and not task.segments:
+        if task.replays and not task.segments:
             raise VerificationError("a verification task replays at least one segment")
-        if task.kind == "replay" and task.inputs:
+        if task.replays and task.inputs:
             raise VerificationError("a replay task names no input checkpoints")
-        if task.kind != "replay":
+        if task.kind == "early":
+            if task.unit is not None or task.segments != (FIRST_SEGMENT,):
+                raise VerificationError("an early task replays a whole job's first segment only")
+            if not task.files or task.files[0] != PREFIX_FILE:
+                raise VerificationError(f"an early task reads the committed prefix {PREFIX_FILE}")
+            if task.attestation != early_subject(task.job_id, task.nonce, task.pot_root):
+                raise VerificationError("an early task names its lease's committed prefix")
+        if not task.replays:
             if task.unit is None:
                 raise VerificationError(f"a task of kind {task.kind!r} recomputes a unit")
             if task.segments:
@@ -284,6 +304,14 @@ class VerificationReport(Frozen):
                 f"the report is signed by {self.verifier}, not the drawn verifier {task.verifier}"
             )
         _verify(self.verifier, self.signed_part(), self.signature, "verification report")
+
+
+def early_subject(job_id: str, nonce: str, prefix_root: str) -> str:
+    """What an early task checks in place of an attestation (its `attestation` field): the
+    committed prefix `prefix_root` of lease `nonce` of job `job_id`, before any attestation
+    exists. Domain-separated, so it is never an attestation's leaf."""
+    body = {"domain": EARLY_DOMAIN, "job_id": job_id, "nonce": nonce, "prefix_root": prefix_root}
+    return hashlib.sha256(canonical_json(body)).hexdigest()
 
 
 def draw_verifier(candidates: Collection[str], seed: bytes, round: int = 0) -> str:

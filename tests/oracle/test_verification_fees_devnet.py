@@ -19,6 +19,9 @@ from test_units_settlement_devnet import Devnet, _audit, _claims, _locked_world,
 from unit_fixtures import UnitWorld
 
 from auditor import audit as au
+from chain.offchain.follow.blockfrost import BlockfrostFollower
+from chain.offchain.follow.classify import PAYOUT, classify
+from chain.offchain.follow.reader import follower_for
 from oracle.settlement import scenario as sc
 from oracle.settlement.builder_port import CardanoSettlementBuilder
 from oracle.settlement.chain_view import BlockfrostChainView
@@ -135,6 +138,14 @@ def test_a_matching_verifier_is_paid_cosigned_and_audited_as_a_fee(
     assert (VERIFIER_PAYOUT, fee) in paid
     assert (world.payout(2), amount - fee) in paid
     assert (str(scenario.submitter.address), 0) not in paid  # nothing left to refund
+
+    # The API's earnings record (the chain follower's movements) counts the fee as the
+    # verifier's payout and the rest as the provider's: balances show both as earned.
+    follower = follower_for(devnet.api.context())
+    assert isinstance(follower, BlockfrostFollower)
+    moved = classify(follower.transaction(tx_id), scenario.deployment)
+    payouts = sorted((m.address, m.ntx) for m in moved if m.kind == PAYOUT)
+    assert (VERIFIER_PAYOUT, fee) in payouts and (world.payout(2), amount - fee) in payouts
 
     report = _audit(devnet, tx_id)
     assert report.ok, report.problems

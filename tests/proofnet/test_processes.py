@@ -79,6 +79,27 @@ def test_the_group_stops_every_role_it_started(tmp_path: Path) -> None:
     assert late.process is None
 
 
+def test_one_role_stopped_on_purpose_leaves_the_run_going(tmp_path: Path) -> None:
+    ports = free_port(), free_port()
+    with RoleGroup() as group:
+        kept, stopped = (
+            group.start(
+                RoleProcess(
+                    f"devnet{i}",
+                    ["devnet", "up", "--data-dir", str(tmp_path / f"chain{i}"), "--port", str(p)],
+                    tmp_path / f"devnet{i}.log",
+                )
+            )
+            for i, p in enumerate(ports)
+        )
+        for role, port in zip((kept, stopped), ports, strict=True):
+            role.wait_healthy(f"http://127.0.0.1:{port}/api/v0/health", timeout=60)
+        group.stop(stopped)
+        assert stopped.exited and not kept.exited
+        group.check_running()  # the stopped role's exit is not the run's failure
+    assert kept.exited
+
+
 def test_a_short_command_returns_its_output_or_fails_with_its_log(tmp_path: Path) -> None:
     out = run_role_command("version", ["version"], tmp_path / "v.log")
     assert out.strip()

@@ -31,7 +31,7 @@ from typing import Any
 from pot import env
 from pot.conformance import check_conformance
 from pot.harness import replay, resume, train
-from pot.manifest import Manifest, ProofError
+from pot.manifest import MANIFEST_NAME, PREFIX_NAME, Manifest, ProofError
 from pot.recorder import POT_SUBDIR
 from pot.schedule import ScheduleError, derive_schedule
 from pot.trainer import TrainContext, TrainerError, build_trainer, load_trainer_class
@@ -82,6 +82,11 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--segments", required=True, help="comma-separated, 1-based")
     rep.add_argument("--pot-dir", type=Path, help="proof files (default <job dir>/pot)")
     rep.add_argument("--tolerance-ppm", type=int, default=0)
+    rep.add_argument(
+        "--prefix",
+        action="store_true",
+        help="replay from the committed prefix (prefix.json) of a run still training",
+    )
     chk = sub.add_parser("check", help="does a proof commit the declared schedule?")
     job_flags(chk)
     chk.add_argument("--pot-dir", type=Path, help="proof files (default <job dir>/pot)")
@@ -218,6 +223,7 @@ def _run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         root=args.root,
         segments=_segments(args.segments),
         tolerance_ppm=args.tolerance_ppm,
+        manifest_name=PREFIX_NAME if args.prefix else MANIFEST_NAME,
     )
     failures = [r.segment for r in report.failures()]
     _emit(

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from pot.manifest import (
+    MANIFEST_NAME,
     PREFIX_NAME,
     Manifest,
     ProofError,
@@ -169,10 +170,17 @@ def resume(
     return _train_from(trainer, ctx, recorder, pot_dir, at + 1)
 
 
-def check_structure(manifest: Manifest, schedule: Schedule) -> None:
-    """The manifest has the schedule's segments, each ending at its step (raises
-    `ProofError`): a replay runs the schedule's steps, never the manifest's."""
-    if manifest.segments != schedule.segments:
+def check_structure(manifest: Manifest, schedule: Schedule, *, prefix: bool = False) -> None:
+    """The manifest has the schedule's segments (at least one of them, from the first, for a
+    committed `prefix`), each ending at its step (raises `ProofError`): a replay runs the
+    schedule's steps, never the manifest's."""
+    if prefix:
+        if not 1 <= manifest.segments <= schedule.segments:
+            raise ProofError(
+                f"the prefix commits {manifest.segments} segments; the schedule has "
+                f"{schedule.segments}"
+            )
+    elif manifest.segments != schedule.segments:
         raise ProofError(
             f"the manifest commits {manifest.segments} segments; the schedule has "
             f"{schedule.segments}"
@@ -190,8 +198,13 @@ def replay(
     root: str,
     segments: Sequence[int],
     tolerance_ppm: int = 0,
+    manifest_name: str = MANIFEST_NAME,
 ) -> ReplayReport:
     """Re-run `segments` (1-based) from their committed opening checkpoints.
+
+    `manifest_name` is `PREFIX_NAME` to replay from the committed prefix of a run that is
+    still training (the early replay of its first segment): the prefix may commit fewer
+    segments than the schedule, never others.
 
     `root` is the attested root: the manifest in `pot_dir` must have it. Raises `ProofError`
     for a proof that cannot be replayed as committed (missing or tampered files, a
@@ -199,8 +212,8 @@ def replay(
     (`ReplayReport.failures`), not raised.
     """
     pot_dir = Path(pot_dir)
-    manifest = Manifest.load(pot_dir, expected_root=root)
-    check_structure(manifest, ctx.schedule)
+    manifest = Manifest.load(pot_dir, expected_root=root, name=manifest_name)
+    check_structure(manifest, ctx.schedule, prefix=manifest_name == PREFIX_NAME)
     wanted = sorted(set(segments))
     if not wanted or wanted[0] < 1 or wanted[-1] > manifest.segments:
         raise ProofError(f"segments to replay must be within 1..{manifest.segments}: {segments}")
