@@ -155,7 +155,7 @@ def test_single_unit_specs_keep_their_encoding_and_job_id() -> None:
     spec = JobSpec.from_dict(spec_dict())
     assert b"topology" not in spec.canonical_bytes()
     body = spec.model_dump(mode="python")
-    for absent in ("topology", "min_bond", "destinations"):  # later optional fields, likewise
+    for absent in ("topology", "min_bond", "destinations", "storage"):  # later optional fields
         del body[absent]
     for unset in ("trainer", "config", "schedule"):  # the harness's fields, likewise
         del body["proof"][unset]
