@@ -34,7 +34,8 @@ from chain.offchain.builders.mint import mint_test_ntx
 from chain.offchain.builders.settle import BatchTx, Settlement, binding_limit, pack_settle_batch
 from chain.offchain.builders.wallet import KeyWallet, await_output
 
-CANDIDATES = 60
+# More than fit (about 55 distinct settlements at the size limit), so a limit binds.
+CANDIDATES = 80
 LOCKS_PER_TX = 20
 BUDGET = 1_000
 AGGREGATED_PROVIDERS = 10

@@ -21,12 +21,14 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import cbor2
+import uplc
+import uplc.ast
 from opshin import __version__ as opshin_version
 from opshin import builder
 from opshin.builder import to_plutus_schema
@@ -34,6 +36,7 @@ from opshin.compiler_config import DEFAULT_CONFIG, OPT_O3_CONFIG
 from pycardano import PlutusV3Script, plutus_script_hash
 
 from chain.contracts import bond_types as bt
+from chain.contracts import settle_core
 from chain.contracts import types as t
 from chain.deep_stack import deep_recursion
 from chain.offchain.errors import ChainError
@@ -74,6 +77,9 @@ class ValidatorSpec:
     extra_purposes: tuple[str, ...] = ()
     # Compiler settings of this validator on top of COMPILER_CONFIG (and of the trace build).
     compiler_overrides: tuple[tuple[str, Any], ...] = ()
+    # A hand-written UPLC core that answers the hot path itself and hands the rest to the
+    # OpShin program (`chain.contracts.settle_core`): (program term, traces) -> term.
+    core: Callable[..., Any] | None = None
 
     @property
     def source(self) -> Path:
@@ -87,6 +93,7 @@ VALIDATORS: tuple[ValidatorSpec, ...] = (
         description="Job escrow: Settle forwards to the batch stake script; Refund; Cancel.",
         datum=("datum", t.EscrowDatum),
         redeemer=("redeemer", t.EscrowRedeemer),
+        core=settle_core.escrow_core,
     ),
     ValidatorSpec(
         name="batch_settle",
@@ -99,6 +106,7 @@ VALIDATORS: tuple[ValidatorSpec, ...] = (
             ("config_policy", bytes),
             ("config_script_hash", bytes),
         ),
+        core=settle_core.batch_core,
     ),
     ValidatorSpec(
         name="oracle_config",
@@ -173,7 +181,12 @@ def compile_validator(name: str, *, traces: bool = False) -> PlutusV3Script:
     source = s.source
     try:
         with _compiler_environment():
-            return builder.build(str(source), config=config)
+            script = builder.build(str(source), config=config)
+            if s.core is None:
+                return script
+            program = uplc.unflatten(bytes(script))
+            wrapped = uplc.ast.Program(program.version, s.core(program.term, traces=traces))
+            return PlutusV3Script(uplc.flatten(wrapped))
     except Exception as exc:  # the compiler raises many kinds; callers need one
         raise CompileError(f"{name}: {exc}") from exc
 
