@@ -172,9 +172,11 @@ def _compiler_environment() -> Iterator[None]:
             sys.path.remove(str(REPO_ROOT))
 
 
-def compile_validator(name: str, *, traces: bool = False) -> PlutusV3Script:
+def compile_validator(name: str, *, traces: bool = False, core: bool = True) -> PlutusV3Script:
     """The unapplied script (CBOR-wrapped flat UPLC, as it appears in a witness set).
-    `traces=True`: the same script keeping its assertion messages (never deployed)."""
+    `traces=True`: the same script keeping its assertion messages (never deployed).
+    `core=False`: the OpShin program alone, without its hand-written core (the reference
+    the core must agree with; never deployed)."""
     s = spec(name)
     base = TRACE_COMPILER_CONFIG if traces else COMPILER_CONFIG
     config = base.update(**dict(s.compiler_overrides)) if s.compiler_overrides else base
@@ -182,7 +184,7 @@ def compile_validator(name: str, *, traces: bool = False) -> PlutusV3Script:
     try:
         with _compiler_environment():
             script = builder.build(str(source), config=config)
-            if s.core is None:
+            if s.core is None or not core:
                 return script
             program = uplc.unflatten(bytes(script))
             wrapped = uplc.ast.Program(program.version, s.core(program.term, traces=traces))
@@ -244,8 +246,10 @@ def render(compiled: dict[str, bytes]) -> dict[str, str]:
     return files
 
 
-def compile_all(*, traces: bool = False) -> dict[str, bytes]:
-    return {s.name: bytes(compile_validator(s.name, traces=traces)) for s in VALIDATORS}
+def compile_all(*, traces: bool = False, core: bool = True) -> dict[str, bytes]:
+    return {
+        s.name: bytes(compile_validator(s.name, traces=traces, core=core)) for s in VALIDATORS
+    }
 
 
 def sources_digest() -> str:
@@ -281,6 +285,22 @@ def trace_blueprint(cache_dir: Path | None = None) -> Path:
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(content, encoding="utf-8")
         tmp.replace(path)  # atomic: parallel test workers may race to build it
+    return path
+
+
+def reference_blueprint(cache_dir: Path | None = None) -> Path:
+    """A CIP-57 blueprint of the OpShin programs without their hand-written cores
+    (`chain.contracts.settle_core`), production settings, compiled on the first call and
+    cached beside the trace builds. Never deployed: tests run the unit suites against it
+    and the production build alike, so the cores keep the OpShin validators' verdicts."""
+    directory = cache_dir if cache_dir is not None else trace_build_dir()
+    path = directory / f"plutus-reference-{sources_digest()}.json"
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        content = json.dumps(blueprint(compile_all(core=False)), indent=2) + "\n"
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(content, encoding="utf-8")
+        tmp.replace(path)
     return path
 
 

@@ -24,20 +24,20 @@ MAX_TX_MEM = _DEFAULT.max_tx_ex_mem
 MAX_TX_STEPS = _DEFAULT.max_tx_ex_steps
 
 
-def test_forwarding_spend_is_cheap(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
-    b = make_batch(deployment, oracles, admins, 1)
-    r = evaluate(deployment.escrow, b.tx.spend(b.escrows[0][0], T.Settle()))
+def test_forwarding_spend_is_cheap(core_deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
+    b = make_batch(core_deployment, oracles, admins, 1)
+    r = evaluate(core_deployment.escrow, b.tx.spend(b.escrows[0][0], T.Settle()))
     assert r.ok
     # 21,024 memory units with the hand-written Settle path (71,480 from OpShin); the
     # ceiling keeps it there.
     assert r.mem <= 22_000 and r.cpu <= 8_500_000, (r.mem, r.cpu)
 
 
-def test_batch_cost_is_linear_in_escrows(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
+def test_batch_cost_is_linear_in_escrows(core_deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
     # Positional indexing made each escrow cost more the later it came (O(N^2) overall);
     # the forward pass keeps the marginal cost flat.
     runs = {
-        n: evaluate(deployment.batch_settle, make_batch(deployment, oracles, admins, n).context())
+        n: evaluate(core_deployment.batch_settle, make_batch(core_deployment, oracles, admins, n).context())
         for n in (4, 12, 20)
     }
     assert all(r.ok for r in runs.values())
@@ -47,11 +47,11 @@ def test_batch_cost_is_linear_in_escrows(deployment, oracles, admins) -> None:  
     assert abs(second - first) <= 1_000, (first, second)
 
 
-def test_forty_settlements_fit_the_execution_budget(deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
+def test_forty_settlements_fit_the_execution_budget(core_deployment, oracles, admins) -> None:  # type: ignore[no-untyped-def]
     n = 40
-    b = make_batch(deployment, oracles, admins, n)
-    batch = evaluate(deployment.batch_settle, b.context())
-    spend = evaluate(deployment.escrow, b.tx.spend(b.escrows[0][0], T.Settle()))
+    b = make_batch(core_deployment, oracles, admins, n)
+    batch = evaluate(core_deployment.batch_settle, b.context())
+    spend = evaluate(core_deployment.escrow, b.tx.spend(b.escrows[0][0], T.Settle()))
     assert batch.ok and spend.ok
     assert batch.mem + n * spend.mem <= MAX_TX_MEM
     assert batch.cpu + n * spend.cpu <= MAX_TX_STEPS
