@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import TypeAlias
 
 import uplc.ast as U
 
 BF = U.BuiltInFun
-Term = U.AST
+Term: TypeAlias = U.AST
 
 # Polymorphic builtins, forced once: the number of forces each needs.
 _FORCED = {
@@ -153,7 +154,9 @@ class _Builder:
         """Lovelace of a ledger value (its first entry, as the ledger writes it)."""
         return self.b(
             "unIData",
-            self.b("sndPair", self.head(self.b("unMapData", self.b("sndPair", self.head(value_pairs))))),
+            self.b(
+                "sndPair", self.head(self.b("unMapData", self.b("sndPair", self.head(value_pairs))))
+            ),
         )
 
     def script_credential(self, hash_data: Term) -> Term:
@@ -161,7 +164,9 @@ class _Builder:
         empty = U.BuiltinList([], U.PlutusData())
         return self.b("constrData", self.int_(1), self.b("mkCons", hash_data, empty))
 
-    def rec(self, name: str, params: list[str], body: Callable[[Callable[..., Term]], Term]) -> Term:
+    def rec(
+        self, name: str, params: list[str], body: Callable[[Callable[..., Term]], Term]
+    ) -> Term:
         """A self-applied recursive function bound to `name`: `body(call)` builds its body,
         where `call(*args)` is the recursive call, and the function is also in scope as
         `name` (its self argument), so nested closures can call it the same way. Bind the
@@ -294,7 +299,9 @@ def batch_core(opshin: Term, *, traces: bool) -> Term:
                 "output indices must strictly increase",
                 m.let(
                     "routs",
-                    m.app(V("drop"), V("drop"), V("outs"), m.b("subtractInteger", V("ridx"), V("op"))),
+                    m.app(
+                        V("drop"), V("drop"), V("outs"), m.b("subtractInteger", V("ridx"), V("op"))
+                    ),
                     m.let(
                         "rf",
                         m.fields(m.head(V("routs"))),
@@ -332,8 +339,16 @@ def batch_core(opshin: Term, *, traces: bool) -> Term:
                                                 m.check(
                                                     _and(
                                                         m,
-                                                        m.b("equalsData", m.b("fstPair", V("rn")), V("policy")),
-                                                        m.b("equalsData", m.b("fstPair", V("rt")), V("name")),
+                                                        m.b(
+                                                            "equalsData",
+                                                            m.b("fstPair", V("rn")),
+                                                            V("policy"),
+                                                        ),
+                                                        m.b(
+                                                            "equalsData",
+                                                            m.b("fstPair", V("rt")),
+                                                            V("name"),
+                                                        ),
                                                         m.b(
                                                             "lessThanEqualsInteger",
                                                             V("nl"),
@@ -362,7 +377,9 @@ def batch_core(opshin: Term, *, traces: bool) -> Term:
                 "output indices must strictly increase",
                 m.let(
                     "ho",
-                    m.app(V("drop"), V("drop"), V("outs"), m.b("subtractInteger", V("oi"), V("op"))),
+                    m.app(
+                        V("drop"), V("drop"), V("outs"), m.b("subtractInteger", V("oi"), V("op"))
+                    ),
                     m.let(
                         "ov",
                         m.b("unMapData", m.nth(m.fields(m.head(V("ho"))), 1)),
@@ -439,12 +456,21 @@ def batch_core(opshin: Term, *, traces: bool) -> Term:
                     "escrow input indices must strictly increase",
                     m.let(
                         "here",
-                        m.app(V("skip"), V("skip"), V("ins"), m.b("subtractInteger", V("idx"), V("ip"))),
+                        m.app(
+                            V("skip"),
+                            V("skip"),
+                            V("ins"),
+                            m.b("subtractInteger", V("idx"), V("ip")),
+                        ),
                         m.let(
                             "eo",
                             m.fields(m.nth(m.fields(m.head(V("here"))), 1)),
                             m.check(
-                                m.b("equalsData", m.head(m.fields(m.head(V("eo")))), V("escrow_cred")),
+                                m.b(
+                                    "equalsData",
+                                    m.head(m.fields(m.head(V("eo")))),
+                                    V("escrow_cred"),
+                                ),
                                 "entry is not an escrow input",
                                 _escrow_checks(m, V),
                             ),
@@ -479,7 +505,11 @@ def batch_core(opshin: Term, *, traces: bool) -> Term:
                                 m.b("equalsData", m.nth(V("d7"), 5), V("oracle_set")),
                                 "escrow pinned to another oracle set",
                                 m.check(
-                                    m.b("lessThanEqualsInteger", V("upper"), m.b("unIData", m.head(V("d7")))),
+                                    m.b(
+                                        "lessThanEqualsInteger",
+                                        V("upper"),
+                                        m.b("unIData", m.head(V("d7"))),
+                                    ),
                                     "escrow deadline passed",
                                     _escrow_value(m, V),
                                 ),
@@ -517,8 +547,16 @@ def batch_core(opshin: Term, *, traces: bool) -> Term:
                                             m,
                                             m.b("equalsData", m.b("fstPair", V("en")), V("policy")),
                                             m.b("equalsData", m.b("fstPair", V("etk")), V("name")),
-                                            m.if_null(m.tail(V("ev1")), U.BuiltinBool(True), U.BuiltinBool(False)),
-                                            m.if_null(m.tail(V("etoks")), U.BuiltinBool(True), U.BuiltinBool(False)),
+                                            m.if_null(
+                                                m.tail(V("ev1")),
+                                                U.BuiltinBool(True),
+                                                U.BuiltinBool(False),
+                                            ),
+                                            m.if_null(
+                                                m.tail(V("etoks")),
+                                                U.BuiltinBool(True),
+                                                U.BuiltinBool(False),
+                                            ),
                                         ),
                                         "escrow holds other tokens",
                                         m.let(
@@ -529,7 +567,11 @@ def batch_core(opshin: Term, *, traces: bool) -> Term:
                                                 m.head(V("d2")),
                                                 m.let(
                                                     "payouts",
-                                                    m.rec("payouts", ["pays", "outs", "op", "bl", "nl", "al"], payouts),
+                                                    m.rec(
+                                                        "payouts",
+                                                        ["pays", "outs", "op", "bl", "nl", "al"],
+                                                        payouts,
+                                                    ),
                                                     m.app(
                                                         V("payouts"),
                                                         V("payouts"),
@@ -574,7 +616,11 @@ def batch_core(opshin: Term, *, traces: bool) -> Term:
         return m.if_null(
             V("ss"),
             U.BuiltinBool(False),
-            m.if_(m.b("equalsData", m.head(V("ss")), V("k")), U.BuiltinBool(True), call(m.tail(V("ss")), V("k"))),
+            m.if_(
+                m.b("equalsData", m.head(V("ss")), V("k")),
+                U.BuiltinBool(True),
+                call(m.tail(V("ss")), V("k")),
+            ),
         )
 
     def concat_keys(call: Callable[..., Term]) -> Term:
@@ -582,7 +628,9 @@ def batch_core(opshin: Term, *, traces: bool) -> Term:
         return m.if_null(
             V("ks"),
             V("acc"),
-            call(m.tail(V("ks")), m.b("appendByteString", V("acc"), m.b("unBData", m.head(V("ks"))))),
+            call(
+                m.tail(V("ks")), m.b("appendByteString", V("acc"), m.b("unBData", m.head(V("ks"))))
+            ),
         )
 
     reward = m.let(
@@ -600,7 +648,9 @@ def batch_core(opshin: Term, *, traces: bool) -> Term:
                     m.check(
                         m.b("equalsInteger", m.b("fstPair", V("rr")), m.int_(0)),
                         "withdrawal needs a BatchSettle redeemer",
-                        _config_and_settle(m, V, signed, count, concat_keys, skip_keys, no_script_left, entries),
+                        _config_and_settle(
+                            m, V, signed, count, concat_keys, skip_keys, no_script_left, entries
+                        ),
                     ),
                 ),
             ),

@@ -247,9 +247,7 @@ def render(compiled: dict[str, bytes]) -> dict[str, str]:
 
 
 def compile_all(*, traces: bool = False, core: bool = True) -> dict[str, bytes]:
-    return {
-        s.name: bytes(compile_validator(s.name, traces=traces, core=core)) for s in VALIDATORS
-    }
+    return {s.name: bytes(compile_validator(s.name, traces=traces, core=core)) for s in VALIDATORS}
 
 
 def sources_digest() -> str:

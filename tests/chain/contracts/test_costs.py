@@ -37,7 +37,9 @@ def test_batch_cost_is_linear_in_escrows(core_deployment, oracles, admins) -> No
     # Positional indexing made each escrow cost more the later it came (O(N^2) overall);
     # the forward pass keeps the marginal cost flat.
     runs = {
-        n: evaluate(core_deployment.batch_settle, make_batch(core_deployment, oracles, admins, n).context())
+        n: evaluate(
+            core_deployment.batch_settle, make_batch(core_deployment, oracles, admins, n).context()
+        )
         for n in (4, 12, 20)
     }
     assert all(r.ok for r in runs.values())
