@@ -419,10 +419,10 @@ def batch_core(opshin: Term, *, traces: bool) -> Term:
         return m.if_null(V("pays"), refund, pay)
 
     def skip_keys(call: Callable[..., Term]) -> Term:
-        # args: xs n -> xs without its first n elements, each of them a key input
+        # args: xs n -> unit when the first n elements of xs are key inputs
         return m.if_(
             m.b("equalsInteger", V("n"), m.int_(0)),
-            V("xs"),
+            m.unit(),
             m.check(
                 _is_key_input(m, m.head(V("xs"))),
                 "script input skipped: every script input must be an escrow this batch "
@@ -455,10 +455,12 @@ def batch_core(opshin: Term, *, traces: bool) -> Term:
                     m.b("lessThanEqualsInteger", V("ip"), V("idx")),
                     "escrow input indices must strictly increase",
                     m.let(
+                        # OpShin's order: the named input is an escrow, then the inputs
+                        # stepped over are key inputs (`batch_settle.settle_entries`).
                         "here",
                         m.app(
-                            V("skip"),
-                            V("skip"),
+                            V("drop"),
+                            V("drop"),
                             V("ins"),
                             m.b("subtractInteger", V("idx"), V("ip")),
                         ),
@@ -472,7 +474,15 @@ def batch_core(opshin: Term, *, traces: bool) -> Term:
                                     V("escrow_cred"),
                                 ),
                                 "entry is not an escrow input",
-                                _escrow_checks(m, V),
+                                m.app(
+                                    U.Lambda("_skipped_are_keys", _escrow_checks(m, V)),
+                                    m.app(
+                                        V("skip"),
+                                        V("skip"),
+                                        V("ins"),
+                                        m.b("subtractInteger", V("idx"), V("ip")),
+                                    ),
+                                ),
                             ),
                         ),
                     ),
@@ -735,7 +745,16 @@ def _config_and_settle(m, V, signed, count, concat_keys, skip_keys, no_script_le
                     ),
                 ),
             ),
-            with_upper,
+            # `batch_settle.settle`: the Merkle root, then the validity range.
+            m.check(
+                m.b(
+                    "equalsInteger",
+                    m.b("lengthOfByteString", m.b("unBData", m.nth(V("rf"), 2))),
+                    m.int_(32),
+                ),
+                "merkle root must be 32 bytes",
+                with_upper,
+            ),
         ),
     )
     quorum = m.let(
@@ -797,37 +816,29 @@ def _config_and_settle(m, V, signed, count, concat_keys, skip_keys, no_script_le
     return m.let(
         "rf",
         m.b("sndPair", V("rr")),
-        m.check(
-            m.b(
-                "equalsInteger",
-                m.b("lengthOfByteString", m.b("unBData", m.nth(V("rf"), 2))),
-                m.int_(32),
-            ),
-            "merkle root must be 32 bytes",
+        m.let(
+            "tx",
+            m.fields(m.head(V("cf"))),
             m.let(
-                "tx",
-                m.fields(m.head(V("cf"))),
+                "t7",
+                m.tail(V("tx"), 7),
                 m.let(
-                    "t7",
-                    m.tail(V("tx"), 7),
+                    "sigs",
+                    m.b("unListData", m.nth(V("t7"), 1)),
                     m.let(
-                        "sigs",
-                        m.b("unListData", m.nth(V("t7"), 1)),
+                        "drop",
+                        drop,
                         m.let(
-                            "drop",
-                            drop,
-                            m.let(
-                                "ref",
-                                m.head(
-                                    m.app(
-                                        V("drop"),
-                                        V("drop"),
-                                        m.b("unListData", m.nth(V("tx"), 1)),
-                                        m.b("unIData", m.head(V("rf"))),
-                                    )
-                                ),
-                                read_config,
+                            "ref",
+                            m.head(
+                                m.app(
+                                    V("drop"),
+                                    V("drop"),
+                                    m.b("unListData", m.nth(V("tx"), 1)),
+                                    m.b("unIData", m.head(V("rf"))),
+                                )
                             ),
+                            read_config,
                         ),
                     ),
                 ),
