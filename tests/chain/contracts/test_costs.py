@@ -3,9 +3,8 @@
 Measured with uplc 1.3.3 (Plutus V3 cost model) on the ledger-shaped contexts of
 contracts_harness, one payout per escrow, since the hand-written cores
 (`chain.contracts.settle_core`, issue 14.6): escrow Settle 21,024 mem / 8.0M steps (71,480
-compiled from OpShin); batch script about 83k mem / 38M steps per escrow (0.27M / 74M from
-OpShin, 0.48M before the single forward pass). The
-whole-transaction numbers (real pycardano transactions through the devnet's phase-2
+compiled from OpShin); batch script about 86k mem / 39M steps per escrow (0.26M / 64M from
+OpShin, 0.48M before the single forward pass). The whole-transaction numbers (real pycardano transactions through the devnet's phase-2
 evaluator) are in tests/chain/offchain/test_measure.py and docs/protocol.md.
 """
 
