@@ -28,6 +28,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,6 +44,7 @@ from pycardano import (
     VerificationKeyWitness,
 )
 from pycardano.cip import cip8
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from proofnet.job_authoring.spec_file import SpecFileError, read_spec_file
 from proofnet.messages.envelope import MAGIC_BYTES, open_file, open_sealed, sealed_version
@@ -62,6 +64,10 @@ TERMINAL = ("completed", "stopped", "failed", "cancelled")
 
 class JobCliError(Exception):
     """A request failed or its answer does not check out; the message says why."""
+
+
+class _SignedInAgain(Exception):
+    """The API refused the session mid-download; signed in again, the download is retried."""
 
 
 @dataclass(frozen=True)
@@ -91,8 +97,15 @@ class JobClient:
         network: Network = Network.TESTNET,
         http: httpx.Client | None = None,
         token_cache: Path | None = None,
+        retry_base_s: float = 0.5,
+        retry_max_s: float = 10.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.api_url = api_url.rstrip("/")
+        # A broken-off download resumes after 0.5 s, 1 s, 2 s, ... (at most `retry_max_s`).
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
+        self.sleep = sleep
         self.key = key
         self.network = network
         self.http = http or httpx.Client(timeout=60)
@@ -290,41 +303,52 @@ class JobClient:
 
     def _download(self, path: str, dest: Path, name: str, attempts: int = 5) -> str:
         """Stream `path` into `dest`, asking for the rest (`Range`) after a broken-off
-        transfer; the SHA-256 of all of it."""
+        transfer (up to `attempts` tries, backing off between them); the SHA-256 of all of
+        it. A 401 signs in again, once."""
         digest, have = hashlib.sha256(), 0
+        signed_in_again = False
+
+        def once(out: Any) -> str:
+            nonlocal have, signed_in_again
+            headers = self._headers()
+            if have:
+                headers["Range"] = f"bytes={have}-"
+            with self.http.stream("GET", self._url(path), headers=headers, timeout=60) as response:
+                if response.status_code == 401 and not signed_in_again:
+                    signed_in_again = True
+                    self._token = None
+                    self.sign_in()
+                    raise _SignedInAgain
+                if response.status_code not in (200, 206) or (have and response.status_code != 206):
+                    response.read()
+                    raise JobCliError(f"cannot download {name}: HTTP {response.status_code}")
+                # Blocks as they arrive: a break-off loses none of what was received.
+                for block in response.iter_bytes():
+                    out.write(block)
+                    digest.update(block)
+                    have += len(block)
+            return digest.hexdigest()
+
+        retrying = Retrying(
+            stop=stop_after_attempt(attempts),
+            wait=wait_exponential(multiplier=self.retry_base_s, max=self.retry_max_s),
+            retry=retry_if_exception_type((httpx.TransportError, _SignedInAgain)),
+            sleep=self.sleep,
+            reraise=True,
+        )
         with dest.open("wb") as out:
-            for attempt in range(attempts):
-                headers = self._headers()
-                if have:
-                    headers["Range"] = f"bytes={have}-"
-                try:
-                    with self.http.stream(
-                        "GET", self._url(path), headers=headers, timeout=60
-                    ) as response:
-                        if response.status_code == 401 and attempt == 0:
-                            self._token = None
-                            self.sign_in()
-                            continue
-                        if response.status_code not in (200, 206) or (
-                            have and response.status_code != 206
-                        ):
-                            response.read()
-                            raise JobCliError(
-                                f"cannot download {name}: HTTP {response.status_code}"
-                            )
-                        for block in response.iter_bytes(1 << 20):
-                            out.write(block)
-                            digest.update(block)
-                            have += len(block)
-                    return digest.hexdigest()
-                except httpx.TransportError as e:
-                    if attempt == attempts - 1:
-                        raise JobCliError(f"the download of {name} kept breaking off: {e}") from e
-                except httpx.HTTPError as e:
-                    raise JobCliError(
-                        redact_credentials(f"cannot reach the API at {self.api_url}: {e}")
-                    ) from e
-        raise JobCliError(f"cannot download {name}: the API keeps refusing the session")
+            try:
+                return str(retrying(once, out))
+            except _SignedInAgain:
+                raise JobCliError(
+                    f"cannot download {name}: the API keeps refusing the session"
+                ) from None
+            except httpx.TransportError as e:
+                raise JobCliError(f"the download of {name} kept breaking off: {e}") from e
+            except httpx.HTTPError as e:
+                raise JobCliError(
+                    redact_credentials(f"cannot reach the API at {self.api_url}: {e}")
+                ) from e
 
     # --- transactions -------------------------------------------------------------------
 
@@ -425,6 +449,46 @@ def submit(
     if lock:
         job_id = str(done["job"]["job_id"])
         typer.echo(escrow_summary(_run(lambda: client.escrow(job_id))), err=True)
+
+
+@app.command()
+def store(
+    job_id: str,
+    file: Annotated[Path, typer.Argument(help="the file to keep", exists=True, dir_okay=False)],
+    key_file: KeyFile,
+    kind: Annotated[str, typer.Option("--kind", help="data, results or checkpoints")],
+    object_key: Annotated[
+        str | None, typer.Option("--object-key", help="default: jobs/<job id>/<kind>/<name>")
+    ] = None,
+    provider: Annotated[
+        list[str], typer.Option("--provider", help="a provider key to place with (repeat)")
+    ] = [],  # noqa: B006 - typer reads the default, never mutates it
+    api_url: ApiUrl = None,
+) -> None:
+    """Place FILE with storage providers until the spec's replicas hold it (cheapest offers
+    that fit, or those named); prints the placements recorded."""
+    from api.job_storage import StoreError, s3_writer, store_file
+    from proofnet.settings import build_settings
+
+    client = _client(key_file, api_url)
+    settings = build_settings()
+    key = object_key or f"jobs/{job_id}/{kind}/{file.name}"
+
+    def go() -> list[dict[str, Any]]:
+        try:
+            return store_file(
+                client.call,
+                s3_writer(settings.storage_access_key, settings.storage_secret_key),
+                job_id=job_id,
+                kind=kind,
+                object_key=key,
+                data=file.read_bytes(),
+                providers=provider,
+            )
+        except StoreError as e:
+            raise JobCliError(str(e)) from e
+
+    _print(_run(go))
 
 
 @app.command()

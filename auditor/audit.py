@@ -41,8 +41,22 @@ import cbor2
 import httpx
 import typer
 
+from proofnet.messages.storage import (
+    StorageError,
+    StorageReceipt,
+    bundle_receipts,
+    receipt_refusal,
+)
 from proofnet.messages.unit_chain import (
     chain_breaks,
+)
+from proofnet.messages.verification_fee import (
+    FeeError,
+    FeeEvidence,
+    Payouts,
+    bundle_fees,
+    fee_payouts,
+    fee_refusal,
 )
 
 if TYPE_CHECKING:
@@ -73,6 +87,14 @@ OVER_ATTESTED = "attested-exceeds-escrow"
 NOT_AN_ESCROW = "escrow-without-datum"
 UNBALANCED = "escrow-ntx-unaccounted"
 FOREIGN_ESCROW = "escrow-of-another-deployment"
+# A verification fee the bundle's evidence does not back, or a fee output that does not pay
+# what the evidence says (proofnet.messages.verification_fee).
+FEE_UNEARNED = "verification-fee-unearned"
+FEE_MISMATCH = "verification-fee-mismatch"
+# A storage payout no valid receipt backs, or one whose output does not pay what the receipt
+# says (proofnet.messages.storage).
+STORAGE_UNEARNED = "storage-payout-unearned"
+STORAGE_MISMATCH = "storage-payout-mismatch"
 
 
 class WrongDeployment(AuditError):
@@ -116,6 +138,32 @@ class Discrepancy:
 
 
 @dataclass(frozen=True)
+class FeePaid:
+    """A verifier's share of the verification fee of one attestation (carved out of the
+    attested amount), as the bundle's evidence backs it."""
+
+    verifier: str
+    address: str
+    amount: int
+    provider: str  # whose attestation it was checked for
+    unit: int | None = None
+
+
+@dataclass(frozen=True)
+class StoragePaid:
+    """What one storage copy of the job earned (answered retrieval challenges), paid beside
+    the job's attestation from its escrow's storage budget, as an oracle's receipt backs it."""
+
+    placement_id: int
+    provider_key: str
+    address: str
+    amount: int
+    size: int
+    ntx_per_gb_month: int
+    challenges_passed: int
+
+
+@dataclass(frozen=True)
 class UnitPaid:
     """One unit attestation of a topology job's escrow and the output that pays it."""
 
@@ -138,10 +186,22 @@ class EscrowSettled:
     refunded: int  # NTX the transaction gives the submitter
     job_id: str = ""
     units: tuple[UnitPaid, ...] = ()
+    # Verification fees out of the attested amount(s): the provider gets `attested` less them.
+    fees: tuple[FeePaid, ...] = ()
+    # Storage the job's copies earned, paid beside the attestation(s) from the same escrow.
+    storage: tuple[StoragePaid, ...] = ()
+
+    @property
+    def fee_total(self) -> int:
+        return sum(f.amount for f in self.fees)
+
+    @property
+    def storage_total(self) -> int:
+        return sum(p.amount for p in self.storage)
 
     @property
     def refund_expected(self) -> int:
-        return self.held - self.attested
+        return self.held - self.attested - self.storage_total
 
 
 @dataclass(frozen=True)
@@ -170,8 +230,17 @@ class AuditReport:
     def line(self) -> str:
         if self.discrepancies:
             return "audit: FAILED: " + "; ".join(self.problems)
+        fees = sum(e.fee_total for e in self.escrows)
+        shares = sum(len(e.fees) for e in self.escrows)
+        paid_fees = (
+            f"{fees} NTX of verification fees to {shares} verifier share(s), " if fees else ""
+        )
+        stored = sum(e.storage_total for e in self.escrows)
+        copies = sum(len(e.storage) for e in self.escrows)
+        paid_storage = f"{stored} NTX of storage to {copies} copy(ies), " if copies else ""
         return (
             f"audit: OK ({len(self.escrows)} escrow(s) settled as attested, "
+            f"{paid_fees}{paid_storage}"
             f"{self.signatures_checked} attestation signature(s) valid, "
             f"Merkle root {self.merkle_root[:16]}... matches the bundle)"
         )
@@ -538,6 +607,93 @@ def bundle_attestations(raw: bytes) -> tuple[bytes, list[bytes], list[bytes]]:
     return stated, coses, payloads
 
 
+def bundle_fee_evidence(raw: bytes, count: int) -> tuple[tuple[FeeEvidence, ...], ...]:
+    """The verification fees' evidence of a bundle's bytes, per attestation position (none
+    for a version-1 bundle)."""
+    try:
+        return bundle_fees(json.loads(raw), count)
+    except (ValueError, FeeError) as exc:
+        raise AuditError(f"the bundle's fee evidence is malformed: {exc}") from exc
+
+
+def bundle_storage_receipts(raw: bytes, count: int) -> tuple[tuple[StorageReceipt, ...], ...]:
+    """The storage receipts of a bundle's bytes, per attestation position (none before
+    version 3)."""
+    try:
+        return bundle_receipts(json.loads(raw), count)
+    except (ValueError, StorageError) as exc:
+        raise AuditError(f"the bundle's storage receipts are malformed: {exc}") from exc
+
+
+def _earned_storage(
+    flag: Callable[..., None],
+    att: Any,
+    receipts: Sequence[StorageReceipt],
+    signers: set[str],
+    network: str,
+) -> tuple[StoragePaid, ...]:
+    """The storage payouts one attestation carries that its receipts back (each checked
+    against the job, the network and the batch's signers; an unearned one is flagged and
+    not counted, so its output shows as paid to no one)."""
+    valid: list[StoragePaid] = []
+    for r in receipts:
+        body = r.body
+        why = receipt_refusal(r, job_id=att.job_id, oracle_key_hashes=signers, network=network)
+        if why is None and any(v.placement_id == body.placement_id for v in valid):
+            why = "the copy is paid twice"
+        if why is not None:
+            flag(
+                STORAGE_UNEARNED,
+                f"storage of placement {body.placement_id} on job {att.job_id}: {why}",
+            )
+            continue
+        valid.append(
+            StoragePaid(
+                body.placement_id,
+                body.provider_key,
+                body.payout_address,
+                body.amount,
+                body.size,
+                body.ntx_per_gb_month,
+                body.challenges_passed,
+            )
+        )
+    return tuple(valid)
+
+
+def _earned_fees(
+    flag: Callable[..., None],
+    att: Any,
+    evidence: Sequence[FeeEvidence],
+    signers: set[str],
+) -> tuple[Payouts, tuple[FeePaid, ...]]:
+    """The outputs one attestation is paid by: the fees its evidence backs (each checked
+    against the attestation and the batch's signers; an unearned one is flagged and not
+    counted, so its output shows as paid to no one), the provider's part the rest."""
+    valid: list[FeeEvidence] = []
+    for e in evidence:
+        why = fee_refusal(
+            e,
+            leaf_hash=att.leaf_hash().hex(),
+            provider=att.worker_key,
+            job_id=att.job_id,
+            oracle_key_hashes=signers,
+        )
+        if why is None and any(v.verifier == e.verifier for v in valid):
+            why = "the verifier is paid twice for one attestation"
+        if why is not None:
+            flag(FEE_UNEARNED, f"fee of verifier {e.verifier[:16]}... on job {att.job_id}: {why}")
+            continue
+        valid.append(e)
+    payouts = fee_payouts(att.payout_address, att.amount, valid)
+    by_address = {e.payout_address: e.verifier for e in valid}
+    unit = None if att.unit is None else att.unit.index
+    fees = tuple(
+        FeePaid(by_address.get(a, ""), a, q, att.payout_address, unit) for a, q in payouts.fees
+    )
+    return payouts, fees
+
+
 def _payload_job(payload: bytes) -> str | None:
     try:
         job = json.loads(payload)["domain"]["job_id"]
@@ -652,6 +808,11 @@ def _audit(
     raw, where = fetch_bundle(chain.client, oracle_urls, bundle_hash.hex())
     note(f"bundle fetched from {where}")
     stated, coses, payloads = bundle_attestations(raw)
+    fee_evidence = bundle_fee_evidence(raw, len(coses))
+    receipts = bundle_storage_receipts(raw, len(coses))
+    signers = {k.payload.hex() for k in body.required_signers or []}
+    paying: dict[str, tuple[Payouts, tuple[FeePaid, ...]]] = {}  # leaf hash -> its outputs
+    storing: dict[str, tuple[StoragePaid, ...]] = {}  # leaf hash -> the storage beside it
     recomputed = MerkleTree.from_leaf_hashes([leaf_hash(p) for p in payloads]).root
     if recomputed != root:
         flag(
@@ -668,7 +829,7 @@ def _audit(
             actual=stated.hex(),
         )
 
-    claims: dict[str, tuple[str, int, str]] = {}  # escrow -> (provider, amount, job id)
+    claims: dict[str, tuple[str, int, str, str]] = {}  # escrow -> (provider, amount, job, leaf)
     unit_claims: dict[str, list[Any]] = defaultdict(list)  # escrow -> unit attestations
     signatures = 0
     for position, cose in enumerate(coses):
@@ -683,6 +844,10 @@ def _audit(
             )
             continue
         signatures += 1
+        evidence = fee_evidence[position] if position < len(fee_evidence) else ()
+        paying[att.leaf_hash().hex()] = _earned_fees(flag, att, evidence, signers)
+        stored = receipts[position] if position < len(receipts) else ()
+        storing[att.leaf_hash().hex()] = _earned_storage(flag, att, stored, signers, network)
         ref = f"{att.domain.escrow.tx_id}#{att.domain.escrow.index}"
         if att.unit is not None and ref not in claims:
             unit_claims[ref].append(att)
@@ -690,7 +855,7 @@ def _audit(
         if ref in claims or ref in unit_claims:
             flag(DUPLICATE_ATTESTATION, f"escrow {ref} is attested twice")
         unit_claims.pop(ref, None)
-        claims[ref] = (att.payout_address, att.amount, att.job_id)
+        claims[ref] = (att.payout_address, att.amount, att.job_id, att.leaf_hash().hex())
     for ref, atts in sorted(unit_claims.items()):
         if len({a.job_id for a in atts}) > 1:
             flag(DUPLICATE_ATTESTATION, f"escrow {ref} is attested by units of several jobs")
@@ -735,15 +900,30 @@ def _audit(
             received[str(out.address)] += quantity
     owed: dict[str, int] = defaultdict(int)
     providers: set[str] = set()
+    verifiers: set[str] = set()
+    storers: set[str] = set()
     settled = []
-    for ref, (provider, amount, job) in sorted(claims.items()):
+    for ref, (provider, amount, job, leaf) in sorted(claims.items()):
         submitter, held = spent.get(ref, ("", 0))
-        owed[provider] += amount
+        payouts, fees = paying[leaf]
+        owed[provider] += payouts.provider[1]
         providers.add(provider)
+        for fee in fees:
+            owed[fee.address] += fee.amount
+            verifiers.add(fee.address)
+        storage = storing.get(leaf, ())
+        for copy in storage:
+            owed[copy.address] += copy.amount
+            storers.add(copy.address)
+        stored_total = sum(c.amount for c in storage)
         if submitter:
-            owed[submitter] += held - amount
-            if amount > held:
-                flag(OVER_ATTESTED, f"escrow {ref}: attested {amount} exceeds the {held} it holds")
+            owed[submitter] += held - amount - stored_total
+            if amount + stored_total > held:
+                flag(
+                    OVER_ATTESTED,
+                    f"escrow {ref}: attested {amount} and storage {stored_total} exceed the "
+                    f"{held} it holds",
+                )
         settled.append(
             EscrowSettled(
                 escrow=ref,
@@ -754,6 +934,8 @@ def _audit(
                 paid=received.get(provider, 0),
                 refunded=received.get(submitter, 0),
                 job_id=job,
+                fees=fees,
+                storage=storage,
             )
         )
     if unit_claims:
@@ -767,11 +949,23 @@ def _audit(
             [(str(o.address), _ntx(o, policy, name)) for o in body.outputs],
             owed,
             providers,
+            verifiers,
+            paying,
+            storing,
+            storers,
         )
     for address, due in sorted(owed.items()):
         got = received.get(address, 0)
         if got != due:
-            kind = PAYOUT_MISMATCH if address in providers else REFUND_MISMATCH
+            kind = (
+                PAYOUT_MISMATCH
+                if address in providers
+                else FEE_MISMATCH
+                if address in verifiers
+                else STORAGE_MISMATCH
+                if address in storers
+                else REFUND_MISMATCH
+            )
             indices = [i for i, a, _ in ntx_outputs if a == address]
             flag(
                 kind,
@@ -784,7 +978,8 @@ def _audit(
         if address not in owed:
             flag(
                 NTX_ELSEWHERE,
-                f"{quantity} NTX go to {address}, which no attestation or escrow names",
+                f"{quantity} NTX go to {address}, which no attestation, earned fee, storage "
+                "receipt or escrow names",
                 output=index,
                 expected=0,
                 actual=quantity,
@@ -820,68 +1015,97 @@ def _audit_unit_escrows(
     outputs: Sequence[tuple[str, int]],
     owed: dict[str, int],
     providers: set[str],
+    verifiers: set[str],
+    paying: dict[str, tuple[Payouts, tuple[FeePaid, ...]]],
+    storing: dict[str, tuple[StoragePaid, ...]] | None = None,
+    storers: set[str] | None = None,
 ) -> list[EscrowSettled]:
-    """The escrows paid by unit attestations: one payout output per unit, in bundle order,
-    each paying its unit's provider its attested amount, then the refund of the rest.
-    Adds what each address is owed to `owed` (the address-level checks that follow)."""
+    """The escrows paid by unit attestations: per unit, in bundle order, one payout output
+    paying its provider its attested amount less its verification fees, then one per fee
+    share; then the refund of the rest. Adds what each address is owed to `owed` (the
+    address-level checks that follow)."""
     by_input = {inputs[i]: (payouts, refund) for i, payouts, refund in entries if i < len(inputs)}
     settled = []
     for ref, atts in sorted(unit_claims.items()):
         submitter, held = spent.get(ref, ("", 0))
         total = sum(a.amount for a in atts)
+        # (att, address, NTX, what: "payout" | "fee" | "storage")
+        owed_outputs: list[tuple[Any, str, int, str]] = []
+        fees: list[FeePaid] = []
+        storage: list[StoragePaid] = []
         for a in atts:
-            owed[a.payout_address] += a.amount
+            outs, earned = paying[a.leaf_hash().hex()]
+            owed[a.payout_address] += outs.provider[1]
             providers.add(a.payout_address)
+            owed_outputs.append((a, a.payout_address, outs.provider[1], "payout"))
+            for fee in earned:
+                owed[fee.address] += fee.amount
+                verifiers.add(fee.address)
+                owed_outputs.append((a, fee.address, fee.amount, "fee"))
+            fees.extend(earned)
+            # Then the storage the job's copies earned, as the claim's outputs are ordered.
+            for copy in (storing or {}).get(a.leaf_hash().hex(), ()):
+                owed[copy.address] += copy.amount
+                if storers is not None:
+                    storers.add(copy.address)
+                owed_outputs.append((a, copy.address, copy.amount, "storage"))
+                storage.append(copy)
+        stored = sum(c.amount for c in storage)
         if submitter:
-            owed[submitter] += held - total
-            if total > held:
-                flag(OVER_ATTESTED, f"escrow {ref}: attested {total} exceeds the {held} it holds")
+            owed[submitter] += held - total - stored
+            if total + stored > held:
+                flag(
+                    OVER_ATTESTED,
+                    f"escrow {ref}: attested {total} and storage {stored} exceed the {held} it "
+                    "holds",
+                )
         payouts, refund = by_input.get(ref, ((), None))
         if ref in spent and refund is None:
             flag(PAYOUT_MISMATCH, f"escrow {ref} has no entry in the batch redeemer")
-        elif ref in spent and len(payouts) != len(atts):
+        elif ref in spent and len(payouts) != len(owed_outputs):
             flag(
                 PAYOUT_MISMATCH,
-                f"escrow {ref} pays {len(payouts)} output(s) for {len(atts)} unit attestation(s)",
-                expected=len(atts),
+                f"escrow {ref} pays {len(payouts)} output(s) for {len(atts)} unit attestation(s) "
+                f"and their fees ({len(owed_outputs)} output(s))",
+                expected=len(owed_outputs),
                 actual=len(payouts),
             )
         units = []
-        for position, att in enumerate(atts):
+        for position, (att, due_to, due, what_for) in enumerate(owed_outputs):
             index = payouts[position] if position < len(payouts) else None
             address, quantity = (
-                outputs[index]
-                if index is not None and index < len(outputs)
-                else (
-                    "",
-                    0,
-                )
+                outputs[index] if index is not None and index < len(outputs) else ("", 0)
             )
             unit = att.unit
-            units.append(
-                UnitPaid(unit.index, unit.kind, att.payout_address, att.amount, index, quantity)
-            )
-            if index is not None and (address != att.payout_address or quantity != att.amount):
+            if what_for == "payout":
+                units.append(
+                    UnitPaid(unit.index, unit.kind, att.payout_address, att.amount, index, quantity)
+                )
+            if index is not None and (address != due_to or quantity != due):
+                what, kind = {
+                    "fee": ("a verification fee of", FEE_MISMATCH),
+                    "storage": ("for storage", STORAGE_MISMATCH),
+                }.get(what_for, ("attested, less its fees,", PAYOUT_MISMATCH))
                 flag(
-                    PAYOUT_MISMATCH,
-                    f"unit {unit.index} ({unit.kind}) of escrow {ref} is attested "
-                    f"{att.amount} NTX to {att.payout_address}; output {index} pays {quantity} "
-                    f"NTX to {address}",
+                    kind,
+                    f"unit {unit.index} ({unit.kind}) of escrow {ref} owes {what} "
+                    f"{due} NTX to {due_to}; output {index} pays {quantity} NTX to {address}",
                     output=index,
-                    expected=att.amount,
+                    expected=due,
                     actual=quantity,
                 )
         refunded = 0
         if refund is not None and refund < len(outputs):
             address, refunded = outputs[refund]
-            if submitter and (address != submitter or refunded != held - total):
+            due_back = held - total - stored
+            if submitter and (address != submitter or refunded != due_back):
                 flag(
                     REFUND_MISMATCH,
-                    f"escrow {ref} holds {held} NTX, its units are attested {total}: output "
-                    f"{refund} refunds {refunded} NTX to {address}, owed {held - total} to "
-                    f"{submitter}",
+                    f"escrow {ref} holds {held} NTX, its units are attested {total} and its "
+                    f"storage {stored}: output {refund} refunds {refunded} NTX to {address}, "
+                    f"owed {due_back} to {submitter}",
                     output=refund,
-                    expected=held - total,
+                    expected=due_back,
                     actual=refunded,
                 )
         settled.append(
@@ -895,6 +1119,8 @@ def _audit_unit_escrows(
                 refunded=refunded,
                 job_id=atts[0].job_id,
                 units=tuple(units),
+                fees=tuple(fees),
+                storage=tuple(storage),
             )
         )
     return settled
@@ -1279,13 +1505,21 @@ def _print_reports(
                         f"output {u.output} pays {u.paid}",
                         markup=False,
                     )
-                continue
-            console.print(
-                f"escrow {e.escrow} (job {e.job_id[:16]}...): held {e.held}, "
-                f"attested {e.attested} to {e.provider} (received {e.paid}), "
-                f"refund {e.refund_expected} to {e.submitter} (received {e.refunded})",
-                markup=False,
-            )
+            else:
+                console.print(
+                    f"escrow {e.escrow} (job {e.job_id[:16]}...): held {e.held}, "
+                    f"attested {e.attested} to {e.provider} (received {e.paid}), "
+                    f"refund {e.refund_expected} to {e.submitter} (received {e.refunded})",
+                    markup=False,
+                )
+            # Storage beside the compute: what each copy of the job earned, from its receipt.
+            for c in e.storage:
+                console.print(
+                    f"  storage copy {c.placement_id}: {c.amount} NTX to {c.address} "
+                    f"({c.size} bytes at {c.ntx_per_gb_month} per GB-month, "
+                    f"{c.challenges_passed} challenge(s) answered)",
+                    markup=False,
+                )
         if provider:
             console.print(f"paid to {provider}: {report.paid_to(provider)} NTX")
         for d in report.discrepancies:

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 from rich.console import Console
 from rich.table import Table
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from demos import job as demo_job
 from demos import relay as demo_relay
@@ -208,15 +209,25 @@ class _Demo:
         self, what: str, probe: Callable[[], bool], timeout: float, interval: float = 0.2
     ) -> None:
         """Poll `probe` until true; a role that died meanwhile fails the step at once."""
-        deadline = time.monotonic() + timeout
-        while not probe():
+
+        def done() -> bool:
+            if probe():
+                return True
             try:
                 self.roles.check_running()
             except ProcessStartError as exc:
                 raise DemoError(str(exc), exc.role) from exc
-            if time.monotonic() > deadline:
-                raise DemoError(f"timed out after {timeout:.0f}s waiting for {what}")
-            time.sleep(interval)
+            return False
+
+        def timed_out(_state: RetryCallState) -> None:
+            raise DemoError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+        Retrying(
+            stop=stop_after_delay(timeout),
+            wait=wait_fixed(interval),
+            retry=retry_if_result(lambda ok: not ok),
+            retry_error_callback=timed_out,
+        )(done)
 
     def _devnet_get(self, path: str) -> httpx.Response:
         return self.http.get(f"{self.state.devnet_url}{path}")

@@ -36,11 +36,13 @@ from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
 from oracle.intake.accept import Intake, RegistryUnavailable, TooManyAttestations
+from oracle.intake.early_replay import EarlyReplay
 from oracle.intake.escrow_info import escrow_info_router
 from oracle.metrics import CONTENT_TYPE, OracleMetrics
 from oracle.models import AttestationRecord
 from oracle.storage.db import make_engine
 from oracle.storage.store import AttestationStore
+from oracle.verification.verifiers import VerifierSpotChecker
 from oracle.verification.verify import Rejection, VerificationContext
 from proofnet.json_limits import JsonLimits
 from proofnet.limits import TokenBuckets
@@ -97,6 +99,7 @@ def create_app(
     workers: int = 2,
     inline: bool = False,
     sweep_interval_s: float = 5.0,
+    early_interval_s: float = 15.0,
     lifespan_hooks: Sequence[LifespanHook] = (),
     routers: Sequence[APIRouter] = (),
     verifier: str = "",
@@ -145,15 +148,22 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await run_in_threadpool(store.create_schema)
         task = asyncio.create_task(_sweeper(intake, sweep_interval_s))
+        early = _early_replay(ctx, store)
+        early_task = (
+            None if early is None else asyncio.create_task(_early_replayer(early, early_interval_s))
+        )
         try:
             async with contextlib.AsyncExitStack() as stack:
                 for hook in lifespan_hooks:
                     await stack.enter_async_context(hook(app))
                 yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            for running in (task, early_task):
+                if running is None:
+                    continue
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
             await run_in_threadpool(intake.close)
             if owns_engine:
                 db.dispose()
@@ -217,6 +227,28 @@ def create_app(
         rows = await run_in_threadpool(store.for_job, job_id)
         return {"job_id": job_id, "data": [attestation_view(r) for r in rows]}
 
+    @app.get("/api/v1/jobs/{job_id}/early-checks")
+    async def job_early_checks(job_id: str) -> dict[str, Any]:
+        """The early replays of the job's first segment: whose fault a failure is and why."""
+        rows = await run_in_threadpool(store.early_checks, job_id)
+        return {
+            "job_id": job_id,
+            "data": [
+                {
+                    "attempt": r.attempt,
+                    "nonce": r.nonce,
+                    "status": r.status,
+                    "fault": r.fault,
+                    "reason": r.reason or None,
+                    "message": r.message,
+                    "prefix_root": r.prefix_root,
+                    "verifier": r.verifier,
+                    "checked_at": r.checked_at.isoformat(),
+                }
+                for r in rows
+            ],
+        }
+
     @app.get("/metrics")
     async def metrics_route() -> Response:
         body = await run_in_threadpool(metrics.render)
@@ -253,6 +285,26 @@ def create_app(
     for router in routers:
         app.include_router(router)
     return app
+
+
+def _early_replay(ctx: VerificationContext, store: AttestationStore) -> EarlyReplay | None:
+    """The round of early replays, when spot checks are drawn verifiers' and the feed lists
+    early commits (never for the local demo's replay on this host)."""
+    checker = ctx.spot_checker
+    if not isinstance(checker, VerifierSpotChecker) or not callable(
+        getattr(ctx.feed, "early_commits", None)
+    ):
+        return None
+    return EarlyReplay(ctx.feed, checker, store)  # type: ignore[arg-type]
+
+
+async def _early_replayer(early: EarlyReplay, interval: float) -> None:
+    while True:
+        try:
+            await run_in_threadpool(early.run_once)
+        except Exception:  # one failed round (database restart) must not stop the rounds
+            logging.getLogger("oracle.early").exception("early replay round failed")
+        await asyncio.sleep(interval)
 
 
 async def _sweeper(intake: Intake, interval: float) -> None:

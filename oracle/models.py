@@ -158,6 +158,28 @@ class SpotCheckRecord(OracleTable, table=True):
     duration_ms: float = 0.0
 
 
+class EarlyCheckRecord(OracleTable, table=True):
+    """The early replay of a running lease's first segment (`oracle.verification.early`):
+    one decided verdict per lease (its nonce), with whose fault a failure is and why."""
+
+    __tablename__ = "oracle_early_checks"
+
+    id: int | None = Field(default=None, primary_key=True)
+    nonce: str = Field(max_length=128, unique=True)
+    job_id: str = Field(max_length=64, index=True)
+    attempt: int
+    # passed | failed
+    status: str = Field(max_length=16)
+    # "job" or "provider" when failed (whose fault), NULL when passed.
+    fault: str | None = Field(default=None, max_length=16)
+    reason: str = Field(default="", max_length=64)
+    message: str = Field(default="", max_length=2000)
+    prefix_root: str = Field(default="", max_length=64)
+    verifier: str = Field(default="", max_length=64)
+    report: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    checked_at: datetime = Field(sa_type=TZ_DATETIME)
+
+
 class CancelledEscrow(OracleTable, table=True):
     """An escrow whose cancel this oracle co-signed (`oracle.settlement.cancel`): from then
     on no attestation for it is verified, batched or co-signed, so the oracle never signs
@@ -171,6 +193,51 @@ class CancelledEscrow(OracleTable, table=True):
     # The id of the cancel transaction this oracle signed (the first, if asked again).
     cancel_tx_id: str = Field(max_length=64)
     signed_at: datetime = Field(sa_type=TZ_DATETIME)
+
+
+class StorageChallengeRecord(OracleTable, table=True):
+    """One retrieval challenge to a storage provider (`oracle.retrieval`): the chunk drawn,
+    and the verdict on what its endpoint served. `challenge_id` is fresh per challenge, so
+    an answer is recorded once and an old one is never another challenge's."""
+
+    __tablename__ = "oracle_storage_challenges"
+
+    challenge_id: str = Field(primary_key=True, max_length=32)
+    placement_id: int = Field(index=True)
+    job_id: str = Field(max_length=64, index=True)
+    provider_key: str = Field(max_length=64, index=True)
+    chunk_index: int = Field(sa_type=BigInteger)
+    issued_at: datetime = Field(sa_type=TZ_DATETIME)
+    answered_at: datetime | None = Field(default=None, sa_type=TZ_DATETIME)
+    passed: bool | None = None
+    reason: str = Field(default="", max_length=2000)
+
+
+class StorageAccrual(OracleTable, table=True):
+    """What one placement has earned: GB-months held, proven by answered challenges, in NTX
+    base units (`amount`), through `paid_through`. A failed challenge ends the placement
+    (`status` failed) and the time since its last answered challenge is never paid."""
+
+    __tablename__ = "oracle_storage_accruals"
+
+    placement_id: int = Field(primary_key=True)
+    job_id: str = Field(max_length=64, index=True)
+    provider_key: str = Field(max_length=64, index=True)
+    payout_address: str = Field(max_length=200)
+    # What the copy committed to and its price (what a receipt states).
+    content_root: str = Field(max_length=64)
+    size: int = Field(sa_type=BigInteger)
+    ntx_per_gb_month: int = Field(sa_type=BigInteger)
+    placed_at: datetime = Field(sa_type=TZ_DATETIME)
+    amount: int = Field(default=0, sa_type=BigInteger)
+    paid_through: datetime = Field(sa_type=TZ_DATETIME)
+    # accruing (its term runs: the job's escrow waits) | failed | ended
+    status: str = Field(default="accruing", max_length=16)
+    # None until a settlement batch pays it: batched, then settled (back to None when the
+    # batch is dropped), moved with the attestation it is paid beside.
+    settlement: str | None = Field(default=None, max_length=16)
+    challenges_passed: int = 0
+    updated_at: datetime = Field(sa_type=TZ_DATETIME)
 
 
 metadata = oracle_registry.metadata

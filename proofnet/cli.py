@@ -25,6 +25,7 @@ ROLES: list[tuple[str, str, str, str]] = [
     ("bond", "chain.offchain.bond_cli", "app", "Lock, unbond and withdraw a provider bond."),
     ("worker", "worker.cli", "app", "Onboard this machine's GPUs and run jobs as a provider."),
     ("api", "api.cli", "app", "Serve the API and administer its database."),
+    ("storage", "worker.storage.cli", "app", "Offer storage (an S3 endpoint) as a provider."),
     ("job", "api.client_cli", "app", "Submit and follow jobs with a key file (submitters)."),
     ("oracle", "oracle.cli", "app", "Verify attestations and settle payouts in batches."),
     ("chaos", "oracle.settlement.chaos", "app", "Fault-injection runs against local roles."),

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 
 import httpx
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from proofnet.redaction import redact_credentials
 
@@ -96,21 +97,30 @@ class RoleProcess:
             )
 
     def wait_healthy(self, url: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.check_running()
+        """Ask `url` every 0.1 s until it answers 200; ProcessStartError at once when the
+        process exits meanwhile, or after `timeout` seconds."""
+
+        def healthy() -> bool:
+            self.check_running()  # raises, ending the wait: a dead process never gets healthy
             try:
-                if httpx.get(url, timeout=1.0).status_code == 200:
-                    return
+                return httpx.get(url, timeout=1.0).status_code == 200
             except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise ProcessStartError(
-            f"{self.name} not healthy at {redact_credentials(url)} after {timeout}s:\n"
-            f"{self.tail()}",
-            self.name,
-            self.log_path,
-        )
+                return False
+
+        def timed_out(_state: RetryCallState) -> None:
+            raise ProcessStartError(
+                f"{self.name} not healthy at {redact_credentials(url)} after {timeout}s:\n"
+                f"{self.tail()}",
+                self.name,
+                self.log_path,
+            )
+
+        Retrying(
+            stop=stop_after_delay(timeout),
+            wait=wait_fixed(0.1),
+            retry=retry_if_result(lambda ok: not ok),
+            retry_error_callback=timed_out,
+        )(healthy)
 
     def tail(self, lines: int = 20) -> str:
         return _tail(self.log_path, lines)
@@ -154,6 +164,14 @@ class RoleGroup:
     def check_running(self) -> None:
         for role in self.roles:
             role.check_running()
+
+    def stop(self, role: RoleProcess, timeout: float = 10.0) -> None:
+        """Stop one role and leave the run without it (an operator stopping one process):
+        its exit is no longer a failure of the run."""
+        with self._lock:
+            if role in self.roles:
+                self.roles.remove(role)
+        role.stop(timeout)
 
     def stop_all(self, timeout: float = 10.0) -> None:
         """SIGTERM to all at once, then wait up to `timeout` for all together; whatever is

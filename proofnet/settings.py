@@ -225,10 +225,23 @@ class Settings(BaseSettings):
     oracle_data_allow_http: bool = False
     oracle_data_allow_networks: str = ""
     oracle_local_data_dirs: str = ""
-    # Metering bounded by proof (oracle/verification/metering.py): a rate-card attestation is paid for at
-    # most committed steps x the replayed step time x slack, plus this allowance, per GPU.
-    oracle_metering_slack: float = Field(default=2.0, ge=1.0)
-    oracle_metering_allowance_s: int = Field(default=600, ge=0)
+    # S3 credentials `proofnet job store` writes copies to storage providers with (none:
+    # unsigned writes, which only a devnet endpoint accepts).
+    storage_access_key: str | None = None
+    storage_secret_key: str | None = None
+    # Retrieval challenges to storage providers (oracle.retrieval): seconds between rounds
+    # (0: none), the networks a provider's S3 endpoint may be on besides public addresses
+    # (comma-separated CIDRs; "127.0.0.1/32" on a devnet), and the S3 credentials the
+    # oracle writes a re-replicated copy with (none: unsigned writes).
+    oracle_storage_challenge_interval_s: float = Field(default=0.0, ge=0)
+    oracle_storage_allow_networks: str = ""
+    oracle_storage_access_key: str | None = None
+    oracle_storage_secret_key: str | None = None
+    # Metering bounded by proof (oracle/verification/metering.py): a rate-card attestation is
+    # paid for at most committed steps x the verifier's step time x slack, plus the replay's
+    # measured start-up and this allowance, per GPU (defaults: docs/benchmarks.md).
+    oracle_metering_slack: float = Field(default=1.15, ge=1.0)
+    oracle_metering_allowance_s: int = Field(default=60, ge=0)
 
     # --- oracle settlement (oracle.settlement.service.SettlementConfig) --------------------
     settlement_enabled: bool = False

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Worker onboarding on a real GPU: NVML inventory (and a raw NVML recording for the test
-# fake), the matrix-multiply challenge timed and Freivalds-checked on every GPU, the container
-# GPU runtime check, and telemetry (power, energy counter, GPU-seconds) sampled under load.
+# fake), the matrix-multiply challenge timed and Freivalds-checked on every GPU, proof of
+# training with PyTorch on the GPU (the `job init --framework pytorch` trainer trained with
+# pot under deterministic kernels, a segment replayed in a fresh process on the same device
+# class, weights and optimizer/RNG state compared bit for bit), the container GPU runtime
+# check, and telemetry (power, energy counter, GPU-seconds) sampled under load.
 #
 # Usage: scripts/device_check.sh            (PYTHON=... to pick the interpreter)
 # Needs the project's Python dependencies (numpy, nvidia-ml-py, prometheus-client, PyNaCl,
 # pydantic) and, to time the GPU rather than the CPU, torch with CUDA (or cupy).
-# Finishes in about 3 minutes on one GPU. Exit status: 0 all checks passed, 1 a check
-# failed, 3 no GPU found (CPU paths ran).
+# Finishes in about 3 minutes on one GPU (killed after 4). Exit status: 0 all checks
+# passed, 1 a check failed (or the 4-minute limit hit: 124), 3 no GPU found (CPU paths ran,
+# the proof-of-training one included, and the output says "CPU FALLBACK").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,6 +73,171 @@ except InventoryError as e:
 print(json.dumps(inv.to_dict(), indent=2))
 if inv.cpu_only:
     print(f"CPU-only: {inv.cpu_only_reason}")
+
+section("proof of training with PyTorch (deterministic kernels; a verifier's replay)")
+# The `proofnet job init --framework pytorch` trainer, trained with pot in one process and a
+# segment replayed from its committed checkpoint in another (a verifier's fresh process, on
+# the same device class): weights and full state (optimizer + RNG) must match bit for bit.
+# Determinism is the template's configure_determinism (pot.torch_adapter): seeds,
+# torch.use_deterministic_algorithms(True), cuDNN deterministic and no benchmark, and
+# CUBLAS_WORKSPACE_CONFIG=:4096:8 before CUDA starts. A replay on another data order (claim
+# nonce) must not match: the comparison can fail. Without a GPU the same runs on the CPU (fallback).
+import os as _os
+import subprocess as _subprocess
+import tempfile as _tempfile
+from pathlib import Path as _Path
+
+POT_RUN = r"""
+import json, os, sys, time
+from pathlib import Path
+import torch
+from pot import env
+from pot.harness import replay, train
+from pot.manifest import Manifest, rng_bytes, state_hash
+from pot.tensors import tensors_hash
+from pot.trainer import TrainContext, build_trainer, load_trainer_class
+
+mode, code_dir = sys.argv[1], Path(sys.argv[2])
+job = env.JobEnv.read(os.environ)
+ctx = TrainContext(mode=mode, job_dir=job.job_dir, job_seed=job.job_seed,
+                   data_seed=job.data_seed, schedule=job.schedule, config=dict(job.config))
+t0 = time.perf_counter()
+trainer = build_trainer(load_trainer_class(job.trainer, code_dir), ctx)
+param = next(trainer.model.parameters())
+out = {"device": str(param.device), "flags": {
+    "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+    "cudnn_deterministic": torch.backends.cudnn.deterministic,
+    "cudnn_benchmark": torch.backends.cudnn.benchmark,
+    "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
+    "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG")}}
+if param.is_cuda:
+    out["device_name"] = torch.cuda.get_device_name(param.device)
+else:
+    out["device_name"] = "cpu"
+pot_dir = job.job_dir / "pot"
+t1 = time.perf_counter()
+if mode == "train":
+    manifest = train(trainer, ctx, pot_dir)
+    if param.is_cuda:
+        torch.cuda.synchronize()
+    out.update(root=manifest.root, segments=manifest.segments, steps=manifest.total_steps)
+else:
+    segment = int(sys.argv[3])
+    manifest = Manifest.load(pot_dir)
+    report = replay(trainer, ctx, pot_dir, root=manifest.root, segments=[segment])
+    if param.is_cuda:
+        torch.cuda.synchronize()
+    state = trainer.state()
+    leaf = manifest.leaves[segment]
+    out.update(
+        segment=segment,
+        weights_match=tensors_hash(state.params) == leaf.weights,
+        state_match=state_hash(tensors_hash(state.optimizer), rng_bytes(state.rng)) == leaf.state,
+        passed=report.passed,
+        initial_matches_checkpoint0=report.initial_weights_hash == manifest.leaves[0].weights,
+        weights_hash=tensors_hash(state.params)[:16],
+        committed_weights_hash=leaf.weights[:16],
+        distance=report.results[0].distance,
+    )
+out.update(setup_s=t1 - t0, run_s=time.perf_counter() - t1)
+print(json.dumps(out), flush=True)
+"""
+
+
+def _pot_run(mode: str, code_dir: _Path, env_vars: dict, *extra: str) -> dict:
+    done = _subprocess.run(
+        [sys.executable, "-c", POT_RUN, mode, str(code_dir), *extra],
+        env={**_os.environ, **env_vars},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"pot {mode} exited {done.returncode}: {done.stderr[-1500:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+have_torch = torch is not None
+on_gpu = bool(have_torch and inv.gpus and torch.cuda.is_available())
+if not have_torch:
+    print("torch not installed: the PyTorch proof-of-training path did not run")
+    if inv.gpus:
+        fail("pot on the GPU: torch with CUDA is not installed")
+else:
+    if not on_gpu:
+        print("CPU FALLBACK: no GPU here, so the GPU path (CUDA kernels, cuBLAS workspace) "
+              "was NOT exercised; the same training and replay run on the CPU")
+    if inv.gpus and not on_gpu:
+        fail("pot on the GPU: torch sees no CUDA device though NVML lists GPUs")
+    from proofnet.job_authoring.templates import write_template
+
+    # Big enough on a GPU that cuBLAS picks real GEMM kernels; small on the CPU.
+    features, hidden, dataset, batch = (512, 2048, 16384, 1024) if on_gpu else (32, 128, 2048, 128)
+    steps, k = 60, 20
+    with _tempfile.TemporaryDirectory(prefix="proofnet-pot-check-") as tmp:
+        code = _Path(tmp) / "job"
+        write_template(code, "pytorch", seed=20240601)
+        base = {
+            "PROOFNET_JOB_SEED": "20240601",
+            "PROOFNET_JOB_NONCE": "00112233445566778899aabbccddeeff",
+            "PROOFNET_POT_K": str(k),
+            "PROOFNET_POT_STEPS": str(steps),
+            "PROOFNET_POT_DATASET_SIZE": str(dataset),
+            "PROOFNET_POT_BATCH_SIZE": str(batch),
+            "PROOFNET_POT_TRAINER": "trainer:Trainer",
+            "PROOFNET_JOB_DIR": str(_Path(tmp) / "run"),
+        }
+        config = {"lr": "0.01", "hidden": hidden, "features": features}
+        try:
+            trained = _pot_run("train", code, {**base, "PROOFNET_POT_CONFIG": json.dumps(config)})
+            last = trained["segments"]
+            replayed = _pot_run("replay", code,
+                                {**base, "PROOFNET_POT_CONFIG": json.dumps(config)}, str(last))
+            other = _pot_run("replay", code,
+                             {**base, "PROOFNET_POT_CONFIG": json.dumps(config),
+                              "PROOFNET_JOB_NONCE": "ff" * 16},
+                             str(last))
+        except (RuntimeError, _subprocess.TimeoutExpired, ValueError, KeyError) as e:
+            fail(f"pot PyTorch path: {e}")
+        else:
+            per_step = trained["run_s"] / max(1, trained["steps"])
+            print(f"train: {trained['steps']} steps, {trained['segments']} segments on "
+                  f"{trained['device_name']} ({trained['device']}) in {trained['run_s']:.2f} s "
+                  f"({1 / per_step:.1f} steps/s; setup {trained['setup_s']:.2f} s), "
+                  f"MLP {features}->{hidden}->2, batch {batch}, root {trained['root'][:16]}...")
+            print(f"flags: {json.dumps(trained['flags'], sort_keys=True)}")
+            print(f"replay of segment {replayed['segment']} in a fresh process on "
+                  f"{replayed['device_name']}: {replayed['run_s']:.2f} s "
+                  f"(setup {replayed['setup_s']:.2f} s), weights {replayed['weights_hash']} vs "
+                  f"committed {replayed['committed_weights_hash']}: "
+                  f"weights bit-exact={replayed['weights_match']}, "
+                  f"state (optimizer+RNG) bit-exact={replayed['state_match']}, "
+                  f"checkpoint 0 rebuilt={replayed['initial_matches_checkpoint0']}")
+            print(f"replay on another data order (nonce): weights match={other['weights_match']} "
+                  f"(distance {other['distance']:.3g}; must not match)")
+            share = replayed["run_s"] / max(1e-9, trained["run_s"])
+            print(f"one segment's replay took {100 * share:.1f}% of the training run's time "
+                  f"({trained['segments']} segments; checkpoint loads included)")
+            if on_gpu:
+                # What the oracle draws a verifier by: the GPU model the provider's worker
+                # reports (NVML), which must name the device torch trained on.
+                print(f"device class (NVML, as verifiers are matched): {inv.gpus[0].name}; "
+                      f"torch: {trained['device_name']}")
+            if replayed["device_name"] != trained["device_name"]:
+                fail(f"pot: replay on {replayed['device_name']}, trained on {trained['device_name']}")
+            if on_gpu and not trained["device"].startswith("cuda"):
+                fail(f"pot: the trainer ran on {trained['device']}, not the GPU")
+            flags = trained["flags"]
+            if not (flags["deterministic_algorithms"] and flags["cudnn_deterministic"]
+                    and not flags["cudnn_benchmark"]
+                    and flags["CUBLAS_WORKSPACE_CONFIG"] in (":4096:8", ":16:8")):
+                fail(f"pot: determinism flags not set: {flags}")
+            if not (replayed["passed"] and replayed["weights_match"] and replayed["state_match"]):
+                fail("pot: the replayed segment is not bit-exact")
+            if not replayed["initial_matches_checkpoint0"]:
+                fail("pot: the trainer does not rebuild checkpoint 0 from the seed")
+            if other["weights_match"] or other["passed"]:
+                fail("pot: a replay on another data order matched (the check has no teeth)")
 
 section("challenge")
 from worker.challenge import ChallengeSpec, assess_throughput, run_challenge, verify_freivalds
@@ -132,7 +301,7 @@ section("the API's challenge round (worker/api_challenge.py, checked as the API 
 import secrets as _secrets
 
 from api.config import ApiConfig
-from api.services.gpu_challenges import allowed_seconds, min_tflops
+from api.services.gpu_challenges import allowed_seconds, min_tflops, plausible_tflops
 from proofnet.messages.gpu_challenge import challenge_matrices, check_revealed_rows, column_signs
 from proofnet.messages.registration import InclusionProofReport, RevealedRowReport
 from worker.api_challenge import compute_on_gpu
@@ -179,6 +348,56 @@ for gpu in inv.gpus:
             fail(f"API round n={n}: {why}")
         if n == api_config.gpu_challenge_n and elapsed > allowed:
             fail(f"API round n={n}: {elapsed:.2f} s exceeds the {allowed:.2f} s allowed")
+        # The band's two ends against the product alone (the datasheet row is the variant's).
+        low, high = plausible_tflops(gpu.name)
+        matmul_tflops = 2 * n**3 / max(result.elapsed_s, 1e-9) / 1e12
+        print(f"  matmul alone {matmul_tflops:.1f} TFLOP/s; band for {gpu.name}: "
+              f"{low:g}-{high:g} TFLOP/s")
+        if matmul_tflops > high:
+            fail(f"API round n={n}: {matmul_tflops:.1f} TFLOP/s is above the band's upper end "
+                 f"{high:g}: the datasheet row for {gpu.name} is wrong")
+
+section("step-time spread (oracle/verification/metering.py's slack)")
+# The metering slack is sized for the verifier/provider step-time ratio noise sigma_r:
+# slack = (1 - a) / (1 - 3 sigma_r) (docs/benchmarks.md, "Metering slack"). One GPU gives
+# the run-to-run part: a training step loop timed as a verifier times a replay, segment by
+# segment, in fresh runs; sigma_r is about sqrt(2) x this spread on two GPUs of one model.
+try:
+    import statistics as _stats
+
+    import torch
+
+    if torch.cuda.is_available():
+        dev = torch.device("cuda:0")
+        gen = torch.Generator(device=dev).manual_seed(7)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096)
+        ).to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        x = torch.randn(512, 4096, device=dev, generator=gen)
+        y = torch.randn(512, 4096, device=dev, generator=gen)
+
+        def segment(steps: int = 100) -> float:
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(steps):
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+            torch.cuda.synchronize()
+            return (time.perf_counter() - t) / steps
+
+        segment(20)  # warm-up
+        times = [segment() for _ in range(15)]
+        spread = _stats.stdev(times) / _stats.mean(times)
+        sigma_r = spread * 2**0.5
+        print(f"step {_stats.mean(times) * 1e3:.3f} ms, spread {spread:.2%} over 15 segments "
+              f"of 100 steps; sigma_r ~ {sigma_r:.2%}; slack at a = 2.5 %: "
+              f"{(1 - 0.025) / max(1 - 3 * sigma_r, 1e-9):.3f} (default 1.15)")
+    else:
+        print("no CUDA: not measured")
+except ImportError:
+    print("torch not installed: not measured")
 
 section("container GPU runtime")
 from worker.gpu_runtime_check import check_gpu_runtime

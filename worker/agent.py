@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tenacity import (
+    RetryCallState,
     Retrying,
     retry_if_exception_type,
     stop_after_attempt,
@@ -67,6 +68,7 @@ from proofnet.messages.attestation import (
     sign_attestation,
 )
 from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.segment_share import segment_cap
 from proofnet.messages.topology import MultiNode
 from proofnet.redaction import redact_credentials
 from proofnet.settings import absolute
@@ -80,6 +82,7 @@ from worker.api_client import (
     InputRejected,
     LeaseLost,
 )
+from worker.checkpoint_upload import CheckpointUploader
 from worker.cluster import (
     ClusterError,
     Rendezvous,
@@ -128,6 +131,30 @@ from worker.workspace import RepoCache, WorkspaceError, WorkspaceUnavailable
 
 log = logging.getLogger(__name__)
 
+# An upload gives up after this many tries in a row that moved it on by no byte.
+UPLOAD_STALLS = 5
+
+
+@dataclass
+class _Stalls:
+    """Tries of one upload since the last that moved it on (the API's offset grew): the
+    retry's stop (UPLOAD_STALLS of them) and its wait (2 s, 4 s, ... up to the maximum)."""
+
+    max_backoff_s: float
+    count: int = 0
+    reached: int = -1
+
+    def progressed(self, offset: int) -> None:
+        if offset > self.reached:
+            self.count, self.reached = 0, offset
+
+    def stop(self, _state: RetryCallState) -> bool:
+        return self.count >= UPLOAD_STALLS
+
+    def wait(self, _state: RetryCallState) -> float:
+        return float(min(self.max_backoff_s, 2**self.count))
+
+
 CPU_MODEL_NAME = "CPU"
 # host_fault: this machine could not run the job; the lease was released without counting.
 Status = Literal["attested", "failed", "released", "lost", "host_fault"]
@@ -151,6 +178,9 @@ class AgentConfig:
     pids_limit: int | None = 4096
     rate_cards: Mapping[str, RateCard] = field(default_factory=dict)
     keep_workspaces: bool = False
+    # How often a whole job's newly committed checkpoints are uploaded while it trains
+    # (worker.checkpoint_upload); 0 uploads them only at the end (or when released).
+    checkpoint_upload_s: float = 10.0
     # Where this machine can be reached by the other nodes of a multi-node job (node 0
     # hosts the rendezvous there), and how long a node waits for its cluster to form.
     advertise_host: str = "127.0.0.1"
@@ -328,6 +358,7 @@ class Agent:
                 trusted_oracle_keys=self.config.trusted_oracle_keys,
                 pids_limit=self.config.pids_limit,
                 data_policy=self.config.data,
+                payout_address=self.config.payout_address,
             )
         except VerifierRefused as e:
             log.info("not verifying other providers' proofs: %s", e)
@@ -606,6 +637,43 @@ class Agent:
             return
         shipper.note(f"left checkpoint {files[1].name} and the committed prefix to resume from")
 
+    def _checkpoint_uploader(
+        self, claimed: ClaimedJob, job_dir: Path, shipper: LogShipper, start: int
+    ) -> CheckpointUploader | None:
+        """Uploads each committed checkpoint while a whole job trains (so a provider that
+        vanishes leaves one to resume from), sealed when the job is; None for units, jobs
+        that declare no proof files, or when turned off."""
+        interval = self.config.checkpoint_upload_s
+        if claimed.unit is not None or interval <= 0 or not declares_proof(claimed.spec.results):
+            return None
+        seal = None
+        sealing = claimed.sealing
+        if sealing is not None:
+            try:
+                secret = self.seal_keys.secret_for(claimed.job_id, claimed.nonce)
+            except SealKeyError as e:
+                raise _HostFault(str(e)) from e
+
+            def seal(files: list[CollectedResult]) -> list[CollectedResult]:
+                kept = [f for f in files if not seals(f.name)]
+                hidden = seal_results(
+                    [f for f in files if seals(f.name)],
+                    _sealed_dir(job_dir) / "pot",
+                    secret=secret,
+                    recipients=[sealing.public_key],
+                )
+                return [*kept, *hidden]
+
+        return CheckpointUploader(
+            job_dir,
+            lambda files: self._upload(claimed, files, shipper, quiet=True),
+            snapshot_dir=_sealed_dir(job_dir) / "prefix",
+            seal=seal,
+            interval_s=interval,
+            start=start,
+            note=shipper.note,
+        )
+
     def _fetch_resume(
         self, claimed: ClaimedJob, job_dir: Path, keeper: LeaseKeeper, shipper: LogShipper
     ) -> int:
@@ -669,9 +737,16 @@ class Agent:
         # A node's last command is its torchrun: the one that must reach the other nodes.
         networked = len(commands) if unit is not None and unit.kind == "node" else None
 
-        run, usage, started_ms, ended_ms = self._run_commands(
-            claimed, tag, job_dir, assigned, keeper, shipper, commands, extra_env, networked
-        )
+        uploader = self._checkpoint_uploader(claimed, job_dir, shipper, resume_at or 0)
+        if uploader is not None:
+            uploader.start()
+        try:
+            run, usage, started_ms, ended_ms = self._run_commands(
+                claimed, tag, job_dir, assigned, keeper, shipper, commands, extra_env, networked
+            )
+        finally:
+            if uploader is not None:
+                uploader.stop()
         with contextlib.suppress(ApiClientError):
             self.api.report_usage(claimed.lease_token, _usage_report(usage))
         self._check_lease(keeper)
@@ -711,6 +786,9 @@ class Agent:
                 amount = self.rate_cards.amount(spec, gpu_ms, gpu_model)
             except PricingError as e:  # checked before the run; only a changed card gets here
                 raise _Failed(f"cannot price the job: {e}") from e
+            if claimed.resume is not None:
+                # Resumed: paid for the segments this attempt proved, not the lost one's.
+                amount = segment_cap(spec, amount, claimed.resume.at + 1)
         signed = self._attest(
             claimed,
             assigned,
@@ -1134,36 +1212,38 @@ class Agent:
         for r in results:
             # Streamed in resumable chunks: a retry carries on from the API's offset, and
             # only retries that move nothing count towards giving up.
-            stalls, reached = 0, -1
+            stalls = _Stalls(max_backoff_s=self.config.max_backoff_s)
 
-            def progressed(offset: int) -> None:
-                nonlocal stalls, reached
-                if offset > reached:
-                    stalls, reached = 0, offset
-
-            while True:
+            def once(result: CollectedResult = r, stalls: _Stalls = stalls) -> None:
                 try:
                     self.api.upload_file(
                         claimed.lease_token,
-                        r.name,
-                        r.path,
-                        r.sha256,
-                        size=r.size,
-                        on_progress=progressed,
+                        result.name,
+                        result.path,
+                        result.sha256,
+                        size=result.size,
+                        on_progress=stalls.progressed,
                     )
-                    break
                 except ApiUnavailable as e:
-                    stalls += 1
-                    if stalls >= 5:
-                        raise
-                    log.warning("upload of %s broke off (will resume): %s", r.name, e)
-                    self._pause(min(self.config.max_backoff_s, 2**stalls))
-                except LeaseLost:
+                    stalls.count += 1
+                    log.warning("upload of %s broke off (will resume): %s", result.name, e)
                     raise
-                except ApiRefused as e:
-                    raise _Failed(f"the API refused result {r.name}: {e}") from e
-                except OSError as e:
-                    raise _Failed(f"cannot read result {r.name}: {e}") from e
+
+            retrying = Retrying(
+                stop=stalls.stop,
+                wait=stalls.wait,
+                retry=retry_if_exception_type(ApiUnavailable),
+                sleep=self._pause,
+                reraise=True,
+            )
+            try:
+                retrying(once)
+            except LeaseLost:
+                raise
+            except ApiRefused as e:
+                raise _Failed(f"the API refused result {r.name}: {e}") from e
+            except OSError as e:
+                raise _Failed(f"cannot read result {r.name}: {e}") from e
             if not quiet:
                 shipper.note(f"uploaded {r.name} ({r.size} bytes, sha256 {r.sha256})")
 

@@ -13,8 +13,9 @@ import json
 import os
 import re
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from urllib.parse import quote
 
 import httpx
 from pydantic import ValidationError
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from proofnet.messages.claim import Claim, ClaimEscrow, ClaimResume, ClaimSealing, LeaseAnswer
 from proofnet.messages.destinations import DeliveryReport
@@ -85,6 +87,14 @@ class BadClaim(ApiRefused):
 
 class InputRejected(ApiRefused):
     """An input checkpoint did not arrive as the claim pinned it (hash or size differ)."""
+
+
+@dataclass
+class _Received:
+    """What a download has written so far: where a retry resumes, and the hash of it all."""
+
+    size: int = 0
+    digest: Any = field(default_factory=hashlib.sha256)
 
 
 @dataclass(frozen=True)
@@ -185,8 +195,15 @@ class ApiClient:
         *,
         timeout_s: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        retry_base_s: float = 0.5,
+        retry_max_s: float = 10.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # A broken-off download resumes after 0.5 s, 1 s, 2 s, ... (at most `retry_max_s`).
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
+        self.sleep = sleep
         self.key = key
         self.network = network
         self._http = httpx.Client(timeout=timeout_s, transport=transport)
@@ -506,19 +523,18 @@ class ApiClient:
             raise ValueError("expected_sha256 must be 64 lowercase hex digits")
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".input-")
-        digest, size = hashlib.sha256(), 0
+        received = _Received()
+        retrying = Retrying(
+            stop=stop_after_attempt(attempts),
+            wait=wait_exponential(multiplier=self.retry_base_s, max=self.retry_max_s),
+            retry=retry_if_exception_type(ApiUnavailable),
+            sleep=self.sleep,
+            reraise=True,
+        )
         try:
             with os.fdopen(fd, "wb") as out:
-                for attempt in range(attempts):
-                    try:
-                        size = self._download_from(
-                            path, out, digest, size, what, lease, expected_sha256
-                        )
-                        break
-                    except ApiUnavailable:
-                        if attempt == attempts - 1:
-                            raise
-            got = digest.hexdigest()
+                retrying(self._download_from, path, out, received, what, lease, expected_sha256)
+            got, size = received.digest.hexdigest(), received.size
             if got != expected_sha256:
                 raise InputRejected(
                     f"{what} arrived with SHA-256 {got} ({size} bytes), "
@@ -534,12 +550,14 @@ class ApiClient:
         self,
         path: str,
         out: Any,
-        digest: Any,
-        have: int,
+        received: _Received,
         what: str,
         lease: bool,
         expected_sha256: str,
-    ) -> int:
+    ) -> None:
+        """One try: ask for the bytes past `received.size`, and write and count each block as
+        it arrives, so a break-off leaves `received` where the next try resumes."""
+        have = received.size
         headers = {"Range": f"bytes={have}-"} if have else None
         request = self._signed_request("GET", path, headers=headers)
         try:
@@ -560,15 +578,14 @@ class ApiClient:
                 )
             if have and response.status_code != 206:
                 raise ApiUnavailable(f"the API did not resume {what} at byte {have}")
-            for chunk in response.iter_bytes(_CHUNK):
-                digest.update(chunk)
-                out.write(chunk)
-                have += len(chunk)
+            for block in response.iter_bytes():
+                out.write(block)
+                received.digest.update(block)
+                received.size += len(block)
         except httpx.TransportError as e:
-            raise ApiUnavailable(f"{what} broke off at byte {have}: {e}") from e
+            raise ApiUnavailable(f"{what} broke off at byte {received.size}: {e}") from e
         finally:
             response.close()
-        return have
 
     # --- keys of sealed proof files (proofnet/messages/key_grant.py) ------------------------
 

@@ -71,7 +71,7 @@ def amount_claimed(
     try:
         return price_under(
             card,
-            max_amount=spec.max_amount,
+            max_amount=spec.compute_amount,
             worker_key=worker_key,
             gpu_model=gpu_model,
             gpu_milliseconds=gpu_milliseconds,

@@ -41,7 +41,6 @@ from proofnet.messages.jobspec import JobSpec, JobSpecError
 from proofnet.messages.shards import DataShard
 from proofnet.messages.topology import Relay, plan
 from proofnet.messages.verification import (
-    FIRST_SEGMENT,
     SegmentResult,
     VerificationError,
     VerificationReport,
@@ -89,6 +88,7 @@ class Verifier:
         timeout_s: float = 1800.0,
         pids_limit: int | None = 4096,
         data_policy: DataFetchPolicy | None = None,
+        payout_address: str | None = None,
     ) -> None:
         if not runtime.isolated and not allow_unisolated:
             raise VerifierRefused(
@@ -104,6 +104,9 @@ class Verifier:
         self.pids_limit = pids_limit
         # How a relay stage's data reaches this host: the provider's own rules for jobs.
         self.data_policy = data_policy
+        # Where this worker's verification fees go (its registered payout address): named
+        # in every report it signs (proofnet.messages.verification_fee).
+        self.payout_address = payout_address
 
     def run_once(self) -> list[VerificationReport]:
         """Answer every pending task that can be answered now; the reports posted."""
@@ -137,13 +140,15 @@ class Verifier:
             shutil.rmtree(work)
         work.mkdir(parents=True)
         try:
-            if task.kind != "replay":
+            if not task.replays:
                 return self._recompute_task(task, spec, pending, work)
             return self._replay_task(task, spec, pending, work)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
     def _report(self, task: VerificationTask, **fields: Any) -> VerificationReport:
+        if self.payout_address is not None:
+            fields.setdefault("payout_address", self.payout_address)
         return VerificationReport.sign(self.key.signing_key, task, **fields)
 
     def _replay_task(
@@ -184,7 +189,11 @@ class Verifier:
             "replay_ms": replay_ms,
         }
         if status in ("passed", "failed"):
-            again = self._run(task, spec, work, (FIRST_SEGMENT,), "repeat", shards)
+            # The provider's first segment (the task's first), replayed again, timed like
+            # the drawn run: the difference is the other segments' steps alone.
+            started = time.monotonic()
+            again = self._run(task, spec, work, task.segments[:1], "repeat", shards)
+            fields["repeat_ms"] = int((time.monotonic() - started) * 1000)
             first = [r for r in again.get("results") or [] if isinstance(r, dict)]
             if first:
                 fields["repeat"] = SegmentResult.from_harness(first[0]).model_dump(mode="json")
@@ -289,6 +298,8 @@ class Verifier:
             str(seen),
             "--pot-dir",
             str(seen / "pot"),
+            # An early task replays from the committed prefix of a run still training.
+            *(("--prefix",) if task.kind == "early" else ()),
         )
         result, lines = self._execute(task, spec, work, tuple(argv), environ, label)
         if result.reason is RunReason.RUNTIME_ERROR:
@@ -426,31 +437,57 @@ class Verifier:
 
 class VerifierLoop:
     """Answers verification tasks from a background thread until stopped, every
-    `interval_s`, whatever job runs here; never dies of an error."""
+    `interval_s`, whatever job runs here; never dies of an error.
+
+    Asking for tasks is what keeps this worker a candidate verifier (the API's
+    `verifier_online_s`), and a replay of real segments outlasts that window while the
+    round is busy with it. An oracle that finds the drawn verifier gone draws again from the
+    workers online then, which leaves the busy verifier's replay unused and unpaid; so while a
+    round runs, a second thread keeps asking every `interval_s` (the tasks it hears of wait
+    for the next round)."""
 
     def __init__(self, verifier: Verifier, *, interval_s: float = 30.0) -> None:
         self.verifier = verifier
         self.interval_s = interval_s
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._busy = threading.Event()
+        self._threads: list[threading.Thread] = []
         self.rounds = 0
+        self.announcements = 0
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="verifier", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, name="verifier", daemon=True),
+            threading.Thread(target=self._keep_online, name="verifier-online", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        for thread in self._threads:
+            thread.join(timeout=30)
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            self._busy.set()
             try:
                 self.verifier.run_once()
             except ApiUnavailable as e:
                 log.info("cannot read verification tasks now: %s", e)
             except Exception:  # keep verifying: one bad round must not end the thread
                 log.exception("answering verification tasks failed")
+            finally:
+                self._busy.clear()
             self.rounds += 1
             self._stop.wait(self.interval_s)
+
+    def _keep_online(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            if not self._busy.is_set():
+                continue
+            try:
+                self.verifier.api.verification_tasks()
+                self.announcements += 1
+            except Exception as e:  # the next round asks again; never end the thread
+                log.info("cannot tell the API this verifier is still online: %s", e)

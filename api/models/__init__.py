@@ -16,6 +16,7 @@ from api.models.proof_key_request import ProofKeyRequest
 from api.models.provider import GpuChallenge, Provider, ProviderGpu, RateCard
 from api.models.rate_card_document import JobRateCard, ProviderRateCard, PublishedRateCard
 from api.models.sealing_key import SealingKey
+from api.models.storage_offer import StorageOffer, StoragePlacement
 from api.models.user import User
 from api.models.verification_unit import VerificationUnit
 
@@ -51,6 +52,8 @@ __all__ = [
     "PublishedRateCard",
     "RateCard",
     "SealingKey",
+    "StorageOffer",
+    "StoragePlacement",
     "TableBase",
     "User",
     "VerificationUnit",

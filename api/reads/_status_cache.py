@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from cachetools import TLRUCache
+
 from api.reads._change_feed import ESCROW, JOB, QUEUE
 from api.services.jobs import MATCHING_CACHE_TTL_S
 
@@ -78,7 +80,11 @@ class StatusCache:
         self.queued_ttl_s = min(queued_ttl_s, ttl_s)
         self.clock = clock
         self.max_entries = max_entries
-        self._entries: dict[str, _Entry] = {}
+        # Each entry lives until its read's start plus its TTL (`_expiry`), by `clock`; past
+        # `max_entries` the least recently used goes.
+        self._entries: TLRUCache[str, _Entry] = TLRUCache(
+            maxsize=max_entries, ttu=self._expiry, timer=clock
+        )
         # Every announcement or reset moves `_seq` on; a read keeps its body only if nothing
         # about its job (`_changed`), the queue (`_queue_seq`) or everything (`_floor`)
         # was announced since its ticket.
@@ -110,13 +116,19 @@ class StatusCache:
                 del self._entries[job_id]
             return None
 
+    def _ttl(self, entry: _Entry) -> float:
+        return self.queued_ttl_s if entry.queued else self.ttl_s
+
+    def _expiry(self, _job_id: str, entry: _Entry, _now: float) -> float:
+        """When `entry` expires by this process's clock: its read's start plus its TTL."""
+        return entry.ticket.tick + self._ttl(entry)
+
     def _fresh(self, entry: _Entry, now: datetime) -> bool:
-        ttl = self.queued_ttl_s if entry.queued else self.ttl_s
-        age = self.clock() - entry.ticket.tick
-        # Per this process's clock and per the app's (a test clock that stands still does
-        # not keep an entry forever; one moved forward drops it).
+        # The cache drops an entry by this process's clock; the app's clock bounds it too
+        # (a test clock that stands still does not keep an entry forever; one moved forward
+        # drops it).
         app_age = (now - entry.ticket.now).total_seconds()
-        if not (0 <= age < ttl and 0 <= app_age < ttl):
+        if not 0 <= app_age < self._ttl(entry):
             return False
         return not (entry.queued and entry.ticket.seq < self._queue_seq)
 
@@ -130,8 +142,6 @@ class StatusCache:
                 return
             if queued and ticket.seq < self._queue_seq:
                 return
-            if len(self._entries) >= self.max_entries:
-                self._entries.clear()
             self._entries[job_id] = _Entry(user_id, body, queued, ticket)
 
     # --- the change feed's side (its thread) ----------------------------------------------

@@ -23,6 +23,7 @@ from api.routes import (
     providers,
     rate_cards,
     sealing_keys,
+    storage,
     users,
     verifications,
     worker,
@@ -42,6 +43,8 @@ api_router.include_router(notifications.router)
 api_router.include_router(balances.router)
 api_router.include_router(providers.router)
 api_router.include_router(rate_cards.router)
+api_router.include_router(storage.router)
+api_router.include_router(storage.oracle_router)
 api_router.include_router(worker.router)
 api_router.include_router(gpu_challenges.router)
 api_router.include_router(auctions.router)

@@ -43,6 +43,12 @@ def oracle_job(job_id: str, _oracle: OracleKey, session: SessionDep) -> dict[str
     return service.job_feed(session, job_id)
 
 
+@router.get("/oracle/early-commits")
+def oracle_early_commits(_oracle: OracleKey, session: SessionDep) -> list[dict[str, Any]]:
+    """Running leases whose first segment is committed and uploaded: replayed early."""
+    return service.early_commits(session)
+
+
 @router.get("/oracle/jobs/{job_id}/results/{name:path}")
 def oracle_job_result(
     job_id: str,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from cachetools import TTLCache
 from sqlalchemy import Connection, bindparam, update
 from sqlalchemy import select as sa_select
 from sqlalchemy.orm import make_transient_to_detached
@@ -160,11 +161,13 @@ TOKEN_CACHE_TTL_S = 5.0
 
 
 class TokenCache:
-    """Bearer token hash -> the user it signs in, for `ttl_s` seconds (thread-safe, bounded).
+    """Bearer token hash -> the user it signs in, for `ttl_s` seconds (thread-safe, bounded:
+    past `max_entries` the least recently used entry goes).
 
     The user's column values are kept; every `get` gets its own detached `User`, so no two
-    requests share an instance (`get_shared`, for read-only callers, is the exception). Revocation leaves a tombstone for `ttl_s`, so a lookup
-    that read the database just before the revocation committed cannot re-add the token.
+    requests share an instance (`get_shared`, for read-only callers, is the exception).
+    Revocation leaves a tombstone for `ttl_s`, so a lookup that read the database just
+    before the revocation committed cannot re-add the token.
     """
 
     def __init__(
@@ -177,36 +180,34 @@ class TokenCache:
         self.ttl_s = ttl_s
         self.max_entries = max_entries
         self.clock = clock
-        self._entries: dict[str, tuple[float, datetime, dict[str, Any], User]] = {}
-        self._revoked: dict[str, float] = {}
-        self._lock = threading.Lock()
+        # token hash -> (token expiry, the user's column values, a shared detached User)
+        self._entries: TTLCache[str, tuple[datetime, dict[str, Any], User]] = TTLCache(
+            maxsize=max_entries, ttl=ttl_s, timer=clock
+        )
+        self._revoked: TTLCache[str, bool] = TTLCache(maxsize=max_entries, ttl=ttl_s, timer=clock)
+        self._lock = threading.Lock()  # cachetools' caches are not thread-safe
         _token_caches.add(self)
 
     def get(self, token_hash: str, now: datetime) -> User | None:
         """The cached user, None on a miss; raises Unauthorized when the token has expired."""
         entry = self._fresh(token_hash, now)
-        return None if entry is None else _detached_user(entry[2])
+        return None if entry is None else _detached_user(entry[1])
 
     def get_shared(self, token_hash: str, now: datetime) -> User | None:
         """`get`, but one detached `User` per entry, shared by every caller (building a
         `User` costs more than the rest of a hit): only for callers that read who the
         caller is, and never modify it or add it to a session."""
         entry = self._fresh(token_hash, now)
-        return None if entry is None else entry[3]
+        return None if entry is None else entry[2]
 
     def _fresh(
         self, token_hash: str, now: datetime
-    ) -> tuple[float, datetime, dict[str, Any], User] | None:
+    ) -> tuple[datetime, dict[str, Any], User] | None:
         with self._lock:
             entry = self._entries.get(token_hash)
         if entry is None:
             return None
-        if not 0 <= self.clock() - entry[0] < self.ttl_s:
-            with self._lock:
-                if self._entries.get(token_hash) is entry:
-                    del self._entries[token_hash]
-            return None
-        if entry[1] <= now:
+        if entry[0] <= now:
             raise Unauthorized("bearer token expired; sign in again")
         return entry
 
@@ -216,23 +217,15 @@ class TokenCache:
         )
 
     def put_values(self, token_hash: str, values: dict[str, Any], expires_at: datetime) -> None:
-        now = self.clock()
         with self._lock:
-            revoked = self._revoked.get(token_hash)
-            if revoked is not None and now - revoked < self.ttl_s:
+            if token_hash in self._revoked:
                 return
-            if len(self._entries) >= self.max_entries:
-                self._entries.clear()
-                self._revoked = {h: t for h, t in self._revoked.items() if now - t < self.ttl_s}
-            self._entries[token_hash] = (now, expires_at, values, _detached_user(values))
+            self._entries[token_hash] = (expires_at, values, _detached_user(values))
 
     def evict(self, token_hash: str) -> None:
-        now = self.clock()
         with self._lock:
             self._entries.pop(token_hash, None)
-            if len(self._revoked) >= self.max_entries:
-                self._revoked = {h: t for h, t in self._revoked.items() if now - t < self.ttl_s}
-            self._revoked[token_hash] = now
+            self._revoked[token_hash] = True
 
 
 # Every live cache in this process, so a logout evicts the token wherever it is cached.

@@ -1,4 +1,5 @@
-"""How long an escrow must last: every attempt of the job's run, then the settlement window.
+"""How long an escrow must last: every attempt of the job's run, its storage term, then the
+settlement window.
 
 After its last possible attempt a job still needs time for the oracles to settle it; past
 the deadline the submitter may take the escrow back. Pure arithmetic over the spec.
@@ -15,9 +16,13 @@ def escrow_deadline_ms(
 ) -> int:
     """Room for every attempt at the job's full duration, then the settlement window. A job
     with a topology has room for every attempt of each unit on its longest chain of units
-    that run one after another (`sequential_units`)."""
+    that run one after another (`sequential_units`). A job that keeps storage also has room
+    for its storage term: its copies are paid from this escrow once the term is over."""
     attempts_ms = spec.resources.max_duration_s * 1000 * max_attempts
-    return chain_now_ms + attempts_ms * sequential_units(spec) + settlement_window_s * 1000
+    term_ms = 0 if spec.storage is None else spec.storage.term_s * 1000
+    return (
+        chain_now_ms + attempts_ms * sequential_units(spec) + term_ms + settlement_window_s * 1000
+    )
 
 
 def sequential_units(spec: JobSpec) -> int:

@@ -8,6 +8,7 @@ body, and the transaction must lock an escrow of this deployment for this very j
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 
 from pycardano import Address, Transaction, UTxO, VerificationKeyHash
 from sqlmodel import Session, select
+from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_fixed
 
 from api.config import ApiConfig
 from api.errors import ApiError, BadRequest, Conflict
@@ -179,6 +181,33 @@ def escrow_output_index(tx: Transaction, deployment: Any, job_id: str) -> int:
     raise BadRequest(f"this transaction locks no escrow of this deployment for job {job_id}")
 
 
+# How often a submitted transaction's escrow output is looked for until it shows.
+CONFIRM_POLL_S = 0.25
+
+
+def await_output(
+    lookup: Callable[[], Any], *, confirm_wait_s: float, sleep: Callable[[float], None]
+) -> Any:
+    """`lookup()` every CONFIRM_POLL_S until it finds something or `confirm_wait_s` is
+    spent (counted in polls, so a `sleep` that returns at once ends it as soon); None then.
+    A failing backend counts as not found yet: the transaction is submitted already, and
+    the client can record its escrow later."""
+
+    def once() -> Any:
+        try:
+            return lookup()
+        except payable_escrow.EscrowBackendError:
+            return None
+
+    return Retrying(
+        stop=stop_after_attempt(math.ceil(confirm_wait_s / CONFIRM_POLL_S) + 1),
+        wait=wait_fixed(CONFIRM_POLL_S),
+        retry=retry_if_result(lambda found: found is None),
+        sleep=sleep,
+        retry_error_callback=lambda _state: None,
+    )(once)
+
+
 def submit_escrow_tx(
     session: Session,
     context: Any,
@@ -209,16 +238,11 @@ def submit_escrow_tx(
         raise BadRequest(f"the chain refused the transaction: {exc.reason}") from exc
     except Exception as exc:
         raise EscrowUnavailable(f"chain backend unavailable: {type(exc).__name__}: {exc}") from exc
-    waited = 0.0
-    while True:
-        try:
-            found = payable_escrow.lookup(context, tx_id, index)
-        except payable_escrow.EscrowBackendError:
-            found = None  # submitted already; the client can record it later
-        if found is not None or waited >= confirm_wait_s:
-            break
-        sleep(0.25)
-        waited += 0.25
+    found = await_output(
+        lambda: payable_escrow.lookup(context, tx_id, index),
+        confirm_wait_s=confirm_wait_s,
+        sleep=sleep,
+    )
     if found is None:
         return SubmittedEscrowTx(job_id, tx_id, index, None)
     terms = payable_escrow.terms_for(job, owner, deployment, config, now)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from cachetools import TTLCache
 from sqlalchemy import Connection, Row, bindparam, case, exists, false, func
 from sqlalchemy import select as sa_select
 from sqlalchemy.orm import aliased
@@ -186,8 +187,11 @@ class MatchingCache:
         self.ttl_s = ttl_s
         self.clock = clock
         self.max_entries = max_entries
-        self._entries: dict[tuple[int, int, int], tuple[datetime, float, int]] = {}
-        self._lock = threading.Lock()
+        # shape -> (the app's time of the count, the count); expired by `clock`.
+        self._entries: TTLCache[tuple[int, int, int], tuple[datetime, int]] = TTLCache(
+            maxsize=max_entries, ttl=ttl_s, timer=clock
+        )
+        self._lock = threading.Lock()  # cachetools' caches are not thread-safe
 
     def matching(
         self, session: Session | Connection, config: ApiConfig, job: JobLike, now: datetime
@@ -195,16 +199,13 @@ class MatchingCache:
         key = (job.gpu_count, job.gpu_memory_mb, config.provider_online_s)
         with self._lock:
             hit = self._entries.get(key)
-        tick = self.clock()
         if hit is not None:
-            at, tick_at, count = hit
-            if 0 <= (now - at).total_seconds() < self.ttl_s and 0 <= tick - tick_at < self.ttl_s:
+            at, count = hit
+            if 0 <= (now - at).total_seconds() < self.ttl_s:
                 return count
         count = matching_providers_online(session, config, job, now)
         with self._lock:
-            if len(self._entries) >= self.max_entries:
-                self._entries.clear()
-            self._entries[key] = (now, tick, count)
+            self._entries[key] = (now, count)
         return count
 
 

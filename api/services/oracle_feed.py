@@ -12,17 +12,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from api.errors import Conflict, NotFound
 from api.models import Job, JobEscrow, JobResult, Lease, Provider, User
-from api.services import auctions, rate_cards, unit_feed
+from api.services import auctions, rate_cards, resume, unit_feed
 from api.services.jobs import get_job
 from api.services.leases import leases_started
 from api.services.sealing_keys import sealing_key_for_job
 from chain.offchain.escrow_terms import EscrowFacts
 from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.result_paths import split_attempt_result_name
+from proofnet.messages.verification import PREFIX_FILE
 
 
 def _iso(at: datetime) -> str:
@@ -94,7 +97,56 @@ def job_feed(session: Session, job_id: str) -> dict[str, Any]:
     if job.unit_count:
         # A job with a topology is paid per unit: no job-level lease or results.
         feed["units"] = unit_feed.units_feed(session, job)
+    else:
+        # Each whole-job attempt, with the segments it proved and its proof uploads: a
+        # resumed proof is checked against the prefix it resumed (api.services.resume).
+        feed["attempts"] = resume.feed_attempts(session, job)
     return feed
+
+
+# What a worker has uploaded once its run commits segment 1 (worker.checkpoint_upload): the
+# committed prefix and the files of checkpoints 0 and 1.
+EARLY_FILES = (
+    PREFIX_FILE,
+    *(f"pot/{i:06d}.{ext}" for i in (0, 1) for ext in ("weights", "optim", "rng.json")),
+)
+MAX_EARLY_LISTED = 200
+
+
+def early_commits(session: Session, limit: int = MAX_EARLY_LISTED) -> list[dict[str, Any]]:
+    """Running whole-job leases (not resumed ones) of unsealed jobs whose first segment's
+    commitment is uploaded, oldest first: what oracles replay early (`oracle.verification.early`). The
+    oracle reads each job's attempts and the prefix through the job feed, and judges."""
+    uploaded = (
+        select(JobResult.lease_id)
+        .where(col(JobResult.name).in_(EARLY_FILES))
+        .group_by(col(JobResult.lease_id))
+        .having(func.count(col(JobResult.name).distinct()) == len(EARLY_FILES))
+    )
+    rows = session.exec(
+        select(Lease, Job)
+        .join(Job, col(Job.id) == col(Lease.job_id))
+        .where(
+            col(Lease.unit_id).is_(None),
+            col(Lease.ended_at).is_(None),
+            col(Lease.resumed_lease_id).is_(None),
+            col(Lease.id).in_(uploaded),
+        )
+        .order_by(col(Lease.created_at), col(Lease.id))
+        .limit(limit)
+    ).all()
+    return [
+        {
+            "job_id": job.job_id,
+            "attempt": lease.attempt,
+            "nonce": lease.nonce,
+            # The checked GPU model the lease runs on: verifiers must have it.
+            "gpu_model": lease.gpu_models[0] if lease.gpu_models else None,
+        }
+        for lease, job in rows
+        # A sealed job's checkpoints are sealed to its submitter: no verifier could open them.
+        if sealing_key_for_job(session, job) is None
+    ]
 
 
 def job_result_row(session: Session, job_id: str, name: str) -> JobResult:
@@ -104,6 +156,12 @@ def job_result_row(session: Session, job_id: str, name: str) -> JobResult:
         raise NotFound(f"no job {job_id}")
     if job.unit_count:
         return unit_feed.unit_result_row(session, job, name)
+    scoped = split_attempt_result_name(name)
+    if scoped is not None:
+        found = resume.attempt_result_row(session, job, *scoped)
+        if found is None:
+            raise NotFound(f"job {job_id} has no attempt upload {name!r}")
+        return found
     lease = completing_lease(session, job)
     row = None
     if lease is not None:

@@ -73,7 +73,10 @@ def run_margin_ms(spec: JobSpec, config: ApiConfig, *, whole_job: bool) -> int:
     Before any lease the run is the job's units that must run one after another; at a
     lease start it is that lease's run."""
     runs = sequential_units(spec) if whole_job else 1
-    return (spec.resources.max_duration_s * runs + config.settlement_window_s) * 1000
+    # A job that keeps storage is settled once its storage term is over (its copies are
+    # paid from the same escrow, docs/storage.md): the escrow must outlive the term.
+    term = 0 if spec.storage is None else spec.storage.term_s
+    return (spec.resources.max_duration_s * runs + term + config.settlement_window_s) * 1000
 
 
 def terms_for(

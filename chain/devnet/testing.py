@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 import httpx
 import uvicorn
 from fastapi import FastAPI
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from chain.devnet.interface import DevnetLedger
 from proofnet.serving import HttpLimits, uvicorn_config
@@ -67,13 +67,20 @@ def serve_app(
         target=server.run, kwargs={"sockets": [sock]}, name=f"devnet-http-{port}", daemon=True
     )
     thread.start()
-    deadline = time.monotonic() + startup_timeout
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            sock.close()
-            raise DevnetStartError(f"uvicorn did not start on {host}:{port}")
-        time.sleep(0.01)
+
+    def settled() -> bool:
+        return bool(server.started) or not thread.is_alive()  # a dead thread never starts
+
+    Retrying(
+        stop=stop_after_delay(startup_timeout),
+        wait=wait_fixed(0.01),
+        retry=retry_if_result(lambda done: not done),
+        retry_error_callback=lambda _state: False,
+    )(settled)
+    if not server.started:
+        server.should_exit = True
+        sock.close()
+        raise DevnetStartError(f"uvicorn did not start on {host}:{port}")
     try:
         yield f"http://{host}:{port}"
     finally:
@@ -131,14 +138,22 @@ class RunningDevnet:
 
     def wait_for_tx(self, tx_hash: str, timeout: float = 30.0) -> dict[str, Any]:
         """Block until `tx_hash` is confirmed; return its Blockfrost `/txs/{hash}` JSON."""
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def confirmed() -> dict[str, Any] | None:
             response = self._client.get(f"{self.url}/txs/{tx_hash}")
-            if response.status_code == 200:
-                return dict(response.json())
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"transaction {tx_hash} not confirmed within {timeout}s")
-            time.sleep(0.05)
+            return dict(response.json()) if response.status_code == 200 else None
+
+        def timed_out(_state: RetryCallState) -> dict[str, Any]:
+            raise TimeoutError(f"transaction {tx_hash} not confirmed within {timeout}s")
+
+        found = Retrying(
+            stop=stop_after_delay(timeout),
+            wait=wait_fixed(0.05),
+            retry=retry_if_result(lambda got: got is None),
+            retry_error_callback=timed_out,
+        )(confirmed)
+        assert found is not None  # the retry ends only on an answer, or raises
+        return found
 
     def close(self) -> None:
         self._client.close()

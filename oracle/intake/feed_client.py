@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from cachetools import LRUCache
+from cachetools import TTLCache
 from nacl.signing import SigningKey
 
 from oracle.inputs.feed import (
@@ -30,6 +30,7 @@ from oracle.inputs.feed import (
     parse_worker,
 )
 from oracle.inputs.feed_units import JOB_OVER_STATUSES
+from oracle.verification.early import EarlyCommit
 from oracle.verification.verifiers import Candidate
 from proofnet.messages.key_grant import KeyRequest
 from proofnet.messages.verification import VerificationTask
@@ -39,6 +40,7 @@ FEED_PREFIX = "/api/v1/oracle"
 KEY_REQUESTS_PATH = f"{FEED_PREFIX}/key-requests"
 VERIFIERS_PATH = f"{FEED_PREFIX}/verifiers"
 VERIFICATIONS_PATH = f"{FEED_PREFIX}/verifications"
+EARLY_COMMITS_PATH = f"{FEED_PREFIX}/early-commits"
 # `artifact` holds an upload in memory: only for manifests. Proof files (full weights)
 # stream to disk with `save_artifact`.
 MAX_ARTIFACT_IN_MEMORY = 64 << 20
@@ -57,6 +59,9 @@ def artifact_path(job_id: str, name: str) -> str:
     return f"{job_path(job_id)}/results/{quote(name, safe='/')}"
 
 
+_MISSING = object()
+
+
 @dataclass
 class HttpApiFeed:
     base_url: str
@@ -68,11 +73,12 @@ class HttpApiFeed:
     client: httpx.Client | None = None
     # Bounded: attestations naming made-up jobs and keys must not grow the oracle's memory.
     cache_size: int = 10_000
-    _cache: LRUCache[tuple[str, str], tuple[float, Any]] = field(init=False)
+    clock: Callable[[], float] = time.monotonic
+    _cache: TTLCache[tuple[str, str], Any] = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self._cache = LRUCache(maxsize=self.cache_size)
+        self._cache = TTLCache(maxsize=self.cache_size, ttl=self.ttl_s, timer=self.clock)
         if self.client is None:
             self.client = httpx.Client(base_url=self.base_url.rstrip("/"), timeout=self.timeout_s)
 
@@ -106,15 +112,13 @@ class HttpApiFeed:
         return response
 
     def _cached(self, key: tuple[str, str]) -> tuple[bool, Any]:
-        with self._lock:
-            hit = self._cache.get(key)
-        if hit is not None and time.monotonic() - hit[0] <= self.ttl_s:
-            return True, hit[1]
-        return False, None
+        with self._lock:  # cachetools' caches are not thread-safe
+            hit = self._cache.get(key, _MISSING)
+        return (False, None) if hit is _MISSING else (True, hit)
 
     def _store(self, key: tuple[str, str], value: Any) -> None:
         with self._lock:
-            self._cache[key] = (time.monotonic(), value)
+            self._cache[key] = value
 
     def job(self, job_id: str) -> JobInfo | None:
         hit, value = self._cached(("job", job_id))
@@ -218,6 +222,25 @@ class HttpApiFeed:
             return [Candidate(str(c["worker_key"]), str(c["payout_address"])) for c in raw]
         except (KeyError, TypeError) as exc:
             raise FeedDataError(f"verifiers: {exc}") from exc
+
+    def early_commits(self) -> list[EarlyCommit]:
+        """Running leases whose first segment's commitment is uploaded (replayed early)."""
+        response = self._get(EARLY_COMMITS_PATH, "early commits")
+        raw = [] if response is None else response.json()
+        if not isinstance(raw, list):
+            raise FeedDataError("early commits must be a list")
+        try:
+            return [
+                EarlyCommit(
+                    str(c["job_id"]),
+                    int(c["attempt"]),
+                    str(c["nonce"]),
+                    None if c.get("gpu_model") is None else str(c["gpu_model"]),
+                )
+                for c in raw
+            ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FeedDataError(f"early commits: {exc}") from exc
 
     def post_verification(self, task: VerificationTask) -> dict[str, Any]:
         """Post a task this oracle signed for the verifier it drew (again: the same unit);

@@ -6,6 +6,7 @@ queued per escrow (`unit_escrows`), and all of an escrow's are taken at once
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -19,7 +20,11 @@ from oracle.models import (
     SETTLED,
     VERIFIED,
     AttestationRecord,
+    SpotCheckRecord,
 )
+from oracle.retrieval.ledger import StorageLedger
+from oracle.verification.verifiers import FEE_EVIDENCE
+from proofnet.messages.verification_fee import FeeError, FeeEvidence
 
 from .ports import Claim, OutRef, UnitEscrow
 
@@ -28,7 +33,7 @@ _MOVES = (VERIFIED, BATCHED, SETTLED, REJECTED)
 ESCROW_GONE = "escrow_spent"
 
 
-def claim_of(row: AttestationRecord) -> Claim:
+def claim_of(row: AttestationRecord, fees: Sequence[FeeEvidence] = ()) -> Claim:
     assert row.id is not None
     return Claim(
         attestation_id=row.id,
@@ -40,7 +45,42 @@ def claim_of(row: AttestationRecord) -> Claim:
         queued_at=_posix(row.received_at),
         unit=row.unit_index,
         job_id=row.job_id,
+        worker_key=row.worker_key,
+        fees=tuple(fees),
     )
+
+
+def fee_evidence(session: Session, attestation_ids: Sequence[int]) -> dict[int, list[FeeEvidence]]:
+    """The fee evidence of each attestation's passed spot checks (one per verifier): what
+    its verifiers are paid on (`oracle.verification.verifiers.with_fee_evidence`)."""
+    found: dict[int, list[FeeEvidence]] = {}
+    if not attestation_ids:
+        return found
+    rows = session.exec(
+        select(SpotCheckRecord)
+        .where(
+            col(SpotCheckRecord.attestation_id).in_(list(attestation_ids)),
+            SpotCheckRecord.status == "passed",
+        )
+        .order_by(col(SpotCheckRecord.id))
+    ).all()
+    for row in rows:
+        raw = (row.report or {}).get(FEE_EVIDENCE)
+        if raw is None:
+            continue
+        try:
+            evidence = FeeEvidence.from_json(raw)
+        except FeeError:
+            continue  # written by this oracle; unreadable only across a format change
+        have = found.setdefault(row.attestation_id, [])
+        if all(e.verifier != evidence.verifier for e in have):
+            have.append(evidence)
+    return found
+
+
+def claims_of(session: Session, rows: Sequence[AttestationRecord]) -> list[Claim]:
+    fees = fee_evidence(session, [r.id for r in rows if r.id is not None])
+    return [claim_of(r, fees.get(r.id or 0, ())) for r in rows]
 
 
 def _as_datetime(value: object) -> datetime:
@@ -56,7 +96,30 @@ def _posix(stamp: datetime) -> float:
 
 
 class AttestationQueue:
-    """Verified attestations are the queue; the engine moves them along with its intents."""
+    """Verified attestations are the queue; the engine moves them along with its intents.
+
+    With a `storage` ledger (`oracle.retrieval.ledger`), a job whose storage copies are
+    still in their term waits, and once they all ended the first claim of the job carries
+    the receipts of what they earned, paid beside it from the same escrow."""
+
+    def __init__(self, storage: StorageLedger | None = None) -> None:
+        self.storage = storage
+
+    def _with_storage(self, session: Session, claims: list[Claim]) -> list[Claim]:
+        if self.storage is None or not claims:
+            return claims
+        held = self.storage.held_jobs(session)
+        out: list[Claim] = []
+        carried: set[str] = set()
+        for claim in claims:
+            if claim.job_id in held:
+                continue  # its escrow pays the storage term too: settled after it
+            if claim.job_id not in carried:
+                carried.add(claim.job_id)
+                receipts = self.storage.receipts(session, claim.job_id)
+                claim = dataclasses.replace(claim, storage=receipts) if receipts else claim
+            out.append(claim)
+        return out
 
     def payable(self, session: Session, limit: int) -> list[Claim]:
         rows = session.exec(
@@ -68,7 +131,7 @@ class AttestationQueue:
             .order_by(col(AttestationRecord.received_at), col(AttestationRecord.id))
             .limit(limit)
         ).all()
-        return [claim_of(r) for r in rows]
+        return self._with_storage(session, claims_of(session, rows))
 
     def unit_escrows(self, session: Session) -> list[UnitEscrow]:
         rows = session.exec(
@@ -89,9 +152,11 @@ class AttestationQueue:
                 col(AttestationRecord.job_id),
             )
         ).all()
+        held = set() if self.storage is None else self.storage.held_jobs(session)
         found = [
             UnitEscrow(OutRef(tx, int(ix)), str(job), int(n), _posix(_as_datetime(oldest)))
             for tx, ix, job, n, oldest in rows
+            if str(job) not in held
         ]
         return sorted(found, key=lambda g: (g.oldest, str(g.escrow)))
 
@@ -108,7 +173,7 @@ class AttestationQueue:
             )
             .order_by(col(AttestationRecord.unit_index), col(AttestationRecord.id))
         ).all()
-        return [claim_of(r) for r in rows]
+        return self._with_storage(session, claims_of(session, rows))
 
     def mark(self, session: Session, attestation_ids: Sequence[int], status: str) -> None:
         if status not in _MOVES:
@@ -131,6 +196,8 @@ class AttestationQueue:
                 row.payable_escrow = row.payable_key
             session.add(row)
         session.flush()
+        if self.storage is not None:
+            self.storage.move(session, {r.job_id for r in rows}, status)
 
     def count(self, session: Session, status: str) -> int:
         result = session.exec(

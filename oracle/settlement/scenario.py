@@ -18,6 +18,7 @@ import httpx
 from pycardano import Address, BlockFrostChainContext, Network, PaymentSigningKey
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from chain.offchain.builders.deploy import OracleSetup, deploy
 from chain.offchain.builders.deployment import Deployment
@@ -76,11 +77,15 @@ class Devnet:
         return str(httpx.get(f"{self.url}/admin/status", timeout=30).json()["faucet_policy_id"])
 
     def wait_for_tx(self, tx_id: str, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while httpx.get(f"{self.url}/txs/{tx_id}", timeout=30).status_code != 200:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{tx_id} not confirmed in {timeout}s")
-            time.sleep(0.05)
+        def timed_out(_state: RetryCallState) -> bool:
+            raise TimeoutError(f"{tx_id} not confirmed in {timeout}s")
+
+        Retrying(
+            stop=stop_after_delay(timeout),
+            wait=wait_fixed(0.05),
+            retry=retry_if_result(lambda confirmed: not confirmed),
+            retry_error_callback=timed_out,
+        )(lambda: httpx.get(f"{self.url}/txs/{tx_id}", timeout=30).status_code == 200)
 
 
 @dataclass

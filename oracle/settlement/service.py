@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.engine import Engine
 from starlette.concurrency import run_in_threadpool
 
+from oracle.retrieval.ledger import StorageLedger
 from proofnet.settings import Settings
 
 from .batcher import ProposerLeaseGuard, SettlementScheduler, default_holder
@@ -92,7 +93,8 @@ def build_engine(
         ReadinessPolicy(config.unit_grace_s, config.unit_deadline_margin_s),
     )
     return SettlementEngine(
-        IntentLog(db, AttestationQueue()),
+        # Storage copies' earnings are paid beside their job's claim (oracle.retrieval).
+        IntentLog(db, AttestationQueue(StorageLedger(signing_key, settings.network))),
         chain,
         builder,
         signer=signer,
@@ -117,6 +119,7 @@ def settlement_extensions(
     from .cancel import CancelCoSigner
     from .quorum import CoSigner
     from .routes import router
+    from .slash import SlashCoSigner
 
     config = config or SettlementConfig.from_settings(settings)
 
@@ -135,6 +138,7 @@ def settlement_extensions(
             )
             app.state.settlement_cosigner = CoSigner.for_engine(engine, app)
             app.state.cancel_cosigner = CancelCoSigner.for_engine(engine, app)
+            app.state.slash_cosigner = SlashCoSigner.for_engine(engine, app, settings)
             holder = config.holder or default_holder()
             scheduler = SettlementScheduler(
                 engine, ProposerLeaseGuard(store, holder, config.lease_ttl_s), config.interval_s

@@ -24,6 +24,7 @@ from oracle.models import (
     REJECTED,
     VERIFIED,
     AttestationRecord,
+    EarlyCheckRecord,
     SpotCheckRecord,
     VerificationRecord,
     escrow_ref,
@@ -32,6 +33,7 @@ from oracle.models import (
 from oracle.storage import cancel_marks
 from oracle.storage.db import open_session
 from oracle.storage.schema import create_tables
+from oracle.verification.early import EarlyVerdict
 from oracle.verification.unit_checks import PayableUnit, attested_nonce
 from oracle.verification.verify import Reason, VerificationResult, leaf_of
 from proofnet.messages.attestation import Attestation
@@ -135,7 +137,7 @@ class AttestationStore:
 
     def create_schema(self) -> None:
         """Create the oracle's tables (and any settlement tables already imported), and
-        upgrade tables an older version created (`oracle.schema`)."""
+        upgrade tables an older version created (`oracle.storage.schema`)."""
         create_tables(self.engine)
 
     def session(self) -> Session:
@@ -258,6 +260,54 @@ class AttestationStore:
                     select(VerificationRecord)
                     .where(VerificationRecord.attestation_id == attestation_id)
                     .order_by(col(VerificationRecord.id))
+                ).all()
+            )
+
+    # --- early replay of the first segment ---------------------------------------------
+
+    def record_early(self, verdict: EarlyVerdict, *, now: datetime | None = None) -> bool:
+        """Keep the early verdict on a lease's first segment; False when one was already
+        kept for that lease (the first decided verdict stands)."""
+        row = EarlyCheckRecord(
+            nonce=verdict.nonce,
+            job_id=verdict.job_id,
+            attempt=verdict.attempt,
+            status="passed" if verdict.passed else "failed",
+            fault=verdict.fault,
+            reason=str(verdict.reason or ""),
+            message=verdict.message[:2000],
+            prefix_root=verdict.prefix_root,
+            verifier=verdict.verifier,
+            report=verdict.report,
+            checked_at=now or _utcnow(),
+        )
+        with self.session() as s:
+            s.add(row)
+            try:
+                s.commit()
+            except IntegrityError:
+                s.rollback()
+                return False
+        return True
+
+    def early_decided(self, nonces: Iterable[str]) -> set[str]:
+        """The leases (nonces) among `nonces` whose first segment has an early verdict."""
+        wanted = list(nonces)
+        if not wanted:
+            return set()
+        with self.session() as s:
+            rows = s.exec(
+                select(EarlyCheckRecord.nonce).where(col(EarlyCheckRecord.nonce).in_(wanted))
+            ).all()
+            return set(rows)
+
+    def early_checks(self, job_id: str) -> list[EarlyCheckRecord]:
+        with self.session() as s:
+            return list(
+                s.exec(
+                    select(EarlyCheckRecord)
+                    .where(EarlyCheckRecord.job_id == job_id)
+                    .order_by(col(EarlyCheckRecord.id))
                 ).all()
             )
 
@@ -473,7 +523,7 @@ class AttestationStore:
                     }
                 )
                 spot = result.spot_check
-                if spot is not None and spot.segments:
+                if spot is not None and (spot.segments or spot.report is not None):
                     spots.append(
                         {
                             "attestation_id": attestation_id,
@@ -570,7 +620,7 @@ class AttestationStore:
             )
         )
         spot = result.spot_check
-        if spot is not None and spot.segments:
+        if spot is not None and (spot.segments or spot.report is not None):
             s.add(
                 SpotCheckRecord(
                     attestation_id=attestation_id,

@@ -40,6 +40,7 @@ from proofnet.messages.fields import (
 )
 from proofnet.messages.result_paths import declared_by
 from proofnet.messages.shards import DataShard
+from proofnet.messages.storage import MAX_NTX, StoragePlacement
 from proofnet.messages.topology import MultiNode, Relay, Topology, total_amount
 
 JOB_ID_DOMAIN = b"proofnet/jobspec/v1"
@@ -309,6 +310,9 @@ class JobSpec(Frozen):
     min_bond: PosInt | None = None
     # Where the results go (proofnet.messages.destinations); absent: the API's store only.
     destinations: Destinations = ()
+    # Where the job's data, results and checkpoints are kept beyond the API's store
+    # (proofnet.messages.storage): absent, nowhere else.
+    storage: StoragePlacement | None = None
 
     @model_validator(mode="after")
     def _something_runs(self) -> JobSpec:
@@ -342,6 +346,21 @@ class JobSpec(Frozen):
                     raise ValueError(
                         f"destinations[{i}].puts names files no result glob declares: {bad}"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _storage_fits(self) -> JobSpec:
+        if self.storage is None:
+            return self
+        if "data" in self.storage.kinds and not self.data:
+            raise ValueError("storage.kinds names 'data' but the spec has no data shards")
+        if "results" in self.storage.kinds and not self.results:
+            raise ValueError("storage.kinds names 'results' but the spec declares no results")
+        if self.compute_amount + self.storage.budget > MAX_NTX:
+            raise ValueError(
+                f"the compute price plus storage.budget exceeds {MAX_NTX}, the most an "
+                "escrow can hold"
+            )
         return self
 
     @model_validator(mode="after")
@@ -381,6 +400,8 @@ class JobSpec(Frozen):
             del body["min_bond"]  # specs without a bond keep their encoding and job ids
         if not body["destinations"]:
             del body["destinations"]  # specs without destinations keep theirs too
+        if body["storage"] is None:
+            del body["storage"]  # and specs without storage placement theirs
         # ... and specs without a harness the one they had before it.
         for name in _PROOF_OPTIONAL:
             if body["proof"][name] is None:
@@ -425,7 +446,14 @@ class JobSpec(Frozen):
 
     @property
     def max_amount(self) -> int:
-        """The most this job can cost, i.e. what the escrow must lock."""
+        """The most this job can cost, i.e. what the escrow must lock: the compute price
+        and, when the spec places storage, the storage budget beside it."""
+        storage = 0 if self.storage is None else self.storage.budget
+        return self.compute_amount + storage
+
+    @property
+    def compute_amount(self) -> int:
+        """The most the compute can cost (what a compute claim is capped at)."""
         if isinstance(self.pricing, FixedPrice):
             return self.pricing.amount
         if isinstance(self.pricing, AuctionPrice):

@@ -224,3 +224,39 @@ def test_without_a_deployment_the_api_says_so(
     client.app.state.settings = type("S", (), {"deployment_file": "/nonexistent/d.json"})()  # type: ignore[attr-defined]
     response = client.post(f"/api/v1/jobs/{job_id}/escrow/build", json={}, headers=headers)
     assert response.status_code == 503 and "cannot read deployment" in response.json()["detail"]
+
+
+class _Lookups:
+    """Answers None (not on chain yet), a backend failure, or the output, as scripted."""
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+        self.calls = 0
+
+    def __call__(self) -> object:
+        self.calls += 1
+        answer = self.answers.pop(0) if self.answers else None
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_a_submitted_escrow_is_looked_for_until_it_shows() -> None:
+    from api.services.escrow_tx import await_output
+    from api.services.payable_escrow import EscrowBackendError
+
+    lookups, waited = _Lookups(None, EscrowBackendError("502"), "the output"), []
+    found = await_output(lookups, confirm_wait_s=8.0, sleep=waited.append)
+    assert found == "the output" and lookups.calls == 3 and waited == [0.25, 0.25]
+
+
+def test_an_escrow_that_never_shows_is_given_up_after_the_confirm_wait() -> None:
+    from api.services.escrow_tx import await_output
+
+    lookups, waited = _Lookups(), []
+    assert await_output(lookups, confirm_wait_s=1.0, sleep=waited.append) is None
+    assert lookups.calls == 5 and sum(waited) == 1.0  # at 0, 0.25, 0.5, 0.75 and 1 s
+    # No wait at all: one look, no sleep.
+    once, none = _Lookups(), []
+    assert await_output(once, confirm_wait_s=0, sleep=none.append) is None
+    assert once.calls == 1 and none == []

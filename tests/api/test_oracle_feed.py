@@ -194,3 +194,53 @@ def approved_other(client: TestClient) -> dict[str, str]:
     with open_session(client.app.state.engine) as session:  # type: ignore[attr-defined]
         add_senior(session, client.app.state.config, wallet.address, client.app.state.clock())  # type: ignore[attr-defined]
     return sign_in(client, wallet)
+
+
+def test_running_leases_with_their_first_segment_uploaded_are_listed_for_early_replay(
+    client: TestClient,
+    approved: tuple[Any, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    feed: HttpApiFeed,
+) -> None:
+    """Listed once all of the first segment's commitment is uploaded (prefix and the files
+    of checkpoints 0 and 1), while the lease runs; the oracle reads the prefix through the
+    attempt's feed name; a completed lease is no longer listed (its attestation is)."""
+    from oracle.verification.early import EarlyCommit
+    from proofnet.messages.result_paths import attempt_result_name
+
+    _wallet, auth = approved
+    job_id = client.post("/api/v1/jobs", json={"spec": spec_with_results()}, headers=auth).json()[
+        "job_id"
+    ]
+    worker = worker_factory()
+    worker.register([("NVIDIA H100", 81920)])
+    claim = worker.claim().json()
+    token = claim["lease_token"]
+    assert (
+        signed_get(client, SigningKey.generate(), "/api/v1/oracle/early-commits").status_code == 403
+    )
+    files = {
+        "pot/prefix.json": b'{"prefix": 1}',
+        **{
+            f"pot/{i:06d}.{e}": bytes([i]) + e.encode()
+            for i in (0, 1)
+            for e in ("weights", "optim", "rng.json")
+        },
+    }
+    for name, data in list(files.items())[:-1]:
+        upload(worker, token, name, data, clock)
+        assert feed.early_commits() == []  # not all of it yet
+    upload(worker, token, "pot/000001.rng.json", files["pot/000001.rng.json"], clock)
+    (commit,) = feed.early_commits()
+    assert commit == EarlyCommit(job_id, 1, claim["nonce"], "NVIDIA H100")
+    info = feed.job(job_id)
+    assert info is not None and [a.nonce for a in info.attempts] == [claim["nonce"]]
+    assert (
+        feed.artifact(job_id, attempt_result_name(1, "pot/prefix.json")) == files["pot/prefix.json"]
+    )
+
+    clock.advance(30)
+    done = worker.request("POST", f"/api/v1/worker/leases/{token}/complete", {})
+    assert done.status_code == 200, done.text
+    assert feed.early_commits() == []

@@ -189,3 +189,24 @@ def test_balance_cache_bounds_and_authorization(
     # A cached balance is still only the owner's to read.
     intruder = sign_in(client, Wallet())
     assert client.get(path, headers=intruder).status_code == 403
+
+
+def test_token_cache_is_bounded_and_each_entry_expires_on_its_own() -> None:
+    tick = Tick()
+    cache = TokenCache(clock=tick, max_entries=3)
+    values = {"id": 1, "address": "addr", "payment_key_hash": "00", "created_at": datetime.now(UTC)}
+    far = datetime(2999, 1, 1, tzinfo=UTC)
+    now = datetime.now(UTC)
+    for i in range(5):  # a flood of sign-ins: memory stays at max_entries
+        cache.put_values(f"h{i}", values, far)
+        tick.t += 1
+    assert [cache.get(f"h{i}", now) is not None for i in range(5)] == [
+        False,
+        False,
+        True,
+        True,
+        True,
+    ]
+    # h2 was put at 1002: it expires at 1002 + TTL, while h4 (put at 1004) lives on.
+    tick.t = 1002 + TOKEN_CACHE_TTL_S
+    assert cache.get("h2", now) is None and cache.get("h4", now) is not None

@@ -38,6 +38,25 @@ def test_a_role_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:
     assert "block-time must be positive" in str(caught.value)
 
 
+def test_a_running_role_that_never_answers_health_times_out_naming_its_log(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    with RoleGroup() as group:
+        role = group.start(
+            RoleProcess(
+                "devnet",
+                ["devnet", "up", "--data-dir", str(tmp_path / "chain"), "--port", str(port)],
+                tmp_path / "devnet.log",
+            )
+        )
+        elsewhere = f"http://127.0.0.1:{free_port()}/api/v0/health"  # nothing listens there
+        with pytest.raises(ProcessStartError, match=r"devnet not healthy at .* after 0.5s"):
+            role.wait_healthy(elsewhere, timeout=0.5)
+        group.check_running()  # still running: the wait gave up, the role did not die
+        role.wait_healthy(f"http://127.0.0.1:{port}/api/v0/health", timeout=60)
+
+
 def test_the_group_stops_every_role_it_started(tmp_path: Path) -> None:
     port = free_port()
     with RoleGroup() as group:
@@ -58,6 +77,27 @@ def test_the_group_stops_every_role_it_started(tmp_path: Path) -> None:
     with pytest.raises(ProcessStartError, match="stopping"):
         group.start(late)
     assert late.process is None
+
+
+def test_one_role_stopped_on_purpose_leaves_the_run_going(tmp_path: Path) -> None:
+    ports = free_port(), free_port()
+    with RoleGroup() as group:
+        kept, stopped = (
+            group.start(
+                RoleProcess(
+                    f"devnet{i}",
+                    ["devnet", "up", "--data-dir", str(tmp_path / f"chain{i}"), "--port", str(p)],
+                    tmp_path / f"devnet{i}.log",
+                )
+            )
+            for i, p in enumerate(ports)
+        )
+        for role, port in zip((kept, stopped), ports, strict=True):
+            role.wait_healthy(f"http://127.0.0.1:{port}/api/v0/health", timeout=60)
+        group.stop(stopped)
+        assert stopped.exited and not kept.exited
+        group.check_running()  # the stopped role's exit is not the run's failure
+    assert kept.exited
 
 
 def test_a_short_command_returns_its_output_or_fails_with_its_log(tmp_path: Path) -> None:

@@ -76,11 +76,13 @@ def test_a_task_not_signed_by_an_oracle_is_refused() -> None:
         moved.verify({_hex(ORACLE)})
 
 
-def test_a_provider_never_verifies_itself_and_the_first_segment_is_always_replayed() -> None:
+def test_a_provider_never_verifies_itself_and_a_replay_replays_something() -> None:
     with pytest.raises(VerificationError, match="own proof"):
         VerificationTask.sign(ORACLE, **task_fields(verifier=_hex(PROVIDER)))
-    with pytest.raises(VerificationError, match="first segment"):
-        VerificationTask.sign(ORACLE, **task_fields(segments=[3, 5]))
+    with pytest.raises(VerificationError, match="at least one segment"):
+        VerificationTask.sign(ORACLE, **task_fields(segments=[]))
+    # A resumed attempt's task starts at its own first segment (the one it repeats).
+    VerificationTask.sign(ORACLE, **task_fields(segments=[3, 5]))
     with pytest.raises(VerificationError, match="in order"):
         VerificationTask.sign(ORACLE, **task_fields(segments=[1, 5, 3]))
 
@@ -169,3 +171,31 @@ def test_a_malformed_recomputation_task_is_refused(changes: dict[str, Any], why:
 def test_a_replay_task_names_no_inputs() -> None:
     with pytest.raises(VerificationError, match="no input checkpoints"):
         VerificationTask.sign(ORACLE, **task_fields(inputs=["1" * 64]))
+
+
+def _early_fields(**changes: Any) -> dict[str, Any]:
+    from proofnet.messages.verification import PREFIX_FILE, early_subject
+
+    fields = task_fields(
+        kind="early",
+        segments=[1],
+        files=[PREFIX_FILE, "pot/000000.weights", "pot/000001.weights"],
+    )
+    fields["attestation"] = early_subject(fields["job_id"], fields["nonce"], fields["pot_root"])
+    return fields | changes
+
+
+def test_an_early_task_replays_only_a_whole_job_s_first_segment_from_its_prefix() -> None:
+    """The early replay of a run still training: it names its lease's committed prefix
+    (no attestation exists yet), never another lease's, and replays segment 1 only."""
+    task = VerificationTask.sign(ORACLE, **_early_fields())
+    assert task.replays and VerificationTask.from_json(task.to_json()) == task
+    for changes, why in (
+        ({"segments": [1, 2]}, "first segment only"),
+        ({"unit": 0}, "first segment only"),
+        ({"files": ["pot/000001.weights"]}, "committed prefix"),
+        ({"attestation": "c" * 64}, "its lease's committed prefix"),
+        ({"nonce": "e" * 32}, "its lease's committed prefix"),
+    ):
+        with pytest.raises(VerificationError, match=why):
+            VerificationTask.sign(ORACLE, **_early_fields(**changes))

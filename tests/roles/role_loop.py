@@ -6,9 +6,11 @@ docs/operations.md "Running a worker as a provider", and a senior submitter's lo
 The job's repository is a local git repository served under the demo job's URL
 (demos/job.py): the worker reaches it through its documented `--repo-rewrite`, the oracle
 through `PROOFNET_ORACLE_REPO_REWRITES`; nothing else differs from a provider's machine but
-the process runtime (`--runtime process`, docs step 4), since the test host has
-no GPU container runtime, and so the segments' replay by a drawn verifier: the oracle replays
-them itself (`PROOFNET_ORACLE_DEMO_LOCAL_REPLAY`, as `proofnet demo` does)."""
+the process runtime (`--runtime process`, docs step 4), so that this loop needs no container
+engine, and so the segments' replay by a drawn verifier: the oracle replays them itself
+(`PROOFNET_ORACLE_DEMO_LOCAL_REPLAY`, as `proofnet demo` does). The same loop on the Docker
+runtime, with a second worker drawn as verifier and a numpy and a PyTorch job from `proofnet
+job init`, is test_docker_loop.py."""
 
 from __future__ import annotations
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from waiting import HANG_BOUND_S, until
 
 from proofnet.processes import RoleGroup, RoleProcess, free_port, run_role_command
 
@@ -52,18 +52,14 @@ class Shell:
                 cwd=self.cwd,
             )
         )
-        role.wait_healthy(health, timeout=90)
+        role.wait_healthy(health, timeout=HANG_BOUND_S)
         return role
 
 
-def wait_for(what: str, probe: Callable[[], bool], group: RoleGroup, timeout: float = 60) -> None:
+def wait_for(what: str, probe: Callable[[], bool], group: RoleGroup) -> None:
     """Poll `probe` until it holds (an event: a block, a health answer); a role that died
-    meanwhile fails at once. The timeout only bounds a hang."""
-    deadline = time.monotonic() + timeout
-    while not probe():
-        group.check_running()
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+    meanwhile fails at once. Only a hang bound (waiting.HANG_BOUND_S) ends it otherwise."""
+    until(what, probe, alive=group.check_running, interval_s=0.2)
 
 
 def lovelace_at(devnet_url: str, address: str) -> int:

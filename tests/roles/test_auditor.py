@@ -23,7 +23,7 @@ def test_from_a_settlement_hash_to_a_verdict(paid_loop: PaidLoop) -> None:
         payouts[:] = json.loads(out).get("payouts") or []
         return bool(payouts)
 
-    wait_for("a settlement", paid, provider.group, timeout=400)
+    wait_for("a settlement", paid, provider.group)
     tx = str(payouts[0]["tx_hash"])
     auditor = network.root.enter("auditor")
     verdict = auditor.run(

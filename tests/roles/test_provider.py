@@ -24,7 +24,7 @@ def test_onboarding_to_the_first_payout(paid_loop: PaidLoop) -> None:
         status.update(json.loads(provider.run(f"worker status --api-url {api} --json")))
         return bool(status.get("payouts"))
 
-    wait_for("the first payout", paid, provider.group, timeout=400)
+    wait_for("the first payout", paid, provider.group)
     assert (provider.cwd / "data" / "worker").is_dir()
     payout = status["payouts"][0]
     assert payout, status

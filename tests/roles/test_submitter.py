@@ -140,7 +140,7 @@ def test_results_and_the_unspent_rest_back(paid_loop: PaidLoop) -> None:
         escrow.update(json.loads(me.run(f"job escrow {job} --key-file payment.skey")))
         return escrow.get("state") == "settled"
 
-    wait_for("the settlement recorded", settled, me.group, timeout=400)
+    wait_for("the settlement recorded", settled, me.group)
     closing = escrow["closing"]
     assert (
         closing["paid_ntx"] > 0

@@ -12,7 +12,6 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,6 +58,8 @@ def api_process(
     tmp: Path, *, lease_ttl_s: int, max_body_bytes: int = 8 * 2**20
 ) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
     """(url, database file, process) of an API started on a free loopback port."""
+    from waiting import until  # tests/ is on the path under pytest, not in the child
+
     from proofnet.processes import free_port
 
     tmp.mkdir(parents=True, exist_ok=True)
@@ -88,21 +89,27 @@ def api_process(
     log.close()
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        log_file = tmp / "api.log"
+
+        def exited() -> None:
             if process.poll() is not None:
                 raise RuntimeError(
-                    f"the API exited with {process.returncode}:\n"
-                    + (tmp / "api.log").read_text()[-3000:]
+                    f"the API exited with {process.returncode}:\n" + log_file.read_text()[-3000:]
                 )
+
+        def healthy() -> bool:
             try:
-                if httpx.get(f"{url}/api/v1/health", timeout=1).status_code == 200:
-                    break
+                return httpx.get(f"{url}/api/v1/health", timeout=5).status_code == 200
             except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the API did not become healthy within 60 s")
-            time.sleep(0.1)
+                return False
+
+        # The event: the health route answers (or the process exits: fail at once).
+        until(
+            "the API to answer its health route",
+            healthy,
+            alive=exited,
+            detail=lambda: log_file.read_text()[-3000:],
+        )
         yield url, db, process
     finally:
         process.terminate()

@@ -7,7 +7,6 @@ import contextlib
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from agent_fixtures import (
 )
 from api_process import api_process
 from relay_fixtures import RelayRepo
+from waiting import until
 
 from api.clock import utcnow
 from api.config import ApiConfig
@@ -177,20 +177,19 @@ def wait_for(
     what: str,
     check: Callable[[], Any],
     *,
-    timeout: float,
     workers: list[WorkerProcess] | None = None,
     interval: float = 0.2,
 ) -> Any:
-    """Poll `check` until it returns something truthy; fail with the workers' log tails."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            tails = "\n".join(f"--- {w.role.name} ---\n{w.role.tail(30)}" for w in (workers or []))
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{tails}")
-        time.sleep(interval)
+    """Poll `check` until it returns something truthy (the event); only a hang bound
+    (waiting.HANG_BOUND_S) ends it otherwise, with the workers' log tails."""
+    return until(
+        what,
+        check,
+        detail=lambda: "\n".join(
+            f"--- {w.role.name} ---\n{w.role.tail(30)}" for w in (workers or [])
+        ),
+        interval_s=interval,
+    )
 
 
 def wait_for_attestations(
@@ -207,7 +206,7 @@ def wait_for_attestations(
             got = list(oracle.accepted.get(job_id, []))
         return got if len(got) >= count else None
 
-    return wait_for(f"{count} attestations of {job_id}", arrived, timeout=120, workers=workers)  # type: ignore[no-any-return]
+    return wait_for(f"{count} attestations of {job_id}", arrived, workers=workers)  # type: ignore[no-any-return]
 
 
 def log_texts(api: ApiServer, job_id: str) -> list[str]:

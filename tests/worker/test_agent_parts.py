@@ -151,3 +151,71 @@ def test_ending_a_lease_retries_only_while_the_api_is_unavailable(
     agent = SimpleNamespace(api=api, _pause=waited.append, config=SimpleNamespace(max_backoff_s=4))
     Agent._end_lease(agent, "release", "tok", "because")  # type: ignore[arg-type]
     assert api.calls == calls and waited == pauses
+
+
+class _BreakingUploads:
+    """`upload_file` that breaks off (ApiUnavailable) as scripted; each entry is the offset
+    the API reports reaching before the break, or None for a try that completes."""
+
+    def __init__(self, *reached: int | None) -> None:
+        self.reached = list(reached)
+        self.calls = 0
+
+    def upload_file(self, token: str, name: str, path: Path, sha256: str, **kw: object) -> None:
+        self.calls += 1
+        offset = self.reached.pop(0)
+        if offset is None:
+            return
+        kw["on_progress"](offset)  # type: ignore[operator]
+        raise ApiUnavailable(f"broke off at byte {offset}")
+
+
+def _upload(api: object, waited: list[float]) -> None:
+    from worker.results import CollectedResult
+
+    agent = SimpleNamespace(api=api, _pause=waited.append, config=SimpleNamespace(max_backoff_s=8))
+    result = CollectedResult("out/model.bin", Path("/nonexistent"), "0" * 64, 10, "model", "out/*")
+    Agent._upload(agent, SimpleNamespace(lease_token="tok"), [result], None, quiet=True)  # type: ignore[arg-type]
+
+
+def test_an_upload_that_moves_on_each_try_is_never_given_up() -> None:
+    # Eight breaks in a row, each after more bytes than the last: every try counts as the
+    # first stall, so none of them gives up and each wait is the shortest.
+    api = _BreakingUploads(*range(1, 9), None)
+    waited: list[float] = []
+    _upload(api, waited)
+    assert api.calls == 9 and waited == [2] * 8
+
+
+def test_an_upload_that_moves_no_byte_gives_up_after_five_tries_backing_off() -> None:
+    api = _BreakingUploads(5, 5, 5, 5, 5, 5, 5)
+    waited: list[float] = []
+    with pytest.raises(ApiUnavailable, match="broke off at byte 5"):
+        _upload(api, waited)
+    # The first try moved the upload to byte 5; the next four moved nothing.
+    assert api.calls == 5 and waited == [2, 4, 8, 8]
+
+
+def test_the_verifier_replays_from_the_workers_own_mirror_cache(tmp_path: Path) -> None:
+    """One git mirror cache per machine: the background verifier checks repositories out of
+    the same mirrors the agent's jobs use, never a second clone of each."""
+    repos = RepoCache(tmp_path / "git")
+    agent = SimpleNamespace(
+        api=object(),
+        key=object(),
+        repos=repos,
+        runtime=SimpleNamespace(isolated=True, name="docker"),
+        config=SimpleNamespace(
+            verify=True,
+            trusted_oracle_keys=("ab" * 32,),
+            work_dir=tmp_path / "work",
+            pids_limit=None,
+            data=None,
+            verification_poll_s=30.0,
+            payout_address="addr_test1vqverifier",
+        ),
+    )
+    loop = Agent._verifier_loop(agent)  # type: ignore[arg-type]
+    assert loop is not None
+    loop.stop()
+    assert loop.verifier.repos is repos

@@ -93,7 +93,7 @@ def test_two_node_torchrun_job_completes_with_agreeing_attestations(
         workers = [
             start_worker(group, f"worker-{i}", api, oracle, relay_repo, tmp_path) for i in (0, 1)
         ]
-        job = wait_for("the job to finish", _finished(api, job_id), timeout=240, workers=workers)
+        job = wait_for("the job to finish", _finished(api, job_id), workers=workers)
         assert job["status"] == "completed", job["last_error"]
         texts = log_texts(api, job_id)
         _check_agreeing_nodes(api, oracle, job_id, job, workers)
@@ -126,7 +126,7 @@ def test_a_lost_node_fails_the_cluster_attempt_and_both_nodes_run_again(
             return all(any(t == f"holding unit {r}" for t in texts) for r in (0, 1))
 
         # Both training processes started: torchrun's rendezvous formed the cluster.
-        wait_for("the cluster to run", running, timeout=240, workers=workers)
+        wait_for("the cluster to run", running, workers=workers)
 
         def runs(rank: int) -> WorkerProcess | None:
             tag = f"{job_id}-u{rank}-a1"
@@ -143,7 +143,6 @@ def test_a_lost_node_fails_the_cluster_attempt_and_both_nodes_run_again(
         wait_for(
             "the surviving node's run to be killed",
             lambda: not processes_in(survivor_run),
-            timeout=120,
             workers=[survivor],
             interval=0.1,
         )
@@ -154,7 +153,7 @@ def test_a_lost_node_fails_the_cluster_attempt_and_both_nodes_run_again(
         for rank in (0, 1):
             (hold / f"hold-{rank}").unlink()
         workers.append(start_worker(group, "worker-2", api, oracle, relay_repo, tmp_path))
-        job = wait_for("the job to finish", _finished(api, job_id), timeout=240, workers=workers)
+        job = wait_for("the job to finish", _finished(api, job_id), workers=workers)
         assert job["status"] == "completed", job["last_error"]
         _check_agreeing_nodes(api, oracle, job_id, job, workers)
     assert "cluster attempt 1 failed" in job["last_error"] and "lost node 1" in job["last_error"]

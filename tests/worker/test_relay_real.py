@@ -74,7 +74,7 @@ def test_relay_survives_a_worker_killed_mid_stage(
             tag = f"{job_id}-u1-a1"
             return next((w for w in workers if (w.work_dir / "jobs" / tag).is_dir()), None)
 
-        victim = wait_for("stage 1 to hold", holder, timeout=240, workers=workers)
+        victim = wait_for("stage 1 to hold", holder, workers=workers)
         # What the victim verified and was about to train from.
         given = victim.work_dir / "jobs" / f"{job_id}-u1-a1" / units.INPUTS_DIR / "input-0"
         given_sha = hashlib.sha256(given.read_bytes()).hexdigest()
@@ -85,7 +85,7 @@ def test_relay_survives_a_worker_killed_mid_stage(
             job = api.job(job_id)
             return job if job["status"] in ("completed", "failed", "stopped") else None
 
-        job = wait_for("the pipeline to finish", finished, timeout=300, workers=workers)
+        job = wait_for("the pipeline to finish", finished, workers=workers)
         assert job["status"] == "completed", job["last_error"]
         # The last unit's attestation reaches the oracle just after its lease completes the
         # job: wait for that event.

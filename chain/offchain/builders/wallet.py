@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from pycardano import (
     UTxO,
     VerificationKeyHash,
 )
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from chain.offchain.builders.errors import BuilderError
 
@@ -55,11 +55,17 @@ def await_output(
 ) -> list[UTxO]:
     """Wait until an output of `tx_id` is visible at `address` (confirmation through any
     backend that lists UTxOs); returns that address's UTxOs from the transaction."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = [u for u in context.utxos(address) if str(u.input.transaction_id) == tx_id]
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise BuilderError(f"transaction {tx_id} did not reach {address} in {timeout}s")
-        time.sleep(0.1)
+
+    def outputs() -> list[UTxO]:
+        return [u for u in context.utxos(address) if str(u.input.transaction_id) == tx_id]
+
+    def timed_out(_state: RetryCallState) -> list[UTxO]:
+        raise BuilderError(f"transaction {tx_id} did not reach {address} in {timeout}s")
+
+    found: list[UTxO] = Retrying(
+        stop=stop_after_delay(timeout),
+        wait=wait_fixed(0.1),
+        retry=retry_if_result(lambda found: not found),
+        retry_error_callback=timed_out,
+    )(outputs)
+    return found

@@ -31,7 +31,7 @@ from typing import Any
 from pot import env
 from pot.conformance import check_conformance
 from pot.harness import replay, resume, train
-from pot.manifest import Manifest, ProofError
+from pot.manifest import MANIFEST_NAME, PREFIX_NAME, Manifest, ProofError
 from pot.recorder import POT_SUBDIR
 from pot.schedule import ScheduleError, derive_schedule
 from pot.trainer import TrainContext, TrainerError, build_trainer, load_trainer_class
@@ -82,6 +82,11 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--segments", required=True, help="comma-separated, 1-based")
     rep.add_argument("--pot-dir", type=Path, help="proof files (default <job dir>/pot)")
     rep.add_argument("--tolerance-ppm", type=int, default=0)
+    rep.add_argument(
+        "--prefix",
+        action="store_true",
+        help="replay from the committed prefix (prefix.json) of a run still training",
+    )
     chk = sub.add_parser("check", help="does a proof commit the declared schedule?")
     job_flags(chk)
     chk.add_argument("--pot-dir", type=Path, help="proof files (default <job dir>/pot)")
@@ -120,7 +125,7 @@ def _job_env(args: argparse.Namespace, environ: Mapping[str, str]) -> env.JobEnv
         raise UsageError(text) from exc
 
 
-def _context(mode: str, job: env.JobEnv, environ: Mapping[str, str]) -> TrainContext:
+def _context(job: env.JobEnv, environ: Mapping[str, str]) -> TrainContext:
     if job.schedule is None:
         raise UsageError(
             f"no schedule: set {env.POT_STEPS}, {env.POT_DATASET_SIZE} and "
@@ -133,7 +138,6 @@ def _context(mode: str, job: env.JobEnv, environ: Mapping[str, str]) -> TrainCon
         except env.JobEnvError as exc:
             raise UsageError(str(exc)) from exc
     return TrainContext(
-        mode="train" if mode == "train" else "replay",
         job_dir=job.job_dir,
         job_seed=job.job_seed,
         data_seed=job.data_seed,
@@ -172,7 +176,7 @@ def _run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         _emit(schedule.to_json())
         return 0
     job = _job_env(args, environ)
-    ctx = _context(args.command, job, environ)
+    ctx = _context(job, environ)
     pot_dir = getattr(args, "pot_dir", None) or job.job_dir / POT_SUBDIR
     if args.command == "check":
         manifest = Manifest.load(pot_dir)
@@ -219,6 +223,7 @@ def _run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         root=args.root,
         segments=_segments(args.segments),
         tolerance_ppm=args.tolerance_ppm,
+        manifest_name=PREFIX_NAME if args.prefix else MANIFEST_NAME,
     )
     failures = [r.segment for r in report.failures()]
     _emit(
