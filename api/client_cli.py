@@ -216,6 +216,9 @@ class JobClient:
     def escrow(self, job_id: str) -> dict[str, Any]:
         return dict(self._call("GET", f"/jobs/{job_id}/escrow"))
 
+    def deliveries(self, job_id: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"/jobs/{job_id}/deliveries"))
+
     def cancel(self, job_id: str) -> dict[str, Any]:
         """Cancel the job, and return its escrow at once through the quorum-signed cancel
         while no provider has leased it; otherwise say when a refund is possible."""
@@ -493,13 +496,30 @@ def store(
 
 @app.command()
 def status(job_id: str, key_file: KeyFile, api_url: ApiUrl = None) -> None:
-    """The job as JSON; for a job that resumed after a lost provider, its history per
-    provider (the segments each proved) on stderr."""
-    job = _run(lambda: _client(key_file, api_url).status(job_id))
+    """The job as JSON; on stderr, for a job that resumed after a lost provider, its history
+    per provider (the segments each proved, what each claims), and where its results went
+    (each destination the spec names and whether it acknowledged)."""
+    client = _client(key_file, api_url)
+    job = _run(lambda: client.status(job_id))
     _print(job)
     summary = history_summary(job.get("history") or [])
     if summary:
         typer.echo(summary, err=True)
+    if (job.get("spec") or {}).get("destinations"):
+        typer.echo(deliveries_summary(_run(lambda: client.deliveries(job_id))), err=True)
+
+
+def deliveries_summary(view: dict[str, Any]) -> str:
+    """One line per destination: its kind and whether it acknowledged (the reason if not);
+    the job completes only when every one did."""
+    lines = []
+    for d in view.get("data") or []:
+        line = f"destination {d['index']} ({d['kind']}): {d['state']}"
+        if d.get("reason"):
+            line += f" ({d['reason']})"
+        lines.append(line)
+    done = "every destination acknowledged" if view.get("complete") else "not all acknowledged"
+    return "\n".join([*lines, done])
 
 
 def history_summary(history: list[dict[str, Any]]) -> str:
@@ -514,9 +534,14 @@ def history_summary(history: list[dict[str, Any]]) -> str:
         where = ""
         if h["resumed_from_attempt"] is not None:
             where = f", resumed attempt {h['resumed_from_attempt']} at checkpoint {h['resumed_at']}"
+        paid = ""
+        if h.get("claimed") is not None:
+            paid = f", claims {h['claimed']} NTX base units"
+        elif h["proved"] and h["outcome"] not in (None, "completed"):
+            paid = ", not paid"
         lines.append(
             f"attempt {h['attempt']} (provider {h['provider']}, {h['outcome'] or 'running'}"
-            f"{where}): {proved}"
+            f"{where}): {proved}{paid}"
         )
     return "\n".join(lines)
 

@@ -267,6 +267,8 @@ class Settings(BaseSettings):
     worker_runtime: Literal["docker", "process"] = "docker"
     worker_work_dir: Path = Field(default_factory=lambda: user_data_dir() / "worker")
     worker_heartbeat_s: float = Field(default=5.0, gt=0)
+    # How often a verifying worker asks the API for verification tasks.
+    worker_verification_poll_s: float = Field(default=30.0, gt=0)
     # Address the other nodes of a multi-node job reach this machine at (node 0 hosts the
     # torchrun rendezvous there).
     worker_advertise_host: str = "127.0.0.1"

@@ -708,6 +708,7 @@ def run(
             network=network or settings.network,
             payout_address=_payout_address(payout_address, wd),
             heartbeat_s=settings.worker_heartbeat_s,
+            verification_poll_s=settings.worker_verification_poll_s,
             poll_interval_s=poll_interval,
             grace_s=grace,
             rate_cards=cards,

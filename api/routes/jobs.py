@@ -54,7 +54,9 @@ def get_job(job_id: str, user: CurrentUser, session: SessionDep) -> JobPublic:
     job = service.get_job(session, user, job_id)
     units = service.job_units(session, job)
     assert job.id is not None
-    history = resume.attempt_history(session, job.id) if units is None else None
+    history = None
+    if units is None:
+        history = resume.with_claims(resume.attempt_history(session, job.id), job.result)
     return job_public(job, units, history)
 
 

@@ -45,6 +45,9 @@ class AttemptPublic(PublicBody):
     last_segment: int | None
     # Whether segments of the final proof are this attempt's (paid for its own segments).
     proved: bool
+    # NTX base units its attestation claims (the completing attempt's, at most its share of
+    # the price for its segments); null while none does (a lost attempt is not paid yet).
+    claimed: int | None = None
 
 
 class JobPublic(PublicBody):

@@ -20,7 +20,7 @@ next attempt resumed from it (to the end of the schedule when it completed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -42,6 +42,7 @@ from pot.manifest import (
 )
 from pot.recorder import POT_SUBDIR
 from proofnet.messages.claim import ClaimResume, ResumeFile
+from proofnet.messages.jobspec import JobSpec
 
 PREFIX_RESULT = f"{POT_SUBDIR}/{PREFIX_NAME}"
 # A prefix holds hashes only (at most MAX_SEGMENTS leaves of ~400 bytes); an RNG file is
@@ -76,7 +77,10 @@ class ResumePoint:
 
 def resume_point(session: Session, store: BlobStore, job: Job) -> ResumePoint | None:
     """The last committed, intact checkpoint of the job's lost attempts (newest first), or
-    None: the job starts from step 0."""
+    None: the job starts from step 0. A spec without a proof schedule is never resumed: its
+    segments could not be told apart, so no attempt could be paid for its own."""
+    if JobSpec.from_dict(job.spec).schedule is None:
+        return None
     lost = session.exec(
         select(Lease)
         .where(Lease.job_id == job.id, col(Lease.outcome).in_(LOST_OUTCOMES))
@@ -208,6 +212,16 @@ class AttemptRow:
     first_segment: int
     last_segment: int | None
     proved: bool  # whether any segment of the final proof is this attempt's
+    claimed: int | None = None  # what its attestation claims (see `with_claims`)
+
+
+def with_claims(history: list[AttemptRow], result: dict[str, object] | None) -> list[AttemptRow]:
+    """The history with what the completing attempt's attestation claims (the amount its
+    completion reported): the share of the price for its segments when it resumed."""
+    amount = None if result is None else result.get("amount")
+    if not isinstance(amount, int) or isinstance(amount, bool):
+        return history
+    return [replace(h, claimed=amount) if h.outcome == "completed" else h for h in history]
 
 
 def feed_attempts(session: Session, job: Job) -> list[dict[str, object]]:

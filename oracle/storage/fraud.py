@@ -21,7 +21,7 @@ from sqlmodel import col, select
 
 from oracle.models import REJECTED, AttestationRecord
 from oracle.storage.store import AttestationStore
-from oracle.verification.verify import Reason
+from oracle.verification.reasons import Reason
 from proofnet.messages.attestation import AttestationError, attestation_of_cose
 
 FRAUD_REASONS: frozenset[str] = frozenset({str(Reason.SPOT_CHECK_FAILED)})

@@ -115,7 +115,7 @@ def check_early(
     it is not replayed early (`checkable`); SpotCheckUnavailable while it cannot be made
     yet (the prefix not readable, no verifier, no report)."""
     from oracle.inputs.feed import ArtifactMissing, FeedError
-    from oracle.verification.verify import Reason
+    from oracle.verification.reasons import Reason
 
     if checkable(job, commit) is not None:
         return None

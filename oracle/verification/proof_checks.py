@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from oracle.verification.reasons import Reason
 from pot import conformance
 from pot.manifest import Manifest
 from pot.seeds import derive_data_seed, draw_message, draw_seed, select_spot_checks
@@ -40,8 +41,6 @@ class ProofRejected(Exception):
 
 
 def _reason(kind: str) -> str:
-    from oracle.verification.verify import Reason
-
     return {
         conformance.CHECKPOINT_INTERVAL: Reason.POT_SCHEDULE_MISMATCH,
         conformance.SEGMENT_COUNT: Reason.POT_SCHEDULE_MISMATCH,
@@ -54,8 +53,6 @@ def _reason(kind: str) -> str:
 def check_manifest(manifest: Manifest, att: Attestation, spec: JobSpec) -> None:
     """Raise `ProofRejected` unless `manifest` is the attested one and follows the spec's
     schedule under the attested nonce."""
-    from oracle.verification.verify import Reason
-
     if manifest.root != att.pot_root:
         raise ProofRejected(
             Reason.POT_ROOT_MISMATCH,

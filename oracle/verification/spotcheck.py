@@ -53,6 +53,7 @@ from oracle.verification.proof_checks import (
     check_manifest,
     draw_segments,
 )
+from oracle.verification.reasons import Reason
 from oracle.verification.resume_checks import own_first_segment
 from oracle.verification.stage_data import StageDataError, fetch_shards
 from pot import launch
@@ -353,7 +354,6 @@ class LocalSpotChecker:
     def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict:
         from oracle.inputs.feed import ArtifactMissing, FeedError
         from oracle.inputs.feed_units import unit_result_name
-        from oracle.verification.verify import Reason
 
         spec = job.spec
         # A relay stage's proof is among its own uploads (`units/<index>/pot/...`).
@@ -525,8 +525,6 @@ def judge(
     """The verdict on a replay's report, against the oracle's own copy of the manifest:
     every drawn segment replayed to its committed weights with a consistent update norm,
     and (for a job that starts from scratch) checkpoint 0 is what the trainer builds."""
-    from oracle.verification.verify import Reason
-
     seed, segments = draw.seed.hex(), draw.segments
     status = report.get("status")
     message = str(report.get("message", ""))[:2000]

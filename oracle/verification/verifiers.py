@@ -184,7 +184,7 @@ class VerifierSpotChecker:
     def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict:
         from oracle.inputs.feed import ArtifactMissing, FeedError
         from oracle.inputs.feed_units import unit_result_name
-        from oracle.verification.verify import Reason
+        from oracle.verification.reasons import Reason
 
         spec = job.spec
         prefix = POT_PREFIX if att.unit is None else unit_result_name(att.unit.index, POT_PREFIX)
@@ -446,7 +446,7 @@ def judge_report(
     report: VerificationReport, manifest: Manifest, draw: Any, tolerance_ppm: int, att: Attestation
 ) -> SpotCheckVerdict:
     """The verdict on a verifier's report, with whose fault it is."""
-    from oracle.verification.verify import Reason
+    from oracle.verification.reasons import Reason
 
     seed, segments = draw.seed.hex(), draw.segments
     details = report_as_harness_json(report)
@@ -487,7 +487,7 @@ def judge_recomputation(
     aggregation does not reproduce itself) is the job's fault, as for a replay
     (`attribute`); a recomputed output that the provider's attested one is not is the
     provider's."""
-    from oracle.verification.verify import Reason
+    from oracle.verification.reasons import Reason
 
     details = {
         "kind": kind,

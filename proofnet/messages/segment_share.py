@@ -18,10 +18,12 @@ from proofnet.messages.jobspec import JobSpec, RateCardPrice
 def segment_cap(spec: JobSpec, price: int, first: int, last: int | None = None) -> int:
     """The most an attempt that proved segments `first`..`last` (None: to the end) may
     claim, given `price`: what the job's pricing lets its attestation claim as if it had
-    proved them all. A spec without a schedule has no segments: `price` as is."""
+    proved them all. A spec without a schedule has no segments and is never resumed
+    (api.services.resume): only a run of the whole job is paid, `price`; a part of one,
+    nothing."""
     schedule = spec.schedule
     if schedule is None or schedule.segments < 1:
-        return price
+        return price if first <= 1 and last is None else 0
     total = schedule.segments
     end = total if last is None else min(last, total)
     proved = max(0, end - max(first, 1) + 1)

@@ -91,6 +91,11 @@ def upload_pot(worker: Worker, clock: FakeClock, token: str, pot_dir: Path) -> N
 def post_job(client: TestClient, headers: dict[str, str]) -> str:
     spec = job_spec()
     spec["results"] = [{"path": "pot/**", "kind": "model"}]
+    # The schedule the provider's recorder follows (SCHEDULE): what tells segments apart.
+    spec["proof"] = {
+        "steps_per_checkpoint": SCHEDULE.steps_per_checkpoint,
+        "schedule": {"steps": 200, "dataset_size": 512, "batch_size": 32},
+    }
     response = client.post("/api/v1/jobs", json={"spec": spec}, headers=headers)
     assert response.status_code == 201, response.text
     return str(response.json()["job_id"])
@@ -144,8 +149,11 @@ def test_a_lost_attempt_resumes_from_its_last_committed_checkpoint(
     assert third.request("GET", f"/api/v1/worker/leases/{token}/resume/0").status_code == 404
     assert second.request("GET", f"/api/v1/worker/leases/{token}/resume/4").status_code == 404
 
+    # Its completion reports what its attestation claims: the share for segments 3..4.
     done = second.request(
-        "POST", f"/api/v1/worker/leases/{token}/complete", {"result": {"root": "ab" * 32}}
+        "POST",
+        f"/api/v1/worker/leases/{token}/complete",
+        {"result": {"root": "ab" * 32, "amount": 500_000}},
     )
     assert done.status_code == 200, done.text
     # The lost attempt is never paid as if it finished: its lease cannot complete.
@@ -160,11 +168,12 @@ def test_a_lost_attempt_resumes_from_its_last_committed_checkpoint(
     ] == [(1, "released", 1, 2, True), (2, "completed", 3, None, True)]
     assert history[1]["resumed_from_attempt"] == 1 and history[1]["resumed_at"] == 2
     assert history[0]["provider"] != history[1]["provider"]
+    assert (history[0]["claimed"], history[1]["claimed"]) == (None, 500_000)
     # `proofnet job status` prints it per provider.
     assert history_summary(history).splitlines() == [
-        f"attempt 1 (provider {history[0]['provider']}, released): segments 1..2",
+        f"attempt 1 (provider {history[0]['provider']}, released): segments 1..2, not paid",
         f"attempt 2 (provider {history[1]['provider']}, completed, resumed attempt 1 at "
-        "checkpoint 2): segments 3..end",
+        "checkpoint 2): segments 3..end, claims 500000 NTX base units",
     ]
 
 

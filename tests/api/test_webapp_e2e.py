@@ -894,3 +894,210 @@ def test_an_auction_from_the_form_to_its_winner_in_the_browser(
     phone.wait_for_selector('#job-auction [data-phase="cleared"]')
     _layout(phone, shots, "auction-phone", "#job-auction")
     assert errors == [] and outside == []
+
+
+def _recorded_prefix(job_dir: Path, segments: int) -> dict[str, bytes]:
+    """What a provider's pot recorder leaves after `segments` of 4 segments (its prefix and
+    checkpoint files), as `pot/<file>` uploads."""
+    from pot.examples.numpy_mlp import MLPTrainer
+    from pot.harness import run_segment
+    from pot.recorder import ProofOfTraining
+    from pot.schedule import Schedule
+    from pot.trainer import TrainContext
+
+    schedule = Schedule(total_steps=200, steps_per_checkpoint=50, dataset_size=512, batch_size=32)
+    ctx = TrainContext(job_dir, 7, 11, schedule, {"hidden": 8})
+    trainer = MLPTrainer(ctx)
+    recorder = ProofOfTraining(
+        job_dir / "pot", steps_per_checkpoint=schedule.steps_per_checkpoint, data_seed=11
+    )
+    recorder.start(trainer.state())
+    for segment in range(1, segments + 1):
+        run_segment(
+            trainer,
+            schedule.sampler(11),
+            schedule.segment_steps(segment),
+            lambda _s, idx, loss: recorder.record_step(idx, loss),
+        )
+        recorder.commit(trainer.state())
+    recorder.leaves  # noqa: B018 - waits for the writes
+    return {f"pot/{p.name}": p.read_bytes() for p in sorted((job_dir / "pot").iterdir())}
+
+
+def _put(worker: Worker, token: str, name: str, data: bytes) -> None:
+    from proofnet.messages.worker_auth import request_target, sign_request_headers
+
+    path = f"/api/v1/worker/leases/{token}/results/{name}"
+    assert worker.clock is not None
+    headers = sign_request_headers(
+        worker.key,
+        network="devnet",
+        method="PUT",
+        path=request_target(path),
+        body=data,
+        timestamp=int(worker.clock().timestamp()),
+    )
+    headers["content-type"] = "application/octet-stream"
+    answer = worker.client.put(path, content=data, headers=headers)
+    assert answer.status_code == 200, answer.text
+
+
+def test_a_resumed_jobs_attempts_and_its_destinations_in_the_browser(
+    browser: Any, served: Served, tmp_path: Path
+) -> None:
+    """A job whose first provider is lost after 2 of 4 segments resumes on a second one: the
+    job page lists each attempt (provider, outcome, the segments it proved, what it claims:
+    the second only its share) and each result destination with its answer (a refusal with
+    its reason, then every one acknowledged), at desktop and phone width; the CLI's
+    `proofnet job status` prints the same."""
+    from api.client_cli import deliveries_summary, history_summary
+
+    root, world = served.root, served.world
+    shots = tmp_path / "screens"
+    shots.mkdir()
+    errors: list[str] = []
+    outside: list[str] = []
+    cli = JobClient(root, world.wallet.signing_key, http=httpx.Client(timeout=120))
+    spec = job_spec()
+    spec["results"] = [{"path": "out/*.json", "kind": "json"}, {"path": "pot/**", "kind": "model"}]
+    spec["destinations"] = [{"kind": "api"}, {"kind": "webhook", "url": "https://hooks.example/r"}]
+    spec["pricing"] = {"kind": "fixed", "amount": 4_000_000}
+    spec["proof"] = {  # 4 segments, as the lost provider's recorder ran them
+        "steps_per_checkpoint": 50,
+        "schedule": {"steps": 200, "dataset_size": 512, "batch_size": 32},
+    }
+    job_id = str(cli.submit(spec)["job_id"])
+    assert cli.lock(job_id)["recorded"] is True
+
+    first, second = (Worker(TestClient(served.app), clock=served.clock) for _ in range(2))
+    for w in (first, second):
+        w.register([("L4", 24576)])
+    lost = first.claim().json()
+    for name, data in _recorded_prefix(tmp_path / "first", 2).items():
+        _put(first, lost["lease_token"], name, data)
+    released = first.request(
+        "POST", f"/api/v1/worker/leases/{lost['lease_token']}/release", {"reason": "spot reclaim"}
+    )
+    assert released.status_code == 200, released.text
+    claim = second.claim().json()
+    assert claim["resume"]["at"] == 2, claim
+    token = claim["lease_token"]
+    _put(second, token, "pot/manifest.json", b"{}")
+    metrics = b'{"loss": "0.25"}\n'
+    _put(second, token, "out/metrics.json", metrics)
+    import hashlib
+
+    ack = {"name": "out/metrics.json", "sha256": hashlib.sha256(metrics).hexdigest(), "status": 200}
+    reason = "refused: the webhook answered 503"
+    reports = [
+        {"index": 0, "kind": "api", "acknowledged": True, "results": [ack]},
+        {"index": 1, "kind": "webhook", "acknowledged": False, "reason": reason},
+    ]
+    path = f"/api/v1/worker/leases/{token}/deliveries"
+    assert second.request("POST", path, {"reports": reports}).status_code == 200
+
+    wallet = InjectedWallet(world)
+    page = _page(_context(browser, DESKTOP, wallet), root, errors, outside)
+    page.goto(root + "/")
+    _sign_in(page, world.wallet.address)
+    page.click(f'#job-rows tr[data-job="{job_id}"] button')
+    page.wait_for_selector('#delivery-rows tr[data-state="refused"]')
+    assert reason in page.inner_text("#delivery-rows")
+    assert "Not every destination" in page.inner_text("#deliveries-complete")
+    page.wait_for_selector('#history-rows tr[data-attempt="2"]')
+    _layout(page, shots, "resumed-running-desktop", "#job-history", "#job-deliveries")
+
+    hook = {"index": 1, "kind": "webhook", "acknowledged": True, "results": [ack]}
+    assert second.request("POST", path, {"reports": [hook]}).json()["pending"] == []
+    share = 4_000_000 * 2 // 4  # segments 3..4 of 4
+    done = second.request(
+        "POST", f"/api/v1/worker/leases/{token}/complete", {"result": {"amount": share}}
+    )
+    assert done.status_code == 200, done.text
+
+    job = cli.status(job_id)
+    for width, viewer in (("desktop", page), ("phone", None)):
+        if viewer is None:
+            viewer = _page(_context(browser, PHONE, wallet), root, errors, outside)
+            viewer.goto(root + "/")
+            _sign_in(viewer, world.wallet.address)
+        else:
+            viewer.click("#refresh-jobs")
+        viewer.click(f'#job-rows tr[data-job="{job_id}"] button')
+        viewer.wait_for_selector("#job-status.status-completed")
+        viewer.wait_for_selector(
+            '#delivery-rows tr[data-destination="1"][data-state="acknowledged"]'
+        )
+        rows = [
+            [c.inner_text() for c in r.query_selector_all("td")]
+            for r in viewer.query_selector_all("#history-rows tr")
+        ]
+        assert [(r[0], r[3]) for r in rows] == [("1", "1–2"), ("2", "3–end")], rows
+        assert rows[0][4] == "not paid" and rows[1][4] != "—", rows
+        assert "resumed attempt 1 at checkpoint 2" in rows[1][2]
+        assert job["history"][1]["provider"].startswith(rows[1][1].rstrip("…"))
+        assert "Every destination acknowledged" in viewer.inner_text("#deliveries-complete")
+        _layout(viewer, shots, f"resumed-{width}", "#job-history", "#job-deliveries")
+        # The two new tables alone, for a person to look at beside the full page.
+        for part in ("history", "deliveries"):
+            viewer.locator(f"#job-{part}").screenshot(path=str(shots / f"{part}-{width}.png"))
+
+    # The CLI says the same.
+    job = cli.status(job_id)
+    lines = history_summary(job["history"]).splitlines()
+    assert lines[0].endswith("segments 1..2, not paid")
+    assert lines[1].endswith(f"segments 3..end, claims {share} NTX base units")
+    assert deliveries_summary(cli.deliveries(job_id)).splitlines() == [
+        "destination 0 (api): acknowledged",
+        "destination 1 (webhook): acknowledged",
+        "every destination acknowledged",
+    ]
+    assert errors == [] and outside == []
+
+
+def test_storage_offers_in_the_browser(browser: Any, served: Served, tmp_path: Path) -> None:
+    """Two storage providers offer space (signed offers through the API): the page lists
+    them cheapest first with their endpoint, free capacity and price per GB-month, at
+    desktop and phone width, before anyone signs in."""
+    from proofnet.messages import storage as s
+
+    root = served.root
+    shots = tmp_path / "screens"
+    shots.mkdir()
+    errors: list[str] = []
+    outside: list[str] = []
+    providers = []
+    for price, capacity in ((9_000, 4 * 10**9), (1_500, 250 * 10**9)):
+        provider = Worker(TestClient(served.app), clock=served.clock)
+        nonce = provider.request("POST", s.STORAGE_CHALLENGE_PATH).json()["nonce"]
+        offer = s.sign_offer(
+            provider.key,
+            network="devnet",
+            payout_address=Wallet().address,
+            nonce=nonce,
+            terms=s.StorageTerms(
+                endpoint="https://store.example.net:9000",
+                bucket="proofnet",
+                capacity_bytes=capacity,
+                ntx_per_gb_month=price,
+            ),
+        )
+        put = provider.request("PUT", s.STORAGE_OFFER_PATH, offer.model_dump(mode="json"))
+        assert put.status_code == 200, put.text
+        providers.append(provider)
+    dear, cheap = providers
+    wallet = InjectedWallet(served.world)
+    for width, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+        page = _page(_context(browser, viewport, wallet), root, errors, outside)
+        page.goto(root + "/")
+        page.wait_for_selector(f'#storage-rows tr[data-storage="{cheap.public_key}"]')
+        rows = page.query_selector_all("#storage-rows tr")
+        assert [r.get_attribute("data-storage") for r in rows] == [
+            cheap.public_key,
+            dear.public_key,
+        ]
+        cells = [c.inner_text() for c in rows[0].query_selector_all("td")]
+        assert cells[1] == "store.example.net:9000"
+        assert cells[2] == "250 GB of 250 GB" and cells[3] == "0.0015"
+        _layout(page, shots, f"storage-{width}", "#storage-rows")
+    assert errors == [] and outside == []

@@ -3,8 +3,13 @@ app (SQLite) serving the oracle feed, the real oracle app verifying over HTTP.""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +53,7 @@ from proofnet.messages.attestation import (
 )
 from proofnet.messages.binding import binding_message
 from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.segment_share import segment_cap
 from proofnet.messages.worker_auth import sign_request_headers
 from proofnet.settings import Settings
 
@@ -124,8 +130,103 @@ def lock_escrow(
     return EscrowRef(tx_id=str(tx.id), index=0)
 
 
-@pytest.mark.slow
-def test_honest_attestation_verified_end_to_end(devnet: RunningDevnet, tmp_path: Path) -> None:
+def register(worker: Signed, uuid: str = "GPU-1") -> str:
+    """Register `worker` with one checked H100 and a fresh payout address; that address."""
+    payout_key = SigningKey.generate()
+    payout = str(
+        Address(
+            __import__("pycardano").VerificationKeyHash(key_hash(bytes(payout_key.verify_key))),
+            network=Network.TESTNET,
+        )
+    )
+    nonce = worker.call("POST", "/api/v1/worker/challenge").json()["nonce"]
+    binding = {
+        "network": NETWORK,
+        "worker_pubkey": worker.public_key,
+        "payout_address": payout,
+        "nonce": nonce,
+        "signature": worker.key.sign(
+            binding_message(NETWORK, worker.public_key, payout, nonce)
+        ).signature.hex(),
+    }
+    gpu = {"index": 0, "uuid": uuid, "name": "NVIDIA H100", "memory_mb": 81920}
+    capabilities = {
+        "worker_version": "0.1.0",
+        "cpu_only": False,
+        "cpu_only_reason": None,
+        "driver_version": "550.54",
+        "cuda_version": "12.4",
+        "gpus": [
+            {
+                "index": 0,
+                "uuid": uuid,
+                "compute_capability": "9.0",
+                "pci_bus_id": "00000000:01:00.0",
+                "memory_total_bytes": 81920 * 2**20,
+            }
+        ],
+        "host": {
+            "os": "Linux",
+            "kernel": "6.1",
+            "arch": "x86_64",
+            "cpu_model": "test",
+            "cpu_count": 8,
+            "ram_total_bytes": 2**35,
+            "disk_free_bytes": 2**40,
+            "python": "3.11",
+        },
+        "runtime_check": {"status": "ok", "problem": "", "diagnosis": ""},
+        "challenge_seed_source": "api-nonce",
+        "challenges": [],
+    }
+    registered = worker.call(
+        "POST",
+        "/api/v1/worker/register",
+        json.dumps({"binding": binding, "gpus": [gpu], "capabilities": capabilities}).encode(),
+        **{"content-type": "application/json"},
+    )
+    assert registered.status_code == 200, registered.text
+    return payout
+
+
+@dataclass
+class Stack:
+    """The API app (serving the oracle feed) and the oracle app over a running devnet, a
+    signed-in approved submitter."""
+
+    http: httpx.Client
+    auth: dict[str, str]
+    devnet: RunningDevnet
+    submitter: PaymentSigningKey
+    policy: str
+    oracle: Any  # the oracle app's TestClient
+
+    def submit(self, spec_dict: dict[str, Any]) -> tuple[str, EscrowRef]:
+        """Post the job, lock its escrow on the devnet and record it."""
+        created = self.http.post("/api/v1/jobs", json={"spec": spec_dict}, headers=self.auth)
+        assert created.status_code == 201, created.text
+        job_id = str(created.json()["job_id"])
+        escrow = lock_escrow(self.devnet, self.submitter, job_id, self.policy)
+        recorded = self.http.post(
+            f"/api/v1/jobs/{job_id}/escrow",
+            json={"tx_id": escrow.tx_id, "index": escrow.index},
+            headers=self.auth,
+        )
+        assert recorded.status_code == 200, recorded.text
+        return job_id, escrow
+
+    def attest(self, att: Attestation, key: SigningKey) -> dict[str, Any]:
+        """Post the signed attestation to the oracle; its view after verification."""
+        posted = self.oracle.post(
+            "/api/v1/attestations",
+            content=sign_attestation(Attestation.model_validate(att.model_dump()), key).cose,
+            headers={"content-type": "application/cose"},
+        ).json()
+        return dict(self.oracle.get(f"/api/v1/attestations/{posted['id']}").json())
+
+
+@contextmanager
+def stack(devnet: RunningDevnet, tmp_path: Path) -> Iterator[Stack]:
     policy = devnet.admin_status()["faucet_policy_id"]
     oracle_key = write_key(tmp_path / "oracle.skey")
     api_db = f"sqlite:///{tmp_path / 'api.db'}"
@@ -158,140 +259,8 @@ def test_honest_attestation_verified_end_to_end(devnet: RunningDevnet, tmp_path:
 
         add_senior(session, api_config, submitter_address, datetime.now(UTC))
 
-    spec_dict: dict[str, Any] = {
-        "model": {"repo_url": "https://example.org/train.git", "commit": "c" * 40},
-        "framework": "numpy",
-        "image": "python@sha256:" + "d" * 64,
-        "commands": [["python", "train.py"]],
-        "resources": {
-            "gpus": 1,
-            "gpu_memory_mb": 1024,
-            "cpus": 1,
-            "ram_mb": 1024,
-            "disk_mb": 1024,
-            "max_duration_s": 3600,
-        },
-        "results": [{"path": "metrics.json", "kind": "json"}],
-        "pricing": {"kind": "fixed", "amount": PRICE},
-        "seed": secrets.randbelow(2**63),
-    }
-    spec = JobSpec.from_dict(spec_dict)
-
     with serve_app(api_app) as api_url, httpx.Client(base_url=api_url, timeout=30) as http:
         auth = sign_in(http, submitter, submitter_address)
-        created = http.post("/api/v1/jobs", json={"spec": spec_dict}, headers=auth)
-        assert created.status_code == 201, created.text
-        job_id = created.json()["job_id"]
-        assert job_id == spec.job_id
-
-        escrow = lock_escrow(devnet, submitter, job_id, policy)
-        recorded = http.post(
-            f"/api/v1/jobs/{job_id}/escrow",
-            json={"tx_id": escrow.tx_id, "index": escrow.index},
-            headers=auth,
-        )
-        assert recorded.status_code == 200, recorded.text
-
-        worker = Signed(http, SigningKey.generate())
-        payout_key = SigningKey.generate()
-        payout = str(
-            Address(
-                __import__("pycardano").VerificationKeyHash(key_hash(bytes(payout_key.verify_key))),
-                network=Network.TESTNET,
-            )
-        )
-        nonce = worker.call("POST", "/api/v1/worker/challenge").json()["nonce"]
-        binding = {
-            "network": NETWORK,
-            "worker_pubkey": worker.public_key,
-            "payout_address": payout,
-            "nonce": nonce,
-            "signature": worker.key.sign(
-                binding_message(NETWORK, worker.public_key, payout, nonce)
-            ).signature.hex(),
-        }
-        gpu = {"index": 0, "uuid": "GPU-1", "name": "NVIDIA H100", "memory_mb": 81920}
-        capabilities = {
-            "worker_version": "0.1.0",
-            "cpu_only": False,
-            "cpu_only_reason": None,
-            "driver_version": "550.54",
-            "cuda_version": "12.4",
-            "gpus": [
-                {
-                    "index": 0,
-                    "uuid": "GPU-1",
-                    "compute_capability": "9.0",
-                    "pci_bus_id": "00000000:01:00.0",
-                    "memory_total_bytes": 81920 * 2**20,
-                }
-            ],
-            "host": {
-                "os": "Linux",
-                "kernel": "6.1",
-                "arch": "x86_64",
-                "cpu_model": "test",
-                "cpu_count": 8,
-                "ram_total_bytes": 2**35,
-                "disk_free_bytes": 2**40,
-                "python": "3.11",
-            },
-            "runtime_check": {"status": "ok", "problem": "", "diagnosis": ""},
-            "challenge_seed_source": "api-nonce",
-            "challenges": [],
-        }
-        import json
-
-        registered = worker.call(
-            "POST",
-            "/api/v1/worker/register",
-            json.dumps({"binding": binding, "gpus": [gpu], "capabilities": capabilities}).encode(),
-            **{"content-type": "application/json"},
-        )
-        assert registered.status_code == 200, registered.text
-        claim = worker.call("POST", "/api/v1/worker/claim").json()
-        started = int(time.time() * 1000)
-        metrics_file = b'{"loss": "0.125"}\n'
-        put = worker.call(
-            "PUT",
-            f"/api/v1/worker/leases/{claim['lease_token']}/results/metrics.json",
-            metrics_file,
-        )
-        assert put.status_code == 200, put.text
-        time.sleep(0.05)
-        ended = int(time.time() * 1000)
-        done = worker.call(
-            "POST",
-            f"/api/v1/worker/leases/{claim['lease_token']}/complete",
-            b"{}",
-            **{"content-type": "application/json"},
-        )
-        assert done.status_code == 200, done.text
-
-        import hashlib
-
-        att = Attestation(
-            domain=AttestationDomain(
-                network=NETWORK,
-                escrow_script_hash=escrow_script_hash(),
-                escrow=escrow,
-                job_id=job_id,
-            ),
-            worker_key=worker.public_key,
-            payout_address=payout,
-            started_ms=started,
-            ended_ms=ended,
-            gpu_milliseconds=ended - started,
-            gpu_model="NVIDIA H100",
-            gpu_uuid_sha256=hashlib.sha256(b"GPU-1").hexdigest(),
-            image_digest=spec.image_digest,
-            command_hash=spec.command_hash,
-            result_hashes={"metrics.json": hashlib.sha256(metrics_file).hexdigest()},
-            pot_root="0" * 64,
-            metrics={"loss": "0.125"},
-            nonce=claim["nonce"],
-            amount=PRICE,
-        )
         settings = Settings(
             network=NETWORK,
             chain_backend="devnet",
@@ -316,23 +285,221 @@ def test_honest_attestation_verified_end_to_end(devnet: RunningDevnet, tmp_path:
         from fastapi.testclient import TestClient
 
         with TestClient(oracle_app) as oracle:
-            # The same work claimed for more than the price is rejected against the real feed;
-            # the rejection does not block the honest attestation for the same escrow.
-            inflated = att.model_copy(update={"amount": PRICE + 1})
-            bad = oracle.post(
-                "/api/v1/attestations",
-                content=sign_attestation(
-                    Attestation.model_validate(inflated.model_dump()), worker.key
-                ).cose,
-                headers={"content-type": "application/cose"},
-            ).json()
-            view = oracle.get(f"/api/v1/attestations/{bad['id']}").json()
-            assert view["status"] == "rejected" and view["reason"] == "amount_exceeds_price"
+            yield Stack(http, auth, devnet, submitter, policy, oracle)
 
-            honest = sign_attestation(att, worker.key).cose
-            body = oracle.post(
-                "/api/v1/attestations", content=honest, headers={"content-type": "application/cose"}
-            ).json()
-            assert body["status"] == "verified", oracle.get(
-                f"/api/v1/attestations/{body['id']}"
-            ).json()
+
+def spec_of(results: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "model": {"repo_url": "https://example.org/train.git", "commit": "c" * 40},
+        "framework": "numpy",
+        "image": "python@sha256:" + "d" * 64,
+        "commands": [["python", "train.py"]],
+        "resources": {
+            "gpus": 1,
+            "gpu_memory_mb": 1024,
+            "cpus": 1,
+            "ram_mb": 1024,
+            "disk_mb": 1024,
+            "max_duration_s": 3600,
+        },
+        "results": results,
+        "pricing": {"kind": "fixed", "amount": PRICE},
+        "seed": secrets.randbelow(2**63),
+    }
+
+
+def attestation(
+    worker: Signed,
+    payout: str,
+    job_id: str,
+    escrow: EscrowRef,
+    spec: JobSpec,
+    *,
+    nonce: str,
+    started: int,
+    ended: int,
+    results: dict[str, str],
+    pot_root: str,
+    amount: int,
+) -> Attestation:
+    return Attestation(
+        domain=AttestationDomain(
+            network=NETWORK,
+            escrow_script_hash=escrow_script_hash(),
+            escrow=escrow,
+            job_id=job_id,
+        ),
+        worker_key=worker.public_key,
+        payout_address=payout,
+        started_ms=started,
+        ended_ms=ended,
+        gpu_milliseconds=ended - started,
+        gpu_model="NVIDIA H100",
+        gpu_uuid_sha256=hashlib.sha256(b"GPU-1").hexdigest(),
+        image_digest=spec.image_digest,
+        command_hash=spec.command_hash,
+        result_hashes=results,
+        pot_root=pot_root,
+        metrics={},
+        nonce=nonce,
+        amount=amount,
+    )
+
+
+@pytest.mark.slow
+def test_honest_attestation_verified_end_to_end(devnet: RunningDevnet, tmp_path: Path) -> None:
+    spec_dict = spec_of([{"path": "metrics.json", "kind": "json"}])
+    spec = JobSpec.from_dict(spec_dict)
+    with stack(devnet, tmp_path) as world:
+        job_id, escrow = world.submit(spec_dict)
+        assert job_id == spec.job_id
+        worker = Signed(world.http, SigningKey.generate())
+        payout = register(worker)
+        claim = worker.call("POST", "/api/v1/worker/claim").json()
+        started = int(time.time() * 1000)
+        metrics_file = b'{"loss": "0.125"}\n'
+        put = worker.call(
+            "PUT",
+            f"/api/v1/worker/leases/{claim['lease_token']}/results/metrics.json",
+            metrics_file,
+        )
+        assert put.status_code == 200, put.text
+        time.sleep(0.05)
+        ended = int(time.time() * 1000)
+        done = worker.call(
+            "POST",
+            f"/api/v1/worker/leases/{claim['lease_token']}/complete",
+            b"{}",
+            **{"content-type": "application/json"},
+        )
+        assert done.status_code == 200, done.text
+        att = attestation(
+            worker,
+            payout,
+            job_id,
+            escrow,
+            spec,
+            nonce=claim["nonce"],
+            started=started,
+            ended=ended,
+            results={"metrics.json": hashlib.sha256(metrics_file).hexdigest()},
+            pot_root="0" * 64,
+            amount=PRICE,
+        )
+        # The same work claimed for more than the price is rejected against the real feed;
+        # the rejection does not block the honest attestation for the same escrow.
+        bad = world.attest(att.model_copy(update={"amount": PRICE + 1}), worker.key)
+        assert bad["status"] == "rejected" and bad["reason"] == "amount_exceeds_price"
+        honest = world.attest(att, worker.key)
+        assert honest["status"] == "verified", honest
+
+
+def recorded_run(job_dir: Path, segments: int, *, resume_from: Path | None = None) -> Path:
+    """A real pot run of 4 segments: `segments` of them recorded (a lost provider's prefix),
+    or, with `resume_from`, resumed from that prefix's last checkpoint to the end."""
+    from pot import harness
+    from pot.examples.numpy_mlp import MLPTrainer
+    from pot.harness import run_segment
+    from pot.recorder import ProofOfTraining
+    from pot.schedule import Schedule
+    from pot.trainer import TrainContext
+
+    schedule = Schedule(total_steps=40, steps_per_checkpoint=10, dataset_size=128, batch_size=16)
+    ctx = TrainContext(job_dir, 7, 11, schedule, {"hidden": 8})
+    pot_dir = job_dir / "pot"
+    if resume_from is not None:
+        harness.resume(MLPTrainer(ctx), ctx, pot_dir, resume_from, at=segments)
+        return pot_dir
+    trainer = MLPTrainer(ctx)
+    recorder = ProofOfTraining(pot_dir, steps_per_checkpoint=10, data_seed=11)
+    recorder.start(trainer.state())
+    for segment in range(1, segments + 1):
+        run_segment(
+            trainer,
+            schedule.sampler(11),
+            schedule.segment_steps(segment),
+            lambda _s, idx, loss: recorder.record_step(idx, loss),
+        )
+        recorder.commit(trainer.state())
+    recorder.leaves  # noqa: B018 - waits for the writes
+    return pot_dir
+
+
+@pytest.mark.slow
+def test_a_resumed_attempt_is_paid_its_share_end_to_end(
+    devnet: RunningDevnet, tmp_path: Path
+) -> None:
+    """A real escrow on the devnet; provider A is lost after 2 of 4 segments (its prefix
+    uploaded), provider B resumes from it and completes. The oracle, over the API's signed
+    feed, verifies B's attestation for its share (segments 3..4: half the price), and
+    refuses B claiming the whole price (A's segments are not B's to be paid for). (A proof
+    that does not chain to A's prefix: tests/oracle/test_verify_resumed.py.)"""
+    from pot.manifest import Manifest
+
+    spec_dict = spec_of([{"path": "pot/**", "kind": "model"}])
+    spec_dict["proof"] = {  # 4 segments, as `recorded_run` trains them
+        "steps_per_checkpoint": 10,
+        "schedule": {"steps": 40, "dataset_size": 128, "batch_size": 16},
+    }
+    spec = JobSpec.from_dict(spec_dict)
+    with stack(devnet, tmp_path) as world:
+        job_id, escrow = world.submit(spec_dict)
+        first, second = (Signed(world.http, SigningKey.generate()) for _ in range(2))
+        register(first, uuid="GPU-A")
+        payout = register(second, uuid="GPU-B")
+
+        def upload(worker: Signed, token: str, pot_dir: Path) -> dict[str, str]:
+            digests = {}
+            for path in sorted(pot_dir.iterdir()):
+                data = path.read_bytes()
+                put = worker.call(
+                    "PUT", f"/api/v1/worker/leases/{token}/results/pot/{path.name}", data
+                )
+                assert put.status_code == 200, put.text
+                digests[f"pot/{path.name}"] = hashlib.sha256(data).hexdigest()
+            return digests
+
+        lost = first.call("POST", "/api/v1/worker/claim").json()
+        prefix_dir = recorded_run(tmp_path / "a", 2)
+        upload(first, lost["lease_token"], prefix_dir)
+        released = first.call(
+            "POST",
+            f"/api/v1/worker/leases/{lost['lease_token']}/release",
+            json.dumps({"reason": "spot instance reclaimed"}).encode(),
+            **{"content-type": "application/json"},
+        )
+        assert released.status_code == 200, released.text
+
+        claim = second.call("POST", "/api/v1/worker/claim").json()
+        assert claim["resume"]["at"] == 2 and claim["nonce"] == lost["nonce"]
+        started = int(time.time() * 1000)
+        pot_dir = recorded_run(tmp_path / "b", 2, resume_from=prefix_dir)
+        upload(second, claim["lease_token"], pot_dir)
+        ended = int(time.time() * 1000)
+        done = second.call(
+            "POST",
+            f"/api/v1/worker/leases/{claim['lease_token']}/complete",
+            b"{}",
+            **{"content-type": "application/json"},
+        )
+        assert done.status_code == 200, done.text
+        share = segment_cap(spec, PRICE, 3)
+        assert share == PRICE // 2
+        att = attestation(
+            second,
+            payout,
+            job_id,
+            escrow,
+            spec,
+            nonce=claim["nonce"],
+            started=started,
+            ended=ended,
+            results={},
+            pot_root=Manifest.load(pot_dir).root,
+            amount=share,
+        )
+        greedy = world.attest(att.model_copy(update={"amount": PRICE}), second.key)
+        assert greedy["status"] == "rejected", greedy
+        assert greedy["reason"] == "amount_exceeds_price"
+        honest = world.attest(att, second.key)
+        assert honest["status"] == "verified", honest

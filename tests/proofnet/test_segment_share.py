@@ -55,3 +55,14 @@ def test_a_rate_card_attempt_keeps_its_metered_price_within_its_share_of_the_cap
     card = spec({"kind": "rate_card", "rate_card": "sha256:" + "c" * 64, "max_amount": 600})
     assert segment_cap(card, 50, 4) == 50  # metered below its share (300): as metered
     assert segment_cap(card, 600, 4) == 300  # metered at the cap: its half of it
+
+
+def test_a_spec_without_a_schedule_pays_only_a_whole_run() -> None:
+    """No schedule, no segments: a part of a run is worth nothing, never the price."""
+    data = spec({"kind": "fixed", "amount": 1000}).model_dump(mode="python")
+    data["proof"] = {"steps_per_checkpoint": 10}
+    data["commands"] = [["python", "train.py"]]
+    plain = JobSpec.from_dict(data)
+    assert plain.schedule is None
+    assert segment_cap(plain, 1000, 1) == 1000
+    assert segment_cap(plain, 1000, 3) == 0 and segment_cap(plain, 1000, 1, 2) == 0

@@ -55,7 +55,8 @@ from role_support import (
 from proofnet.messages.verification_fee import fee_for
 from proofnet.processes import RoleProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.docker]
+# One worker runs both jobs: the network the module stands up is the slow part.
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.xdist_group("docker_loop")]
 
 REPO = Path(__file__).resolve().parents[2]
 URL_PREFIX = "https://git.jobs.proofnet.test/"
@@ -207,7 +208,10 @@ def loop(tmp_path_factory: pytest.TempPathFactory, docker_engine: None) -> Itera
         )
         path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
         provider = shell.enter("provider", PROOFNET_DATA_DIR="data", PATH=path)
-        verifier = shell.enter("verifier", PROOFNET_DATA_DIR="data", PATH=path)
+        # Asks for tasks every 2 s, not the default 30 s: the loop waits on nothing else.
+        verifier = shell.enter(
+            "verifier", PROOFNET_DATA_DIR="data", PATH=path, PROOFNET_WORKER_VERIFICATION_POLL_S="2"
+        )
         provider_worker, verifier_worker = _onboard(network, provider), _onboard(network, verifier)
         assert provider_worker.key != verifier_worker.key
         assert provider_worker.payout != verifier_worker.payout

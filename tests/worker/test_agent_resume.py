@@ -6,7 +6,10 @@ API while the job runs (A's log says so before anything else ends the run). A is
 stopped mid-run and releases. Provider B's claim resumes from the last checkpoint A
 uploaded: B downloads it, trains the remaining segments, and attests only its share of the
 price (the segments it proved), never A's. Its proof chains to A's committed prefix
-(`pot.check_resumed`), as the oracle checks.
+(`pot.check_resumed`): the oracle's own pipeline, reading the API's signed feed (the
+attempts, the lost attempt's prefix by the hash the API recorded), verifies it; the same
+attestation claiming the whole price is refused (a forged resume checkpoint:
+tests/oracle/test_verify_resumed.py).
 """
 
 from __future__ import annotations
@@ -14,24 +17,35 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 from agent_fixtures import (  # noqa: F401  (fixtures)
+    NETWORK,
     AgentHarness,
     ApiServer,
     FixtureRepo,
     RecordingOracle,
     _git,
-    api_server,
     job_path,
     job_spec,
+    make_api_server,
     oracle,
 )
+from nacl.signing import SigningKey
 
+from chain.contracts import types as t
+from oracle.inputs.chain import EscrowLookup, EscrowOutput, StaticChainView
+from oracle.intake.feed_client import HttpApiFeed
+from oracle.service import escrow_script_hash
+from oracle.verification.verify import Reason, VerificationContext, verify
 from pot import Manifest, check_resumed
 from pot.manifest import PREFIX_NAME
+from proofnet.messages.address import key_hash
+from proofnet.messages.attestation import EscrowRef, sign_attestation
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.segment_share import segment_cap
 
@@ -54,6 +68,68 @@ class MLPTrainer(_MLP):
         return super().train_step(step, indices)
 '''
 STEPS, EVERY, PAUSE_AT = 60, 10, 35  # 6 segments; A commits checkpoints 1..3, then waits
+ORACLE = SigningKey(b"\x0b" * 32)
+
+
+@pytest.fixture
+def api_server(tmp_path: Path) -> Iterator[ApiServer]:
+    """The API, serving its oracle feed to ORACLE's key."""
+    yield from make_api_server(tmp_path, oracle_keys=(bytes(ORACLE.verify_key).hex(),))
+
+
+class _Store:
+    """The oracle's store as a first verification sees it: nothing recorded yet."""
+
+    def holder_of_leaf(self, leaf_hash: str) -> int | None:
+        return None
+
+    def payable_for_escrow(self, escrow: str) -> tuple[int, str] | None:
+        return None
+
+    def payable_units(self, escrow: str) -> dict[int, Any]:
+        return {}
+
+    def cancelled_escrow(self, escrow: str) -> str | None:
+        return None
+
+
+def oracle_context(job_id: str, ref: EscrowRef, budget: int, feed: HttpApiFeed) -> Any:
+    """The oracle's verification over the API's real feed; the escrow (which the worker
+    fixtures record without a chain) is an output on a static chain view."""
+    pkh = key_hash(bytes(SigningKey.generate().verify_key))
+    datum = t.EscrowDatum(
+        batch_credential=b"\x11" * 28,
+        job_id=bytes.fromhex(job_id),
+        submitter=t.Address(t.PubKeyCredential(pkh), t.NoStakingCredential()),
+        submitter_pkh=pkh,
+        budget=budget,
+        ntx_policy=b"\xab" * 28,
+        ntx_name=b"NTX",
+        deadline=int(time.time() * 1000) + 3_600_000,
+        config_policy=b"\x22" * 28,
+        config_name=t.CONFIG_NFT_NAME,
+        cancel_allowed_until=t.NoPosixTime(),
+        nonce=0,
+        oracle_set=bytes(32),
+    )
+    chain = StaticChainView()
+    output = EscrowOutput(
+        ref=ref,
+        address="addr_test1-escrow",
+        payment_script_hash=escrow_script_hash(),
+        lovelace=5_000_000,
+        assets=MappingProxyType({"ab" * 28 + "4e5458": budget}),
+        datum=datum,
+        datum_error="",
+    )
+    chain.put(EscrowLookup("unspent", output), ref)
+    return VerificationContext(
+        network=NETWORK,
+        escrow_script_hash=escrow_script_hash(),
+        chain=chain,
+        feed=feed,
+        store=_Store(),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +217,21 @@ def test_a_stopped_provider_is_resumed_and_the_next_one_claims_only_its_share(
         assert resumed.root == att.pot_root
         prefix = Manifest.load(b_dir / ".proofnet" / "resume", name=PREFIX_NAME)
         check_resumed(resumed, prefix, at, step=at * EVERY)
+        # The oracle's pipeline over the API's feed: verified, the resume checked.
+        feed = HttpApiFeed(api_server.url, ORACLE, NETWORK, ttl_s=0)
+        try:
+            ref = att.domain.escrow
+            ctx = oracle_context(job_id, EscrowRef(tx_id=ref.tx_id, index=ref.index), price, feed)
+            verdict = verify(oracle.cose[job_id], ctx)
+            assert verdict.ok, verdict
+            assert "resumed_from_committed_prefix" in verdict.checks
+            # The attack twins: the whole price; a resume the API says began elsewhere.
+            key = second.worker.key.signing_key
+            greedy = sign_attestation(att.model_copy(update={"amount": price}), key).cose
+            refused = verify(greedy, ctx)
+            assert refused.reason == Reason.AMOUNT_EXCEEDS_PRICE, refused
+        finally:
+            feed.close()
         history = api_server.job(job_id)["history"]
         assert [(h["attempt"], h["first_segment"], h["last_segment"]) for h in history] == [
             (1, 1, at),

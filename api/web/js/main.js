@@ -9,13 +9,16 @@ import { ada, ntxNumber, ntxText, setBaseUnits, unitLabel, units } from "./amoun
 import { el } from "./dom.js";
 import { EscrowPanel } from "./escrow.js";
 import { randomSeed, readJobForm } from "./jobform.js";
-import { showEstimate, showProviders } from "./market.js";
+import { showEstimate, showProviders, showStorageOffers } from "./market.js";
 import { showAuction, showOpenAuctions } from "./auctions.js";
+import { showAttempts, showDeliveries } from "./attempts.js";
 import { ConnectedWallet, availableWallets } from "./wallet.js";
 import { isoMs, whenText } from "./when.js";
 
 const $ = (id) => document.getElementById(id);
 const POLL_MS = 2000;
+// A job's attempts and destinations are read again at least every this many ticks.
+const DETAIL_POLL_TICKS = 5;
 // While a finished job's escrow is still locked, it is looked at this often (refund opens).
 const ESCROW_POLL_TICKS = 5;
 const TERMINAL = ["completed", "failed", "cancelled", "stopped"];
@@ -96,7 +99,7 @@ async function toggleUnits(on) {
   showUnits();
   if (price) input.value = ntxNumber(price).replaceAll(",", "");
   escrow.render();
-  await Promise.all([loadBalances(), loadJobs(), showProviders()]);
+  await Promise.all([loadBalances(), loadJobs(), showProviders(), showStorageOffers()]);
 }
 
 // --- wallet and sign-in -------------------------------------------------------------
@@ -380,6 +383,7 @@ async function selectJob(jobId) {
     row.setAttribute("aria-selected", String(row.dataset.job === jobId));
   }
   state.pricing = (await get(`/api/v1/jobs/${jobId}`)).spec.pricing;
+  $("job-history").hidden = $("job-deliveries").hidden = true;
   await refreshJob();
   state.poll = setInterval(() => refreshJob().catch(fail), POLL_MS);
 }
@@ -409,8 +413,19 @@ async function refreshJob() {
   $("job-reason").textContent = st.reason;
   $("job-progress").value = st.progress;
   $("job-progress-text").textContent = `${Math.round(st.progress * 100)}% ${st.progress_message}`;
+  const changed = st.status !== state.status;
   state.status = st.status;
-  await Promise.all([escrow.load(jobId), showAuction(jobId, state.pricing)]);
+  // The attempts and destinations change with the job's state (a lease ends, a destination
+  // answers): read them when it changes, and every few ticks besides, not on every tick.
+  const details = changed || state.ticks % DETAIL_POLL_TICKS === 1;
+  const job = details ? await get(`/api/v1/jobs/${jobId}`) : null;
+  if (state.job !== jobId) return;
+  if (job) showAttempts(job);
+  await Promise.all([
+    escrow.load(jobId),
+    showAuction(jobId, state.pricing),
+    job ? showDeliveries(jobId, job) : null,
+  ]);
   const logs = await get(`/api/v1/jobs/${jobId}/logs?after=${state.logCursor}`);
   if (state.job !== jobId) return;
   if (logs.lines.length) {
@@ -474,7 +489,7 @@ function start() {
   $("f-seed").value = randomSeed();
   showUnits();
   loadNetwork()
-    .then(() => Promise.all([showProviders(), showOpenAuctions()]))
+    .then(() => Promise.all([showProviders(), showStorageOffers(), showOpenAuctions()]))
     .catch(fail);
   $("f-pricing").addEventListener("change", (e) => {
     const auction = e.currentTarget.value === "auction";

@@ -1,5 +1,6 @@
-// Before posting: the estimate of a spec (POST /estimates: time and NTX cost as ranges) and
-// the providers online with their GPUs and prices (GET /providers?online=true).
+// Before posting: the estimate of a spec (POST /estimates: time and NTX cost as ranges),
+// the providers online with their GPUs and prices (GET /providers?online=true), and the
+// storage providers' offers (GET /storage/offers: capacity free, price per GB-month).
 
 import { get, post } from "./api.js";
 import { el, shortAddress } from "./dom.js";
@@ -55,5 +56,38 @@ export async function showProviders() {
         el("td", { class: "num" }, rates),
       );
     }),
+  );
+}
+
+const GB = 1e9;
+const gbText = (bytes) => `${(bytes / GB).toLocaleString("en", { maximumFractionDigits: 1 })} GB`;
+// The endpoint's host only: a path or query would only widen the column.
+function hostOf(endpoint) {
+  try {
+    return new URL(endpoint).host;
+  } catch {
+    return endpoint;
+  }
+}
+
+export async function showStorageOffers() {
+  const found = await get("/api/v1/storage/offers");
+  $("storage-unit").textContent = `${unitLabel()} per GB-month`;
+  const rows = $("storage-rows");
+  if (!found.data.length) {
+    rows.replaceChildren(el("tr", {}, el("td", { colspan: "4" }, "No storage is offered now.")));
+    return;
+  }
+  rows.replaceChildren(
+    ...found.data.map((o) =>
+      el(
+        "tr",
+        { "data-storage": o.provider_key },
+        el("td", {}, el("code", { title: o.provider_key }, shortAddress(o.provider_key))),
+        el("td", {}, el("code", { title: `${o.endpoint} (bucket ${o.bucket})` }, hostOf(o.endpoint))),
+        el("td", { class: "num", "data-free": String(o.free_bytes) }, `${gbText(o.free_bytes)} of ${gbText(o.capacity_bytes)}`),
+        el("td", { class: "num" }, ntxNumber(o.ntx_per_gb_month)),
+      ),
+    ),
   );
 }
