@@ -25,6 +25,7 @@ from typing import Any
 
 from pycardano import Address, Network, PaymentSigningKey, StakeSigningKey, UTxO
 
+from chain.devnet.profiles import DEFAULT_PROFILE, profile_params
 from chain.offchain.builders import assembly as A
 from chain.offchain.builders.chain_time import tip_posix_ms
 from chain.offchain.builders.deploy import OracleSetup, deploy
@@ -33,8 +34,10 @@ from chain.offchain.builders.lock import EscrowJob, lock_escrows
 from chain.offchain.builders.mint import mint_test_ntx
 from chain.offchain.builders.settle import BatchTx, Settlement, binding_limit, pack_settle_batch
 from chain.offchain.builders.wallet import KeyWallet, await_output
+from chain.offchain.measure import memory_breakdown
 
-CANDIDATES = 60
+# More than fit (about 55 distinct settlements at the size limit), so a limit binds.
+CANDIDATES = 80
 LOCKS_PER_TX = 20
 BUDGET = 1_000
 AGGREGATED_PROVIDERS = 10
@@ -102,17 +105,22 @@ def _settle(
     return batch
 
 
-def run_settle_bench(json_out: bool, *, candidates: int = CANDIDATES) -> dict[str, Any]:
-    """Measure on a fresh devnet; print one JSON line (`json_out`) or a table. With fewer
-    `candidates` than fit, the counts are lower bounds and `binding_limit` says so."""
+def run_settle_bench(
+    json_out: bool, *, candidates: int = CANDIDATES, profile: str = DEFAULT_PROFILE
+) -> dict[str, Any]:
+    """Measure on a fresh devnet with the parameters of `profile`; print one JSON line
+    (`json_out`) or a table. With fewer `candidates` than fit, the counts are lower bounds
+    and `binding_limit` says so. `memory_per_settlement` says where the memory of one
+    more settlement goes (`chain.offchain.measure.memory_breakdown`, offline)."""
     if candidates < 2:
         raise ValueError("the bench needs at least 2 candidate escrows per case")
+    profile_params(profile)  # an unknown profile fails before the devnet starts
     from chain.devnet.testing import running_devnet
 
     started = time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="proofnet-bench-settle-") as tmp,
-        running_devnet(Path(tmp), block_time=0.2, enable_faults=False) as devnet,
+        running_devnet(Path(tmp), block_time=0.2, enable_faults=False, profile=profile) as devnet,
     ):
         context = devnet.chain_context()
         admin, funder = _wallet("admin"), _wallet("funder")
@@ -190,8 +198,10 @@ def run_settle_bench(json_out: bool, *, candidates: int = CANDIDATES) -> dict[st
                 "aggregated": case_b.tx_id,
                 "baseline": baseline.tx_id,
             },
+            "profile": profile,
             "wall_s": round(time.monotonic() - started, 1),
         }
+    report["memory_per_settlement"] = memory_breakdown()
     if json_out:
         print(json.dumps(report, sort_keys=True))
     else:

@@ -23,11 +23,14 @@ def bench_devnet(
 @app.command("settle")
 def bench_settle(
     json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+    profile: str = typer.Option(
+        "mainnet", "--profile", help="devnet parameter profile: mainnet, preprod or pv10"
+    ),
 ) -> None:
     """Largest batch settlement per transaction (distinct / aggregated) and fee per escrow."""
     from benchmarks.settle import run_settle_bench
 
-    run_settle_bench(json_out=json_out)
+    run_settle_bench(json_out=json_out, profile=profile)
 
 
 @app.command("market")

@@ -24,6 +24,11 @@ settles all of them, O(number of escrows):
 As a certifying script it lets anyone register the credential and asks the admin quorum
 for anything else (deregistration, delegation).
 
+In the deployed script the withdrawal is answered by a hand-written UPLC core that makes
+exactly these checks in this order (`chain.contracts.settle_core.batch_core`, about a
+third of the memory per escrow); certificates run this program. This module stays the
+definition: the unit tests run it alone and with its core and require the same verdicts.
+
 Cost (this runs once per batch but its per-escrow part bounds the batch size):
 - one forward pass: the entries' input and output indices strictly increase, so inputs and
   outputs are walked once with the list builtins (`chain.contracts.listwalk`), dropping the

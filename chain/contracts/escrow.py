@@ -12,6 +12,11 @@ one output never pays back two escrows nor serves a batch as well. That output c
 reference script: a stranger refunding after the deadline could otherwise park a script on
 the submitter's funds, whose every later spend would pay the ledger's reference-script fee.
 
+In the deployed script the Settle path is answered by a hand-written UPLC core that makes
+exactly this path's checks (`chain.contracts.settle_core.escrow_core`, about a third of the
+memory); every other redeemer runs this program. This module stays the definition: the
+unit tests run it alone and with its core and require the same verdicts.
+
 Cost: Settle runs once per escrow of a batch, so it reads the context through the views
 below (fields it never reads are `Anything`, which OpShin neither converts nor copies) and
 only the first datum field. Refund and Cancel cast the same data to the full ledger types.

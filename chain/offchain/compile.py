@@ -21,12 +21,14 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import cbor2
+import uplc
+import uplc.ast
 from opshin import __version__ as opshin_version
 from opshin import builder
 from opshin.builder import to_plutus_schema
@@ -34,6 +36,7 @@ from opshin.compiler_config import DEFAULT_CONFIG, OPT_O3_CONFIG
 from pycardano import PlutusV3Script, plutus_script_hash
 
 from chain.contracts import bond_types as bt
+from chain.contracts import settle_core
 from chain.contracts import types as t
 from chain.deep_stack import deep_recursion
 from chain.offchain.errors import ChainError
@@ -74,6 +77,9 @@ class ValidatorSpec:
     extra_purposes: tuple[str, ...] = ()
     # Compiler settings of this validator on top of COMPILER_CONFIG (and of the trace build).
     compiler_overrides: tuple[tuple[str, Any], ...] = ()
+    # A hand-written UPLC core that answers the hot path itself and hands the rest to the
+    # OpShin program (`chain.contracts.settle_core`): (program term, traces) -> term.
+    core: Callable[..., Any] | None = None
 
     @property
     def source(self) -> Path:
@@ -87,6 +93,7 @@ VALIDATORS: tuple[ValidatorSpec, ...] = (
         description="Job escrow: Settle forwards to the batch stake script; Refund; Cancel.",
         datum=("datum", t.EscrowDatum),
         redeemer=("redeemer", t.EscrowRedeemer),
+        core=settle_core.escrow_core,
     ),
     ValidatorSpec(
         name="batch_settle",
@@ -99,6 +106,7 @@ VALIDATORS: tuple[ValidatorSpec, ...] = (
             ("config_policy", bytes),
             ("config_script_hash", bytes),
         ),
+        core=settle_core.batch_core,
     ),
     ValidatorSpec(
         name="oracle_config",
@@ -164,16 +172,23 @@ def _compiler_environment() -> Iterator[None]:
             sys.path.remove(str(REPO_ROOT))
 
 
-def compile_validator(name: str, *, traces: bool = False) -> PlutusV3Script:
+def compile_validator(name: str, *, traces: bool = False, core: bool = True) -> PlutusV3Script:
     """The unapplied script (CBOR-wrapped flat UPLC, as it appears in a witness set).
-    `traces=True`: the same script keeping its assertion messages (never deployed)."""
+    `traces=True`: the same script keeping its assertion messages (never deployed).
+    `core=False`: the OpShin program alone, without its hand-written core (the reference
+    the core must agree with; never deployed)."""
     s = spec(name)
     base = TRACE_COMPILER_CONFIG if traces else COMPILER_CONFIG
     config = base.update(**dict(s.compiler_overrides)) if s.compiler_overrides else base
     source = s.source
     try:
         with _compiler_environment():
-            return builder.build(str(source), config=config)
+            script = builder.build(str(source), config=config)
+            if s.core is None or not core:
+                return script
+            program = uplc.unflatten(bytes(script))
+            wrapped = uplc.ast.Program(program.version, s.core(program.term, traces=traces))
+            return PlutusV3Script(uplc.flatten(wrapped))
     except Exception as exc:  # the compiler raises many kinds; callers need one
         raise CompileError(f"{name}: {exc}") from exc
 
@@ -231,8 +246,8 @@ def render(compiled: dict[str, bytes]) -> dict[str, str]:
     return files
 
 
-def compile_all(*, traces: bool = False) -> dict[str, bytes]:
-    return {s.name: bytes(compile_validator(s.name, traces=traces)) for s in VALIDATORS}
+def compile_all(*, traces: bool = False, core: bool = True) -> dict[str, bytes]:
+    return {s.name: bytes(compile_validator(s.name, traces=traces, core=core)) for s in VALIDATORS}
 
 
 def sources_digest() -> str:
@@ -268,6 +283,22 @@ def trace_blueprint(cache_dir: Path | None = None) -> Path:
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(content, encoding="utf-8")
         tmp.replace(path)  # atomic: parallel test workers may race to build it
+    return path
+
+
+def reference_blueprint(cache_dir: Path | None = None) -> Path:
+    """A CIP-57 blueprint of the OpShin programs without their hand-written cores
+    (`chain.contracts.settle_core`), production settings, compiled on the first call and
+    cached beside the trace builds. Never deployed: tests run the unit suites against it
+    and the production build alike, so the cores keep the OpShin validators' verdicts."""
+    directory = cache_dir if cache_dir is not None else trace_build_dir()
+    path = directory / f"plutus-reference-{sources_digest()}.json"
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        content = json.dumps(blueprint(compile_all(core=False)), indent=2) + "\n"
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(content, encoding="utf-8")
+        tmp.replace(path)
     return path
 
 

@@ -21,6 +21,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from pycardano import (
     Address,
@@ -390,3 +391,101 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def memory_breakdown(small: int = 10, large: int = 20) -> dict[str, Any]:
+    """Where the memory of one more settlement goes: the escrow's Settle spend (one per
+    settlement) and the batch script's marginal cost per escrow (its units at `large`
+    escrows minus those at `small`, divided by the difference), each split into CEK machine
+    steps by kind of term (100 memory units each, Plutus V3 cost model) and builtin calls
+    by builtin. Counted by running the real transactions of `batch_costs` through the
+    devnet's evaluator with a counting machine."""
+    if not 1 <= small < large:
+        raise ValueError("need 1 <= small < large")
+    runs = {n: _tallies(n) for n in (small, large)}
+    escrow = runs[large]["spend"]
+    per = {
+        key: (runs[large]["reward"].get(key, 0) - runs[small]["reward"].get(key, 0))
+        / (large - small)
+        for key in set(runs[large]["reward"]) | set(runs[small]["reward"])
+    }
+
+    def shape(tally: dict[str, float]) -> dict[str, Any]:
+        steps = {k[5:]: round(v) for k, v in tally.items() if k.startswith("step:") and v}
+        builtins = {k[8:]: round(v) for k, v in tally.items() if k.startswith("builtin:") and v}
+        return {
+            "total": round(sum(tally.values())),
+            "cek_steps": round(sum(steps.values())),
+            "cek_steps_by_term": dict(sorted(steps.items(), key=lambda kv: -kv[1])),
+            "builtins": round(sum(builtins.values())),
+            "builtins_by_name": dict(sorted(builtins.items(), key=lambda kv: -kv[1])),
+        }
+
+    escrow_shape = shape(escrow)
+    batch_shape = shape(per)
+    return {
+        "escrow_settle_spend": escrow_shape,
+        "batch_script_per_escrow": batch_shape,
+        "total": escrow_shape["total"] + batch_shape["total"],
+        "measured_between": [small, large],
+    }
+
+
+def _tallies(n: int) -> dict[str, dict[str, float]]:
+    """Memory by category of the first escrow spend ("spend") and of the batch withdrawal
+    ("reward") in a settlement of `n` distinct escrows."""
+    from uplc.ast import BuiltInFun, BuiltInFunEvalMap
+    from uplc.machine import ForcedBuiltIn, budget_cost_of_op_on_model
+
+    from chain.devnet import phase2
+
+    tallies: list[dict[str, float]] = []
+    base = phase2.Machine
+
+    class Counting(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.tally: dict[str, float] = {"step:startup": 100}
+            tallies.append(self.tally)
+
+        def step_and_maybe_spend(self, term: Any) -> None:
+            key = f"step:{type(term).__name__.replace('BoundState', '')}"
+            self.tally[key] = self.tally.get(key, 0) + 100
+            super().step_and_maybe_spend(term)
+
+        def apply_evaluate(self, context: Any, function: Any, argument: Any) -> Any:
+            if isinstance(function, ForcedBuiltIn):
+                args = [*function.bound_arguments, argument]
+                fun = BuiltInFun(function.builtin)
+                if BuiltInFunEvalMap[fun].__code__.co_argcount == len(args):
+                    cost = budget_cost_of_op_on_model(
+                        self.builtin_cost_model, fun, *(a.ex_mem() for a in args), values=args
+                    )
+                    key = f"builtin:{fun.name}"
+                    self.tally[key] = self.tally.get(key, 0) + cost.memory
+            return super().apply_evaluate(context, function, argument)
+
+    tx, resolved, _ = _build(n, distinct=True, refunds=True, providers=10, traces=False)
+    phase2.Machine = Counting
+    try:
+        params = ProtocolParams()
+        with deep_recursion():
+            results = evaluate_redeemers(
+                tx.to_cbor(),
+                resolved,
+                slot_config=SLOT,
+                cost_models=default_cost_models(),
+                budget=(params.max_tx_ex_mem, params.max_tx_ex_steps),
+            )
+    finally:
+        phase2.Machine = base
+    by_mem: dict[str, dict[str, float]] = {}
+    for r in results:
+        if not r.ok:
+            raise MeasureError(f"redeemer failed while counting: {r}")
+        match = [t for t in tallies if round(sum(t.values())) == r.mem]
+        if not match:
+            raise MeasureError(f"no counted run matches {r.mem} memory units")
+        kind = "reward" if r.mem == max(x.mem for x in results) else "spend"
+        by_mem.setdefault(kind, match[0])
+    return by_mem

@@ -62,6 +62,7 @@ from chain.offchain.builders.errors import (
     BuilderError,
     InsufficientFundsError,
     ScriptEvaluationError,
+    TransactionTooLarge,
 )
 from chain.offchain.errors import TransactionRejectedError
 
@@ -210,14 +211,21 @@ def finalize(
     count = _redeemer_count(plan)
     units: dict[str, ExecutionUnits] = {}
     if count:
-        share = ExecutionUnits(int(pp.max_tx_ex_mem) // count, int(pp.max_tx_ex_steps) // count)
-        units = {k: share for k in _redeemer_keys(plan, inputs)}
+        # The first draft declares no units: evaluators run every redeemer under the
+        # protocol's maximum whatever it declares, and the draft is then as small as the
+        # transaction can be, which the size check below relies on.
+        units = {k: ExecutionUnits(0, 0) for k in _redeemer_keys(plan, inputs)}
     fee = 2_000_000
     built: Transaction | None = None
     for _ in range(4):
         fee, built = _settle_fee(context, plan, inputs, collateral, units, signers, ref_size, fee)
         if not count:
             break
+        draft_size = len(_with_fake_witnesses(built, len(signers)).to_cbor())
+        if draft_size > int(pp.max_tx_size):
+            # Declaring the measured units only makes it larger: no ledger takes it, so it
+            # is not sent to the evaluator (whose request limit it may exceed as well).
+            raise TransactionTooLarge(draft_size, int(pp.max_tx_size))
         measured = _evaluate(context, built, count, on_script_failure)
         if measured == units:
             break

@@ -24,6 +24,17 @@ class ScriptEvaluationError(BuilderError):
         self.failures = failures
 
 
+class TransactionTooLarge(BuilderError):
+    """The transaction is larger than the protocol's maximum before its scripts are even
+    evaluated: no ledger takes it, so it is not sent to the backend's evaluator (whose
+    request limit it may also exceed)."""
+
+    def __init__(self, size: int, max_size: int) -> None:
+        super().__init__(f"transaction of {size} bytes exceeds the maximum of {max_size}")
+        self.size = size
+        self.max_size = max_size
+
+
 class DeadlineNotPassed(BuilderError):
     """A refund asked for before the escrow's deadline; `refund_from_ms` is the first chain
     time (POSIX ms) a refund can start at, `chain_now_ms` the chain's time when asked."""

@@ -34,7 +34,11 @@ from chain.contracts import types as t
 from chain.offchain.builders import assembly as A
 from chain.offchain.builders.chain_time import ChainClock, tip_slot
 from chain.offchain.builders.deployment import FIRST_PROTOCOL, Deployment
-from chain.offchain.builders.errors import BuilderError, ScriptEvaluationError
+from chain.offchain.builders.errors import (
+    BuilderError,
+    ScriptEvaluationError,
+    TransactionTooLarge,
+)
 from chain.offchain.builders.onchain import (
     address_from_data,
     escrow_datum_of,
@@ -371,6 +375,8 @@ def pack_settle_batch(
                     **kwargs,
                 )
                 cache[n] = batch if fits(context, batch.built) else None
+            except TransactionTooLarge:
+                cache[n] = None  # over the size limit before evaluation: too many escrows
             except ScriptEvaluationError as exc:
                 # Over the per-script budget: too many escrows. Anything else is a real
                 # failure the caller must see.

@@ -26,10 +26,10 @@ def test_trace_build_is_cached_outside_the_committed_build(traced) -> None:  # t
     assert set(S.load_scripts(traces=True)) == set(S.SCRIPT_NAMES)
 
 
-def test_only_the_traces_differ(deployment, traced) -> None:  # type: ignore[no-untyped-def]
+def test_only_the_traces_differ(core_deployment, traced) -> None:  # type: ignore[no-untyped-def]
     assert C.COMPILER_CONFIG.update(remove_trace=False) == C.TRACE_COMPILER_CONFIG
-    assert bytes(traced.batch_settle) != bytes(deployment.batch_settle)
-    assert traced.batch_hash != deployment.batch_hash
+    assert bytes(traced.batch_settle) != bytes(core_deployment.batch_settle)
+    assert traced.batch_hash != core_deployment.batch_hash
 
 
 def _failure_log(traced, oracles, admins, mutate) -> tuple[str, ...]:  # type: ignore[no-untyped-def]

@@ -36,7 +36,7 @@ from chain.offchain.builders import assembly as A
 from chain.offchain.builders import fees
 from chain.offchain.builders.chain_time import ChainClock
 from chain.offchain.builders.deployment import Deployment
-from chain.offchain.builders.errors import BuilderError
+from chain.offchain.builders.errors import BuilderError, TransactionTooLarge
 from chain.offchain.builders.lock import (
     EscrowJob,
     assemble,
@@ -297,6 +297,58 @@ def test_pack_settles_as_many_as_fit_by_measurement(world: ProtocolWorld) -> Non
     assert 1 <= len(packed.settled) < 6 and len(packed.left_out) == 6 - len(packed.settled)
     assert packed.built.mem <= tight.protocol_param.max_tx_ex_mem
     world.submit(A.sign(packed.built, [o.signing_key for o in quorum]))
+
+
+def test_pack_finds_the_size_limit_without_sending_an_oversize_transaction(
+    world: ProtocolWorld,
+) -> None:
+    """Size binds before memory since the hand-written cores (issue 14.6): the packer must
+    shrink a batch that is too large without handing it to the evaluator (a backend may
+    refuse the request itself: the devnet answered 413 for a 17 KB transaction)."""
+    escrows = world.lock([world.job(100) for _ in range(6)])
+    p = world.providers
+    candidates = [Settlement(e, ((p[i % 4].address, 10),)) for i, e in enumerate(escrows)]
+    quorum = world.oracle_quorum
+    signers = [o.pkh for o in quorum]
+    one = build_settle_batch(
+        world.context,
+        world.deployment,
+        candidates[:1],
+        bytes(32),
+        b"size",
+        signers,
+        quorum[0].address,
+    )
+    four = build_settle_batch(
+        world.context,
+        world.deployment,
+        candidates[:4],
+        bytes(32),
+        b"size",
+        signers,
+        quorum[0].address,
+    )
+    per = (four.built.size - one.built.size) / 3
+    limit = int(one.built.size + 2.5 * per)  # room for 3 settlements, not 4
+    sent: list[int] = []
+
+    class Watching(TightLimits):
+        def evaluate_tx(self, tx: Any) -> Any:
+            sent.append(len(tx.to_cbor()))
+            return self._inner.evaluate_tx(tx)
+
+    tight = Watching(world.context, max_tx_size=limit)
+    packed = pack_settle_batch(
+        tight, world.deployment, candidates, bytes(32), b"size", signers, quorum[0].address
+    )
+    assert len(packed.settled) == 3 and len(packed.left_out) == 3
+    assert packed.built.size <= limit
+    assert sent and max(sent) <= limit, (sent, limit)
+    world.submit(A.sign(packed.built, [o.signing_key for o in quorum]))
+    with pytest.raises(TransactionTooLarge):
+        build_settle_batch(
+            tight, world.deployment, candidates, bytes(32), b"size", signers, quorum[0].address
+        )
 
 
 class TightLimits:

@@ -1,4 +1,4 @@
-"""`proofnet bench settle` end to end on a small candidate set (the full run measures 60)."""
+"""`proofnet bench settle` end to end on a small candidate set (the full run measures 80)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ KEYS = {
     "mem_units",
     "steps",
     "binding_limit",
+    "memory_per_settlement",
+    "profile",
 }
 
 
@@ -40,3 +42,10 @@ def test_settle_bench_reports_submitted_batches(capsys: pytest.CaptureFixture[st
 def test_settle_bench_refuses_too_few_candidates() -> None:
     with pytest.raises(ValueError):
         run_settle_bench(False, candidates=1)
+
+
+def test_settle_bench_refuses_an_unknown_profile_before_starting_a_devnet() -> None:
+    from chain.devnet.profiles import UnknownProfile
+
+    with pytest.raises(UnknownProfile):
+        run_settle_bench(False, profile="mainnet-2019")
