@@ -177,7 +177,7 @@ def lock(
     spec = dataclasses.replace(
         world.job(budget, submitter=wallet, **job), job_id=bytes.fromhex(job_id)
     )
-    result = lock_escrows(world.context, world.deployment, [spec], wallet, min_margin_ms=5_000)
+    result = lock_escrows(world.context, world.deployment, [spec], wallet, min_margin_ms=1_000)
     world.devnet.wait_for_tx(result.tx_id)
     (escrow,) = world.utxos_of(result.tx_id, world.deployment.escrow_address, 1)
     return escrow

@@ -65,6 +65,12 @@ TRACES = "traces" in inspect.signature(S.protocol_scripts).parameters
 ROOT = hashlib.sha256(b"attestations").digest()
 
 
+# The lock of a short-deadline escrow needs its deadline this far after chain time: the
+# job's deadline is read from chain time before the lock is built, and on a busy machine
+# seconds pass in between (a margin near the deadline itself made those locks flake).
+LOCK_MARGIN_MS = 1_000
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProtocolWorld]:
     with protocol_world(tmp_path_factory.mktemp("attacks"), traces=TRACES) as w:
@@ -215,7 +221,9 @@ def payback_plan(
 
 def expired(world: ProtocolWorld, budget: int = 300, **kw: Any) -> UTxO:
     """A fresh escrow whose deadline has already passed (chain time)."""
-    (escrow,) = world.lock([world.job(budget, deadline_in_ms=6_000, **kw)], min_margin_ms=5_000)
+    (escrow,) = world.lock(
+        [world.job(budget, deadline_in_ms=6_000, **kw)], min_margin_ms=LOCK_MARGIN_MS
+    )
     world.wait_until_chain_ms(escrow_datum_of(escrow).deadline + 1_000)
     return escrow
 
@@ -713,7 +721,7 @@ def test_attack_reference_script_parked_on_the_refund_output(world: ProtocolWorl
     submitter's refund output, so every later spend of those funds pays the ledger's
     reference-script fee (and builders that skipped such UTxOs saw no funds)."""
     job = dataclasses.replace(world.job(100, deadline_in_ms=6_000), extra_lovelace=5_000_000)
-    (escrow,) = world.lock([job], min_margin_ms=5_000)
+    (escrow,) = world.lock([job], min_margin_ms=LOCK_MARGIN_MS)
     world.wait_until_chain_ms(escrow_datum_of(escrow).deadline + 1_000)
     payer = world.providers[0]
     start = refund_start(world, [escrow])
@@ -807,7 +815,7 @@ def test_attack_stake_hijack_refund_output(world: ProtocolWorld) -> None:
 
 
 def test_attack_time_bounds_settle_after_the_deadline(world: ProtocolWorld) -> None:
-    (escrow,) = world.lock([world.job(100, deadline_in_ms=120_000)], min_margin_ms=5_000)
+    (escrow,) = world.lock([world.job(100, deadline_in_ms=120_000)], min_margin_ms=LOCK_MARGIN_MS)
     sp = settle_plan(world, [pay(world, escrow, (0, 100))])
     clock = ChainClock.of(world.context)
     plan = dataclasses.replace(sp.plan)
@@ -1070,7 +1078,7 @@ def test_attack_locked_value_ada_remainder_kept_back(world: ProtocolWorld) -> No
 
 def test_attack_locked_value_partial_refund(world: ProtocolWorld) -> None:
     job = dataclasses.replace(world.job(300, deadline_in_ms=6_000), extra_lovelace=3_000_000)
-    (escrow,) = world.lock([job], min_margin_ms=5_000)
+    (escrow,) = world.lock([job], min_margin_ms=LOCK_MARGIN_MS)
     world.wait_until_chain_ms(job.deadline + 1_000)
     payer = world.providers[0]
     start = refund_start(world, [escrow])

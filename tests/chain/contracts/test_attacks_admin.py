@@ -116,7 +116,7 @@ def test_rotation_never_strands_escrows_they_refund_after_the_deadline(
     world: ProtocolWorld,
 ) -> None:
     w = world
-    (live,) = w.lock([w.job(300, deadline_in_ms=8_000)], min_margin_ms=5_000)
+    (live,) = w.lock([w.job(300, deadline_in_ms=8_000)], min_margin_ms=1_000)
     rotate(w, admin_takes_over(w))
     try:
         # Neither the new oracles nor the old ones can settle or cancel it now...

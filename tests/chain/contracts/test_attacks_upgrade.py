@@ -76,7 +76,8 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoVersions]:
 def lock(v: TwoVersions, deployment: Deployment, *budgets: int, **kw: Any) -> list[UTxO]:
     w = v.world
     jobs = [w.job(b, **kw) for b in budgets]
-    margin = kw.get("deadline_in_ms", 60_000) - 1_000
+    # Seconds may pass between reading chain time for the deadline and building the lock.
+    margin = max(1_000, kw.get("deadline_in_ms", 60_000) - 5_000)
     result = lock_escrows(w.context, deployment, jobs, w.submitter, min_margin_ms=margin)
     w.devnet.wait_for_tx(result.tx_id)
     return w.utxos_of(result.tx_id, deployment.escrow_address, len(jobs))

@@ -363,7 +363,7 @@ class TightLimits:
 
 
 def test_refund_after_the_deadline_by_anyone(world: ProtocolWorld) -> None:
-    (escrow,) = world.lock([world.job(700, deadline_in_ms=8_000)], min_margin_ms=5_000)
+    (escrow,) = world.lock([world.job(700, deadline_in_ms=8_000)], min_margin_ms=1_000)
     stranger = wallet(300)
     world.fund(stranger)
     # Said in UTC and from now, never in slots.
@@ -386,7 +386,7 @@ def test_refund_paid_from_a_lone_utxo_carrying_a_reference_script(world: Protoco
     """The payer's only UTxO carries a parked reference script: it pays the fee and stands
     as collateral (script transactions need one), and the fee counts its script beside
     the escrow script the refund references."""
-    (escrow,) = world.lock([world.job(300, deadline_in_ms=8_000)], min_margin_ms=5_000)
+    (escrow,) = world.lock([world.job(300, deadline_in_ms=8_000)], min_margin_ms=1_000)
     payer = wallet(311)
     parked = S.ntx_test_policy(world.admin.pkh)
     gift = A.output_with_min_ada(world.context, payer.address, script=parked, at_least=30_000_000)

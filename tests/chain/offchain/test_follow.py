@@ -126,7 +126,7 @@ def test_refund_and_cancel_are_read_as_returns(
     world: ProtocolWorld, follower: BlockfrostFollower
 ) -> None:
     since = follower.tip()
-    (late,) = world.lock([world.job(700, deadline_in_ms=8_000)], min_margin_ms=5_000)
+    (late,) = world.lock([world.job(700, deadline_in_ms=8_000)], min_margin_ms=1_000)
     (cancelled,) = world.lock([world.job(800, cancel_until_in_ms=600_000)])
     quorum = world.oracle_quorum
     cancel = build_cancel(
@@ -200,7 +200,7 @@ def test_an_escrow_of_a_fake_ntx_is_not_this_deployments(
     job = world.job(900, deadline_in_ms=8_000, submitter=outsider)
     from chain.offchain.builders.lock import lock_escrows
 
-    locked = lock_escrows(world.context, counterfeit, [job], outsider, min_margin_ms=5_000)
+    locked = lock_escrows(world.context, counterfeit, [job], outsider, min_margin_ms=1_000)
     world.devnet.wait_for_tx(locked.tx_id)
     (escrow,) = world.utxos_of(locked.tx_id, world.deployment.escrow_address, 1)
     world.wait_until_chain_ms(job.deadline + 1_000)
