@@ -43,7 +43,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy libs/pot/pot proofnet chain oracle worker api auditor demos benchmarks
 
 unit: $(STAMP) $(NODE_STAMP)
-	$(BIN)/pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/pytest -n 2 $(PYTEST_ARGS)
 
 test: lint imports typecheck unit
 

@@ -55,8 +55,7 @@ from role_support import (
 from proofnet.messages.verification_fee import fee_for
 from proofnet.processes import RoleProcess
 
-# One worker runs both jobs: the network the module stands up is the slow part.
-pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.xdist_group("docker_loop")]
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
 REPO = Path(__file__).resolve().parents[2]
 URL_PREFIX = "https://git.jobs.proofnet.test/"
