@@ -44,6 +44,14 @@ import typer
 from proofnet.messages.unit_chain import (
     chain_breaks,
 )
+from proofnet.messages.verification_fee import (
+    FeeError,
+    FeeEvidence,
+    Payouts,
+    bundle_fees,
+    fee_payouts,
+    fee_refusal,
+)
 
 if TYPE_CHECKING:
     from chain.offchain.builders.deployment import Deployment
@@ -73,6 +81,10 @@ OVER_ATTESTED = "attested-exceeds-escrow"
 NOT_AN_ESCROW = "escrow-without-datum"
 UNBALANCED = "escrow-ntx-unaccounted"
 FOREIGN_ESCROW = "escrow-of-another-deployment"
+# A verification fee the bundle's evidence does not back, or a fee output that does not pay
+# what the evidence says (proofnet.messages.verification_fee).
+FEE_UNEARNED = "verification-fee-unearned"
+FEE_MISMATCH = "verification-fee-mismatch"
 
 
 class WrongDeployment(AuditError):
@@ -116,6 +128,18 @@ class Discrepancy:
 
 
 @dataclass(frozen=True)
+class FeePaid:
+    """A verifier's share of the verification fee of one attestation (carved out of the
+    attested amount), as the bundle's evidence backs it."""
+
+    verifier: str
+    address: str
+    amount: int
+    provider: str  # whose attestation it was checked for
+    unit: int | None = None
+
+
+@dataclass(frozen=True)
 class UnitPaid:
     """One unit attestation of a topology job's escrow and the output that pays it."""
 
@@ -138,6 +162,12 @@ class EscrowSettled:
     refunded: int  # NTX the transaction gives the submitter
     job_id: str = ""
     units: tuple[UnitPaid, ...] = ()
+    # Verification fees out of the attested amount(s): the provider gets `attested` less them.
+    fees: tuple[FeePaid, ...] = ()
+
+    @property
+    def fee_total(self) -> int:
+        return sum(f.amount for f in self.fees)
 
     @property
     def refund_expected(self) -> int:
@@ -170,8 +200,14 @@ class AuditReport:
     def line(self) -> str:
         if self.discrepancies:
             return "audit: FAILED: " + "; ".join(self.problems)
+        fees = sum(e.fee_total for e in self.escrows)
+        shares = sum(len(e.fees) for e in self.escrows)
+        paid_fees = (
+            f"{fees} NTX of verification fees to {shares} verifier share(s), " if fees else ""
+        )
         return (
             f"audit: OK ({len(self.escrows)} escrow(s) settled as attested, "
+            f"{paid_fees}"
             f"{self.signatures_checked} attestation signature(s) valid, "
             f"Merkle root {self.merkle_root[:16]}... matches the bundle)"
         )
@@ -538,6 +574,48 @@ def bundle_attestations(raw: bytes) -> tuple[bytes, list[bytes], list[bytes]]:
     return stated, coses, payloads
 
 
+def bundle_fee_evidence(raw: bytes, count: int) -> tuple[tuple[FeeEvidence, ...], ...]:
+    """The verification fees' evidence of a bundle's bytes, per attestation position (none
+    for a version-1 bundle)."""
+    try:
+        return bundle_fees(json.loads(raw), count)
+    except (ValueError, FeeError) as exc:
+        raise AuditError(f"the bundle's fee evidence is malformed: {exc}") from exc
+
+
+def _earned_fees(
+    flag: Callable[..., None],
+    att: Any,
+    evidence: Sequence[FeeEvidence],
+    signers: set[str],
+) -> tuple[Payouts, tuple[FeePaid, ...]]:
+    """The outputs one attestation is paid by: the fees its evidence backs (each checked
+    against the attestation and the batch's signers; an unearned one is flagged and not
+    counted, so its output shows as paid to no one), the provider's part the rest."""
+    valid: list[FeeEvidence] = []
+    for e in evidence:
+        why = fee_refusal(
+            e,
+            leaf_hash=att.leaf_hash().hex(),
+            provider=att.worker_key,
+            job_id=att.job_id,
+            oracle_key_hashes=signers,
+        )
+        if why is None and any(v.verifier == e.verifier for v in valid):
+            why = "the verifier is paid twice for one attestation"
+        if why is not None:
+            flag(FEE_UNEARNED, f"fee of verifier {e.verifier[:16]}... on job {att.job_id}: {why}")
+            continue
+        valid.append(e)
+    payouts = fee_payouts(att.payout_address, att.amount, valid)
+    by_address = {e.payout_address: e.verifier for e in valid}
+    unit = None if att.unit is None else att.unit.index
+    fees = tuple(
+        FeePaid(by_address.get(a, ""), a, q, att.payout_address, unit) for a, q in payouts.fees
+    )
+    return payouts, fees
+
+
 def _payload_job(payload: bytes) -> str | None:
     try:
         job = json.loads(payload)["domain"]["job_id"]
@@ -652,6 +730,9 @@ def _audit(
     raw, where = fetch_bundle(chain.client, oracle_urls, bundle_hash.hex())
     note(f"bundle fetched from {where}")
     stated, coses, payloads = bundle_attestations(raw)
+    fee_evidence = bundle_fee_evidence(raw, len(coses))
+    signers = {k.payload.hex() for k in body.required_signers or []}
+    paying: dict[str, tuple[Payouts, tuple[FeePaid, ...]]] = {}  # leaf hash -> its outputs
     recomputed = MerkleTree.from_leaf_hashes([leaf_hash(p) for p in payloads]).root
     if recomputed != root:
         flag(
@@ -668,7 +749,7 @@ def _audit(
             actual=stated.hex(),
         )
 
-    claims: dict[str, tuple[str, int, str]] = {}  # escrow -> (provider, amount, job id)
+    claims: dict[str, tuple[str, int, str, str]] = {}  # escrow -> (provider, amount, job, leaf)
     unit_claims: dict[str, list[Any]] = defaultdict(list)  # escrow -> unit attestations
     signatures = 0
     for position, cose in enumerate(coses):
@@ -683,6 +764,8 @@ def _audit(
             )
             continue
         signatures += 1
+        evidence = fee_evidence[position] if position < len(fee_evidence) else ()
+        paying[att.leaf_hash().hex()] = _earned_fees(flag, att, evidence, signers)
         ref = f"{att.domain.escrow.tx_id}#{att.domain.escrow.index}"
         if att.unit is not None and ref not in claims:
             unit_claims[ref].append(att)
@@ -690,7 +773,7 @@ def _audit(
         if ref in claims or ref in unit_claims:
             flag(DUPLICATE_ATTESTATION, f"escrow {ref} is attested twice")
         unit_claims.pop(ref, None)
-        claims[ref] = (att.payout_address, att.amount, att.job_id)
+        claims[ref] = (att.payout_address, att.amount, att.job_id, att.leaf_hash().hex())
     for ref, atts in sorted(unit_claims.items()):
         if len({a.job_id for a in atts}) > 1:
             flag(DUPLICATE_ATTESTATION, f"escrow {ref} is attested by units of several jobs")
@@ -735,11 +818,16 @@ def _audit(
             received[str(out.address)] += quantity
     owed: dict[str, int] = defaultdict(int)
     providers: set[str] = set()
+    verifiers: set[str] = set()
     settled = []
-    for ref, (provider, amount, job) in sorted(claims.items()):
+    for ref, (provider, amount, job, leaf) in sorted(claims.items()):
         submitter, held = spent.get(ref, ("", 0))
-        owed[provider] += amount
+        payouts, fees = paying[leaf]
+        owed[provider] += payouts.provider[1]
         providers.add(provider)
+        for fee in fees:
+            owed[fee.address] += fee.amount
+            verifiers.add(fee.address)
         if submitter:
             owed[submitter] += held - amount
             if amount > held:
@@ -754,6 +842,7 @@ def _audit(
                 paid=received.get(provider, 0),
                 refunded=received.get(submitter, 0),
                 job_id=job,
+                fees=fees,
             )
         )
     if unit_claims:
@@ -767,11 +856,19 @@ def _audit(
             [(str(o.address), _ntx(o, policy, name)) for o in body.outputs],
             owed,
             providers,
+            verifiers,
+            paying,
         )
     for address, due in sorted(owed.items()):
         got = received.get(address, 0)
         if got != due:
-            kind = PAYOUT_MISMATCH if address in providers else REFUND_MISMATCH
+            kind = (
+                PAYOUT_MISMATCH
+                if address in providers
+                else FEE_MISMATCH
+                if address in verifiers
+                else REFUND_MISMATCH
+            )
             indices = [i for i, a, _ in ntx_outputs if a == address]
             flag(
                 kind,
@@ -784,7 +881,7 @@ def _audit(
         if address not in owed:
             flag(
                 NTX_ELSEWHERE,
-                f"{quantity} NTX go to {address}, which no attestation or escrow names",
+                f"{quantity} NTX go to {address}, which no attestation, earned fee or escrow names",
                 output=index,
                 expected=0,
                 actual=quantity,
@@ -820,18 +917,30 @@ def _audit_unit_escrows(
     outputs: Sequence[tuple[str, int]],
     owed: dict[str, int],
     providers: set[str],
+    verifiers: set[str],
+    paying: dict[str, tuple[Payouts, tuple[FeePaid, ...]]],
 ) -> list[EscrowSettled]:
-    """The escrows paid by unit attestations: one payout output per unit, in bundle order,
-    each paying its unit's provider its attested amount, then the refund of the rest.
-    Adds what each address is owed to `owed` (the address-level checks that follow)."""
+    """The escrows paid by unit attestations: per unit, in bundle order, one payout output
+    paying its provider its attested amount less its verification fees, then one per fee
+    share; then the refund of the rest. Adds what each address is owed to `owed` (the
+    address-level checks that follow)."""
     by_input = {inputs[i]: (payouts, refund) for i, payouts, refund in entries if i < len(inputs)}
     settled = []
     for ref, atts in sorted(unit_claims.items()):
         submitter, held = spent.get(ref, ("", 0))
         total = sum(a.amount for a in atts)
+        owed_outputs: list[tuple[Any, str, int, bool]] = []  # (att, address, NTX, is a fee)
+        fees: list[FeePaid] = []
         for a in atts:
-            owed[a.payout_address] += a.amount
+            outs, earned = paying[a.leaf_hash().hex()]
+            owed[a.payout_address] += outs.provider[1]
             providers.add(a.payout_address)
+            owed_outputs.append((a, a.payout_address, outs.provider[1], False))
+            for fee in earned:
+                owed[fee.address] += fee.amount
+                verifiers.add(fee.address)
+                owed_outputs.append((a, fee.address, fee.amount, True))
+            fees.extend(earned)
         if submitter:
             owed[submitter] += held - total
             if total > held:
@@ -839,36 +948,33 @@ def _audit_unit_escrows(
         payouts, refund = by_input.get(ref, ((), None))
         if ref in spent and refund is None:
             flag(PAYOUT_MISMATCH, f"escrow {ref} has no entry in the batch redeemer")
-        elif ref in spent and len(payouts) != len(atts):
+        elif ref in spent and len(payouts) != len(owed_outputs):
             flag(
                 PAYOUT_MISMATCH,
-                f"escrow {ref} pays {len(payouts)} output(s) for {len(atts)} unit attestation(s)",
-                expected=len(atts),
+                f"escrow {ref} pays {len(payouts)} output(s) for {len(atts)} unit attestation(s) "
+                f"and their fees ({len(owed_outputs)} output(s))",
+                expected=len(owed_outputs),
                 actual=len(payouts),
             )
         units = []
-        for position, att in enumerate(atts):
+        for position, (att, due_to, due, is_fee) in enumerate(owed_outputs):
             index = payouts[position] if position < len(payouts) else None
             address, quantity = (
-                outputs[index]
-                if index is not None and index < len(outputs)
-                else (
-                    "",
-                    0,
-                )
+                outputs[index] if index is not None and index < len(outputs) else ("", 0)
             )
             unit = att.unit
-            units.append(
-                UnitPaid(unit.index, unit.kind, att.payout_address, att.amount, index, quantity)
-            )
-            if index is not None and (address != att.payout_address or quantity != att.amount):
+            if not is_fee:
+                units.append(
+                    UnitPaid(unit.index, unit.kind, att.payout_address, att.amount, index, quantity)
+                )
+            if index is not None and (address != due_to or quantity != due):
+                what = "a verification fee of" if is_fee else "attested, less its fees,"
                 flag(
-                    PAYOUT_MISMATCH,
-                    f"unit {unit.index} ({unit.kind}) of escrow {ref} is attested "
-                    f"{att.amount} NTX to {att.payout_address}; output {index} pays {quantity} "
-                    f"NTX to {address}",
+                    FEE_MISMATCH if is_fee else PAYOUT_MISMATCH,
+                    f"unit {unit.index} ({unit.kind}) of escrow {ref} owes {what} "
+                    f"{due} NTX to {due_to}; output {index} pays {quantity} NTX to {address}",
                     output=index,
-                    expected=att.amount,
+                    expected=due,
                     actual=quantity,
                 )
         refunded = 0
@@ -895,6 +1001,7 @@ def _audit_unit_escrows(
                 refunded=refunded,
                 job_id=atts[0].job_id,
                 units=tuple(units),
+                fees=tuple(fees),
             )
         )
     return settled

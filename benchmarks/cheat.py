@@ -26,6 +26,7 @@ verification compute share. docs/benchmarks.md records the table.
 from __future__ import annotations
 
 import hashlib
+import math
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -36,12 +37,18 @@ import numpy as np
 
 from benchmarks.cheat_model import (
     Terms,
+    best_attested,
+    best_padding,
     bond_for,
     checks_for,
+    design_sigma,
     detection_probability,
     faked_segments,
     min_segments,
+    padding_ev,
+    padding_refusal,
     provider_ev,
+    slack_for,
     verification_share,
 )
 
@@ -111,7 +118,6 @@ def _schedule() -> Any:
 def _context(
     job_dir: Path,
     *,
-    mode: str = "train",
     seed: int = JOB_SEED,
     config: dict[str, object] | None = None,
 ) -> Any:
@@ -119,7 +125,6 @@ def _context(
     from pot.trainer import TrainContext
 
     return TrainContext(
-        mode="train" if mode == "train" else "replay",
         job_dir=job_dir,
         job_seed=seed,
         data_seed=derive_data_seed(seed, NONCE),
@@ -128,12 +133,18 @@ def _context(
     )
 
 
-def _train(job_dir: Path, *, seed: int = JOB_SEED, config: dict[str, object] | None = None) -> Any:
+def _train(
+    job_dir: Path,
+    *,
+    seed: int = JOB_SEED,
+    config: dict[str, object] | None = None,
+    trainer: Callable[[Any], Any] | None = None,
+) -> Any:
     from pot import harness
     from pot.examples.numpy_mlp import MLPTrainer
 
     ctx = _context(job_dir, seed=seed, config=config)
-    return harness.train(MLPTrainer(ctx), ctx, job_dir / "pot")
+    return harness.train((trainer or MLPTrainer)(ctx), ctx, job_dir / "pot")
 
 
 def _forge(
@@ -244,12 +255,17 @@ class _Oracle:
     def sign(self, message: bytes) -> bytes:
         return bytes(self.key.sign(message).signature)
 
-    def draw(self, manifest: Any, terms: Terms) -> tuple[int, ...]:
+    def draw(self, manifest: Any, terms: Terms, first: int = 1) -> tuple[int, ...]:
+        """The oracle's draw; for an attempt that resumed at `first` - 1, from its own
+        segments, the first of them always among them (`oracle.verification.verifiers`)."""
         from oracle.verification.proof_checks import draw_segments
 
         spec = _spec(terms.spot_checks)
         att = _attestation(spec, manifest.root)
-        return tuple(draw_segments(manifest, att, spec, self.sign, top=terms.top_by_norm).segments)
+        draw = draw_segments(manifest, att, spec, self.sign, top=terms.top_by_norm, first=first)
+        if first == 1:
+            return tuple(draw.segments)
+        return tuple(sorted({first, *draw.segments}))
 
 
 @dataclass(frozen=True)
@@ -265,13 +281,14 @@ def judge(
     *,
     trainer: Callable[[Any], Any] | None = None,
     oracle: _Oracle | None = None,
+    resumed: tuple[Any, int] | None = None,
 ) -> Verdict:
     """What an oracle (`oracle.verification.proof_checks`) and its drawn verifier (`pot.harness.replay`)
     conclude of the proof in `pot_dir` for the bench job's spec."""
     from oracle.verification.proof_checks import ProofRejected, check_manifest
     from pot import harness
     from pot.examples.numpy_mlp import MLPTrainer
-    from pot.manifest import Manifest, ProofError
+    from pot.manifest import Manifest, ProofError, check_resumed
 
     manifest = Manifest.load(pot_dir)
     spec = _spec(terms.spot_checks)
@@ -279,8 +296,18 @@ def judge(
         check_manifest(manifest, _attestation(spec, manifest.root), spec)
     except ProofRejected as exc:
         return Verdict(True, f"oracle proof check ({exc.reason}): {exc.message}")
-    segments = (oracle or _Oracle()).draw(manifest, terms)
-    ctx = _context(pot_dir.parent, mode="replay")
+    first = 1
+    if resumed is not None:
+        # The lost attempt's committed prefix and the checkpoint the API handed over: the
+        # oracle's `resume_checks.check_resumed_proof` applies this very check.
+        prefix, at = resumed
+        try:
+            check_resumed(manifest, prefix, at, step=_schedule().leaf_step(at))
+        except ProofError as exc:
+            return Verdict(True, f"oracle resume check (pot_resume_mismatch): {exc}")
+        first = at + 1
+    segments = (oracle or _Oracle()).draw(manifest, terms, first)
+    ctx = _context(pot_dir.parent)
     build = trainer or MLPTrainer
     try:
         report = harness.replay(build(ctx), ctx, pot_dir, root=manifest.root, segments=segments)
@@ -294,9 +321,9 @@ def judge(
     return Verdict(False, f"segments {list(segments)} replayed as committed", segments)
 
 
-def _observed_rate(manifest: Any, faked: frozenset[int], terms: Terms) -> float:
+def _observed_rate(manifest: Any, faked: frozenset[int], terms: Terms, first: int = 1) -> float:
     """Share of `DRAWS` oracle keys whose draw lands on a faked segment."""
-    hits = sum(bool(faked & set(_Oracle(i).draw(manifest, terms))) for i in range(DRAWS))
+    hits = sum(bool(faked & set(_Oracle(i).draw(manifest, terms, first))) for i in range(DRAWS))
     return round(hits / DRAWS, 4)
 
 
@@ -430,24 +457,34 @@ def _run_proof_strategies(work: Path, terms: Terms) -> list[Outcome]:
         )
     )
 
-    # The submitter's code behaves differently only when the harness replays it.
+    # The submitter's code behaves differently only when it is replayed. The harness shows
+    # it no mode (`pot.trainer.TrainContext` has none, and a segment is run the same way in
+    # both directions: tests/pot/test_pot_harness.py::
+    # test_a_trainer_cannot_tell_training_from_replaying), so it keys on what the harness
+    # cannot hide from code in its process: its own history. Training runs every step in
+    # order; a replay jumps from one drawn segment to the next.
     class OnlyOnVerifiers(MLPTrainer):  # type: ignore[misc]
         def __init__(self, ctx: Any) -> None:
             super().__init__(ctx)
-            self.replaying = ctx.mode == "replay"
+            self.last_step = 0
+            self.replaying = False
 
         def train_step(self, step: int, indices: np.ndarray) -> float:
+            if step != self.last_step + 1:
+                self.replaying = True  # steps were skipped: nobody trains like that
+            self.last_step = step
             loss = float(super().train_step(step, indices))
-            if self.replaying and step > INTERVAL:
+            if self.replaying:
                 self.params["b2"] += 1e-3  # deterministic: two replays agree with each other
             return loss
 
     job = fresh("verifier_only")
-    _train(job)
+    _train(job, trainer=OnlyOnVerifiers)
     verdict = judge(job / "pot", terms, trainer=OnlyOnVerifiers)
     blamed = verdict.caught
-    # The provider is blamed (a drawn segment past the first does not replay); the
-    # submitter keeps the results, is refunded and receives the slash.
+    # The provider is blamed (a drawn segment does not replay, segment 1 does, twice
+    # alike); the submitter downloaded the results as they were uploaded, is refunded and
+    # receives the slash.
     submitter_gain = terms.price + terms.slashed if blamed else 0.0
     out.append(
         Outcome(
@@ -458,7 +495,8 @@ def _run_proof_strategies(work: Path, terms: Terms) -> list[Outcome]:
             by=(
                 "not caught: the replay fails and is the provider's fault ("
                 + verdict.by
-                + "); segment 1 replays, and twice alike, so no job fault is found"
+                + "); the harness shows no mode, but the job's process sees its own history "
+                "(steps skipped), so it departs on a replay only"
                 if blamed
                 else "not caught: the sabotage missed the drawn segments"
             ),
@@ -466,10 +504,101 @@ def _run_proof_strategies(work: Path, terms: Terms) -> list[Outcome]:
             expected_value=round(submitter_gain, 2),
             verification_share=round(verification_share(terms), 4),
             note=(
-                "the trainer sees ctx.mode == 'replay' on a verifier and departs after "
-                "segment 1; gain = results kept with the price refunded plus the slashed bond"
+                "keyed on the process's history (the files around it, the clock and the "
+                "machine serve as well): gain = results kept with the price refunded plus "
+                "the slashed bond; see docs/protocol.md, Verification, for what closes it"
             ),
             observed={"replayed_segments": list(verdict.replayed)},
+        )
+    )
+    return out
+
+
+RESUME_AT = 10  # the lost attempt committed (and uploaded) checkpoints 0..10 of 20
+
+
+def _resume_strategies(work: Path, terms: Terms) -> list[Outcome]:
+    """A long job's first provider is lost after checkpoint `RESUME_AT`; the API hands the
+    next one that checkpoint (`api.services.resume`: the prefix's root up to it, fed to the
+    oracle as the lease's resume point). The second provider resumes from a state nobody
+    committed: its own made-up history up to the resume point, or the handed leaves kept
+    and training continued from other weights."""
+    import shutil
+
+    from pot.examples.numpy_mlp import MLPTrainer
+    from pot.manifest import Manifest, optimizer_path, rng_path, weights_path
+    from pot.recorder import ProofOfTraining
+    from pot.replay import load_checkpoint
+
+    lost = work / "resume_lost"
+    lost.mkdir()
+    _train(lost)
+    prefix = Manifest.load(lost / "pot")
+    handed = (prefix, RESUME_AT)
+    saved = RESUME_AT / _schedule().segments  # the lost attempt's share, not the resumer's
+    out: list[Outcome] = []
+
+    # 1. A history of its own up to the resume point: segments 1..at not trained (tiny
+    # moves), so the leaves it commits there are not the prefix's.
+    forged = work / "resume_forged"
+    forged.mkdir()
+    _forge(forged, faked=frozenset(range(1, RESUME_AT + 1)))
+    verdict = judge(forged / "pot", terms, resumed=handed)
+    out.append(
+        _proof_outcome(
+            "resume_from_forged_checkpoint",
+            verdict,
+            terms,
+            saved,
+            1.0,
+            note=(
+                f"resumed at checkpoint {RESUME_AT} from a state the lost attempt never "
+                "committed; the oracle compares the proof's leaves 0..at with the handed root"
+            ),
+            # Without the resume check, the draw over its own segments never reaches them.
+            unchecked_caught_rate_over_draws=_observed_rate(
+                Manifest.load(forged / "pot"),
+                frozenset(range(1, RESUME_AT + 1)),
+                terms,
+                first=RESUME_AT + 1,
+            ),
+        )
+    )
+
+    # 2. The handed leaves kept (so the root matches), training continued from other
+    # weights (the trainer's fresh initial state, say: the lost attempt's work thrown away).
+    kept = work / "resume_kept_leaves"
+    pot = kept / "pot"
+    pot.mkdir(parents=True)
+    for i in range(RESUME_AT + 1):  # the lost attempt's uploads, as the verifier fetches them
+        for path in (weights_path, optimizer_path, rng_path):
+            shutil.copyfile(path(lost / "pot", i), path(pot, i))
+    ctx = _context(kept)
+    trainer = MLPTrainer(ctx)
+    other = trainer.state()
+    recorder = ProofOfTraining(pot, steps_per_checkpoint=INTERVAL, data_seed=ctx.data_seed)
+    recorder.resume(prefix, RESUME_AT, load_checkpoint(lost / "pot", prefix, RESUME_AT))
+    trainer.restore(other)
+    sampler = ctx.schedule.sampler(ctx.data_seed)
+    loss = 1.0
+    for step in range(RESUME_AT * INTERVAL + 1, STEPS + 1):
+        indices = sampler.indices(step)
+        loss = trainer.train_step(step, indices)
+        if recorder.record_step(indices, loss):
+            recorder.commit(trainer.state())
+    recorder.finish(trainer.state())
+    verdict = judge(pot, terms, resumed=handed)
+    out.append(
+        _proof_outcome(
+            "resume_from_forged_checkpoint_keeping_handed_leaves",
+            verdict,
+            terms,
+            saved,
+            1.0,
+            note=(
+                f"the first segment the resumer trained ({RESUME_AT + 1}) is always replayed "
+                "from the handed checkpoint, so continuing from other weights fails there"
+            ),
         )
     )
     return out
@@ -478,6 +607,9 @@ def _run_proof_strategies(work: Path, terms: Terms) -> list[Outcome]:
 CLAIMED = "NVIDIA H100 80GB HBM3"
 SUBSTITUTE = "NVIDIA L4"
 ACHIEVED = 0.5  # share of its datasheet peak a GPU reaches on the challenge product
+# How far a provider without the claimed GPU may be off guessing its step time on a job
+# (relative): a model's achieved share of peak varies with the job's shapes and kernels.
+SPOOF_GUESS_SPREAD = 0.10
 REFERENCE_HOURS = 1.0  # the reference job's honest GPU time on the claimed model
 
 
@@ -500,7 +632,7 @@ def _metering() -> tuple[float, int]:
 
 
 def _spoofed_gpu(terms: Terms) -> list[Outcome]:
-    from api.services.gpu_challenges import PLAUSIBLE_FRACTION, allowed_seconds, min_tflops
+    from api.services.gpu_challenges import allowed_seconds, model_peak, plausible_tflops
     from worker.challenge import ChallengeSpec, run_challenge, verify_freivalds
 
     config = _api_config()
@@ -522,16 +654,24 @@ def _spoofed_gpu(terms: Terms) -> list[Outcome]:
     allowed = allowed_seconds(config, CLAIMED, n)
     cpu_caught = cpu_s > allowed
 
-    # A close substitute: an L4 at ACHIEVED of its peak, claiming an H100.
-    l4_peak = min_tflops(SUBSTITUTE) / PLAUSIBLE_FRACTION
-    h100_peak = min_tflops(CLAIMED) / PLAUSIBLE_FRACTION
-    l4_s = flops / (l4_peak * ACHIEVED * 1e12)
-    slower = h100_peak / l4_peak  # the L4 runs the job this many times the H100's hours
-    slack, _ = _metering()
+    # A close substitute: an L4 at ACHIEVED of its peak, claiming an H100 SXM.
+    l4, h100 = model_peak(SUBSTITUTE), model_peak(CLAIMED)
+    assert l4 is not None and h100 is not None
+    l4_s = flops / (l4.peak_tflops * ACHIEVED * 1e12)
+    slower = h100.peak_tflops / l4.peak_tflops  # the L4 runs the job this many times longer
+    slack, allowance_ms = _metering()
+    a = allowance_ms / (REFERENCE_HOURS * 3_600_000)
+    sigma_r = design_sigma(slack, a)
     # Rates taken proportional to peak: honest, the L4 earns the L4 rate for `slower` hours,
-    # i.e. the price P; spoofing, the H100 rate for the hours the proof bound lets through.
-    paid_hours = min(slower, slack) * REFERENCE_HOURS
-    gain = terms.price * paid_hours / REFERENCE_HOURS - terms.price
+    # i.e. the price P. Spoofing, it is paid the H100 rate for the time it attests, refused
+    # above the bound a real H100 verifier's step time sets: attesting its own time is
+    # refused; attesting what it guesses an H100 takes risks the guess (it has no H100 to
+    # time the job on) on top of the timing noise an honest provider faces.
+    caught_attesting_own_time = slower > slack + a
+    honest_x, honest_paid = best_attested(slack, a, sigma_r, terms.price)
+    guess = math.sqrt(sigma_r**2 + SPOOF_GUESS_SPREAD**2)
+    spoof_x, spoof_paid = best_attested(slack, a, guess, terms.price)
+    gain = spoof_paid - honest_paid
     return [
         Outcome(
             strategy="spoofed_gpu_model_no_compute",
@@ -565,43 +705,105 @@ def _spoofed_gpu(terms: Terms) -> list[Outcome]:
         Outcome(
             strategy="spoofed_gpu_model_close_substitute_rate_card",
             cheater="provider",
-            method="model_only",
-            caught=l4_s > allowed,
+            method="check_only",
+            caught=caught_attesting_own_time,
             by=(
-                f"not caught: an L4 at {ACHIEVED:.0%} of its peak takes {l4_s:.2f} s of the "
-                f"{allowed:.2f} s an H100 is allowed, and its {slower:.2f}x longer run is within "
-                f"the metering slack x{slack:g}"
+                f"metering against a verifier of the claimed model (oracle): an L4 runs the "
+                f"job {slower:.2f}x an H100's time, beyond the x{slack:g} slack, so attesting "
+                f"its own GPU time is refused (gpu_time_exceeds_proof). Its challenge ("
+                f"{l4_s:.2f} s of the {allowed:.2f} s an H100 is allowed at n={n}) is not "
+                "compute-bound and passes"
             ),
-            detection_probability=0.0,
+            detection_probability=1.0 if caught_attesting_own_time else 0.0,
             expected_value=round(gain, 2),
             verification_share=share,
             note=(
-                "paid the H100's rate for its own GPU time instead of the L4's (rates taken "
-                "proportional to datasheet peak; the verifier replays at the claimed model's "
-                "speed); at a fixed price the claim gains nothing"
+                "best response: attest what an H100 would take (paid the H100 rate for it, "
+                f"refused above the bound): attested {1 + spoof_x:.3f} T, expected pay "
+                f"{spoof_paid:.2f} against {honest_paid:.2f} for the L4 attesting its own "
+                f"time as an L4 ({1 + honest_x:.3f} T); the guess of the H100's time without an "
+                f"H100 spreads {SPOOF_GUESS_SPREAD:.0%} (rates taken proportional to datasheet "
+                "peak; with a perfect guess the spoof earns what honest work does)"
             ),
+            observed={
+                "slower": round(slower, 3),
+                "l4_challenge_s": round(l4_s, 3),
+                "h100_allowed_s": round(allowed, 3),
+                "h100_band_tflops": list(plausible_tflops(CLAIMED)),
+                "l4_band_tflops": list(plausible_tflops(SUBSTITUTE)),
+            },
         ),
     ]
 
 
-def _idle_lease(terms: Terms) -> list[Outcome]:
+TIMING_ROUNDS = 7  # replays of the bench job timed to measure the step-time spread here
+
+
+def measured_step_spread(work: Path) -> float:
+    """The relative spread (standard deviation / mean) of the step time a verifier measures
+    on this machine: the bench job's segments replayed `TIMING_ROUNDS` times as a verifier
+    times them (the drawn run less the first segment's run alone, each from a fresh
+    trainer). A shared, loaded CPU spreads far more than a leased GPU does."""
+    import statistics
+    import time
+
+    from pot import harness
+    from pot.examples.numpy_mlp import MLPTrainer
+    from pot.manifest import Manifest
+
+    job = work / "timing"
+    job.mkdir()
+    config: dict[str, object] = {"hidden": 128}
+    _train(job, config=config)
+    manifest = Manifest.load(job / "pot")
+    drawn = list(range(1, _schedule().segments + 1))
+
+    def timed(segments: list[int]) -> float:
+        ctx = _context(job, config=config)
+        started = time.perf_counter()
+        harness.replay(MLPTrainer(ctx), ctx, job / "pot", root=manifest.root, segments=segments)
+        return time.perf_counter() - started
+
+    steps = [
+        (timed(drawn) - timed([1])) / ((len(drawn) - 1) * INTERVAL) for _ in range(TIMING_ROUNDS)
+    ]
+    return statistics.stdev(steps) / statistics.mean(steps)
+
+
+def _idle_lease(terms: Terms, spread: float) -> list[Outcome]:
     """A rate-card job of `REFERENCE_HOURS` of honest GPU time, paid `terms.price` for it;
-    the provider attests idle time on top, met by the oracle's metering bound (the replay
-    timed at the provider's own step time)."""
+    the provider attests idle time on top, met by the oracle's metering bound: the committed
+    steps at the step time a same-model verifier measured (start-up taken out), times the
+    slack, plus the allowance (`oracle.verification.metering`). The verifier's measurement
+    is off the provider's by the ratio noise the default slack is sized for."""
     from oracle.verification.metering import ProofTiming, proof_bound_ms
 
     slack, allowance_ms = _metering()
     steps = terms.segments * INTERVAL_REFERENCE
     honest_ms = int(REFERENCE_HOURS * 3_600_000)
-    replayed = (terms.spot_checks + terms.top_by_norm) * INTERVAL_REFERENCE
+    replayed = (terms.spot_checks + terms.top_by_norm + 1) * INTERVAL_REFERENCE
+    first = INTERVAL_REFERENCE
+    startup_ms = 30_000  # the verifier's container and trainer start-up, taken out again
+    step = honest_ms / steps
     timing = ProofTiming(
-        committed_steps=steps, replayed_steps=replayed, replay_ms=honest_ms * replayed // steps
+        committed_steps=steps,
+        replayed_steps=replayed,
+        replay_ms=int(startup_ms + replayed * step),
+        first_steps=first,
+        first_ms=int(startup_ms + first * step),
     )
     bound = proof_bound_ms(timing, gpus=1, slack=slack, allowance_ms=allowance_ms)
     assert bound is not None
     share = round(verification_share(terms), 4)
+    a = (bound - honest_ms * slack) / honest_ms  # start-up and allowance, as a share of T
+    sigma_r = design_sigma(slack, a)
     padded = 3 * honest_ms
-    rule = f"x{slack:g} the replayed step time + {allowance_ms} ms"
+    rule = f"x{slack:g} the verifier's step time + start-up + {allowance_ms} ms"
+    to_bound = bound / honest_ms - 1
+    refused = padding_refusal(to_bound, slack, a, sigma_r)
+    best_x, best_ev = best_padding(slack, a, sigma_r, terms.price)
+    old = 2.0 * honest_ms * (1 + startup_ms / honest_ms) + 600_000  # 12.6's x2 + 10 min
+    needed = slack_for(math.sqrt(2) * spread, a)
     return [
         Outcome(
             strategy="idle_lease_on_rate_card_job_padded_3x",
@@ -623,13 +825,28 @@ def _idle_lease(terms: Terms) -> list[Outcome]:
             method="check_only",
             caught=False,
             by=(
-                f"not caught: {bound} GPU-ms attested for {honest_ms} worked is the proof's "
-                f"bound ({rule})"
+                f"refused with probability {refused:.2f}: padded to the bound's expected "
+                f"{bound} GPU-ms for {honest_ms} worked ({rule}), it is refused whenever the "
+                "verifier's GPU measures faster than the provider's"
             ),
-            detection_probability=0.0,
-            expected_value=round(terms.price * (bound - honest_ms) / honest_ms, 2),
+            detection_probability=round(refused, 4),
+            expected_value=round(padding_ev(to_bound, slack, a, sigma_r, terms.price), 2),
             verification_share=share,
-            note="idle time padded up to the bound is paid at the rate",
+            note=(
+                f"the slack x{slack:g} is sized for a verifier/provider step-time ratio noise "
+                f"of {sigma_r:.1%} (honest refusal {padding_refusal(0, slack, a, sigma_r):.2%}),"
+                f" so padding into it risks the whole payment; the old rule (x2 + 10 min) let "
+                f"{old / honest_ms - 1:.0%} through unseen. Best response: pad "
+                f"{best_x:.1%}, expected gain {best_ev:.2f} (below the timing noise)"
+            ),
+            observed={
+                "bound_ms": bound,
+                "design_ratio_noise": round(sigma_r, 4),
+                "best_response_padding": best_x,
+                "best_response_ev": round(best_ev, 2),
+                "measured_step_spread_here": round(spread, 4),
+                "slack_needed_at_measured_spread": None if needed is None else round(needed, 3),
+            },
         ),
     ]
 
@@ -661,8 +878,10 @@ def run_cheat_bench(terms: Terms | None = None) -> CheatReport:
     terms = terms or Terms.defaults()
     with tempfile.TemporaryDirectory(prefix="proofnet-cheat-") as tmp:
         outcomes = _run_proof_strategies(Path(tmp), terms)
+        outcomes += _resume_strategies(Path(tmp), terms)
+        spread = measured_step_spread(Path(tmp))
     outcomes += _spoofed_gpu(terms)
-    outcomes += _idle_lease(terms)
+    outcomes += _idle_lease(terms, spread)
     outcomes += _model_only(terms)
     schedule = _schedule()
     job = {

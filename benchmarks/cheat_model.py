@@ -140,3 +140,76 @@ def bond_for(terms: Terms, fraction: float) -> float:
 def min_segments(terms: Terms, share: float = 0.05) -> int:
     """The fewest segments for which one draw stays within `share` of the job's compute."""
     return math.ceil((terms.spot_checks + terms.top_by_norm + terms.first_replay) / share)
+
+
+# -- metering (oracle.verification.metering) ------------------------------------------------
+#
+# A rate-card provider attests its GPU time T_a; the oracle refuses it above the bound
+# B = S x step_v x slack + start-up + allowance, step_v being a same-model verifier's
+# measured step time over the committed steps S. Honest: T_a = S x step_p. The verifier's
+# and the provider's step times differ by a relative error e ~ N(0, sigma_r), sigma_r =
+# sqrt(2) sigma for a per-measurement spread sigma (two GPUs of one model, each timed once).
+# Padding by x (T_a = (1 + x) T, T the honest time, a = allowance share of T) is refused when
+#
+#     (1 + x) > slack (1 + e) + a   <=>   e < ((1 + x) - a) / slack - 1
+#
+# and a refused attestation is unpaid. The slack is sized so honest work is refused with
+# probability Phi(-Z) (Z = 3: 0.13 %): slack = (1 - a) / (1 - Z sigma_r), i.e. the band the
+# default slack is designed for is sigma_r = (1 - (1 - a) / slack) / Z.
+
+METERING_Z = 3.0
+
+
+def normal_cdf(z: float) -> float:
+    return 0.5 * (1 + math.erf(z / math.sqrt(2)))
+
+
+def design_sigma(slack: float, allowance_share: float) -> float:
+    """The ratio noise sigma_r a slack is sized for (honest refusal Phi(-Z))."""
+    return max(1 - (1 - allowance_share) / slack, 1e-9) / METERING_Z
+
+
+def slack_for(sigma_r: float, allowance_share: float) -> float | None:
+    """The slack that refuses honest work with probability Phi(-Z) at ratio noise sigma_r;
+    None when no slack does (the noise is a third of the time or more)."""
+    if METERING_Z * sigma_r >= 1:
+        return None
+    return (1 - allowance_share) / (1 - METERING_Z * sigma_r)
+
+
+def padding_refusal(x: float, slack: float, allowance_share: float, sigma_r: float) -> float:
+    """P(an attestation padded by x is refused)."""
+    return normal_cdf((((1 + x) - allowance_share) / slack - 1) / sigma_r)
+
+
+def padding_ev(
+    x: float, slack: float, allowance_share: float, sigma_r: float, price: float
+) -> float:
+    """Padding's expected gain over attesting honestly: x P when paid, the price lost when
+    the padding (and not the honest work) is what gets it refused."""
+    refused = padding_refusal(x, slack, allowance_share, sigma_r)
+    honest = padding_refusal(0.0, slack, allowance_share, sigma_r)
+    return (1 - refused) * x * price - (refused - honest) * price
+
+
+def best_padding(
+    slack: float, allowance_share: float, sigma_r: float, price: float
+) -> tuple[float, float]:
+    """The padding x (to 0.1 %) that maximises `padding_ev`, and that expected value."""
+    grid = [i / 1000 for i in range(0, 1001)]
+    values = [(padding_ev(x, slack, allowance_share, sigma_r, price), x) for x in grid]
+    ev, x = max(values)
+    return x, ev
+
+
+def best_attested(
+    slack: float, allowance_share: float, sigma: float, price: float
+) -> tuple[float, float]:
+    """The attested time (1 + x) T, x in [-0.5, 0.5], that maximises the expected payment
+    (1 - refused) (1 + x) P at ratio noise `sigma`, and that payment."""
+    grid = [i / 1000 - 0.5 for i in range(0, 1001)]
+    values = [
+        ((1 - padding_refusal(x, slack, allowance_share, sigma)) * (1 + x) * price, x) for x in grid
+    ]
+    paid, x = max(values)
+    return x, paid

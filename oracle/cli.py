@@ -90,12 +90,12 @@ def keygen(path: Path = typer.Argument(..., help="where to write the new key (06
 def frauds(
     job: str | None = typer.Option(None, help="only this job id (hex)"),
     out: Path | None = typer.Option(
-        None, help="write each case's attestation here as <job>.cose.hex (for `bond slash`)"
+        None, help="write each case's attestation here as <job>.cose.hex (for review)"
     ),
 ) -> None:
     """Frauds a provider bond may be slashed for (oracle.storage.fraud): provider-signed
-    attestations whose spot check failed. Each quorum oracle checks its own list before
-    signing `proofnet bond slash --attestation <file>`."""
+    attestations whose spot check failed. `proofnet oracle slash --job JOB` proposes the
+    slash; every co-signer checks its own list before it signs."""
     from oracle.storage.db import make_engine
     from oracle.storage.fraud import fraud_cases
     from oracle.storage.store import AttestationStore
@@ -113,6 +113,76 @@ def frauds(
             (out / f"{case.job_id}.cose.hex").write_text(case.cose.hex() + "\n")
     if not cases:
         typer.echo("no frauds")
+
+
+@app.command()
+def slash(
+    job: str = typer.Option(..., help="job id (hex) of a fraud in this oracle's store"),
+    bond: str | None = typer.Option(None, help="bond out-ref TXID#INDEX (default: the largest)"),
+    key_file: Path | None = typer.Option(
+        None, "--key-file", help="oracle signing key (default: $PROOFNET_ORACLE_KEY_FILE)"
+    ),
+) -> None:
+    """Slash the bond of a provider whose attestation failed this oracle's spot check: the
+    set share goes to the harmed submitter. This oracle signs and pays the fee; the
+    co-signers of PROOFNET_SETTLEMENT_COSIGNERS (up to PROOFNET_SETTLEMENT_THRESHOLD) each
+    review it against their own verdicts before they sign (oracle.settlement.slash)."""
+    import json
+
+    from pycardano import PaymentSigningKey
+
+    from chain.offchain.backends import chain_context
+    from chain.offchain.builders.bond import BondTerms
+    from chain.offchain.builders.deployment import Deployment
+    from oracle.keys import OracleKeyError
+    from oracle.service import oracle_key
+    from oracle.settlement.slash import Peer, SlashError, propose_slash
+    from oracle.storage.db import make_engine
+    from oracle.storage.store import AttestationStore
+    from proofnet.settings import build_settings
+
+    settings = build_settings()
+    path = settings.settlement_deployment_file
+    if path is None:
+        raise typer.BadParameter(
+            "set PROOFNET_SETTLEMENT_DEPLOYMENT_FILE to the deployment the bond belongs to",
+            param_hint="PROOFNET_SETTLEMENT_DEPLOYMENT_FILE",
+        )
+    try:
+        peers = [Peer(c["url"], c["key_hash"]) for c in json.loads(settings.settlement_cosigners)]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise typer.BadParameter(
+            f"not a JSON list of {{url, key_hash}}: {exc}",
+            param_hint="PROOFNET_SETTLEMENT_COSIGNERS",
+        ) from exc
+    if not path.is_file():
+        raise typer.BadParameter(
+            f"{path}: no such file (check PROOFNET_SETTLEMENT_DEPLOYMENT_FILE)",
+            param_hint="PROOFNET_SETTLEMENT_DEPLOYMENT_FILE",
+        )
+    try:
+        key = oracle_key(settings, key_file)
+    except OracleKeyError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--key-file") from exc
+    try:
+        proposal = propose_slash(
+            chain_context(settings),
+            Deployment.load(path),
+            BondTerms(settings.bond_unbonding_delay_ms, settings.bond_slash_permille),
+            PaymentSigningKey(bytes(key.signing_key)),
+            AttestationStore(make_engine(settings.database_url)),
+            peers,
+            settings.settlement_threshold,
+            job,
+            bond,
+        )
+    except SlashError as exc:
+        typer.secho(f"slash: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(
+        f"slashed {proposal.share} NTX of bond {proposal.bond} for job {proposal.job_id} "
+        f"to {proposal.submitter}: {proposal.tx_id}"
+    )
 
 
 # The settlement engine's commands (`settle`) live beside it.

@@ -132,7 +132,7 @@ section("the API's challenge round (worker/api_challenge.py, checked as the API 
 import secrets as _secrets
 
 from api.config import ApiConfig
-from api.services.gpu_challenges import allowed_seconds, min_tflops
+from api.services.gpu_challenges import allowed_seconds, min_tflops, plausible_tflops
 from proofnet.messages.gpu_challenge import challenge_matrices, check_revealed_rows, column_signs
 from proofnet.messages.registration import InclusionProofReport, RevealedRowReport
 from worker.api_challenge import compute_on_gpu
@@ -179,6 +179,56 @@ for gpu in inv.gpus:
             fail(f"API round n={n}: {why}")
         if n == api_config.gpu_challenge_n and elapsed > allowed:
             fail(f"API round n={n}: {elapsed:.2f} s exceeds the {allowed:.2f} s allowed")
+        # The band's two ends against the product alone (the datasheet row is the variant's).
+        low, high = plausible_tflops(gpu.name)
+        matmul_tflops = 2 * n**3 / max(result.elapsed_s, 1e-9) / 1e12
+        print(f"  matmul alone {matmul_tflops:.1f} TFLOP/s; band for {gpu.name}: "
+              f"{low:g}-{high:g} TFLOP/s")
+        if matmul_tflops > high:
+            fail(f"API round n={n}: {matmul_tflops:.1f} TFLOP/s is above the band's upper end "
+                 f"{high:g}: the datasheet row for {gpu.name} is wrong")
+
+section("step-time spread (oracle/verification/metering.py's slack)")
+# The metering slack is sized for the verifier/provider step-time ratio noise sigma_r:
+# slack = (1 - a) / (1 - 3 sigma_r) (docs/benchmarks.md, "Metering slack"). One GPU gives
+# the run-to-run part: a training step loop timed as a verifier times a replay, segment by
+# segment, in fresh runs; sigma_r is about sqrt(2) x this spread on two GPUs of one model.
+try:
+    import statistics as _stats
+
+    import torch
+
+    if torch.cuda.is_available():
+        dev = torch.device("cuda:0")
+        gen = torch.Generator(device=dev).manual_seed(7)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096)
+        ).to(dev)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        x = torch.randn(512, 4096, device=dev, generator=gen)
+        y = torch.randn(512, 4096, device=dev, generator=gen)
+
+        def segment(steps: int = 100) -> float:
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(steps):
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+            torch.cuda.synchronize()
+            return (time.perf_counter() - t) / steps
+
+        segment(20)  # warm-up
+        times = [segment() for _ in range(15)]
+        spread = _stats.stdev(times) / _stats.mean(times)
+        sigma_r = spread * 2**0.5
+        print(f"step {_stats.mean(times) * 1e3:.3f} ms, spread {spread:.2%} over 15 segments "
+              f"of 100 steps; sigma_r ~ {sigma_r:.2%}; slack at a = 2.5 %: "
+              f"{(1 - 0.025) / max(1 - 3 * sigma_r, 1e-9):.3f} (default 1.15)")
+    else:
+        print("no CUDA: not measured")
+except ImportError:
+    print("torch not installed: not measured")
 
 section("container GPU runtime")
 from worker.gpu_runtime_check import check_gpu_runtime

@@ -68,6 +68,7 @@ from proofnet.messages.attestation import (
     sign_attestation,
 )
 from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.segment_share import segment_cap
 from proofnet.messages.topology import MultiNode
 from proofnet.redaction import redact_credentials
 from proofnet.settings import absolute
@@ -81,6 +82,7 @@ from worker.api_client import (
     InputRejected,
     LeaseLost,
 )
+from worker.checkpoint_upload import CheckpointUploader
 from worker.cluster import (
     ClusterError,
     Rendezvous,
@@ -176,6 +178,9 @@ class AgentConfig:
     pids_limit: int | None = 4096
     rate_cards: Mapping[str, RateCard] = field(default_factory=dict)
     keep_workspaces: bool = False
+    # How often a whole job's newly committed checkpoints are uploaded while it trains
+    # (worker.checkpoint_upload); 0 uploads them only at the end (or when released).
+    checkpoint_upload_s: float = 10.0
     # Where this machine can be reached by the other nodes of a multi-node job (node 0
     # hosts the rendezvous there), and how long a node waits for its cluster to form.
     advertise_host: str = "127.0.0.1"
@@ -353,6 +358,7 @@ class Agent:
                 trusted_oracle_keys=self.config.trusted_oracle_keys,
                 pids_limit=self.config.pids_limit,
                 data_policy=self.config.data,
+                payout_address=self.config.payout_address,
             )
         except VerifierRefused as e:
             log.info("not verifying other providers' proofs: %s", e)
@@ -631,6 +637,43 @@ class Agent:
             return
         shipper.note(f"left checkpoint {files[1].name} and the committed prefix to resume from")
 
+    def _checkpoint_uploader(
+        self, claimed: ClaimedJob, job_dir: Path, shipper: LogShipper, start: int
+    ) -> CheckpointUploader | None:
+        """Uploads each committed checkpoint while a whole job trains (so a provider that
+        vanishes leaves one to resume from), sealed when the job is; None for units, jobs
+        that declare no proof files, or when turned off."""
+        interval = self.config.checkpoint_upload_s
+        if claimed.unit is not None or interval <= 0 or not declares_proof(claimed.spec.results):
+            return None
+        seal = None
+        sealing = claimed.sealing
+        if sealing is not None:
+            try:
+                secret = self.seal_keys.secret_for(claimed.job_id, claimed.nonce)
+            except SealKeyError as e:
+                raise _HostFault(str(e)) from e
+
+            def seal(files: list[CollectedResult]) -> list[CollectedResult]:
+                kept = [f for f in files if not seals(f.name)]
+                hidden = seal_results(
+                    [f for f in files if seals(f.name)],
+                    _sealed_dir(job_dir) / "pot",
+                    secret=secret,
+                    recipients=[sealing.public_key],
+                )
+                return [*kept, *hidden]
+
+        return CheckpointUploader(
+            job_dir,
+            lambda files: self._upload(claimed, files, shipper, quiet=True),
+            snapshot_dir=_sealed_dir(job_dir) / "prefix",
+            seal=seal,
+            interval_s=interval,
+            start=start,
+            note=shipper.note,
+        )
+
     def _fetch_resume(
         self, claimed: ClaimedJob, job_dir: Path, keeper: LeaseKeeper, shipper: LogShipper
     ) -> int:
@@ -694,9 +737,16 @@ class Agent:
         # A node's last command is its torchrun: the one that must reach the other nodes.
         networked = len(commands) if unit is not None and unit.kind == "node" else None
 
-        run, usage, started_ms, ended_ms = self._run_commands(
-            claimed, tag, job_dir, assigned, keeper, shipper, commands, extra_env, networked
-        )
+        uploader = self._checkpoint_uploader(claimed, job_dir, shipper, resume_at or 0)
+        if uploader is not None:
+            uploader.start()
+        try:
+            run, usage, started_ms, ended_ms = self._run_commands(
+                claimed, tag, job_dir, assigned, keeper, shipper, commands, extra_env, networked
+            )
+        finally:
+            if uploader is not None:
+                uploader.stop()
         with contextlib.suppress(ApiClientError):
             self.api.report_usage(claimed.lease_token, _usage_report(usage))
         self._check_lease(keeper)
@@ -736,6 +786,9 @@ class Agent:
                 amount = self.rate_cards.amount(spec, gpu_ms, gpu_model)
             except PricingError as e:  # checked before the run; only a changed card gets here
                 raise _Failed(f"cannot price the job: {e}") from e
+            if claimed.resume is not None:
+                # Resumed: paid for the segments this attempt proved, not the lost one's.
+                amount = segment_cap(spec, amount, claimed.resume.at + 1)
         signed = self._attest(
             claimed,
             assigned,

@@ -41,7 +41,6 @@ from proofnet.messages.jobspec import JobSpec, JobSpecError
 from proofnet.messages.shards import DataShard
 from proofnet.messages.topology import Relay, plan
 from proofnet.messages.verification import (
-    FIRST_SEGMENT,
     SegmentResult,
     VerificationError,
     VerificationReport,
@@ -89,6 +88,7 @@ class Verifier:
         timeout_s: float = 1800.0,
         pids_limit: int | None = 4096,
         data_policy: DataFetchPolicy | None = None,
+        payout_address: str | None = None,
     ) -> None:
         if not runtime.isolated and not allow_unisolated:
             raise VerifierRefused(
@@ -104,6 +104,9 @@ class Verifier:
         self.pids_limit = pids_limit
         # How a relay stage's data reaches this host: the provider's own rules for jobs.
         self.data_policy = data_policy
+        # Where this worker's verification fees go (its registered payout address): named
+        # in every report it signs (proofnet.messages.verification_fee).
+        self.payout_address = payout_address
 
     def run_once(self) -> list[VerificationReport]:
         """Answer every pending task that can be answered now; the reports posted."""
@@ -144,6 +147,8 @@ class Verifier:
             shutil.rmtree(work, ignore_errors=True)
 
     def _report(self, task: VerificationTask, **fields: Any) -> VerificationReport:
+        if self.payout_address is not None:
+            fields.setdefault("payout_address", self.payout_address)
         return VerificationReport.sign(self.key.signing_key, task, **fields)
 
     def _replay_task(
@@ -184,7 +189,11 @@ class Verifier:
             "replay_ms": replay_ms,
         }
         if status in ("passed", "failed"):
-            again = self._run(task, spec, work, (FIRST_SEGMENT,), "repeat", shards)
+            # The provider's first segment (the task's first), replayed again, timed like
+            # the drawn run: the difference is the other segments' steps alone.
+            started = time.monotonic()
+            again = self._run(task, spec, work, task.segments[:1], "repeat", shards)
+            fields["repeat_ms"] = int((time.monotonic() - started) * 1000)
             first = [r for r in again.get("results") or [] if isinstance(r, dict)]
             if first:
                 fields["repeat"] = SegmentResult.from_harness(first[0]).model_dump(mode="json")

@@ -8,6 +8,7 @@ from api.schemas.common import PublicBody, RequestBody
 from api.services.estimates import Estimate
 from api.services.pricing import Span
 from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.verification_fee import FEE_PPM
 
 # Up to a quadrillion: beyond any model or dataset, and FLOPs stay exact enough in a float.
 HintInt = Annotated[int, Field(ge=1, le=10**15)]
@@ -28,6 +29,15 @@ class RangePublic(PublicBody):
         return cls(low=span.low, high=span.high)
 
 
+class VerificationFeePublic(PublicBody):
+    # NTX base units, for the low and high cost.
+    low: int
+    high: int
+    # Parts per million of the attested amount.
+    ppm: int
+    basis: str
+
+
 class CostPublic(PublicBody):
     rule: str
     # NTX base units.
@@ -36,6 +46,9 @@ class CostPublic(PublicBody):
     # The most the job can cost: what its escrow locks.
     cap: int
     basis: str
+    # The part of the cost paid to the verifiers whose replay matched, out of the
+    # provider's pay (not on top of the cost): proofnet.messages.verification_fee.
+    verification_fee: VerificationFeePublic
 
 
 class MemoryPublic(PublicBody):
@@ -85,6 +98,15 @@ class EstimatePublic(PublicBody):
                 high=e.cost.high,
                 cap=e.cost.cap,
                 basis=e.cost.basis,
+                verification_fee=VerificationFeePublic(
+                    low=e.cost.verification_fee[0],
+                    high=e.cost.verification_fee[1],
+                    ppm=FEE_PPM,
+                    basis=(
+                        f"{FEE_PPM / 10_000:g} % of what the provider is paid, shared by the "
+                        "verifiers whose replay matched its proof; part of the cost, not on top"
+                    ),
+                ),
             ),
             gpu_models=list(e.gpu_models),
             measurements=[

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pycardano import Address, TransactionInput, VerificationKeyHash, VerificationKeyWitness
+from pycardano import Address, VerificationKeyHash, VerificationKeyWitness
 from sqlmodel import Session, select
 
 from api.errors import BadRequest, Conflict
@@ -29,7 +29,7 @@ from api.models import Job, JobEscrow, User
 from api.models.job import TERMINAL_STATUSES
 from api.services import escrow_state
 from api.services.cancel_quorum import CancelQuorum, Member, OracleRefused
-from api.services.escrow_refund import _escrow_row, _escrow_utxo
+from api.services.escrow_spend import escrow_row, escrow_utxo, submit_spend, wallet_spend_of
 from api.services.escrow_tx import (
     MAX_FEE_LOVELACE,
     EscrowUnavailable,
@@ -104,11 +104,11 @@ def build_cancel_tx(
     """The unsigned cancel of the job's escrow (checks only: nothing changes here)."""
     from chain.offchain.builders import BuilderError, build_cancel
 
-    row = _escrow_row(session, owner, job_id)
+    row = escrow_row(session, owner, job_id)
     job = get_job(session, owner, job_id)
     _refuse_if_work_started(session, job, row, now)
     payer = _payer(owner, change_address, deployment)
-    escrow = _escrow_utxo(context, deployment, row)
+    escrow = escrow_utxo(context, deployment, row)
     members, protocol = _quorum_members(context, deployment, quorum)
     payer_utxos = None if wallet_utxos is None else parse_wallet_utxos(wallet_utxos)
     signers = [VerificationKeyHash(bytes.fromhex(m.key_hash)) for m in members]
@@ -147,19 +147,11 @@ def submit_cancel_tx(
     now: datetime,
 ) -> str:
     """Check the wallet's witnesses, cancel the job, collect the oracles' witnesses, submit."""
-    from chain.offchain.builders import BuilderError, add_witnesses, assemble, submit
-    from chain.offchain.errors import TransactionRejectedError
+    from chain.offchain.builders import BuilderError, add_witnesses, assemble
 
-    row = _escrow_row(session, owner, job_id)
-    try:
-        tx = assemble(tx_cbor, witness_set)
-    except BuilderError as exc:
-        raise BadRequest(f"refused: {exc}") from exc
+    row = escrow_row(session, owner, job_id)
+    tx = wallet_spend_of(row, job_id, tx_cbor, witness_set)
     body = tx.transaction_body
-    if TransactionInput.from_primitive([bytes.fromhex(row.tx_id), row.output_index]) not in set(
-        body.inputs
-    ):
-        raise BadRequest(f"the transaction does not spend job {job_id}'s escrow")
     signed = {bytes(w.vkey.hash().payload).hex() for w in tx.transaction_witness_set.vkey_witnesses}
     if owner.payment_key_hash not in signed:
         raise BadRequest("the wallet's witnesses do not include the submitter's signature")
@@ -205,9 +197,4 @@ def submit_cancel_tx(
         )
     except BuilderError as exc:
         raise Conflict(f"an oracle's witness does not verify: {exc}") from exc
-    try:
-        return str(submit(context, full))
-    except TransactionRejectedError as exc:
-        raise BadRequest(f"the chain refused the cancel: {exc.reason}") from exc
-    except Exception as exc:
-        raise EscrowUnavailable(f"chain backend unavailable: {type(exc).__name__}: {exc}") from exc
+    return submit_spend(context, full, "cancel")

@@ -15,18 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pycardano import UTxO
-from sqlmodel import Session, select
+from sqlmodel import Session
 
-from api.errors import ApiError, BadRequest, Conflict, NotFound
-from api.models import JobEscrow, User
+from api.errors import ApiError, BadRequest
+from api.models import User
+from api.services.escrow_spend import escrow_row, escrow_utxo, submit_spend, wallet_spend_of
 from api.services.escrow_tx import (
     MAX_FEE_LOVELACE,
-    EscrowUnavailable,
     _payer,
     parse_wallet_utxos,
 )
-from api.services.jobs import get_job
 from proofnet.when import when_text
 
 
@@ -48,28 +46,6 @@ class BuiltRefundTx:
     required_signers: tuple[str, ...]
 
 
-def _escrow_row(session: Session, owner: User, job_id: str) -> JobEscrow:
-    job = get_job(session, owner, job_id)  # 404 for anyone but the owner
-    row = session.exec(select(JobEscrow).where(JobEscrow.job_id == job.id)).first()
-    if row is None:
-        raise NotFound(f"job {job_id} has no recorded escrow to refund")
-    return row
-
-
-def _escrow_utxo(context: Any, deployment: Any, row: JobEscrow) -> UTxO:
-    try:
-        utxos = list(context.utxos(deployment.escrow_address))
-    except Exception as exc:
-        raise EscrowUnavailable(f"chain backend unavailable: {type(exc).__name__}: {exc}") from exc
-    for u in utxos:
-        if str(u.input.transaction_id) == row.tx_id and u.input.index == row.output_index:
-            return u
-    raise Conflict(
-        f"escrow {row.tx_id}#{row.output_index} is no longer on chain: it was settled, "
-        "cancelled or refunded already"
-    )
-
-
 def build_refund_tx(
     session: Session,
     context: Any,
@@ -86,9 +62,9 @@ def build_refund_tx(
     from chain.offchain.builders.errors import DeadlineNotPassed
     from chain.offchain.builders.onchain import escrow_datum_of
 
-    row = _escrow_row(session, owner, job_id)
+    row = escrow_row(session, owner, job_id)
     payer = _payer(owner, change_address, deployment)
-    escrow = _escrow_utxo(context, deployment, row)
+    escrow = escrow_utxo(context, deployment, row)
     payer_utxos = None if wallet_utxos is None else parse_wallet_utxos(wallet_utxos)
     try:
         built = build_refund(context, deployment, [escrow], payer, payer_utxos)
@@ -127,20 +103,5 @@ def submit_refund_tx(
     witness_set: str,
 ) -> str:
     """Add the wallet's witnesses and submit; the transaction must spend this job's escrow."""
-    from chain.offchain.builders import BuilderError, assemble, submit
-    from chain.offchain.errors import TransactionRejectedError
-
-    row = _escrow_row(session, owner, job_id)
-    try:
-        tx = assemble(tx_cbor, witness_set)
-    except BuilderError as exc:
-        raise BadRequest(f"refused: {exc}") from exc
-    spent = {(str(i.transaction_id), i.index) for i in tx.transaction_body.inputs}
-    if (row.tx_id, row.output_index) not in spent:
-        raise BadRequest(f"the transaction does not spend job {job_id}'s escrow")
-    try:
-        return str(submit(context, tx))
-    except TransactionRejectedError as exc:
-        raise BadRequest(f"the chain refused the transaction: {exc.reason}") from exc
-    except Exception as exc:
-        raise EscrowUnavailable(f"chain backend unavailable: {type(exc).__name__}: {exc}") from exc
+    row = escrow_row(session, owner, job_id)
+    return submit_spend(context, wallet_spend_of(row, job_id, tx_cbor, witness_set))

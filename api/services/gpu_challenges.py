@@ -7,8 +7,10 @@ worker derives the matrices untimed), then starts its own clock as it reveals th
 the product depends on, stops it when the commitment to C arrives, only then draws the rows
 to reveal, and checks them exactly (Freivalds over the revealed rows, integer arithmetic,
 deterministic from the round's stored keys). A commitment later than the claimed model's
-minimum plausible throughput allows (`MIN_FP32_TFLOPS` plus `gpu_challenge_overhead_s`)
-fails the GPU as too slow for that model.
+minimum plausible throughput allows (its band, `plausible_tflops`, plus
+`gpu_challenge_overhead_s`) fails the GPU as too slow for that model, and one sooner than its
+maximum plausible throughput allows (the product alone) fails it as too fast (another GPU,
+or several, answered).
 
 What is offered (`offered_clause`, `offer_state`): never a GPU whose check failed (the API's
 challenge, the worker's own challenge or its container GPU runtime check); with
@@ -16,9 +18,13 @@ challenge, the worker's own challenge or its container GPU runtime check); with
 `gpu_challenge_interval_s` (so challenges repeat). A GPU's rate is earned only by GPUs that
 passed their model's challenge, because only offered GPUs count towards a claim.
 
-The timing is a bound, not a fingerprint: the allowance for generating the matrices, hashing
-C and the round trips dominates at small n, so it refuses a machine without a GPU or a much
-slower GPU, not a fast GPU passing as a slightly slower one (docs/protocol.md, "GPU checks, leases and metering").
+The timing is a bound, not a fingerprint: the allowance for hashing C and the round trips
+dominates at the default n, so it refuses a machine without a GPU or a much slower GPU, not
+a GPU passing as a faster model of the same order. That one is caught where it would be
+paid: a rate-card job's GPU time is bounded by the step time a verifier with the claimed
+model measures (`oracle.verification.metering`), so a slower substitute attesting its own
+time is refused, and one attesting less than its time earns no more than the claimed model
+would (docs/protocol.md, "GPU checks, leases and metering").
 """
 
 from __future__ import annotations
@@ -41,63 +47,94 @@ from proofnet.messages.registration import RevealedRowReport
 
 CHALLENGE_DTYPE: Final = "float32"
 
-# The least FP32 (CUDA-core, non-tensor) throughput a GPU of each model plausibly sustains
-# on the challenge's SGEMM, TFLOP/s: a quarter of the datasheet peak of its slowest variant
-# (PCIe or NVL parts where they are slower than SXM). Honest large SGEMMs reach 60-90 % of
-# peak on these parts; the quarter leaves room for power-capped clocks and shared hosts.
-# The challenge multiplies in float32 without TF32 (PyTorch's default for matmul since 1.12),
-# so tensor-core peaks do not apply. Longer names first: "A100" must win over "A10".
-# Datasheet peaks (FP32 TFLOPS):
-#   H200 NVL 60, GH200 67: nvidia.com/en-us/data-center/h200/, .../grace-hopper-superchip/
-#   H100 PCIe 51: nvidia.com/en-us/data-center/h100/ (H100 datasheet, "FP32")
-#   A100 19.5: nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/
-#       nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf
-#   L40S 91.6, L40 90.5, L4 30.3, A10 31.2: nvidia.com/en-us/data-center/{l40s,l40,l4}/,
-#       nvidia.com/en-us/data-center/products/a10-gpu/ (A10G as AWS documents it: 31.2)
-#   RTX 4090 82.6 (NVIDIA Ada GPU architecture whitepaper), RTX 3090 35.6 (NVIDIA Ampere
-#       GA102 GPU architecture whitepaper)
-#   V100 PCIe 14: images.nvidia.com/content/technologies/volta/pdf/
-#       volta-v100-datasheet-update-us-1165301-r5.pdf
-#   T4 8.1: nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/
-#       t4-tensor-core-datasheet-951643.pdf
-_PEAK_FP32_TFLOPS: Final[tuple[tuple[str, float], ...]] = (
-    ("GH200", 67.0),
-    ("H200", 60.0),
-    ("H100", 51.0),
-    ("A100", 19.5),
-    ("A10G", 31.2),
-    ("A10", 31.2),
-    ("L40S", 91.6),
-    ("L40", 90.5),
-    ("L4", 30.3),
-    ("RTX 4090", 82.6),
-    ("RTX 3090", 35.6),
-    ("V100", 14.0),
-    ("T4", 8.1),
+# The plausibility band of each model's FP32 (CUDA-core, non-tensor) throughput on the
+# challenge's SGEMM, TFLOP/s, from the datasheet peak of the variant the NVML name names
+# (SXM, PCIe and NVL parts differ by up to a third, so each has its row): at least
+# `LOWER_FRACTION` of the peak (honest large SGEMMs reach 60-90 %; half leaves room for
+# power-capped clocks and a shared host) and at most `UPPER_FRACTION` of it (a GPU does not
+# beat its own peak by more than boost-clock headroom: anything faster is another GPU, or
+# several). The challenge multiplies in float32 without TF32 (PyTorch's default for matmul
+# since 1.12), so tensor-core peaks do not apply. More specific names first ("H100 PCIe"
+# before "H100", "A100" before "A10").
+
+
+@dataclass(frozen=True)
+class ModelPeak:
+    key: str  # matched against the upper-cased NVML name
+    peak_tflops: float  # datasheet FP32 peak
+    source: str
+
+
+_PEAKS: Final[tuple[ModelPeak, ...]] = (
+    ModelPeak("GH200", 67.0, "nvidia.com/en-us/data-center/grace-hopper-superchip/ (FP32 67)"),
+    ModelPeak("H200 NVL", 60.0, "nvidia.com/en-us/data-center/h200/ (H200 NVL FP32 60)"),
+    ModelPeak("H200", 67.0, "nvidia.com/en-us/data-center/h200/ (H200 SXM FP32 67)"),
+    ModelPeak("H100 PCIE", 51.0, "nvidia.com/en-us/data-center/h100/ (H100 PCIe FP32 51)"),
+    ModelPeak("H100 NVL", 60.0, "nvidia.com/en-us/data-center/h100/ (H100 NVL FP32 60)"),
+    ModelPeak("H100", 67.0, "nvidia.com/en-us/data-center/h100/ (H100 SXM FP32 67)"),
+    ModelPeak(
+        "A100",
+        19.5,
+        "nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+        "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf (FP32 19.5)",
+    ),
+    ModelPeak("A10G", 31.2, "aws.amazon.com/ec2/instance-types/g5/ (A10G FP32 31.2)"),
+    ModelPeak("A10", 31.2, "nvidia.com/en-us/data-center/products/a10-gpu/ (FP32 31.2)"),
+    ModelPeak("L40S", 91.6, "nvidia.com/en-us/data-center/l40s/ (FP32 91.6)"),
+    ModelPeak("L40", 90.5, "nvidia.com/en-us/data-center/l40/ (FP32 90.5)"),
+    ModelPeak("L4", 30.3, "nvidia.com/en-us/data-center/l4/ (FP32 30.3)"),
+    ModelPeak("RTX 4090", 82.6, "NVIDIA Ada GPU architecture whitepaper (RTX 4090 FP32 82.6)"),
+    ModelPeak("RTX 3090", 35.6, "NVIDIA Ampere GA102 GPU architecture whitepaper (FP32 35.6)"),
+    ModelPeak(
+        "V100",
+        14.0,
+        "images.nvidia.com/content/technologies/volta/pdf/"
+        "volta-v100-datasheet-update-us-1165301-r5.pdf (V100 PCIe FP32 14; SXM2 15.7)",
+    ),
+    ModelPeak(
+        "T4",
+        8.1,
+        "nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/"
+        "t4-tensor-core-datasheet-951643.pdf (FP32 8.1)",
+    ),
 )
-PLAUSIBLE_FRACTION: Final = 0.25
-MIN_FP32_TFLOPS: Final[dict[str, float]] = {
-    key: peak * PLAUSIBLE_FRACTION for key, peak in _PEAK_FP32_TFLOPS
-}
-# A model the table does not know is held to this floor, below any data-centre GPU since
-# 2017 and far above a CPU's share of the allowance at the default n.
+LOWER_FRACTION: Final = 0.5
+UPPER_FRACTION: Final = 1.1
+# A model the table does not know: at least this (below any data-centre GPU since 2017, far
+# above a CPU's share of the allowance at the default n), at most the fastest peak known.
 UNKNOWN_MODEL_MIN_TFLOPS: Final = 2.0
 
 OPEN: Final = ("issued", "started", "committed")
 
 
-def min_tflops(model: str) -> float:
-    """The least TFLOP/s a GPU named `model` (as NVML names it) plausibly reaches."""
+def model_peak(model: str) -> ModelPeak | None:
+    """The datasheet row of a GPU named `model` (as NVML names it), or None."""
     upper = model.upper()
-    for key, _peak in _PEAK_FP32_TFLOPS:
-        if key in upper:
-            return MIN_FP32_TFLOPS[key]
-    return UNKNOWN_MODEL_MIN_TFLOPS
+    return next((row for row in _PEAKS if row.key in upper), None)
+
+
+def plausible_tflops(model: str) -> tuple[float, float]:
+    """The band of TFLOP/s a GPU named `model` plausibly reaches on the challenge."""
+    row = model_peak(model)
+    if row is None:
+        return UNKNOWN_MODEL_MIN_TFLOPS, max(r.peak_tflops for r in _PEAKS) * UPPER_FRACTION
+    return row.peak_tflops * LOWER_FRACTION, row.peak_tflops * UPPER_FRACTION
+
+
+def min_tflops(model: str) -> float:
+    """The least TFLOP/s a GPU named `model` plausibly reaches."""
+    return plausible_tflops(model)[0]
 
 
 def allowed_seconds(config: ApiConfig, model: str, n: int) -> float:
     """How long, on the API's clock, a GPU of `model` may take from start to commitment."""
     return 2 * n**3 / (min_tflops(model) * 1e12) + config.gpu_challenge_overhead_s
+
+
+def fastest_seconds(model: str, n: int) -> float:
+    """The least time a GPU of `model` can take for the product alone (the overhead only
+    adds to it): a commitment sooner than this came from a faster GPU than claimed."""
+    return 2 * n**3 / (plausible_tflops(model)[1] * 1e12)
 
 
 # --- what is offered --------------------------------------------------------------------
@@ -304,6 +341,19 @@ def commit(
     row.committed_at, row.commitment, row.elapsed_s = now, commitment, elapsed
     row.measured_tflops = 2 * row.n**3 / elapsed / 1e12
     allowed = allowed_seconds(config, row.gpu_model, row.n)
+    fastest = fastest_seconds(row.gpu_model, row.n)
+    if elapsed < fastest:
+        _finish(
+            session,
+            config,
+            row,
+            now,
+            f"too fast for a {row.gpu_model}: the commitment came {elapsed:.3f} s after the "
+            f"start on the API's clock, a {row.gpu_model} needs at least {fastest:.3f} s for "
+            f"the product (n={row.n}, at most {plausible_tflops(row.gpu_model)[1]:g} TFLOP/s): "
+            "another GPU, or several, answered",
+        )
+        return row
     if elapsed > allowed:
         _finish(
             session,

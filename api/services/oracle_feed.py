@@ -17,12 +17,13 @@ from sqlmodel import Session, col, select
 
 from api.errors import Conflict, NotFound
 from api.models import Job, JobEscrow, JobResult, Lease, Provider, User
-from api.services import auctions, rate_cards, unit_feed
+from api.services import auctions, rate_cards, resume, unit_feed
 from api.services.jobs import get_job
 from api.services.leases import leases_started
 from api.services.sealing_keys import sealing_key_for_job
 from chain.offchain.escrow_terms import EscrowFacts
 from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.result_paths import split_attempt_result_name
 
 
 def _iso(at: datetime) -> str:
@@ -94,6 +95,10 @@ def job_feed(session: Session, job_id: str) -> dict[str, Any]:
     if job.unit_count:
         # A job with a topology is paid per unit: no job-level lease or results.
         feed["units"] = unit_feed.units_feed(session, job)
+    else:
+        # Each whole-job attempt, with the segments it proved and its proof uploads: a
+        # resumed proof is checked against the prefix it resumed (api.services.resume).
+        feed["attempts"] = resume.feed_attempts(session, job)
     return feed
 
 
@@ -104,6 +109,12 @@ def job_result_row(session: Session, job_id: str, name: str) -> JobResult:
         raise NotFound(f"no job {job_id}")
     if job.unit_count:
         return unit_feed.unit_result_row(session, job, name)
+    scoped = split_attempt_result_name(name)
+    if scoped is not None:
+        found = resume.attempt_result_row(session, job, *scoped)
+        if found is None:
+            raise NotFound(f"job {job_id} has no attempt upload {name!r}")
+        return found
     lease = completing_lease(session, job)
     row = None
     if lease is not None:

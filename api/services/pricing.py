@@ -19,6 +19,7 @@ from typing import Protocol
 
 from proofnet.messages.jobspec import AuctionPrice, FixedPrice, JobSpec, RateCardPrice
 from proofnet.messages.rate_card import metered_cost
+from proofnet.messages.verification_fee import fee_for
 
 
 class PricingError(ValueError):
@@ -62,6 +63,13 @@ class Quote:
     high: int
     cap: int
     basis: str
+
+    @property
+    def verification_fee(self) -> tuple[int, int]:
+        """The part of the cost (low, high) that goes to the verifiers whose replay matched,
+        carved out of the provider's pay (`proofnet.messages.verification_fee`): the
+        submitter pays the cost above either way."""
+        return fee_for(self.low), fee_for(self.high)
 
 
 class PricingRule(Protocol):

@@ -19,7 +19,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from api.errors import BadRequest, Conflict, Forbidden, NotFound
-from api.models import Job, JobResult, Lease, ProofKeyRequest, Provider
+from api.models import JobResult, ProofKeyRequest, Provider
+from api.services.lease_lookup import job_lease
 from proofnet.messages.key_grant import KeyGrantError, KeyRequest, check_grant
 
 MAX_PENDING_LISTED = 100
@@ -47,14 +48,7 @@ def record_request(
     ).first()
     if existing is not None:
         return existing
-    job = session.exec(select(Job).where(Job.job_id == request.job_id)).first()
-    if job is None:
-        raise NotFound(f"no job {request.job_id}")
-    lease = session.exec(
-        select(Lease).where(Lease.job_id == job.id, Lease.nonce == request.nonce)
-    ).first()
-    if lease is None or lease.id is None:
-        raise NotFound(f"job {request.job_id} has no lease with nonce {request.nonce}")
+    job, lease = job_lease(session, request.job_id, request.nonce)
     provider = session.get(Provider, lease.provider_id)
     verifier = session.exec(
         select(Provider).where(Provider.worker_key == request.recipient)
@@ -72,7 +66,7 @@ def record_request(
     missing = [name for name in request.files if name not in uploads]
     if missing:
         raise BadRequest(f"the lease uploaded no {', '.join(repr(m) for m in missing[:5])}")
-    assert job.id is not None and provider.id is not None
+    assert job.id is not None and lease.id is not None and provider.id is not None
     row = ProofKeyRequest(
         digest=request.digest,
         job_id=job.id,

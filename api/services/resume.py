@@ -21,6 +21,7 @@ next attempt resumed from it (to the end of the schedule when it completed).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import Connection
@@ -207,6 +208,59 @@ class AttemptRow:
     first_segment: int
     last_segment: int | None
     proved: bool  # whether any segment of the final proof is this attempt's
+
+
+def feed_attempts(session: Session, job: Job) -> list[dict[str, object]]:
+    """The oracle feed's view of a whole job's attempts (`attempt_history` with each
+    lease's worker, nonce, times and proof uploads): what the oracle checks a resumed proof
+    against (the prefix it resumed) and pays each attempt's segments by."""
+    assert job.id is not None
+    leases = {
+        lease.attempt: lease
+        for lease in session.exec(
+            select(Lease).where(Lease.job_id == job.id, col(Lease.unit_id).is_(None))
+        ).all()
+    }
+    out: list[dict[str, object]] = []
+    for row in attempt_history(session, job.id):
+        lease = leases[row.attempt]
+        provider = session.get(Provider, lease.provider_id)
+        assert provider is not None
+        out.append(
+            {
+                "attempt": row.attempt,
+                "worker_key": provider.worker_key,
+                "payout_address": provider.payout_address,
+                "nonce": lease.nonce,
+                "outcome": row.outcome,
+                "started_at": _iso(lease.created_at),
+                "ended_at": None if lease.ended_at is None else _iso(lease.ended_at),
+                "resumed_from_attempt": row.resumed_from_attempt,
+                "resumed_at": row.resumed_at,
+                "first_segment": row.first_segment,
+                "last_segment": row.last_segment,
+                "proved": row.proved,
+                # Its proof uploads (name -> SHA-256): the oracle reads the prefix a later
+                # attempt resumed, and the files that replay this attempt's segments.
+                "results": {name: r.sha256 for name, r in _results(session, lease).items()},
+            }
+        )
+    return out
+
+
+def _iso(at: datetime) -> str:
+    # SQLite hands datetimes back naive; every time the API stores is UTC.
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).isoformat()
+
+
+def attempt_result_row(session: Session, job: Job, attempt: int, name: str) -> JobResult | None:
+    """Proof upload `name` of the job's whole-job attempt `attempt` (None: no such)."""
+    lease = session.exec(
+        select(Lease).where(
+            Lease.job_id == job.id, col(Lease.unit_id).is_(None), Lease.attempt == attempt
+        )
+    ).first()
+    return None if lease is None else _results(session, lease).get(name)
 
 
 def attempt_history(conn: Session | Connection, job_pk: int) -> list[AttemptRow]:

@@ -24,12 +24,12 @@ from api.errors import BadRequest, Conflict, Forbidden, NotFound
 from api.models import (
     Job,
     JobResult,
-    Lease,
     ProofKeyRequest,
     Provider,
     ProviderGpu,
     VerificationUnit,
 )
+from api.services.lease_lookup import job_lease
 from api.services.unit_feed import unit_result_row
 from proofnet.messages.verification import (
     CPU,
@@ -80,18 +80,6 @@ def candidates(
     return found
 
 
-def _lease_of(session: Session, task: VerificationTask) -> tuple[Job, Lease]:
-    job = session.exec(select(Job).where(Job.job_id == task.job_id)).first()
-    if job is None:
-        raise NotFound(f"no job {task.job_id}")
-    lease = session.exec(
-        select(Lease).where(Lease.job_id == job.id, Lease.nonce == task.nonce)
-    ).first()
-    if lease is None or lease.id is None:
-        raise NotFound(f"job {task.job_id} has no lease with nonce {task.nonce}")
-    return job, lease
-
-
 def record_task(
     session: Session, oracle_key: str, task: VerificationTask, now: datetime
 ) -> VerificationUnitState:
@@ -107,7 +95,11 @@ def record_task(
     ).first()
     if existing is not None:
         return _state(existing)
-    job, lease = _lease_of(session, task)
+    try:
+        job, lease = job_lease(session, task.job_id, task.nonce, task.provider)
+    except NotFound:
+        job_lease(session, task.job_id, task.nonce)  # NotFound: no such lease at all
+        raise BadRequest("the task names another provider than the lease's") from None
     provider = session.get(Provider, lease.provider_id)
     if provider is None or provider.worker_key != task.provider:
         raise BadRequest("the task names another provider than the lease's")

@@ -1,5 +1,6 @@
 """`proofnet bond ...`: a provider's bond on chain (lock, unbond, withdraw, status), and the
-oracle quorum's slash.
+audit of every slash (`slashes`). Slashing is the oracle quorum's, each oracle with only its
+own key: `proofnet oracle slash` (oracle.settlement.slash).
 
 The provider's key is the worker identity key (`proofnet worker` writes it; a cardano-cli
 payment key works too): the bond's datum names its hash, and the same key signs the
@@ -208,67 +209,6 @@ def status(
         )
     if not rows:
         typer.echo("no bonds")
-
-
-@app.command()
-def slash(
-    deployment_file: Path = DEPLOYMENT,
-    bond: str = typer.Option(..., "--bond", help="bond out-ref TXID#INDEX"),
-    attestation: Path = typer.Option(..., help="the provider's signed attestation (COSE, hex)"),
-    oracle_key: list[Path] = typer.Option(..., help="an oracle's key; repeat up to the quorum"),
-    submitter: str = typer.Option(
-        None, help="bech32 full address expected to receive the share (checked)"
-    ),
-) -> None:
-    """Oracle quorum: slash the share of a bond for a fraudulent attestation (the first
-    oracle key pays) to the submitter of the escrow the attestation claimed against. The
-    citation goes into the redeemer and a CIP-20 memo."""
-    from pycardano import Address
-
-    from chain.offchain.builders import BuilderError
-    from chain.offchain.builders.bond import (
-        build_slash,
-        citation_of,
-        harmed_submitter,
-        read_bond,
-    )
-    from chain.offchain.builders.onchain import out_ref_text
-    from proofnet.messages.attestation import AttestationError, attestation_of_cose
-
-    try:
-        s = _Session(deployment_file)
-        cose = bytes.fromhex(attestation.read_text(encoding="utf-8").strip())
-        att = attestation_of_cose(cose)
-        citation = citation_of(cose, bytes.fromhex(att.job_id), bytes.fromhex(att.pot_root))
-        harmed = harmed_submitter(
-            s.context,
-            s.deployment,
-            att.domain.escrow.tx_id,
-            att.domain.escrow.index,
-            bytes.fromhex(att.job_id),
-        )
-        if submitter is not None and Address.from_primitive(submitter) != harmed:
-            raise BuilderError(f"the harmed submitter (the escrow's) is {harmed}, not {submitter}")
-        found = [u for u in s.context.utxos(s.address) if out_ref_text(u.input) == bond]
-        if len(found) != 1:
-            raise BuilderError(f"{bond} is not unspent at the bond address")
-        oracles = [s.wallet(k) for k in oracle_key]
-        built = build_slash(
-            s.context,
-            s.deployment,
-            s.script,
-            s.terms,
-            found[0],
-            citation,
-            harmed,
-            [o.pkh for o in oracles],
-            oracles[0].address,
-        )
-        tx_id = s.submit(built.built, [o.signing_key for o in oracles])
-        share = s.terms.share_of(read_bond(found[0], s.deployment).ntx)
-    except (BuilderError, ValueError, AttestationError) as exc:
-        raise _fail(exc) from exc
-    typer.echo(f"slashed {share} NTX for job {att.job_id} to {harmed}: {tx_id}")
 
 
 @app.command()

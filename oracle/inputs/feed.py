@@ -1,9 +1,9 @@
 """What the oracle reads from the API: a job's spec, escrow, completing lease and uploads,
-and a worker's registration. Values here; the HTTP client is `oracle.feed_client`.
+and a worker's registration. Values here; the HTTP client is `oracle.intake.feed_client`.
 
 A job with a topology (see `proofnet.messages.topology`) also carries its `units`: per unit
 its status, the lease that completed it, the checkpoints it chained and its uploads
-(parsed and checked against the job's plan in `oracle.feed_units`).
+(parsed and checked against the job's plan in `oracle.inputs.feed_units`).
 
 The API serves these at `GET /api/v1/oracle/jobs/{job_id}` and
 `GET /api/v1/oracle/workers/{worker_key}` (see `api/routes/oracle_feed.py`). Every field
@@ -27,6 +27,7 @@ from proofnet.messages.auction import MAX_BIDS, AuctionError, RevealedBid, parse
 from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
 from proofnet.messages.jobspec import AuctionPrice, JobSpec, JobSpecError, RateCardPrice, job_id_of
 from proofnet.messages.rate_card import RateCardDocument, RateCardError, document_for_digest
+from proofnet.messages.result_paths import split_attempt_result_name
 
 if TYPE_CHECKING:
     from oracle.inputs.feed_units import UnitInfo
@@ -51,6 +52,26 @@ def _models(raw: object) -> tuple[str, ...] | None:
 
 
 @dataclass(frozen=True)
+class AttemptInfo:
+    """One whole-job attempt as the API reports it (`api.services.resume`): whose it was,
+    where it resumed another (`resumed_from`, at checkpoint `resumed_at`), the segments it
+    proved (`last_segment` None: to the end) and its proof uploads."""
+
+    attempt: int
+    worker_key: str
+    payout_address: str
+    nonce: str
+    outcome: str | None
+    started_ms: int
+    ended_ms: int | None
+    resumed_from: int | None
+    resumed_at: int | None
+    first_segment: int
+    last_segment: int | None
+    results: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
 class JobInfo:
     job_id: str
     spec: JobSpec
@@ -64,7 +85,7 @@ class JobInfo:
     # An auction-priced job's commitments and signed bids (signatures checked when parsed);
     # None for other pricing.
     auction: AuctionRecord | None = None
-    # A topology job's units in index order (`oracle.feed_units`); empty for a single unit.
+    # A topology job's units in index order (`oracle.inputs.feed_units`); empty for a single unit.
     units: tuple[UnitInfo, ...] = ()
     # When a provider first leased the job or a unit of it (POSIX ms), None while none has;
     # `work_reported` is False when the API did not say (an older API): then it is unknown.
@@ -72,6 +93,8 @@ class JobInfo:
     work_reported: bool = False
     # Whether the job's uploads are sealed (the verifier needs a key grant to replay).
     sealed: bool = False
+    # A single-unit job's whole-job attempts in order (empty when the API does not say).
+    attempts: tuple[AttemptInfo, ...] = ()
     # Derived from the spec once (hashing the commands costs a canonical encoding).
     image_digest: str = field(init=False, compare=False)
     command_hash: str = field(init=False, compare=False)
@@ -86,11 +109,21 @@ class JobInfo:
                 return unit
         return None
 
+    def attempt(self, number: int) -> AttemptInfo | None:
+        for attempt in self.attempts:
+            if attempt.attempt == number:
+                return attempt
+        return None
+
     def result_hash(self, name: str) -> str | None:
-        """The recorded SHA-256 of upload `name`: a job-level upload, or a unit's upload
-        named `units/<index>/<name>`."""
+        """The recorded SHA-256 of upload `name`: a job-level upload, a unit's upload named
+        `units/<index>/<name>`, or an attempt's proof upload `attempts/<n>/pot/<file>`."""
         from oracle.inputs.feed_units import split_unit_result_name
 
+        attempt_scoped = split_attempt_result_name(name) if self.attempts else None
+        if attempt_scoped is not None:
+            found = self.attempt(attempt_scoped[0])
+            return None if found is None else found.results.get(attempt_scoped[1])
         scoped = split_unit_result_name(name) if self.units else None
         if scoped is not None:
             unit = self.unit(scoped[0])
@@ -189,7 +222,62 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
         ),
         work_reported="work_started_at" in obj,
         sealed=obj.get("sealed") is True,
+        attempts=parse_attempts(obj.get("attempts")),
     )
+
+
+def _hashes(raw: object, what: str) -> Mapping[str, str]:
+    if not isinstance(raw, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and _HEX64.fullmatch(v) for k, v in raw.items()
+    ):
+        raise FeedDataError(f"{what} must map names to SHA-256 hex digests")
+    return MappingProxyType(dict(raw))
+
+
+def _opt_int(obj: Mapping[str, Any], key: str) -> int | None:
+    return None if obj.get(key) is None else int_of(obj, key)
+
+
+def parse_attempts(raw: Any) -> tuple[AttemptInfo, ...]:
+    """A single-unit job's attempts; their order and resume links must be consistent (each
+    resumes an earlier attempt), so a confused API cannot chain a proof to a later one."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise FeedDataError("attempts must be a list")
+    out: list[AttemptInfo] = []
+    for item in raw:
+        if not isinstance(item, Mapping):
+            raise FeedDataError("an attempt must be an object")
+        ended = item.get("ended_at")
+        outcome = item.get("outcome")
+        if outcome is not None and not isinstance(outcome, str):
+            raise FeedDataError("attempt.outcome must be a string or null")
+        attempt = AttemptInfo(
+            attempt=int_of(item, "attempt"),
+            worker_key=str_of(item, "worker_key"),
+            payout_address=str_of(item, "payout_address"),
+            nonce=str_of(item, "nonce"),
+            outcome=outcome,
+            started_ms=ms_of(item.get("started_at"), "attempt.started_at"),
+            ended_ms=None if ended is None else ms_of(ended, "attempt.ended_at"),
+            resumed_from=_opt_int(item, "resumed_from_attempt"),
+            resumed_at=_opt_int(item, "resumed_at"),
+            first_segment=int_of(item, "first_segment"),
+            last_segment=_opt_int(item, "last_segment"),
+            results=_hashes(item.get("results") or {}, "attempt.results"),
+        )
+        seen = {a.attempt for a in out}
+        if attempt.attempt in seen:
+            raise FeedDataError(f"attempt {attempt.attempt} is listed twice")
+        if (attempt.resumed_from is None) != (attempt.resumed_at is None) or (
+            attempt.resumed_from is not None and attempt.resumed_from not in seen
+        ):
+            raise FeedDataError(
+                f"attempt {attempt.attempt} resumes {attempt.resumed_from}, not an earlier attempt"
+            )
+        out.append(attempt)
+    return tuple(out)
 
 
 def parse_worker(obj: Any, *, expected_key: str, network: str) -> WorkerInfo:

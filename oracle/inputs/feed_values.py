@@ -1,6 +1,6 @@
 """The pieces every part of the oracle's API feed is built from: its errors, the completing
-lease, and the field readers that refuse what the oracle cannot trust. `oracle.feed` (jobs,
-workers) and `oracle.feed_units` (a topology's units) both build on them."""
+lease, and the field readers that refuse what the oracle cannot trust. `oracle.inputs.feed` (jobs,
+workers) and `oracle.inputs.feed_units` (a topology's units) both build on them."""
 
 from __future__ import annotations
 

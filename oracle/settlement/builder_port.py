@@ -7,7 +7,8 @@ the same shape, so the final transaction has the size and execution units that w
 measured, and the redeemer's entries, the Merkle leaves and the bundle share one order:
 the ledger's input order. The claims of one escrow (the units of a topology job) make one
 settlement with one payout per claim, in unit order: packing keeps or leaves out an escrow
-with all of its claims.
+with all of its claims. A claim whose verifiers earned a fee is paid by several outputs: the
+provider's part, then each verifier's share (`proofnet.messages.verification_fee`).
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class CardanoSettlementBuilder:
         escrows = {
             out_ref_text(u.input): u for u in self.context.utxos(self.deployment.escrow_address)
         }
-        settlements, by_ref = self._settlements(claims, escrows)
+        settlements, by_ref = self._settlements(claims, escrows, [k.payload.hex() for k in signers])
         protocol = resolve(self.context, self.deployment)
         payer_utxos = list(self.context.utxos(self.payer_address))
         # A batch no larger than one already measured to fit is built once, directly with
@@ -189,7 +190,7 @@ class CardanoSettlementBuilder:
         )
 
     def _settlements(
-        self, claims: Sequence[Claim], escrows: dict[str, UTxO]
+        self, claims: Sequence[Claim], escrows: dict[str, UTxO], signers: Sequence[str] = ()
     ) -> tuple[list[S.Settlement], dict[str, tuple[Claim, ...]]]:
         clock = ChainClock.of(self.context)
         now = tip_slot(self.context)
@@ -198,7 +199,10 @@ class CardanoSettlementBuilder:
         settlements: list[S.Settlement] = []
         by_ref: dict[str, tuple[Claim, ...]] = {}
         unpayable: dict[int, str] = {}
-        for group in group_claims(claims):
+        for found in group_claims(claims):
+            # A fee is paid only on evidence that holds for this batch's signers: the rest
+            # is neither paid nor published (`proofnet.messages.verification_fee`).
+            group = tuple(c.with_valid_fees(signers) for c in found)
             ref = str(group[0].escrow)
             utxo = escrows.get(ref)
             if utxo is None:
@@ -208,12 +212,18 @@ class CardanoSettlementBuilder:
                     unpayable[claim.attestation_id] = f"escrow {ref} is claimed twice"
                 continue
             payouts = []
+            paid = 0
             for claim in group:
                 try:
-                    payouts.append((Address.from_primitive(claim.payout_address), claim.amount))
+                    # The provider's part first, then each verifier's fee share.
+                    payouts += [
+                        (Address.from_primitive(address), amount)
+                        for address, amount in claim.payouts().outputs
+                    ]
+                    paid += 1
                 except Exception as exc:  # pycardano raises assorted types on bad bech32
                     unpayable[claim.attestation_id] = f"payout address: {exc}"
-            if len(payouts) != len(group):
+            if paid != len(group):
                 continue  # settled in a later batch, without the unpayable claim
             settlement = S.Settlement(utxo, tuple(payouts))
             try:

@@ -4,6 +4,10 @@ transaction metadata that points at both.
 Bundle (canonical JSON, addressed by its SHA-256):
     {"attestations": [<COSE_Sign1 hex>, ...], "merkle_root": <hex>, "version": 1}
 in the batch's order, which is the order of the redeemer entries and of the Merkle leaves.
+A batch that pays verification fees publishes their evidence too, as version 2:
+    {..., "fees": [{"attestation": <position>, "task": {...}, "report": {...}}, ...],
+     "version": 2}
+(the oracle-signed task and the verifier-signed report, `proofnet.messages.verification_fee`).
 Metadata under CIP-20 label 674: a human memo in `msg` plus the root, bundle hash and batch
 id as 32-byte values (every value at most 64 bytes).
 """
@@ -18,11 +22,13 @@ from typing import Any
 
 from proofnet.messages import merkle
 from proofnet.messages.canonical import canonical_json
+from proofnet.messages.verification_fee import FeeError, FeeEvidence, bundle_fees
 
 from .ports import Claim
 
 MEMO_LABEL = 674
 BUNDLE_VERSION = 1
+FEES_VERSION = 2
 
 
 class BundleError(ValueError):
@@ -35,6 +41,8 @@ class Bundle:
     sha256: str
     merkle_root: bytes
     cose: tuple[bytes, ...]
+    # Per attestation, the evidence of the verification fees the batch pays on it.
+    fees: tuple[tuple[FeeEvidence, ...], ...] = ()
 
 
 def merkle_root(claims: Sequence[Claim]) -> bytes:
@@ -44,14 +52,27 @@ def merkle_root(claims: Sequence[Claim]) -> bytes:
 
 def make_bundle(claims: Sequence[Claim]) -> Bundle:
     root = merkle_root(claims)
-    body = canonical_json(
-        {
-            "attestations": [c.cose.hex() for c in claims],
-            "merkle_root": root.hex(),
-            "version": BUNDLE_VERSION,
-        }
+    obj: dict[str, Any] = {
+        "attestations": [c.cose.hex() for c in claims],
+        "merkle_root": root.hex(),
+        "version": BUNDLE_VERSION,
+    }
+    fees = [
+        {"attestation": position, **e.to_json()}
+        for position, c in enumerate(claims)
+        for e in c.fees
+    ]
+    if fees:
+        # Version 2 publishes the evidence of the verification fees the batch pays.
+        obj.update(fees=fees, version=FEES_VERSION)
+    body = canonical_json(obj)
+    return Bundle(
+        body,
+        hashlib.sha256(body).hexdigest(),
+        root,
+        tuple(c.cose for c in claims),
+        tuple(tuple(c.fees) for c in claims),
     )
-    return Bundle(body, hashlib.sha256(body).hexdigest(), root, tuple(c.cose for c in claims))
 
 
 def parse_bundle(body: bytes) -> Bundle:
@@ -63,12 +84,16 @@ def parse_bundle(body: bytes) -> Bundle:
         version = obj["version"]
     except (ValueError, KeyError, TypeError) as exc:
         raise BundleError(f"malformed bundle: {exc}") from exc
-    if version != BUNDLE_VERSION:
-        raise BundleError(f"bundle version {version!r} is not {BUNDLE_VERSION}")
+    if version not in (BUNDLE_VERSION, FEES_VERSION):
+        raise BundleError(f"bundle version {version!r} is not {BUNDLE_VERSION} or {FEES_VERSION}")
     leaves = [_cose_leaf(c) for c in cose]
     if merkle.MerkleTree.from_leaf_hashes(leaves).root != root:
         raise BundleError("bundle root does not match its attestations")
-    return Bundle(body, hashlib.sha256(body).hexdigest(), root, cose)
+    try:
+        fees = bundle_fees(obj, len(cose))
+    except FeeError as exc:
+        raise BundleError(f"malformed fee evidence: {exc}") from exc
+    return Bundle(body, hashlib.sha256(body).hexdigest(), root, cose, fees)
 
 
 def _cose_leaf(cose: bytes) -> bytes:

@@ -33,11 +33,7 @@ from typing import Any
 
 from pycardano import (
     PaymentSigningKey,
-    RedeemerMap,
-    RedeemerTag,
     ScriptHash,
-    Transaction,
-    TransactionInput,
     TransactionOutput,
     VerificationKeyHash,
     VerificationKeyWitness,
@@ -53,6 +49,7 @@ from proofnet.when import when_text
 
 from .ports import ChainView, OutRef
 from .quorum import QuorumRefusal
+from .reviewed_tx import ReviewedTx, decode_reviewed, refuse_beyond_scope, refuse_own_funds
 
 log = logging.getLogger("oracle.settlement")
 
@@ -70,14 +67,8 @@ class EscrowToCancel:
         return bytes(self.datum.job_id).hex()
 
 
-@dataclass(frozen=True)
-class CancelTx:
-    """The decoded transaction, its inputs resolved on this oracle's chain."""
-
-    tx: Transaction
-    inputs: tuple[tuple[OutRef, TransactionOutput], ...]
-    collateral: tuple[tuple[OutRef, TransactionOutput], ...]
-    spend_redeemers: dict[int, Any]  # sorted-input index -> redeemer data
+# The cancel as this oracle reviews it.
+CancelTx = ReviewedTx
 
 
 @dataclass(frozen=True)
@@ -90,28 +81,11 @@ Check = Callable[[CancelTx, CancelContext], None]
 
 
 def check_signer_and_shape(tx: CancelTx, ctx: CancelContext) -> None:
-    body = tx.tx.transaction_body
-    if ctx.key_hash not in (body.required_signers or []):
-        raise QuorumRefusal("this oracle is not a required signer of the cancel")
-    if body.ttl is None:
-        raise QuorumRefusal("a cancel has a TTL (a signature valid forever is never given)")
-    extras = {
-        "mints": body.mint,
-        "certifies": body.certificates,
-        "withdraws": body.withdraws,
-        "votes": body.voting_procedures,
-        "proposes": body.proposal_procedures,
-        "donates": body.donation,
-    }
-    for what, value in extras.items():
-        if value:
-            raise QuorumRefusal(f"a cancel {what} nothing; this transaction does")
+    refuse_beyond_scope(tx, ctx.key_hash, "cancel")
 
 
 def check_not_own_funds(tx: CancelTx, ctx: CancelContext) -> None:
-    for ref, out in (*tx.inputs, *tx.collateral):
-        if out.address.payment_part == ctx.key_hash:
-            raise QuorumRefusal(f"input {ref} belongs to this oracle; its witness would spend it")
+    refuse_own_funds(tx, ctx.key_hash)
 
 
 def check_escrow_inputs(tx: CancelTx, ctx: CancelContext) -> None:
@@ -210,7 +184,7 @@ class CancelCoSigner:
 
     def review(self, tx_cbor: bytes) -> bytes:
         """The VKey witness CBOR over the cancel, or `QuorumRefusal`."""
-        tx = self._decode(tx_cbor)
+        tx = decode_reviewed(tx_cbor, self.chain)
         ctx = CancelContext(self.deployment, self.key_hash)
         for check in self.checks:
             check(tx, ctx)
@@ -238,37 +212,3 @@ class CancelCoSigner:
             extra={"job": "quorum", "tx_id": body_hash.hex()},
         )
         return bytes(witness.to_cbor())
-
-    def _decode(self, tx_cbor: bytes) -> CancelTx:
-        try:
-            tx = Transaction.from_cbor(tx_cbor)
-        except Exception as exc:  # pycardano raises assorted types on bad CBOR
-            raise QuorumRefusal(f"not a transaction: {exc}") from exc
-        body = tx.transaction_body
-        ordered = sorted(body.inputs, key=lambda i: (i.transaction_id.payload, i.index))
-        inputs = tuple((_ref(i), self._resolve(_ref(i))) for i in ordered)
-        collateral = tuple((_ref(i), self._resolve(_ref(i))) for i in body.collateral or [])
-        spend: dict[int, Any] = {}
-        redeemers = tx.transaction_witness_set.redeemer
-        if isinstance(redeemers, RedeemerMap):
-            for key, value in redeemers.items():
-                if key.tag == RedeemerTag.SPEND:
-                    spend[key.index] = value.data
-        elif redeemers:
-            for r in redeemers:
-                if r.tag == RedeemerTag.SPEND:
-                    spend[r.index] = r.data
-        return CancelTx(tx, inputs, collateral, spend)
-
-    def _resolve(self, ref: OutRef) -> TransactionOutput:
-        spend = self.chain.spend_status(ref)
-        if not spend.exists or spend.spent_by is not None:
-            raise QuorumRefusal(f"input {ref} is not an unspent output on this oracle's chain")
-        raw = self.chain.output_cbor(ref)
-        if raw is None:
-            raise QuorumRefusal(f"input {ref} is unknown to this oracle's chain")
-        return TransactionOutput.from_cbor(raw)
-
-
-def _ref(i: TransactionInput) -> OutRef:
-    return OutRef(i.transaction_id.payload.hex(), i.index)

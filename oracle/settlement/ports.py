@@ -5,11 +5,13 @@ and the intake side. Concrete adapters live in `chain_view.py`, `builder_port.py
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from sqlmodel import Session
+
+from proofnet.messages.verification_fee import FeeEvidence, Payouts, fee_payouts, fee_refusal
 
 
 class SettlementError(Exception):
@@ -83,6 +85,31 @@ class Claim:
     queued_at: float = 0.0  # POSIX seconds the attestation was received
     unit: int | None = None  # unit index of a topology job's attestation
     job_id: str = ""
+    # The attesting worker's key (hex), and the evidence of the verifiers' fees: their
+    # shares are carved out of `amount` (`proofnet.messages.verification_fee`).
+    worker_key: str = ""
+    fees: tuple[FeeEvidence, ...] = ()
+
+    def payouts(self) -> Payouts:
+        """The outputs paying this claim: the provider's part, then each verifier's fee."""
+        return fee_payouts(self.payout_address, self.amount, self.fees)
+
+    def with_valid_fees(self, oracle_key_hashes: Collection[str]) -> Claim:
+        """This claim with only the fee evidence that holds for a settlement signed by
+        `oracle_key_hashes` (the rest earns nothing and is not published)."""
+        valid = tuple(
+            e
+            for e in self.fees
+            if fee_refusal(
+                e,
+                leaf_hash=self.leaf_hash.hex(),
+                provider=self.worker_key,
+                job_id=self.job_id,
+                oracle_key_hashes=oracle_key_hashes,
+            )
+            is None
+        )
+        return self if valid == self.fees else replace(self, fees=valid)
 
 
 def group_claims(claims: Sequence[Claim]) -> list[tuple[Claim, ...]]:

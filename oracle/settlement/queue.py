@@ -19,7 +19,10 @@ from oracle.models import (
     SETTLED,
     VERIFIED,
     AttestationRecord,
+    SpotCheckRecord,
 )
+from oracle.verification.verifiers import FEE_EVIDENCE
+from proofnet.messages.verification_fee import FeeError, FeeEvidence
 
 from .ports import Claim, OutRef, UnitEscrow
 
@@ -28,7 +31,7 @@ _MOVES = (VERIFIED, BATCHED, SETTLED, REJECTED)
 ESCROW_GONE = "escrow_spent"
 
 
-def claim_of(row: AttestationRecord) -> Claim:
+def claim_of(row: AttestationRecord, fees: Sequence[FeeEvidence] = ()) -> Claim:
     assert row.id is not None
     return Claim(
         attestation_id=row.id,
@@ -40,7 +43,42 @@ def claim_of(row: AttestationRecord) -> Claim:
         queued_at=_posix(row.received_at),
         unit=row.unit_index,
         job_id=row.job_id,
+        worker_key=row.worker_key,
+        fees=tuple(fees),
     )
+
+
+def fee_evidence(session: Session, attestation_ids: Sequence[int]) -> dict[int, list[FeeEvidence]]:
+    """The fee evidence of each attestation's passed spot checks (one per verifier): what
+    its verifiers are paid on (`oracle.verification.verifiers.with_fee_evidence`)."""
+    found: dict[int, list[FeeEvidence]] = {}
+    if not attestation_ids:
+        return found
+    rows = session.exec(
+        select(SpotCheckRecord)
+        .where(
+            col(SpotCheckRecord.attestation_id).in_(list(attestation_ids)),
+            SpotCheckRecord.status == "passed",
+        )
+        .order_by(col(SpotCheckRecord.id))
+    ).all()
+    for row in rows:
+        raw = (row.report or {}).get(FEE_EVIDENCE)
+        if raw is None:
+            continue
+        try:
+            evidence = FeeEvidence.from_json(raw)
+        except FeeError:
+            continue  # written by this oracle; unreadable only across a format change
+        have = found.setdefault(row.attestation_id, [])
+        if all(e.verifier != evidence.verifier for e in have):
+            have.append(evidence)
+    return found
+
+
+def claims_of(session: Session, rows: Sequence[AttestationRecord]) -> list[Claim]:
+    fees = fee_evidence(session, [r.id for r in rows if r.id is not None])
+    return [claim_of(r, fees.get(r.id or 0, ())) for r in rows]
 
 
 def _as_datetime(value: object) -> datetime:
@@ -68,7 +106,7 @@ class AttestationQueue:
             .order_by(col(AttestationRecord.received_at), col(AttestationRecord.id))
             .limit(limit)
         ).all()
-        return [claim_of(r) for r in rows]
+        return claims_of(session, rows)
 
     def unit_escrows(self, session: Session) -> list[UnitEscrow]:
         rows = session.exec(
@@ -108,7 +146,7 @@ class AttestationQueue:
             )
             .order_by(col(AttestationRecord.unit_index), col(AttestationRecord.id))
         ).all()
-        return [claim_of(r) for r in rows]
+        return claims_of(session, rows)
 
     def mark(self, session: Session, attestation_ids: Sequence[int], status: str) -> None:
         if status not in _MOVES:

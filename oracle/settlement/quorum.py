@@ -15,7 +15,11 @@ its own intake pipeline (its store, its chain view), decodes the transaction and
 it pays exactly what the attestations claim: its escrow inputs are exactly the attested
 escrows, each redeemer entry names one payout output per attestation of its escrow (one
 for a single-unit job, one per unit for a topology job, in bundle order), each paying the
-attested provider exactly the attested amount, the rest of each escrow goes back to its
+attested provider exactly the attested amount less the verification fees the bundle's
+evidence backs, followed by one output per fee share (`proofnet.messages.verification_fee`:
+each fee's task signed by one of the batch's signers, its report the drawn verifier's and
+passed, and, for a co-signer with an API feed, matching the proof as this oracle reads it),
+the rest of each escrow goes back to its
 submitter, the redeemer's Merkle root is the bundle's, no NTX of an escrow goes anywhere
 else, and nothing is minted or certified. The units of one escrow must chain: every input
 checkpoint is the output of another unit of that escrow in the bundle, as auditors check
@@ -56,6 +60,7 @@ from chain.offchain.builders.onchain import address_from_data, datum_cbor
 from oracle.verification.unit_checks import PayableUnit
 from proofnet.messages.attestation import Attestation, UnitWork
 from proofnet.messages.unit_chain import chain_breaks
+from proofnet.messages.verification_fee import FeeEvidence, Payouts, fee_payouts, fee_refusal
 from proofnet.redaction import redact_credentials
 
 from .bundle import BundleError, parse_bundle
@@ -88,6 +93,14 @@ class VerifiedClaim:
     amount: int
     unit: UnitWork | None = None  # the unit of a topology job
     job_id: str = ""
+    worker_key: str = ""
+    leaf_hash: str = ""
+    # The verification fees the bundle pays on this attestation (checked in `review`).
+    fees: tuple[FeeEvidence, ...] = ()
+    attestation: Attestation | None = field(default=None, compare=False, repr=False)
+
+    def payouts(self) -> Payouts:
+        return fee_payouts(self.payout_address, self.amount, self.fees)
 
 
 class JobOverCheck(Protocol):
@@ -116,7 +129,14 @@ def verify_all(verifier: AttestationVerifier, coses: Sequence[bytes]) -> list[Ve
 def _claim(att: Attestation) -> VerifiedClaim:
     ref = att.domain.escrow
     return VerifiedClaim(
-        OutRef(ref.tx_id, ref.index), att.payout_address, att.amount, att.unit, att.job_id
+        OutRef(ref.tx_id, ref.index),
+        att.payout_address,
+        att.amount,
+        att.unit,
+        att.job_id,
+        att.worker_key,
+        att.leaf_hash().hex(),
+        attestation=att,
     )
 
 
@@ -190,6 +210,22 @@ class IntakeVerifier:
                 )
             claims[i] = _claim(att)
         return [claims[i] for i in range(len(coses))]
+
+    def fee_mismatch(self, claim: VerifiedClaim, evidence: FeeEvidence) -> str | None:
+        """Why this oracle's own reading of the proof says the report a fee is paid on does
+        not match (`oracle.verification.verifiers.fee_mismatch`), or None."""
+        from oracle.inputs.feed import FeedError
+        from oracle.verification.verifiers import fee_mismatch
+
+        feed = self.context.feed
+        try:
+            job = feed.job(claim.job_id)
+        except FeedError as exc:
+            return f"this oracle cannot read job {claim.job_id}: {exc}"
+        att = claim.attestation
+        if job is None or att is None:
+            return "this oracle does not know the attestation's job"
+        return fee_mismatch(evidence, att, job, feed)
 
 
 class SignatureVerifier:
@@ -289,6 +325,11 @@ class CoSigner:
         breaks = chain_breaks([(str(c.escrow), c.unit) for c in claims if c.unit is not None])
         if breaks:
             raise QuorumRefusal(breaks[0].detail)
+        signers = {k.payload.hex() for k in body.required_signers or []}
+        claims = [
+            self._with_fees(c, bundle.fees[i] if i < len(bundle.fees) else (), signers)
+            for i, c in enumerate(claims)
+        ]
         self._check_payments(resolved, redeemer, claims)
         from pycardano import VerificationKeyWitness
 
@@ -300,6 +341,35 @@ class CoSigner:
             extra={"job": "quorum", "tx_id": body_hash.hex()},
         )
         return bytes(witness.to_cbor())
+
+    def _with_fees(
+        self, claim: VerifiedClaim, fees: Sequence[FeeEvidence], signers: Collection[str]
+    ) -> VerifiedClaim:
+        """The claim with the fees the bundle pays on it, each checked: a fee the evidence
+        does not back (another attestation's task, a report that did not pass, a task no
+        signer of this batch drew, the provider paid as its own verifier) is refused, and
+        so is one whose report this oracle's own judgement says does not match."""
+        seen: set[str] = set()
+        for evidence in fees:
+            why = fee_refusal(
+                evidence,
+                leaf_hash=claim.leaf_hash,
+                provider=claim.worker_key,
+                job_id=claim.job_id,
+                oracle_key_hashes=signers,
+            )
+            if why is None and evidence.verifier in seen:
+                why = "the verifier is paid twice for one attestation"
+            judge = getattr(self.verifier, "fee_mismatch", None)
+            if why is None and callable(judge):
+                why = judge(claim, evidence)
+            if why is not None:
+                raise QuorumRefusal(
+                    f"escrow {claim.escrow}: the fee of verifier {evidence.verifier[:16]}... "
+                    f"is not earned: {why}"
+                )
+            seen.add(evidence.verifier)
+        return dataclasses.replace(claim, fees=tuple(fees))
 
     def _check_jobs_over(self, jobs: Mapping[tuple[OutRef, str], frozenset[int]]) -> None:
         """Refuse unless every topology job the batch settles may be settled now."""
@@ -360,27 +430,29 @@ class CoSigner:
                 raise QuorumRefusal(f"escrow {ref} has no EscrowDatum: {exc}") from exc
             held = _ntx(output, policy, name)
             escrow_ntx += held
-            if len(entry.payouts) != len(group):
+            # Each attestation's outputs: its provider's part, then its verifiers' fees.
+            owed = [(claim, payee) for claim in group for payee in claim.payouts().outputs]
+            if len(entry.payouts) != len(owed):
                 raise QuorumRefusal(
-                    f"escrow {ref} must have exactly its {len(group)} attested payout(s), "
-                    f"has {len(entry.payouts)}"
+                    f"escrow {ref} must have exactly its {len(owed)} attested payout(s) "
+                    f"and fee(s), has {len(entry.payouts)}"
                 )
             paid_ntx = paid_ada = 0
-            for payout_index, claim in zip(entry.payouts, group, strict=True):
+            for payout_index, (claim, (address, amount)) in zip(entry.payouts, owed, strict=True):
                 # The redeemer names only the output (no address, no amount: the script
                 # cannot tell a right payee or amount from a wrong one): the output itself
                 # must pay the attested address the attested amount, checked here.
                 paid_out = _output(outputs, payout_index)
                 if (
-                    str(paid_out.address) != claim.payout_address
-                    or _ntx(paid_out, policy, name) != claim.amount
+                    str(paid_out.address) != address
+                    or _ntx(paid_out, policy, name) != amount
                     or _token_count(paid_out) != 1
                 ):
                     unit = "" if claim.unit is None else f" (unit {claim.unit.index})"
                     raise QuorumRefusal(
                         f"escrow {ref}: output {payout_index} does not pay it{unit}"
                     )
-                paid_ntx += claim.amount
+                paid_ntx += amount
                 paid_ada += paid_out.amount.coin
             refund = _output(outputs, entry.refund_index)
             submitter = address_from_data(datum.submitter, network)

@@ -8,6 +8,8 @@
   review of a proposed batch; 200 `{"witness": hex}` or 409 `{"detail": reason}`.
 - `POST /api/v1/quorum/cancel` (`{"tx_cbor": hex}`): the review of an escrow cancel the API
   forwards for a submitter (`oracle.settlement.cancel`); 200 `{"witness": hex}` or 409.
+- `POST /api/v1/quorum/slash` (`{"tx_cbor": hex}`): the review of a bond slash another
+  oracle of the quorum proposes (`oracle.settlement.slash`); 200 `{"witness": hex}` or 409.
 - `GET /api/v1/quorum/identity`: `{"key_hash": hex}`, the payment key hash this oracle signs
   with (what a cancel must name as a required signer).
 
@@ -29,8 +31,8 @@ from .models import SettlementBundle
 router = APIRouter()
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 MAX_SIGN_BODY = 2_000_000
-# A cancel is a few kB; its hex twice that.
-MAX_CANCEL_BODY = 64_000
+# A cancel or a slash is a few kB; its hex twice that.
+MAX_REVIEW_BODY = 64_000
 
 
 def _db(request: Request) -> Any:
@@ -123,15 +125,14 @@ async def quorum_identity(request: Request) -> dict[str, str]:
     return {"key_hash": _cancel_cosigner(request).key_hash.payload.hex()}
 
 
-@router.post("/api/v1/quorum/cancel")
-async def quorum_cancel(request: Request) -> dict[str, str]:
+async def _review(request: Request, cosigner: Any) -> dict[str, str]:
+    """A spend another party asks this oracle to co-sign: its witness, or the refusal."""
     from .ports import ChainUnavailable
     from .quorum import QuorumRefusal
 
-    cosigner = _cancel_cosigner(request)
     raw = await request.body()
-    if len(raw) > MAX_CANCEL_BODY:
-        raise HTTPException(413, f"body larger than {MAX_CANCEL_BODY} bytes")
+    if len(raw) > MAX_REVIEW_BODY:
+        raise HTTPException(413, f"body larger than {MAX_REVIEW_BODY} bytes")
     try:
         payload = await request.json()
         tx_cbor = bytes.fromhex(payload["tx_cbor"])
@@ -144,3 +145,16 @@ async def quorum_cancel(request: Request) -> dict[str, str]:
     except ChainUnavailable as exc:
         raise HTTPException(503, f"chain backend unavailable: {exc}") from exc
     return {"witness": witness.hex()}
+
+
+@router.post("/api/v1/quorum/cancel")
+async def quorum_cancel(request: Request) -> dict[str, str]:
+    return await _review(request, _cancel_cosigner(request))
+
+
+@router.post("/api/v1/quorum/slash")
+async def quorum_slash(request: Request) -> dict[str, str]:
+    cosigner = getattr(request.app.state, "slash_cosigner", None)
+    if cosigner is None:  # a service this oracle does not offer: not a server fault
+        raise HTTPException(404, "this oracle does not co-sign bond slashes")
+    return await _review(request, cosigner)

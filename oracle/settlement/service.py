@@ -117,6 +117,7 @@ def settlement_extensions(
     from .cancel import CancelCoSigner
     from .quorum import CoSigner
     from .routes import router
+    from .slash import SlashCoSigner
 
     config = config or SettlementConfig.from_settings(settings)
 
@@ -135,6 +136,7 @@ def settlement_extensions(
             )
             app.state.settlement_cosigner = CoSigner.for_engine(engine, app)
             app.state.cancel_cosigner = CancelCoSigner.for_engine(engine, app)
+            app.state.slash_cosigner = SlashCoSigner.for_engine(engine, app, settings)
             holder = config.holder or default_holder()
             scheduler = SettlementScheduler(
                 engine, ProposerLeaseGuard(store, holder, config.lease_ttl_s), config.interval_s

@@ -135,7 +135,7 @@ class AttestationStore:
 
     def create_schema(self) -> None:
         """Create the oracle's tables (and any settlement tables already imported), and
-        upgrade tables an older version created (`oracle.schema`)."""
+        upgrade tables an older version created (`oracle.storage.schema`)."""
         create_tables(self.engine)
 
     def session(self) -> Session:
@@ -473,7 +473,7 @@ class AttestationStore:
                     }
                 )
                 spot = result.spot_check
-                if spot is not None and spot.segments:
+                if spot is not None and (spot.segments or spot.report is not None):
                     spots.append(
                         {
                             "attestation_id": attestation_id,
@@ -570,7 +570,7 @@ class AttestationStore:
             )
         )
         spot = result.spot_check
-        if spot is not None and spot.segments:
+        if spot is not None and (spot.segments or spot.report is not None):
             s.add(
                 SpotCheckRecord(
                     attestation_id=attestation_id,

@@ -31,7 +31,7 @@ Sign = Callable[[bytes], bytes]
 
 
 class ProofRejected(Exception):
-    """The proof is refused before any replay; `reason` is an `oracle.verify.Reason`."""
+    """The proof is refused before any replay; `reason` is an `oracle.verification.verify.Reason`."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -84,13 +84,25 @@ class Draw:
 
 
 def draw_segments(
-    manifest: Manifest, att: Attestation, spec: JobSpec, sign: Sign, *, top: int = TOP_BY_NORM
+    manifest: Manifest,
+    att: Attestation,
+    spec: JobSpec,
+    sign: Sign,
+    *,
+    top: int = TOP_BY_NORM,
+    first: int = 1,
 ) -> Draw:
-    """The spec's `spot_checks` segments drawn at random from all of them, plus the `top`
-    largest by committed update norm, from the oracle's signature over the attestation."""
+    """The spec's `spot_checks` segments drawn at random from segments `first`.. (all of
+    them unless the attempt resumed another: those before are the earlier attempt's), plus
+    the `top` largest by committed update norm among them, from the oracle's signature over
+    the attestation."""
     signature = sign(draw_message(att.leaf_hash()))
     seed = draw_seed(signature)
-    segments = select_spot_checks(
-        manifest.update_norms(), seed=seed, random_count=spec.proof.spot_checks, top=top
+    picked = select_spot_checks(
+        manifest.update_norms()[first - 1 :],
+        seed=seed,
+        random_count=spec.proof.spot_checks,
+        top=top,
     )
+    segments = tuple(s + first - 1 for s in picked)
     return Draw(signature=signature, seed=seed, segments=segments)

@@ -2,12 +2,12 @@
 (`needed_files`), and the local demo's replay on the oracle's own host (`LocalSpotChecker`).
 
 Outside the local demo on the devnet (`PROOFNET_ORACLE_DEMO_LOCAL_REPLAY`) no oracle runs
-job code: drawn verifier workers replay (`oracle.verifiers`), and this module's `judge`
+job code: drawn verifier workers replay (`oracle.verification.verifiers`), and this module's `judge`
 reads their signed reports. What follows describes the demo's local replay.
 
 The oracle fetches the job's manifest from the API's content store (the worker uploads its
 `pot/` directory as results named `pot/<file>`) and checks it without job code
-(`oracle.proof_checks`: the attested root, the declared schedule, the seed-derived data
+(`oracle.verification.proof_checks`: the attested root, the declared schedule, the seed-derived data
 order). It then draws the segments to replay with its own signature over the attestation
 (randomness the provider could not know when it signed), fetches the checkpoint files they
 need and the job's trainer at the pinned commit, and replays them with the network's
@@ -53,6 +53,7 @@ from oracle.verification.proof_checks import (
     check_manifest,
     draw_segments,
 )
+from oracle.verification.resume_checks import own_first_segment
 from oracle.verification.stage_data import StageDataError, fetch_shards
 from pot import launch
 from pot.env import INPUT_CHECKPOINTS, SHARDS, UNIT_INDEX, UNIT_KIND, JobEnv, determinism_environ
@@ -86,7 +87,7 @@ class SpotCheckUnavailable(Exception):
 @dataclass(frozen=True)
 class SpotCheckVerdict:
     passed: bool
-    reason: str | None  # an oracle.verify.Reason value when not passed
+    reason: str | None  # an oracle.verification.verify.Reason value when not passed
     message: str
     seed: str = ""  # hex; drawn by the oracle after the root was committed
     segments: tuple[int, ...] = ()
@@ -331,7 +332,7 @@ class LocalSpotChecker:
     host; `oracle.service` refuses it on any network but the devnet).
 
     `sign` is the oracle key's signing function: its signature over each attestation
-    draws the segments replayed (`oracle.proof_checks`).
+    draws the segments replayed (`oracle.verification.proof_checks`).
     """
 
     feed: ApiFeed
@@ -377,7 +378,8 @@ class LocalSpotChecker:
                 Reason.SPOT_CHECK_FAILED,
                 "the spec names no trainer (proof.trainer): no segment can be replayed",
             )
-        draw = draw_segments(manifest, att, spec, self.sign, top=self.top)
+        first = 1 if att.unit is not None else own_first_segment(att, job)
+        draw = draw_segments(manifest, att, spec, self.sign, top=self.top, first=first)
         schedule = spec.schedule
         assert schedule is not None  # check_manifest refuses a spec without one
         request = SpotCheckRequest(
@@ -471,13 +473,24 @@ class LocalSpotChecker:
         )
 
 
-def replay_timing(manifest: Manifest, segments: tuple[int, ...], replay_ms: int) -> ProofTiming:
+def replay_timing(
+    manifest: Manifest, segments: tuple[int, ...], replay_ms: int, first_ms: int | None = None
+) -> ProofTiming:
     """The steps the manifest commits (its last checkpoint's step) and the steps the replay
-    of `segments` ran, with the replay's wall time."""
+    of `segments` ran, with the replay's wall time; `first_ms`, the repeat of the first of
+    `segments` alone when the verifier timed it (`oracle.verification.metering`)."""
     leaves = manifest.leaves
     replayed = sum(leaves[s].step - leaves[s - 1].step for s in segments if 0 < s < len(leaves))
     committed = leaves[-1].step if leaves else 0
-    return ProofTiming(committed_steps=committed, replayed_steps=replayed, replay_ms=replay_ms)
+    head = min(segments, default=0)
+    first = leaves[head].step - leaves[head - 1].step if 0 < head < len(leaves) else 0
+    return ProofTiming(
+        committed_steps=committed,
+        replayed_steps=replayed,
+        replay_ms=replay_ms,
+        first_steps=first,
+        first_ms=first_ms if first else None,
+    )
 
 
 def _replayed(result: Mapping[str, Any], leaf_weights: str, tolerance_ppm: int) -> bool:

@@ -1,4 +1,4 @@
-"""The checks `oracle.verify` adds for an attestation of one unit of a topology job.
+"""The checks `oracle.verification.verify` adds for an attestation of one unit of a topology job.
 
 A unit is paid by the plan (`proofnet.messages.topology.plan`), not by the API's word: its
 index and kind must be planned, its amount at most the unit's planned amount, and its
@@ -16,7 +16,7 @@ lease does not turn away the attestation of the lease that now stands: that one 
 (`oracle.settlement.readiness`).
 
 Failures raise `UnitRejected` with a stable reason code (the values are members of
-`oracle.verify.Reason`).
+`oracle.verification.verify.Reason`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Spot checks as verification units: the oracle draws, a verifier replays, the oracle judges.
 
 The oracle runs no job code. For an attestation with a proof of training it checks the
-uploaded manifest against the attested root and the spec's schedule (`oracle.proof_checks`,
+uploaded manifest against the attested root and the spec's schedule (`oracle.verification.proof_checks`,
 no code), then draws with its own signature over the attestation (randomness the provider
 could not know when it signed) both the segments to replay and a verifier: one of the
 online registered workers with the device class the proof was made on, other than the
@@ -15,7 +15,7 @@ The verifier replays the segments with the network's harness in the job's own im
 its hardened container runtime (`worker.verifier`) and signs the hashes it computed. The
 oracle checks the report's signature against the drawn verifier's key (the API relays it
 and could otherwise make one up) and judges it against its own copy of the manifest
-(`oracle.spotcheck.judge`), attributing the fault (`attribute`):
+(`oracle.verification.spotcheck.judge`), attributing the fault (`attribute`):
 
 - the job's, when the job's trainer cannot be loaded by the harness at the pinned commit,
   or when two replays of the first segment from the same checkpoint disagree (the job's
@@ -38,11 +38,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from oracle.verification.proof_checks import (
     TOP_BY_NORM,
+    Draw,
     ProofRejected,
     Sign,
     check_manifest,
     draw_segments,
 )
+from oracle.verification.resume_checks import own_first_segment
 from oracle.verification.spotcheck import (
     POT_PREFIX,
     SpotCheckUnavailable,
@@ -65,6 +67,7 @@ from proofnet.messages.verification import (
     VerificationTask,
     draw_verifier,
 )
+from proofnet.messages.verification_fee import FeeEvidence
 
 if TYPE_CHECKING:
     from nacl.signing import SigningKey
@@ -121,8 +124,10 @@ def attribute(report: VerificationReport) -> str | None:
     """Why the job (not the provider) is at fault, or None: see the module doc."""
     if report.status == "usage_error":
         return f"the job's trainer cannot be loaded by the harness: {report.message[:500]}"
-    first = next((r for r in report.results if r.segment == FIRST_SEGMENT), None)
     repeat = report.repeat
+    first = next(
+        (r for r in report.results if repeat is not None and r.segment == repeat.segment), None
+    )
     if first is not None and repeat is not None and first.weights_hash != repeat.weights_hash:
         return (
             "the job's code is not deterministic: two replays of the first segment from the "
@@ -178,15 +183,19 @@ class VerifierSpotChecker:
                 Reason.SPOT_CHECK_FAILED,
                 "the spec names no trainer (proof.trainer): no segment can be replayed",
             )
-        draw = draw_segments(manifest, att, spec, self.sign, top=self.top)
-        segments = tuple(sorted({FIRST_SEGMENT, *draw.segments}))
+        # A resumed attempt answers for its own segments: the draw and the repeated first
+        # segment are among them (oracle.verification.resume_checks).
+        first = FIRST_SEGMENT if att.unit is not None else own_first_segment(att, job)
+        draw = draw_segments(manifest, att, spec, self.sign, top=self.top, first=first)
+        segments = tuple(sorted({first, *draw.segments}))
         draw = replace(draw, segments=segments)
         # The manifest too: the harness checks the files against it, and it against the root.
         files = tuple(prefix + n for n in (MANIFEST_NAME, *needed_files(segments)))
-        report = self._await_report(
+        task, report, payout = self._await_report(
             att, job, "replay", segments, files, (), draw.signature, draw.seed
         )
-        return judge_report(report, manifest, draw, spec.proof.tolerance_ppm, att)
+        verdict = judge_report(report, manifest, draw, spec.proof.tolerance_ppm, att)
+        return with_fee_evidence(verdict, task, report, payout)
 
     def _await_report(
         self,
@@ -198,9 +207,10 @@ class VerifierSpotChecker:
         inputs: tuple[str, ...],
         draw_signature: bytes,
         seed: bytes,
-    ) -> VerificationReport:
+    ) -> tuple[VerificationTask, VerificationReport, str]:
         """Draw a verifier (the next round's when one stays silent), post its task and
-        return its checked report; SpotCheckUnavailable while there is none yet."""
+        return it with its checked report and the verifier's registered payout address;
+        SpotCheckUnavailable while there is none yet."""
         from oracle.inputs.feed import FeedError
 
         devices = device_class(att, job)
@@ -239,7 +249,8 @@ class VerifierSpotChecker:
                     # Not the drawn verifier's answer (the API relays it): wait for one.
                     log.warning("ignoring a report for task %s: %s", task.digest, exc)
                     raise SpotCheckUnavailable(f"the relayed report does not hold: {exc}") from exc
-                return report
+                payout = next(c.payout_address for c in found if c.worker_key == verifier)
+                return task, report, payout
             # Round r's verifier has until (r + 1) answer periods after the first task.
             posted = _time(state.get("created_at"))
             first = posted if first is None else first
@@ -256,7 +267,7 @@ class VerifierSpotChecker:
     def check_unit(self, att: Attestation, job: JobInfo, unit: Unit) -> SpotCheckVerdict:
         """Recompute an aggregation or an evaluation unit by a drawn verifier from the
         unit's input checkpoints (`att.unit.inputs`, already chained to the verified
-        outputs of its input units by `oracle.unit_checks.check_chain`)."""
+        outputs of its input units by `oracle.verification.unit_checks.check_chain`)."""
         from oracle.inputs.feed_units import unit_result_name
 
         topology = job.spec.topology
@@ -267,8 +278,11 @@ class VerifierSpotChecker:
         files = tuple(unit_result_name(i, name) for i in unit.inputs)
         signature = self.sign(draw_message(att.leaf_hash()))
         seed = draw_seed(signature)
-        report = self._await_report(att, job, kind, (), files, tuple(work.inputs), signature, seed)
-        return judge_recomputation(report, att, job, kind, signature.hex())
+        task, report, payout = self._await_report(
+            att, job, kind, (), files, tuple(work.inputs), signature, seed
+        )
+        verdict = judge_recomputation(report, att, job, kind, signature.hex())
+        return with_fee_evidence(verdict, task, report, payout)
 
     def _task(
         self,
@@ -330,6 +344,69 @@ class VerifierSpotChecker:
             raise SpotCheckUnavailable(str(exc)) from exc
 
 
+# Where a verdict's report keeps the signed task and report a verification fee is paid on.
+FEE_EVIDENCE = "fee_evidence"
+
+
+def with_fee_evidence(
+    verdict: SpotCheckVerdict,
+    task: VerificationTask,
+    report: VerificationReport,
+    registered_payout: str,
+) -> SpotCheckVerdict:
+    """The verdict, carrying the evidence of the verifier's fee when it earned one: the
+    oracle's verdict on its report passed and the report names the payout address the
+    verifier registered (`proofnet.messages.verification_fee`). A report that does not
+    match, or is not the job's proof of work, earns nothing."""
+    if not verdict.passed or report.payout_address != registered_payout:
+        if verdict.passed:
+            log.info(
+                "verifier %s named payout %s, not its registered %s: no fee",
+                report.verifier[:16],
+                report.payout_address,
+                registered_payout,
+            )
+        return verdict
+    details = dict(verdict.report or {})
+    details[FEE_EVIDENCE] = FeeEvidence(task, report).to_json()
+    return replace(verdict, report=details, verifier=report.verifier)
+
+
+def fee_mismatch(
+    evidence: FeeEvidence, att: Attestation, job: JobInfo, feed: VerifierDesk
+) -> str | None:
+    """Why a co-signer's own reading says the report a fee is paid on does not match the
+    attestation's commitments, or None: a replay's hashes against the manifest this oracle
+    fetches itself, an aggregation's checkpoint against the attested output, an
+    evaluation's metric against the attested one within the spec's tolerance."""
+    from oracle.inputs.feed import FeedError
+    from oracle.inputs.feed_units import unit_result_name
+
+    task, report = evidence.task, evidence.report
+    if task.kind != "replay":
+        work = att.unit
+        if work is None:
+            return "a recomputation pays a fee only on a unit"
+        verdict = judge_recomputation(report, att, job, task.kind, task.draw_signature)
+        return None if verdict.passed else verdict.message
+    prefix = POT_PREFIX if att.unit is None else unit_result_name(att.unit.index, POT_PREFIX)
+    try:
+        manifest = Manifest.from_bytes(feed.artifact(job.job_id, prefix + MANIFEST_NAME))
+    except (FeedError, ProofError) as exc:
+        return f"this oracle cannot read the proof's manifest: {exc}"
+    if any(not 0 < s < len(manifest.leaves) for s in task.segments):
+        return "the task draws segments the manifest does not have"
+    draw = Draw(bytes.fromhex(task.draw_signature), b"", task.segments)
+    verdict = judge(
+        report_as_harness_json(report),
+        manifest,
+        draw,
+        job.spec.proof.tolerance_ppm,
+        from_scratch=att.unit is None or not att.unit.inputs,
+    )
+    return None if verdict.passed else verdict.message
+
+
 def _time(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
@@ -371,7 +448,7 @@ def judge_report(
     timing = (
         None
         if report.replay_ms is None
-        else replay_timing(manifest, draw.segments, report.replay_ms)
+        else replay_timing(manifest, draw.segments, report.replay_ms, report.repeat_ms)
     )
     return replace(verdict, report=details, verifier=report.verifier, fault=fault, timing=timing)
 

@@ -5,7 +5,7 @@ API feed and the store through `ctx`, and writes nothing; `oracle.store.Attestat
 records the verdict. Checks run in a fixed order and the first failure is reported with a
 stable reason code (`Reason`) and a message for humans. A check that could not be made
 (chain backend or API unreachable, or a unit's input unit not verified yet) yields outcome
-"retry", never a rejection. Units of topology jobs get the checks of `oracle.unit_checks`.
+"retry", never a rejection. Units of topology jobs get the checks of `oracle.verification.unit_checks`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,14 @@ from chain.offchain.escrow_terms import EscrowTerms, escrow_refusal
 from oracle.inputs.chain import ChainUnavailable, ChainView, EscrowOutput
 from oracle.inputs.feed import ApiFeed, FeedDataError, FeedError, JobInfo
 from oracle.models import escrow_ref, payable_key
+from oracle.verification import resume_checks
 from oracle.verification import unit_checks as units
-from oracle.verification.metering import ProofTiming, proof_bound_ms
+from oracle.verification.metering import (
+    DEFAULT_ALLOWANCE_MS,
+    DEFAULT_SLACK,
+    ProofTiming,
+    proof_bound_ms,
+)
 from oracle.verification.spotcheck import SpotChecker, SpotCheckUnavailable, SpotCheckVerdict
 from proofnet.messages import merkle
 from proofnet.messages.attestation import (
@@ -40,6 +46,7 @@ from proofnet.messages.attestation import (
 from proofnet.messages.auction import AuctionError, clear
 from proofnet.messages.jobspec import AuctionPrice, FixedPrice, RateCardPrice
 from proofnet.messages.rate_card import RateCardError, price_under
+from proofnet.messages.segment_share import segment_cap
 from proofnet.messages.topology import Unit
 from proofnet.messages.verification import Fault
 
@@ -104,6 +111,9 @@ class Reason(StrEnum):
     POT_STEPS_OUT_OF_ORDER = "pot_steps_out_of_order"
     POT_DATA_ORDER_MISMATCH = "pot_data_order_mismatch"
     POT_INITIAL_STATE_MISMATCH = "pot_initial_state_mismatch"
+    # A resumed attempt's proof does not start from the checkpoint the lost attempt
+    # committed (oracle.verification.resume_checks): a forged checkpoint, another step.
+    POT_RESUME_MISMATCH = resume_checks.POT_RESUME_MISMATCH
     SPOT_CHECK_FAILED = "spot_check_failed"
     # Verification units (oracle.verifiers): the provider withheld the proof files a drawn
     # verifier needs; the job's code cannot be replayed (the job's fault, not the provider's).
@@ -217,9 +227,10 @@ class VerificationContext:
     # Tolerance between the worker's clock and the API's for the attested times.
     clock_skew_ms: int = 120_000
     # Metering bounded by proof (oracle.metering): a rate-card attestation is paid for at
-    # most committed steps x measured step time x slack (+ the allowance) per GPU.
-    metering_slack: float = 2.0
-    metering_allowance_ms: int = 600_000
+    # most committed steps x measured step time x slack (+ the measured start-up and the
+    # allowance) per GPU.
+    metering_slack: float = DEFAULT_SLACK
+    metering_allowance_ms: int = DEFAULT_ALLOWANCE_MS
     # Why this oracle cannot verify at all (no deployment configured), or "": while set,
     # every verification is postponed ("retry") with this message, so nothing is paid.
     unconfigured: str = ""
@@ -343,6 +354,10 @@ def verify(
         passed.append("amount")
         _check_results(att, scope)
         passed.append("result_hashes")
+        if unit is None:
+            _check_resumed(att, job, ctx)
+            if resume_checks.resumed_from(att, job) is not None:
+                passed.append("resumed_from_committed_prefix")
         if unit is not None and payable is not None:
             units.check_output(att, job, unit)
             units.check_chain(att, job, unit, payable)
@@ -395,7 +410,7 @@ RECOMPUTED = frozenset({"aggregate", "eval"})
 @runtime_checkable
 class UnitRecomputer(Protocol):
     """A spot checker that also recomputes aggregation and evaluation units by drawn
-    verifiers (`oracle.verifiers.VerifierSpotChecker`). The demo's in-process checker is
+    verifiers (`oracle.verification.verifiers.VerifierSpotChecker`). The demo's in-process checker is
     not one: there, those units stay on the provider's word (the demo only)."""
 
     def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict: ...
@@ -535,6 +550,14 @@ def _check_lease(att: Attestation, job: JobInfo, ctx: VerificationContext) -> No
         )
 
 
+def _check_resumed(att: Attestation, job: JobInfo, ctx: VerificationContext) -> None:
+    """A resumed attempt's proof chains to the prefix it resumed (no job code runs)."""
+    try:
+        resume_checks.check_resumed_proof(att, job, ctx.feed)
+    except resume_checks.ResumeRejected as exc:
+        raise _Rejected(Reason(exc.reason), exc.message) from exc
+
+
 def _check_work(att: Attestation, job: JobInfo) -> None:
     if att.image_digest != job.image_digest:
         raise _Rejected(Reason.IMAGE_MISMATCH, f"image {att.image_digest} is not the spec's")
@@ -612,7 +635,8 @@ def _check_metered_by_proof(
             Reason.GPU_TIME_EXCEEDS_PROOF,
             f"{att.gpu_milliseconds} GPU-ms attested, but the proof backs at most {bound} "
             f"({timing.committed_steps} committed steps at {timing.step_ms:.3f} ms per step "
-            f"as replayed, x{ctx.metering_slack:g}, + {ctx.metering_allowance_ms} ms, on "
+            f"as replayed, x{ctx.metering_slack:g}, + {timing.startup_ms:.0f} ms start-up "
+            f"+ {ctx.metering_allowance_ms} ms, on "
             f"{gpus} GPU(s)): at most {cap} is payable, not {att.amount}",
         )
 
@@ -647,6 +671,18 @@ def _check_amount(att: Attestation, job: JobInfo, unit: Unit | None = None) -> N
         units.check_amount(att, unit)
         return
     cap = price_cap(job, att)
+    first = resume_checks.own_first_segment(att, job)
+    if first > 1:
+        # A resumed attempt is paid for the segments it proved, never the earlier ones.
+        share = segment_cap(job.spec, cap, first)
+        if att.amount > share:
+            raise _Rejected(
+                Reason.AMOUNT_EXCEEDS_PRICE,
+                f"amount {att.amount} exceeds {share}, this attempt's share of the job's price "
+                f"{cap} for the segments it proved ({first}.. of the schedule; the ones "
+                "before are the attempt's it resumed)",
+            )
+        return
     if att.amount > cap:
         raise _Rejected(
             Reason.AMOUNT_EXCEEDS_PRICE, f"amount {att.amount} exceeds the job's price {cap}"

@@ -3,7 +3,7 @@
 The body is what `POST /api/v1/worker/register` accepts: the payout binding, the GPUs offered,
 and `capabilities`, a structured onboarding report (inventory, container GPU runtime check,
 matrix-multiply challenge results). Both requests are signed worker requests (the headers of
-`api/worker_auth.py`).
+`proofnet/messages/worker_auth.py`, checked by `api/deps.py`).
 """
 
 from __future__ import annotations

@@ -56,3 +56,20 @@ def declared_by(globs: Iterable[str], name: str) -> str | None:
         if glob_matches(glob, name):
             return glob
     return None
+
+
+# An attempt's proof upload as the oracle feed names it: `attempts/<n>/pot/<file>` (only
+# proof files are scoped so: a job's own result named so is never read this way).
+ATTEMPT_RESULTS_PREFIX = "attempts/"
+_ATTEMPT_NAME = re.compile(r"attempts/([1-9][0-9]{0,8})/(pot/[^/]+)")
+
+
+def attempt_result_name(attempt: int, name: str) -> str:
+    """The feed's name of whole-job attempt `attempt`'s proof upload `name` (`pot/...`)."""
+    return f"{ATTEMPT_RESULTS_PREFIX}{attempt}/{name}"
+
+
+def split_attempt_result_name(name: str) -> tuple[int, str] | None:
+    """(attempt, upload name) of an `attempts/<n>/pot/<file>` name; None otherwise."""
+    found = _ATTEMPT_NAME.fullmatch(name)
+    return None if found is None else (int(found.group(1)), found.group(2))

@@ -11,9 +11,10 @@ replays the task's segments with the network's harness (`python -m pot replay`) 
 job's own image and reports the hashes it computed; oracles compare them with the
 commitments (`oracle.verification.verifiers`).
 
-The first segment is always among a task's segments and is replayed twice (`repeat`):
-two replays of the same segment from the same checkpoint that disagree show the job's
-code is not deterministic, which is the job's fault, not the provider's.
+The provider's first segment (segment 1, or the one after the checkpoint a resumed attempt
+started from) is always among a task's segments, its first, and is replayed twice
+(`repeat`): two replays of the same segment from the same checkpoint that disagree show the
+job's code is not deterministic, which is the job's fault, not the provider's.
 
 A task has a `kind`. "replay" is the spot check above. A unit of a topology job that trains
 nothing is recomputed instead (docs/topologies.md): "aggregate" runs the job's aggregation
@@ -21,7 +22,7 @@ command on the unit's input checkpoints (`inputs`, the task's `files` in the sam
 and the report carries the SHA-256 of the checkpoint it wrote (`output_hash`); "eval" runs
 the job's evaluation command on the evaluated checkpoint and the held-out data and the
 report carries the metric it computed (`metric`). Oracles compare those with what the
-provider attested (`oracle.verifiers`).
+provider attested (`oracle.verification.verifiers`).
 
 Both messages sign the canonical JSON of their fields under a domain tag of their own.
 """
@@ -46,7 +47,8 @@ MAX_SEGMENTS = 256
 MAX_FILES = 1024
 MAX_MESSAGE = 2000
 MAX_ROUNDS = 16
-# The segment every task replays twice: the first, from the trainer's own checkpoint 0.
+# The segment a task of a proof from step 0 replays twice: the first, from the trainer's
+# own checkpoint 0 (a resumed attempt's task repeats its own first segment instead).
 FIRST_SEGMENT = 1
 _NONCE = r"[0-9a-f]{16,128}"
 _SIGNATURE = r"[0-9a-f]{128}"
@@ -143,8 +145,8 @@ class VerificationTask(Frozen):
             task = cls.model_validate(obj)
         except ValidationError as e:
             raise VerificationError(f"the verification task is malformed: {e}") from e
-        if task.kind == "replay" and FIRST_SEGMENT not in task.segments:
-            raise VerificationError("a verification task always replays the first segment")
+        if task.kind == "replay" and not task.segments:
+            raise VerificationError("a verification task replays at least one segment")
         if task.kind == "replay" and task.inputs:
             raise VerificationError("a replay task names no input checkpoints")
         if task.kind != "replay":
@@ -217,15 +219,27 @@ class VerificationReport(Frozen):
     # Wall time of the drawn segments' replay (ms): bounds the payable GPU time of a
     # rate-card job by the committed steps (oracle.verification.metering).
     replay_ms: NonNegInt | None = None
+    # Wall time of the first segment's repeat alone (ms), from a fresh container as the drawn
+    # run: the difference takes the start-up out of the measured step time.
+    repeat_ms: NonNegInt | None = None
     # A recomputation's answer: the SHA-256 of the checkpoint an "aggregate" task's command
     # wrote, or the metric value an "eval" task's command reported (the job's
     # `evaluation.metric`). None for a replay.
     output_hash: Hex64 | None = None
     metric: DecimalStr | None = None
+    # Where the verifier's share of the verification fee goes (its registered payout
+    # address; proofnet.messages.verification_fee). None earns no fee.
+    payout_address: Annotated[str, Field(min_length=10, max_length=200)] | None = None
     signature: Annotated[str, Field(pattern=_SIGNATURE)]
 
     def signed_part(self) -> dict[str, Any]:
         part = self.model_dump(mode="json", exclude={"signature"})
+        if part.get("payout_address") is None:
+            # Reports signed before the field existed still verify.
+            part.pop("payout_address", None)
+        if part["repeat_ms"] is None:
+            # Added later: reports without it sign (and hash) as they did before.
+            del part["repeat_ms"]
         part["results"] = [r.model_dump(mode="json") for r in self.results]
         return {"domain": REPORT_DOMAIN, **part}
 

@@ -20,6 +20,7 @@ from api.services.estimates import (
 )
 from api.services.pricing import MarketRate, PricingError, Span, rule_for
 from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.verification_fee import FEE_PPM, fee_for
 
 
 def _spec(**overrides: Any) -> JobSpec:
@@ -51,6 +52,8 @@ def test_resources_only_range_is_bounded_by_max_duration() -> None:
     assert e.gpu_seconds.high == 7200.0 and e.cpu_seconds.high == 4 * 7200.0
     # A fixed price does not depend on the run time.
     assert (e.cost.rule, e.cost.low, e.cost.high, e.cost.cap) == ("fixed", 10**6, 10**6, 10**6)
+    # Of which the verifiers are paid their fee (out of the provider's pay, not on top).
+    assert e.cost.verification_fee == (50_000, 50_000) == (fee_for(10**6), fee_for(10**6))
     assert any("max_duration_s bounds the run" in n for n in e.notes)
 
 
@@ -166,6 +169,11 @@ def test_estimate_endpoints(
     est = response.json()
     assert est["basis"] == "static" and est["gpu_models"] == ["NVIDIA A100 80GB"]
     assert est["cost"]["rule"] == "rate_card" and 0 < est["cost"]["low"] <= est["cost"]["high"]
+    # The verifiers' fee is shown, as the part of the cost (not on top) they are paid.
+    fee = est["cost"]["verification_fee"]
+    assert fee["ppm"] == FEE_PPM and "not on top" in fee["basis"]
+    assert (fee["low"], fee["high"]) == (fee_for(est["cost"]["low"]), fee_for(est["cost"]["high"]))
+    assert 0 < fee["high"] < est["cost"]["high"]
     assert est["job_id"] == JobSpec.model_validate(spec).job_id
 
     # Hints come in pairs; anonymous callers are refused.

@@ -23,6 +23,7 @@ from api.app import create_app
 from api.config import ApiConfig
 from api.db import open_session
 from api.models import Lease
+from api.services.gpu_challenges import model_peak, plausible_tflops
 from api.services.users import add_senior
 from proofnet.messages.gpu_challenge import GPU_CHALLENGES_PATH, row_bytes, signed_matrices
 from proofnet.messages.merkle import MerkleTree, leaf_hash
@@ -267,6 +268,38 @@ def test_too_slow_an_answer_for_an_h100_is_refused(
     verdict = run_round(worker, clock, gpu["uuid"], took_s=1.0)
     assert verdict["status"] == "passed", verdict
     assert _gpus(worker)[0]["offered"]
+
+
+def test_an_answer_faster_than_the_claimed_model_can_compute_is_refused(
+    client: TestClient, worker_factory: Callable[[], Worker], clock: FakeClock
+) -> None:
+    """The attack: a fast GPU (or several) answering for a claimed slower model, say to be
+    counted as more GPUs than it is. The band has an upper end: no GPU beats its own peak by
+    more than boost headroom, so a commitment sooner than the product takes at that rate
+    came from something else."""
+    worker = worker_factory()
+    worker.register([("Tesla T4", 15360)])
+    (gpu,) = _gpus(worker)
+    verdict = run_round(worker, clock, gpu["uuid"], took_s=0.0)
+    assert verdict["status"] == "failed"
+    assert "too fast for a Tesla T4" in verdict["reason"], verdict["reason"]
+    (gpu,) = _gpus(worker)
+    assert not gpu["offered"] and "too fast" in gpu["why"]
+
+
+def test_the_band_is_per_variant_with_a_lower_and_an_upper_end() -> None:
+    """Each model's band comes from its own variant's datasheet peak (recorded with its
+    source): an H100 PCIe is held to less than an H100 SXM, and the band of an H100 SXM no
+    longer overlaps an L4's, so the challenge at a compute-bound size tells them apart."""
+    sxm, pcie, l4 = (
+        plausible_tflops(m) for m in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA L4")
+    )
+    assert sxm == (33.5, pytest.approx(73.7)) and pcie[0] == 25.5
+    assert l4[1] < sxm[0]  # an L4 at its very best is below an H100 SXM's least
+    for row in (model_peak("NVIDIA H100 80GB HBM3"), model_peak("NVIDIA A100-SXM4-80GB")):
+        assert row is not None and "nvidia.com" in row.source
+    assert model_peak("NVIDIA A10G") is not None and model_peak("NVIDIA A10G").key == "A10G"
+    assert plausible_tflops("Some Future GPU")[0] == 2.0
 
 
 def test_wrong_product_fails_freivalds(

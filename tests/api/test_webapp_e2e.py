@@ -693,6 +693,10 @@ def test_money_back_and_the_state_from_the_api_at_desktop_and_phone_width(
     page.wait_for_selector("#estimate:not([hidden]) [data-estimate=cost]")
     assert page.get_attribute("#estimate [data-estimate=cost]", "data-cap") == "2500000"
     assert "at most 2.5 NTX locked in escrow" in page.inner_text("#estimate")
+    # The verifiers' fee is shown as the part of the price they are paid (5 %).
+    fee = "#estimate [data-estimate=verification-fee]"
+    assert page.get_attribute(fee, "data-fee-high") == "125000"
+    assert "0.125 NTX of the cost" in page.inner_text(fee)
 
     # A job locked from the CLI shows its real state here; cancelling it before any work
     # returns the whole escrow at once (the wallet signs, the oracle co-signs).

@@ -25,7 +25,9 @@ from benchmarks.cheat_model import (
     detection_probability,
     faked_segments,
     min_segments,
+    padding_refusal,
     provider_ev,
+    slack_for,
     verification_share,
 )
 from proofnet.cli import app
@@ -33,16 +35,11 @@ from proofnet.cli import app
 # Not stopped on today's main: each names what stops it.
 GAPS = {
     "submitter_code_fails_only_on_verifiers": (
-        "the trainer sees ctx.mode on a verifier; a deterministic departure after segment 1 "
-        "is blamed on the provider (12.3/12.4 attribute only load failures and a "
-        "nondeterministic first segment to the job)"
-    ),
-    "idle_lease_on_rate_card_job_within_slack": (
-        "12.6's proof bound pays attested time up to x2 the replayed step time + 10 min"
-    ),
-    "spoofed_gpu_model_close_substitute_rate_card": (
-        "12.5's timing admits any GPU above ~0.36 TFLOP/s at n=8192 as an H100, and the "
-        "longer run fits the metering slack"
+        "the harness shows no mode now, but job code still sees its process's history (and "
+        "the files, clock and machine around it): a departure keyed on those is blamed on "
+        "the provider, and the submitter, served the results before the verdict, is "
+        "refunded and paid the slash (docs/protocol.md, Verification: the referee and the "
+        "release rule that close it are not built)"
     ),
 }
 
@@ -74,6 +71,7 @@ def test_the_table_covers_every_strategy_of_the_issue(report: CheatReport) -> No
         "spoofed_gpu_model_close_substitute_rate_card",
         "submitter_code_fails_only_on_verifiers",
         "job_code_reads_verifier_or_oracle_files",
+        "resume_from_forged_checkpoint",
     } <= names
     assert all(o.method in {"end_to_end", "check_only", "model_only"} for o in report.outcomes)
 
@@ -99,7 +97,11 @@ def test_the_honest_run_passes_the_checks_that_catch_the_cheats(report: CheatRep
         "spoofed_gpu_model_no_compute",
         "spoofed_gpu_model_cpu_claims_h100",
         "idle_lease_on_rate_card_job_padded_3x",
+        "idle_lease_on_rate_card_job_within_slack",
+        "spoofed_gpu_model_close_substitute_rate_card",
         "job_code_reads_verifier_or_oracle_files",
+        "resume_from_forged_checkpoint",
+        "resume_from_forged_checkpoint_keeping_handed_leaves",
         *(pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=r)) for n, r in GAPS.items()),
     ],
 )
@@ -117,6 +119,21 @@ def test_schedule_cheats_are_refused_before_any_replay(report: CheatReport) -> N
         o = outcome(report, name)
         assert o.caught and f"oracle proof check ({reason})" in o.by, o.by
         assert o.observed["replayed_segments"] == []
+
+
+def test_a_forged_resume_point_is_caught_whatever_the_draw(report: CheatReport) -> None:
+    """A resumer that forges the checkpoint it starts from is refused before any replay
+    (its leaves up to the resume point are not the lost attempt's committed prefix), or,
+    keeping those leaves, by the replay of the first segment it trained, which every draw of
+    a resumed proof holds. Without the first check nothing would find its forged history:
+    a resumed attempt's draw covers only its own segments."""
+    forged = outcome(report, "resume_from_forged_checkpoint")
+    assert forged.caught and "oracle resume check (pot_resume_mismatch)" in forged.by, forged.by
+    assert forged.observed["replayed_segments"] == []
+    assert forged.observed["unchecked_caught_rate_over_draws"] == 0
+    kept = outcome(report, "resume_from_forged_checkpoint_keeping_handed_leaves")
+    assert kept.caught and kept.by.startswith("replay: segments [11]"), kept.by
+    assert 11 in kept.observed["replayed_segments"]
 
 
 def test_replayed_cheats_are_caught_by_the_replay(report: CheatReport) -> None:
@@ -146,9 +163,43 @@ def test_hardware_and_metering_checks_catch_the_gross_cheats(report: CheatReport
     assert padded.caught and padded.by.startswith("metering bounded by proof"), padded.by
 
 
+def test_padding_a_rate_card_lease_into_the_slack_risks_the_payment(report: CheatReport) -> None:
+    """The slack is sized for honest timing noise (a same-model verifier times the steps,
+    start-up taken out), so padding to the bound is refused about half the time; what
+    remains is padding below the noise, worth a few per cent of the price at best."""
+    o = outcome(report, "idle_lease_on_rate_card_job_within_slack")
+    assert 0.4 < o.detection_probability < 0.6 and o.expected_value < 0, o.by
+    terms = report.terms
+    assert 0 < o.observed["best_response_ev"] < 0.05 * terms.price
+    assert o.observed["design_ratio_noise"] < 0.06
+    assert o.observed["measured_step_spread_here"] > 0
+    # Sizing the slack for a measured spread gives back that spread's honest refusal rate;
+    # a spread of a third of the time or more has no slack at all.
+    a = 0.02
+    assert slack_for(0.4, a) is None
+    for sigma in (0.01, 0.05):
+        slack = slack_for(math.sqrt(2) * sigma, a)
+        assert slack is not None
+        assert padding_refusal(0, slack, a, math.sqrt(2) * sigma) == pytest.approx(
+            0.00135, rel=0.01
+        )
+
+
+def test_a_slower_gpu_claiming_a_faster_model_is_caught_in_metering(report: CheatReport) -> None:
+    """An L4 passing as an H100 on a rate-card job: its challenge passes (the timing is not
+    compute-bound at the default n), but a verifier with a real H100 times the steps, so its
+    own GPU time is refused and guessing an H100's time pays less than honest work."""
+    o = outcome(report, "spoofed_gpu_model_close_substitute_rate_card")
+    assert o.caught and "gpu_time_exceeds_proof" in o.by, o.by
+    assert o.expected_value < 0 and o.observed["slower"] > 2
+    low, _ = o.observed["h100_band_tflops"]
+    assert o.observed["l4_band_tflops"][1] < low  # the bands do not overlap
+
+
 def test_job_code_on_a_verifier_is_blamed_on_the_provider(report: CheatReport) -> None:
-    """The gap, shown as it is: the saboteur trainer's replay fails and nothing says it is the
-    job's fault, so the honest provider would be rejected (and slashed)."""
+    """The gap, shown as it is: with no mode to read, the saboteur trainer keys on the
+    steps its process skipped; its replay fails and nothing says it is the job's fault, so
+    the honest provider would be rejected (and slashed)."""
     o = outcome(report, "submitter_code_fails_only_on_verifiers")
     assert not o.caught and "provider's fault" in o.by and o.expected_value > 0
 

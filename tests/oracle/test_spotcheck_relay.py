@@ -107,7 +107,6 @@ def _run_stage(
     schedule = spec.schedule
     assert schedule is not None
     ctx = TrainContext(
-        mode="train",
         job_dir=work,
         job_seed=spec.seed,
         data_seed=derive_data_seed(spec.seed, bytes.fromhex(nonce)),

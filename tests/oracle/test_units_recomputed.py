@@ -2,7 +2,7 @@
 provider's word: each test is a provider (or a job) lying about one unit, and the verdict
 that stops it.
 
-The verifier desk is a fake of the API's relay (`oracle.feed_client.HttpApiFeed`): it
+The verifier desk is a fake of the API's relay (`oracle.intake.feed_client.HttpApiFeed`): it
 keeps the oracle's signed tasks and answers them with a report signed by the drawn
 verifier's own key, computed by the test. The API relay and the worker's recomputation in
 the job's image are exercised end to end in tests/worker; here the oracle's judgement of

@@ -189,6 +189,38 @@ def test_the_bound_scales_with_the_gpus_the_lease_held() -> None:
     )
 
 
+def test_the_replays_start_up_is_paid_once_not_per_step() -> None:
+    """The attack: a provider pads its lease by the verifier's start-up share of each step.
+    The old bound divided the replay's whole wall time (a 30 s container start-up included)
+    by the few replayed steps, so every committed step carried a share of it. The verifier
+    now also times segment 1 alone: the difference is the steps' time, the start-up is
+    counted once."""
+    # 30 s start-up; 600 steps replayed (100 of them segment 1) at 100 ms; 12,000 committed.
+    timing = ProofTiming(
+        committed_steps=12_000,
+        replayed_steps=600,
+        replay_ms=30_000 + 60_000,
+        first_steps=100,
+        first_ms=30_000 + 10_000,
+    )
+    assert timing.step_ms == 100 and timing.startup_ms == 30_000
+    bound = proof_bound_ms(timing, gpus=1, slack=1.15, allowance_ms=60_000)
+    assert bound == 12_000 * 100 * 1.15 + 30_000 + 60_000
+    undifferenced = ProofTiming(committed_steps=12_000, replayed_steps=600, replay_ms=90_000)
+    assert proof_bound_ms(undifferenced, gpus=1, slack=1.15, allowance_ms=60_000) > 2_100_000
+    # A segment-1 run slower than the whole drawn run (job code that told them apart and
+    # stalled it, to have its honest provider refused) is not used: the whole run's time,
+    # which only overstates the step time, bounds it instead.
+    slowed = ProofTiming(
+        committed_steps=12_000,
+        replayed_steps=600,
+        replay_ms=90_000,
+        first_steps=100,
+        first_ms=400_000,
+    )
+    assert slowed.step_ms == 150 and slowed.startup_ms == 0
+
+
 def test_a_rate_is_paid_only_for_a_model_whose_gpus_passed_their_checks() -> None:
     """The attack: a worker whose only checked GPUs are L4s (its H100 failed the API's
     challenge, or never took it) runs a rate-card job and attests it as an H100, to be paid

@@ -54,7 +54,6 @@ def context(job_dir: Path, spec: JobSpec, nonce: bytes, **changes: Any) -> Train
     schedule = spec.schedule
     assert schedule is not None
     ctx = TrainContext(
-        mode="train",
         job_dir=job_dir,
         job_seed=spec.seed,
         data_seed=derive_data_seed(spec.seed, nonce),

@@ -40,7 +40,6 @@ def context(
     nonce: bytes = NONCE,
 ) -> TrainContext:
     return TrainContext(
-        mode="train" if mode == "train" else "replay",
         job_dir=job_dir,
         job_seed=seed,
         data_seed=derive_data_seed(seed, nonce),

@@ -29,7 +29,7 @@ from pot.manifest import rng_path, weights_path
 from pot.merkle import verify_inclusion
 from pot.schedule import Schedule
 from pot.tensors import read_tensors, tensors_hash, write_tensors
-from pot.trainer import TrainContext, TrainerError, load_trainer_class
+from pot.trainer import TrainContext, TrainerError, TrainingState, load_trainer_class
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,6 @@ def test_same_job_same_root_other_nonce_other_root(
 ) -> None:
     assert train_honest(tmp_path / "again").root == honest[1].root
     ctx = TrainContext(
-        mode="train",
         job_dir=tmp_path / "other",
         job_seed=SEED,
         data_seed=42,  # another data order
@@ -128,7 +127,7 @@ def test_tampered_or_missing_files_are_refused(
 ) -> None:
     pot_dir = copy_proof(honest[0], tmp_path / "pot")
     manifest = honest[1]
-    ctx = TrainContext("replay", tmp_path, SEED, 0, SCHEDULE, CONFIG)
+    ctx = TrainContext(tmp_path, SEED, 0, SCHEDULE, CONFIG)
     with pytest.raises(ProofError, match="attested root"):
         harness.replay(new_trainer(tmp_path), ctx, pot_dir, root="00" * 32, segments=[1])
 
@@ -173,7 +172,7 @@ def test_a_checkpoint_that_is_not_the_jobs_model_is_a_proof_error(
 def test_a_model_trained_elsewhere_shows_in_the_initial_hash(tmp_path: Path) -> None:
     """Checkpoint 0 must be what the trainer builds from the job seed: a run that starts
     from another model replays fine segment by segment, but not from scratch."""
-    ctx = TrainContext("train", tmp_path, SEED, 7, SCHEDULE, CONFIG)
+    ctx = TrainContext(tmp_path, SEED, 7, SCHEDULE, CONFIG)
     trainer = new_trainer(tmp_path)
     trainer.restore(new_trainer(tmp_path, seed=SEED + 1).state())  # another model's start
     manifest = harness.train(trainer, ctx, tmp_path / "pot")
@@ -185,37 +184,69 @@ def test_a_model_trained_elsewhere_shows_in_the_initial_hash(tmp_path: Path) -> 
     assert report.initial_weights_hash == tensors_hash(new_trainer(tmp_path).state().params)
 
 
-def test_train_and_replay_share_one_step_loop(tmp_path: Path) -> None:
-    """Both directions call `run_segment`: a trainer that counts its steps sees the same
-    (step, indices) sequence when training and when replaying a segment."""
-    calls: list[tuple[str, int, bytes]] = []
+def test_a_trainer_cannot_tell_training_from_replaying(tmp_path: Path) -> None:
+    """The attack: a submitter's trainer that departs only when it is replayed (on a
+    verifier), so the honest provider's proof fails and the provider is blamed. Here it
+    records everything the harness shows it, segment by segment: its context, the calls it
+    gets and the values it is handed (the restored state's arrays, their dtypes and flags,
+    the RNG state's JSON types), the steps and their data. Training and replaying a
+    segment show it the same thing, so there is nothing to depart on."""
+    views: list[list[object]] = []
 
-    class Counting:
+    def describe(state: TrainingState) -> tuple[object, ...]:
+        arrays = {**state.params, **state.optimizer}
+        return (
+            tuple(
+                (k, a.dtype.str, a.shape, a.flags.writeable, a.flags.c_contiguous, a.tobytes())
+                for k, a in sorted(arrays.items())
+            ),
+            json.dumps(state.rng, sort_keys=True),
+            type(state.rng).__name__,
+            type(state.params).__name__,
+        )
+
+    class Spy:
         def __init__(self, ctx: TrainContext) -> None:
             self.inner = new_trainer(ctx.job_dir)
-            self.mode = ctx.mode
+            self.view: list[object] = [repr(ctx)]
+            views.append(self.view)
 
         def state(self):  # type: ignore[no-untyped-def]
+            self.view.append("state")
             return self.inner.state()
 
         def restore(self, state):  # type: ignore[no-untyped-def]
+            self.view.append(("restore", describe(state)))
             self.inner.restore(state)
 
         def train_step(self, step: int, indices: np.ndarray) -> float:
-            calls.append((self.mode, step, indices.tobytes()))
+            self.view.append(("step", step, indices.dtype.str, indices.tobytes()))
             return self.inner.train_step(step, indices)
 
     schedule = Schedule(total_steps=25, steps_per_checkpoint=10, dataset_size=512, batch_size=32)
-    train_ctx = TrainContext("train", tmp_path, SEED, 5, schedule, CONFIG)
-    manifest = harness.train(Counting(train_ctx), train_ctx, tmp_path / "pot")
-    replay_ctx = TrainContext("replay", tmp_path, SEED, 5, schedule, CONFIG)
-    harness.replay(
-        Counting(replay_ctx), replay_ctx, tmp_path / "pot", root=manifest.root, segments=[3]
-    )
-    trained = [(s, i) for mode, s, i in calls if mode == "train"]
-    replayed = [(s, i) for mode, s, i in calls if mode == "replay"]
-    assert [s for s, _ in trained] == list(range(1, 26))
-    assert replayed == trained[20:25]
+    ctx = TrainContext(tmp_path, SEED, 5, schedule, CONFIG)
+    manifest = harness.train(Spy(ctx), ctx, tmp_path / "pot")
+    harness.replay(Spy(ctx), ctx, tmp_path / "pot", root=manifest.root, segments=[2])
+    trained, replayed = views
+
+    def segment(view: list[object], first: int, last: int) -> list[object]:
+        """From the restore that opens steps first..last to the state() after them."""
+
+        def at(kind: str, step: int | None = None) -> list[int]:
+            return [
+                i
+                for i, c in enumerate(view)
+                if isinstance(c, tuple) and c[0] == kind and (step is None or c[1] == step)
+            ]
+
+        start = max(i for i in at("restore") if i < at("step", first)[0])
+        end = at("step", last)[0] + 2  # its state() included
+        return view[start:end]
+
+    assert trained[:2] == replayed[:2]  # the same context, then state() once built
+    opened = segment(trained, 11, 20)
+    assert opened == segment(replayed, 11, 20)
+    assert opened[0][0] == "restore" and opened[1] == "state" and opened[-1] == "state"  # type: ignore[index]
 
 
 # --- loading a job's trainer ------------------------------------------------------------------

@@ -31,7 +31,6 @@ SCHEDULE = Schedule(total_steps=24, steps_per_checkpoint=8, dataset_size=128, ba
 
 def context(job_dir: Path, mode: str = "train") -> TrainContext:
     return TrainContext(
-        mode="train" if mode == "train" else "replay",
         job_dir=job_dir,
         job_seed=SEED,
         data_seed=derive_data_seed(SEED, NONCE),

@@ -142,6 +142,12 @@ def test_a_proof_resumed_from_a_forged_prefix_does_not_chain_to_the_committed_on
         check_resumed(replace(honest, data_seed=DATA_SEED + 1), committed, LOST_AFTER)
     with pytest.raises(ProofError, match="not in the prefix"):
         check_resumed(honest, committed, LOST_AFTER + 1)
+    # The step index too: checkpoint LOST_AFTER is at the schedule's step for it, and a
+    # resume claimed at another step (another schedule) is not the checkpoint handed out.
+    at_step = SCHEDULE.leaf_step(LOST_AFTER)
+    check_resumed(honest, committed, LOST_AFTER, step=at_step)
+    with pytest.raises(ProofError, match=f"is at step {at_step}, not {at_step + 1}"):
+        check_resumed(honest, committed, LOST_AFTER, step=at_step + 1)
 
 
 def test_resuming_on_another_data_order_is_refused(uploaded: Path, tmp_path: Path) -> None:

@@ -40,7 +40,6 @@ SCHEDULE = Schedule(total_steps=45, steps_per_checkpoint=10, dataset_size=256, b
 
 def context(job_dir: Path, mode: str = "train") -> TrainContext:
     return TrainContext(
-        mode="train" if mode == "train" else "replay",
         job_dir=job_dir,
         job_seed=SEED,
         data_seed=derive_data_seed(SEED, NONCE),

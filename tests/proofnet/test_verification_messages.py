@@ -76,11 +76,13 @@ def test_a_task_not_signed_by_an_oracle_is_refused() -> None:
         moved.verify({_hex(ORACLE)})
 
 
-def test_a_provider_never_verifies_itself_and_the_first_segment_is_always_replayed() -> None:
+def test_a_provider_never_verifies_itself_and_a_replay_replays_something() -> None:
     with pytest.raises(VerificationError, match="own proof"):
         VerificationTask.sign(ORACLE, **task_fields(verifier=_hex(PROVIDER)))
-    with pytest.raises(VerificationError, match="first segment"):
-        VerificationTask.sign(ORACLE, **task_fields(segments=[3, 5]))
+    with pytest.raises(VerificationError, match="at least one segment"):
+        VerificationTask.sign(ORACLE, **task_fields(segments=[]))
+    # A resumed attempt's task starts at its own first segment (the one it repeats).
+    VerificationTask.sign(ORACLE, **task_fields(segments=[3, 5]))
     with pytest.raises(VerificationError, match="in order"):
         VerificationTask.sign(ORACLE, **task_fields(segments=[1, 5, 3]))
 

@@ -212,6 +212,7 @@ def test_the_verifier_replays_from_the_workers_own_mirror_cache(tmp_path: Path) 
             pids_limit=None,
             data=None,
             verification_poll_s=30.0,
+            payout_address="addr_test1vqverifier",
         ),
     )
     loop = Agent._verifier_loop(agent)  # type: ignore[arg-type]

@@ -200,7 +200,7 @@ def test_a_run_stopped_early_leaves_its_last_committed_checkpoint(tmp_path: Path
     """What a worker uploads before releasing a job it stopped mid-run (the recorder's
     prefix and the files of its last checkpoint), so the next provider resumes there."""
     schedule = Schedule(total_steps=40, steps_per_checkpoint=10, dataset_size=128, batch_size=16)
-    ctx = TrainContext("train", tmp_path, 5, 9, schedule, {"hidden": 8})
+    ctx = TrainContext(tmp_path, 5, 9, schedule, {"hidden": 8})
     trainer = MLPTrainer(ctx)
     recorder = ProofOfTraining(tmp_path / "pot", steps_per_checkpoint=10, data_seed=9)
     recorder.start(trainer.state())

@@ -118,7 +118,7 @@ def _stage0_checkpoint(tmp_path: Path, data: Shards) -> bytes:
     job_dir.mkdir()
     unit = env.UnitEnv(kind="stage", index=0, shards=(data.train[0],), checkpoint_out=job_dir / "c")
     schedule = Schedule(total_steps=20, steps_per_checkpoint=10, dataset_size=512, batch_size=32)
-    ctx = TrainContext("train", job_dir, 3, 7, schedule, {"hidden": 32, "classes": 4}, unit)
+    ctx = TrainContext(job_dir, 3, 7, schedule, {"hidden": 32, "classes": 4}, unit)
     trainer = numpy_relay.StageTrainer(ctx)
     harness.train(trainer, ctx, job_dir / "pot")
     trainer.finish()

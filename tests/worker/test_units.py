@@ -356,7 +356,7 @@ def test_relay_model_trains_on_from_a_checkpoint_evaluates_and_averages(
             total_steps=steps, steps_per_checkpoint=10, dataset_size=512, batch_size=32
         )
         ctx = TrainContext(
-            "train", job_dir, 5, unit.index + 7, schedule, {"hidden": hidden, "classes": 4}, unit
+            job_dir, 5, unit.index + 7, schedule, {"hidden": hidden, "classes": 4}, unit
         )
         trainer = numpy_relay.StageTrainer(ctx)
         manifest = harness.train(trainer, ctx, job_dir / "pot")

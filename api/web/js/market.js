@@ -19,6 +19,12 @@ export async function showEstimate(spec) {
     el("dd", { "data-estimate": "time" }, `${span(e.time_s.low, e.time_s.high, durationText)} (${e.basis})`),
     el("dt", {}, "Cost"),
     el("dd", { "data-estimate": "cost", "data-cap": String(e.cost.cap) }, `${span(e.cost.low, e.cost.high, ntxText)}; at most ${ntxText(e.cost.cap)} locked in escrow`),
+    el("dt", {}, "Verification fee"),
+    el(
+      "dd",
+      { "data-estimate": "verification-fee", "data-fee-high": String(e.cost.verification_fee.high) },
+      `${span(e.cost.verification_fee.low, e.cost.verification_fee.high, ntxText)} of the cost: ${e.cost.verification_fee.basis}`,
+    ),
     el("dt", {}, "Fits on"),
     el("dd", {}, e.gpu_models.length ? e.gpu_models.join(", ") : "no GPU model on the market yet"),
     ...(e.notes.length ? [el("dt", {}, "Notes"), el("dd", { class: "hint" }, e.notes.join(" "))] : []),

@@ -120,7 +120,7 @@ def _job_env(args: argparse.Namespace, environ: Mapping[str, str]) -> env.JobEnv
         raise UsageError(text) from exc
 
 
-def _context(mode: str, job: env.JobEnv, environ: Mapping[str, str]) -> TrainContext:
+def _context(job: env.JobEnv, environ: Mapping[str, str]) -> TrainContext:
     if job.schedule is None:
         raise UsageError(
             f"no schedule: set {env.POT_STEPS}, {env.POT_DATASET_SIZE} and "
@@ -133,7 +133,6 @@ def _context(mode: str, job: env.JobEnv, environ: Mapping[str, str]) -> TrainCon
         except env.JobEnvError as exc:
             raise UsageError(str(exc)) from exc
     return TrainContext(
-        mode="train" if mode == "train" else "replay",
         job_dir=job.job_dir,
         job_seed=job.job_seed,
         data_seed=job.data_seed,
@@ -172,7 +171,7 @@ def _run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         _emit(schedule.to_json())
         return 0
     job = _job_env(args, environ)
-    ctx = _context(args.command, job, environ)
+    ctx = _context(job, environ)
     pot_dir = getattr(args, "pot_dir", None) or job.job_dir / POT_SUBDIR
     if args.command == "check":
         manifest = Manifest.load(pot_dir)

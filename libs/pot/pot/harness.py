@@ -1,11 +1,21 @@
 """The harness: trains a job's trainer with proof of training, and replays its segments.
 
-Both directions go through `run_segment`: the steps of a segment, each on the data indices
-the schedule and the data seed give it, in the trainer's `train_step`. Training commits a
-checkpoint after every segment; a replay loads the committed checkpoint that opens a
-segment, runs the same steps and compares what it reaches with the one that closes it. The
+One code path in both directions: every segment is run by `_run_committed` (restore the
+committed checkpoint that opens it, loaded from its files; check the restore is exact; run
+its steps, each on the data indices the schedule and the data seed give it). Training
+commits a checkpoint after every segment and opens the next one from it, read back from the
+files it just wrote; a replay opens a segment from the provider's files and compares what it
+reaches with the checkpoint that closes it. So a trainer sees the same calls, with the same
+kind of values, whether it trains or replays: `state()` after it is built, then per segment
+`restore`, `state`, the steps, `state`; its context carries no mode (`pot.trainer`). The
 trainer never chooses its data, its step count or its checkpoints, and there is no replay
-code of the job's own to disagree with its training code.
+code of the job's own to disagree with its training code. (A trainer that cannot restore
+its own checkpoints bit for bit fails on the provider, at the first segment, not on a
+verifier.)
+
+What the harness cannot hide from code in the same process is said in docs/protocol.md
+("Verification"): the segments the process ran before, the files around it, the clock and
+the machine. The verdict does not rest on the job's code being unable to tell.
 
 The harness is the network's: the worker and verifiers run this library's copy, never one
 a job image or repository ships (`pot.launch`).
@@ -29,11 +39,11 @@ from pot.manifest import (
     weights_path,
 )
 from pot.recorder import ProofOfTraining
-from pot.replay import ReplayReport, ReplayResult, compare, load_checkpoint
+from pot.replay import ReplayReport, ReplayResult, compare, load_checkpoint, load_leaf
 from pot.schedule import Schedule
 from pot.seeds import BatchSampler
 from pot.tensors import tensors_hash
-from pot.trainer import TrainContext, Trainer
+from pot.trainer import TrainContext, Trainer, TrainingState
 
 StepHook = Callable[[int, np.ndarray, float], None]
 
@@ -51,23 +61,68 @@ def run_segment(
     return loss
 
 
-def train(trainer: Trainer, ctx: TrainContext, pot_dir: Path) -> Manifest:
-    """Train the whole schedule from the trainer's initial state, committing a checkpoint
-    after every segment into `pot_dir`; the manifest (its root is what the worker attests)."""
+def _open(trainer: Trainer, state: TrainingState, committed_weights: str, index: int) -> None:
+    """Restore checkpoint `index` into the trainer and check the restore was exact (raises
+    `ProofError`): running a segment from anything else proves nothing."""
+    try:
+        trainer.restore(state)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProofError(f"checkpoint {index} does not load into the job's trainer: {exc}") from exc
+    if tensors_hash(trainer.state().params) != committed_weights:
+        raise ProofError(
+            f"checkpoint {index} does not load into the job's trainer: its weights after "
+            "loading differ from the committed ones"
+        )
+
+
+def _run_committed(
+    trainer: Trainer,
+    sampler: BatchSampler,
+    schedule: Schedule,
+    segment: int,
+    opening: TrainingState,
+    opening_weights: str,
+    on_step: StepHook | None = None,
+) -> float:
+    """Run `segment` from its opening checkpoint (loaded from its files): the one code path
+    of training and replay."""
+    _open(trainer, opening, opening_weights, segment - 1)
+    return run_segment(trainer, sampler, schedule.segment_steps(segment), on_step)
+
+
+def _train_from(
+    trainer: Trainer,
+    ctx: TrainContext,
+    recorder: ProofOfTraining,
+    pot_dir: Path,
+    first: int,
+) -> Manifest:
+    """Segments `first`.. of the schedule, each opened from the checkpoint the recorder
+    committed before it (read back from its files), each committed after it."""
     schedule = ctx.schedule
-    recorder = ProofOfTraining(
-        pot_dir, steps_per_checkpoint=schedule.steps_per_checkpoint, data_seed=ctx.data_seed
-    )
     sampler = schedule.sampler(ctx.data_seed)
 
     def record(step: int, indices: np.ndarray, loss: float) -> None:
         recorder.record_step(indices, loss)
 
-    recorder.start(trainer.state())
-    for segment in range(1, schedule.segments + 1):
-        run_segment(trainer, sampler, schedule.segment_steps(segment), record)
+    for segment in range(first, schedule.segments + 1):
+        leaf = recorder.leaves[segment - 1]  # waits for the checkpoint's files
+        opening = load_leaf(pot_dir, leaf, segment - 1)
+        _run_committed(trainer, sampler, schedule, segment, opening, leaf.weights, record)
         recorder.commit(trainer.state())
     return recorder.finish(trainer.state())
+
+
+def train(trainer: Trainer, ctx: TrainContext, pot_dir: Path) -> Manifest:
+    """Train the whole schedule from the trainer's initial state, committing a checkpoint
+    after every segment into `pot_dir`; the manifest (its root is what the worker attests)."""
+    pot_dir = Path(pot_dir)
+    schedule = ctx.schedule
+    recorder = ProofOfTraining(
+        pot_dir, steps_per_checkpoint=schedule.steps_per_checkpoint, data_seed=ctx.data_seed
+    )
+    recorder.start(trainer.state())
+    return _train_from(trainer, ctx, recorder, pot_dir, 1)
 
 
 def resume(
@@ -102,15 +157,8 @@ def resume(
     if prefix.data_seed != ctx.data_seed:
         raise ProofError("the prefix was trained on another data order (data seed)")
     state = load_checkpoint(prefix_dir, prefix, at)
-    try:
-        trainer.restore(state)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ProofError(f"checkpoint {at} does not load into the job's trainer: {exc}") from exc
-    if tensors_hash(trainer.state().params) != prefix.leaves[at].weights:
-        raise ProofError(
-            f"checkpoint {at} does not load into the job's trainer: its weights after "
-            "loading differ from the committed ones"
-        )
+    # The checkpoint must load into the job's trainer before anything is recorded.
+    _open(trainer, state, prefix.leaves[at].weights, at)
     recorder = ProofOfTraining(
         pot_dir, steps_per_checkpoint=schedule.steps_per_checkpoint, data_seed=ctx.data_seed
     )
@@ -118,15 +166,7 @@ def resume(
         if prefix_dir.resolve() != pot_dir.resolve():
             shutil.copyfile(path(prefix_dir, at), path(pot_dir, at))
     recorder.resume(prefix, at, trainer.state())
-    sampler = schedule.sampler(ctx.data_seed)
-
-    def record(step: int, indices: np.ndarray, loss: float) -> None:
-        recorder.record_step(indices, loss)
-
-    for segment in range(at + 1, schedule.segments + 1):
-        run_segment(trainer, sampler, schedule.segment_steps(segment), record)
-        recorder.commit(trainer.state())
-    return recorder.finish(trainer.state())
+    return _train_from(trainer, ctx, recorder, pot_dir, at + 1)
 
 
 def check_structure(manifest: Manifest, schedule: Schedule) -> None:
@@ -170,19 +210,8 @@ def replay(
     for segment in wanted:
         start = load_checkpoint(pot_dir, manifest, segment - 1)
         end = load_checkpoint(pot_dir, manifest, segment)
-        try:
-            trainer.restore(start)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ProofError(
-                f"checkpoint {segment - 1} does not load into the job's trainer: {exc}"
-            ) from exc
-        # A restore must be exact: replaying from anything else proves nothing.
-        if tensors_hash(trainer.state().params) != manifest.leaves[segment - 1].weights:
-            raise ProofError(
-                f"checkpoint {segment - 1} does not load into the job's trainer: its weights "
-                "after loading differ from the committed ones"
-            )
-        loss = run_segment(trainer, sampler, ctx.schedule.segment_steps(segment))
+        opening = manifest.leaves[segment - 1].weights
+        loss = _run_committed(trainer, sampler, ctx.schedule, segment, start, opening)
         results.append(compare(manifest, segment, trainer.state().params, start, end, loss))
     return ReplayReport(
         root=manifest.root,

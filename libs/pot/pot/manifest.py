@@ -226,14 +226,25 @@ class Manifest:
         return cls.from_bytes(data, expected_root=expected_root)
 
 
-def check_resumed(manifest: Manifest, prefix: Manifest, at: int) -> None:
+def check_resumed(
+    manifest: Manifest, prefix: Manifest, at: int, *, step: int | None = None
+) -> None:
     """`manifest` resumed `prefix` at checkpoint `at` (raises `ProofError` otherwise): the
     same interval and data seed, and its leaves 0..`at` are the prefix's, so the run that
     committed the prefix proved segments 1..`at` and the resumed one `at`+1.. (each segment
     covered once, by one run). A provider that resumed from a checkpoint the prefix does not
-    commit (a forged one) has another leaf `at` and is refused here."""
+    commit (a forged one) has another leaf `at` and is refused here. `step`, when given, is
+    the step checkpoint `at` must be at (the schedule's): a prefix whose leaf `at` sits at
+    another step is not the checkpoint the resume was handed.
+
+    The one check of a resumed proof: the oracle runs it on every resumed attestation
+    (`oracle.verification.resume_checks`), the API hands out only checkpoints it holds."""
     if not 0 <= at < len(prefix.leaves):
         raise ProofError(f"checkpoint {at} is not in the prefix (0..{prefix.segments})")
+    if step is not None and prefix.leaves[at].step != step:
+        raise ProofError(
+            f"checkpoint {at} of the prefix is at step {prefix.leaves[at].step}, not {step}"
+        )
     if (manifest.steps_per_checkpoint, manifest.data_seed) != (
         prefix.steps_per_checkpoint,
         prefix.data_seed,

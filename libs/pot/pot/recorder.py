@@ -1,6 +1,6 @@
 """`ProofOfTraining`: the recorder a training job calls while it trains.
 
-Typical loop (see `worker/pot/examples/numpy_mlp.py`):
+Typical loop (see `pot/examples/numpy_mlp.py`):
 
     pot = ProofOfTraining.for_job(job_dir, job_seed=seed, nonce=nonce, steps_per_checkpoint=100)
     sampler = BatchSampler(pot.data_seed, len(dataset), batch_size)

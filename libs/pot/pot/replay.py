@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from pot.manifest import (
+    Leaf,
     Manifest,
     ProofError,
     optimizer_path,
@@ -120,7 +121,11 @@ def load_checkpoint(pot_dir: Path, manifest: Manifest, index: int) -> TrainingSt
     """Load checkpoint `index`, refusing files that differ from what leaf `index` commits."""
     if not 0 <= index < len(manifest.leaves):
         raise ProofError(f"checkpoint {index} does not exist (0..{len(manifest.leaves) - 1})")
-    leaf = manifest.leaves[index]
+    return load_leaf(pot_dir, manifest.leaves[index], index)
+
+
+def load_leaf(pot_dir: Path, leaf: Leaf, index: int) -> TrainingState:
+    """Load checkpoint `index`'s files, refusing files that differ from what `leaf` commits."""
     try:
         params, weights_digest = read_tensors(weights_path(pot_dir, index))
         optimizer, optim_digest = read_tensors(optimizer_path(pot_dir, index))

@@ -27,14 +27,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from pot.env import UnitEnv, check_trainer_ref
 from pot.schedule import Schedule
-
-Mode = Literal["train", "replay"]
 
 
 class TrainerError(ValueError):
@@ -74,9 +72,14 @@ class Trainer(Protocol):
 
 @dataclass(frozen=True)
 class TrainContext:
-    """What a trainer is built from. The same context on the provider and on a verifier."""
+    """What a trainer is built from: the same context on the provider and on a verifier.
 
-    mode: Mode
+    It says nothing of whether the trainer trains or replays, and neither does anything
+    else the harness shows it: a segment is run the same way in both directions (restore
+    the committed checkpoint that opens it, check the restore was exact, run its steps;
+    `pot.harness`), so job code has no mode to depart on (docs/protocol.md,
+    "Verification")."""
+
     job_dir: Path  # the job's work dir; results go under results/
     job_seed: int  # the spec's seed: initialise from it
     data_seed: int  # the data-order seed (job seed + claim nonce); the harness draws batches

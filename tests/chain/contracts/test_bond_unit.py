@@ -10,6 +10,7 @@ import hashlib
 from dataclasses import dataclass, replace
 
 import pytest
+from attestation_support import signed_attestation
 from contracts_harness import (
     NTX_NAME,
     NTX_POLICY,
@@ -35,13 +36,6 @@ from chain.contracts import ledger as L
 from chain.contracts import types as T
 from chain.offchain import scripts as S
 from chain.offchain.builders.bond import Citation, citation_of
-from proofnet.messages.address import enterprise_address
-from proofnet.messages.attestation import (
-    Attestation,
-    AttestationDomain,
-    EscrowRef,
-    sign_attestation,
-)
 
 DELAY = 1_000_000
 PERMILLE = 250
@@ -58,30 +52,7 @@ NOW = 50_000_000
 
 
 def attestation(key: SigningKey = PROVIDER_KEY, job: bytes = JOB, root: bytes = ROOT) -> bytes:
-    vk = bytes(key.verify_key)
-    att = Attestation(
-        domain=AttestationDomain(
-            network="devnet",
-            escrow_script_hash="ab" * 28,
-            escrow=EscrowRef(tx_id="ef" * 32, index=0),
-            job_id=job.hex(),
-        ),
-        worker_key=vk.hex(),
-        payout_address=enterprise_address(vk, "devnet"),
-        started_ms=1_000,
-        ended_ms=61_000,
-        gpu_milliseconds=60_000,
-        gpu_model="NVIDIA H100",
-        gpu_uuid_sha256="f" * 64,
-        image_digest="sha256:" + "d" * 64,
-        command_hash="e" * 64,
-        result_hashes={"metrics.json": "a" * 64},
-        pot_root=root.hex(),
-        metrics={"loss": "0.25"},
-        nonce="ab" * 16,
-        amount=1_000_000,
-    )
-    return sign_attestation(att, key).cose
+    return signed_attestation(key, job, root)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
+from attestation_support import signed_attestation
 from escrow_chain import NTX_NAME, NTX_POLICY, deployment
 from nacl.signing import SigningKey
 from pycardano import Address, Network, VerificationKeyHash
@@ -28,13 +29,6 @@ from chain.offchain.builders.onchain import address_data
 from chain.offchain.follow.bond_slashes import BondClassifier, slash_evidence
 from chain.offchain.follow.classify import SLASH, classify
 from chain.offchain.follow.model import SPEND, BlockPoint, ChainTx, Output, Redeemer
-from proofnet.messages.address import enterprise_address
-from proofnet.messages.attestation import (
-    Attestation,
-    AttestationDomain,
-    EscrowRef,
-    sign_attestation,
-)
 
 DEPLOYED = deployment()
 TERMS = BondTerms(unbonding_delay_ms=1_000, slash_permille=250)
@@ -48,30 +42,7 @@ BLOCK = BlockPoint(10, "ab" * 32)
 
 
 def citation() -> Citation:
-    vk = bytes(KEY.verify_key)
-    att = Attestation(
-        domain=AttestationDomain(
-            network="devnet",
-            escrow_script_hash="ab" * 28,
-            escrow=EscrowRef(tx_id="ef" * 32, index=0),
-            job_id=JOB.hex(),
-        ),
-        worker_key=vk.hex(),
-        payout_address=enterprise_address(vk, "devnet"),
-        started_ms=1_000,
-        ended_ms=61_000,
-        gpu_milliseconds=60_000,
-        gpu_model="NVIDIA H100",
-        gpu_uuid_sha256="f" * 64,
-        image_digest="sha256:" + "d" * 64,
-        command_hash="e" * 64,
-        result_hashes={"metrics.json": "a" * 64},
-        pot_root=ROOT.hex(),
-        metrics={"loss": "0.25"},
-        nonce="ab" * 16,
-        amount=1_000_000,
-    )
-    return citation_of(sign_attestation(att, KEY).cose, JOB, ROOT)
+    return citation_of(signed_attestation(KEY, JOB, ROOT), JOB, ROOT)
 
 
 def slash_tx(c: Citation, **changes: object) -> ChainTx:

@@ -179,8 +179,9 @@ class StageTrainer:
             raise RelayError("StageTrainer trains relay stages: the unit must be a stage")
         x, y = load_shards(unit.shards)
         ctx.check_dataset_size(len(x))
-        # A replay starts from the committed checkpoint, never from the stage's inputs.
-        start = _start_from(unit) if ctx.mode == "train" else None
+        # Built from the stage's inputs when it has any; a replay then restores the
+        # committed checkpoint that opens its segment, as training does (`pot.harness`).
+        start = _start_from(unit)
         self.model = _trainer(
             x,
             y,
