@@ -16,6 +16,7 @@ import httpx
 from agent_fixtures import (
     NETWORK,
     ApiServer,
+    GetsAgainTransport,
     RecordingOracle,
     RegisteredWorker,
     _oracle_app,
@@ -44,7 +45,7 @@ def running_api(tmp: Path, *, lease_ttl_s: int) -> Iterator[ApiServer]:
         config = ApiConfig(database_url=f"sqlite:///{db}", network=NETWORK, lease_ttl_s=lease_ttl_s)
         engine = make_engine(config.database_url)
         try:
-            with httpx.Client(base_url=url, timeout=30) as http:
+            with httpx.Client(base_url=url, timeout=30, transport=GetsAgainTransport()) as http:
                 wallet = Wallet()
                 with open_session(engine) as session:
                     add_senior(session, config, wallet.address, utcnow())

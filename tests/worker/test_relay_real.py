@@ -99,8 +99,11 @@ def test_relay_survives_a_worker_killed_mid_stage(
     assert sorted(byunit) == [0, 1, 2, 3, 4]
     assert [byunit[i]["kind"] for i in range(5)] == ["stage"] * 3 + ["eval"] * 2
     assert all(u["status"] == "completed" for u in byunit.values())
-    # Stage 1 ran twice; the second time on another worker.
-    assert byunit[1]["attempts"] == 2 and byunit[1]["provider"] != victim.key_id
+    # Stage 1 ran again, on another worker, once the victim's lease lapsed. On a busy machine
+    # a healthy worker's 3 s lease can lapse too (a heartbeat seconds late): the unit then
+    # runs once more, which is the system working, not a fault; so "at least twice" here,
+    # and below: attested once, never by the victim, from the input the victim verified.
+    assert byunit[1]["attempts"] >= 2 and byunit[1]["provider"] != victim.key_id
 
     atts = {a.unit.index: a for a in accepted if a.unit is not None}
     assert len(accepted) == 5 and sorted(atts) == [0, 1, 2, 3, 4]
