@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from attestation_support import signed_attestation
 from nacl.signing import SigningKey
 from sqlalchemy import create_engine
 
@@ -17,12 +18,10 @@ from oracle.models import REJECTED, VERIFIED, AttestationRecord
 from oracle.storage.fraud import fraud_cases
 from oracle.storage.store import AttestationStore
 from oracle.verification.verify import Reason
-from proofnet.messages.address import enterprise_address
 from proofnet.messages.attestation import (
     Attestation,
-    AttestationDomain,
     EscrowRef,
-    sign_attestation,
+    attestation_of_cose,
 )
 
 PROVIDER = SigningKey(b"\x0a" * 32)
@@ -30,30 +29,13 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def signed(job: int, key: SigningKey = PROVIDER) -> tuple[Attestation, bytes]:
-    vk = bytes(key.verify_key)
-    att = Attestation(
-        domain=AttestationDomain(
-            network="devnet",
-            escrow_script_hash="ab" * 28,
-            escrow=EscrowRef(tx_id="ef" * 32, index=job),
-            job_id=hashlib.sha256(b"job%d" % job).hexdigest(),
-        ),
-        worker_key=vk.hex(),
-        payout_address=enterprise_address(vk, "devnet"),
-        started_ms=1_000,
-        ended_ms=61_000,
-        gpu_milliseconds=60_000,
-        gpu_model="NVIDIA H100",
-        gpu_uuid_sha256="f" * 64,
-        image_digest="sha256:" + "d" * 64,
-        command_hash="e" * 64,
-        result_hashes={"metrics.json": "a" * 64},
-        pot_root=hashlib.sha256(b"root%d" % job).hexdigest(),
-        metrics={"loss": "0.25"},
-        nonce="ab" * 16,
-        amount=1_000_000,
+    cose = signed_attestation(
+        key,
+        hashlib.sha256(b"job%d" % job).digest(),
+        hashlib.sha256(b"root%d" % job).digest(),
+        escrow=EscrowRef(tx_id="ef" * 32, index=job),
     )
-    return att, sign_attestation(att, key).cose
+    return attestation_of_cose(cose), cose
 
 
 def record(

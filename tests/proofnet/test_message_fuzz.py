@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from attestation_support import signed_attestation
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from nacl.public import PrivateKey
@@ -25,12 +26,8 @@ from pydantic import ValidationError
 
 from proofnet.messages.address import AddressError, bech32_decode, payment_address_bytes
 from proofnet.messages.attestation import (
-    Attestation,
-    AttestationDomain,
     AttestationError,
-    EscrowRef,
     attestation_from_dict,
-    sign_attestation,
     verify_attestation,
 )
 from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
@@ -85,32 +82,9 @@ WORKER = SigningKey(b"\x07" * 32)
 
 
 def _attestation() -> bytes:
-    from proofnet.messages.address import enterprise_address
-
-    vk = bytes(WORKER.verify_key)
-    att = Attestation(
-        domain=AttestationDomain(
-            network="devnet",
-            escrow_script_hash=SCRIPT,
-            escrow=EscrowRef(tx_id="ef" * 32, index=0),
-            job_id="12" * 32,
-        ),
-        worker_key=vk.hex(),
-        payout_address=enterprise_address(vk, "devnet"),
-        started_ms=1_000,
-        ended_ms=61_000,
-        gpu_milliseconds=60_000,
-        gpu_model="NVIDIA H100",
-        gpu_uuid_sha256="f" * 64,
-        image_digest="sha256:" + "d" * 64,
-        command_hash="e" * 64,
-        result_hashes={"metrics.json": "a" * 64},
-        pot_root="0" * 64,
-        metrics={"loss": "0.25"},
-        nonce="ab" * 16,
-        amount=1_000_000,
+    return signed_attestation(
+        WORKER, bytes.fromhex("12" * 32), bytes(32), escrow_script_hash=SCRIPT
     )
-    return sign_attestation(att, WORKER).cose
 
 
 ATTESTATION = _attestation()
