@@ -72,6 +72,10 @@ class Reason(StrEnum):
     # committed (oracle.verification.resume_checks): a forged checkpoint, another step.
     POT_RESUME_MISMATCH = resume_checks.POT_RESUME_MISMATCH
     SPOT_CHECK_FAILED = "spot_check_failed"
+    # The replay ran but crashed or printed no report: the proof is not confirmed (the
+    # provider is not paid), yet nothing shows a committed segment to be false, so it is no
+    # fraud a bond pays for (a crash can be the job's code, or the verifier's machine).
+    REPLAY_ERROR = "replay_error"
     # Verification units (oracle.verifiers): the provider withheld the proof files a drawn
     # verifier needs; the job's code cannot be replayed (the job's fault, not the provider's).
     POT_WITHHELD = "pot_withheld"

@@ -531,9 +531,10 @@ def judge(
     if status == "proof_error":
         return SpotCheckVerdict(False, Reason.POT_INVALID, message, seed, segments, report)
     if status not in ("passed", "failed"):
-        # The job's trainer crashed or could not be loaded: the proof cannot be confirmed.
+        # The replay crashed or printed no report: the proof cannot be confirmed, and no
+        # committed segment is shown to be false (not a fraud: `Reason.REPLAY_ERROR`).
         return SpotCheckVerdict(
-            False, Reason.SPOT_CHECK_FAILED, f"replay error: {message}", seed, segments, report
+            False, Reason.REPLAY_ERROR, f"replay error: {message}", seed, segments, report
         )
     results = report.get("results")
     by_segment = {r.get("segment"): r for r in (results if isinstance(results, list) else [])}

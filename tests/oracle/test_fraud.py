@@ -66,6 +66,7 @@ def test_only_a_failed_spot_check_of_a_signed_attestation_is_a_fraud(tmp_path: P
         s.add(record(1, REJECTED, str(Reason.SPOT_CHECK_FAILED)))  # the fraud
         s.add(record(2, REJECTED, str(Reason.ESCROW_MISMATCH)))  # refused, no proven lie
         s.add(record(3, VERIFIED, ""))
+        s.add(record(5, REJECTED, str(Reason.REPLAY_ERROR)))  # a crash proves no lie either
         # Stored under another worker's key than the one that signed: not that worker's.
         s.add(record(4, REJECTED, str(Reason.SPOT_CHECK_FAILED), worker=SigningKey(b"\x0b" * 32)))
         s.commit()
@@ -99,3 +100,25 @@ def test_the_frauds_command_writes_the_attestation_a_slash_cites(
     assert att.job_id in result.output
     written = (tmp_path / "cases" / f"{att.job_id}.cose.hex").read_text().strip()
     assert bytes.fromhex(written) == cose
+
+
+def test_a_replay_that_crashed_is_not_confirmed_and_is_no_fraud() -> None:
+    """A verifier's replay that crashed or printed no report (the job's code, or the
+    verifier's machine) leaves the proof unconfirmed: not paid, but no bond is slashed for it,
+    since no committed segment was shown to be false."""
+    from types import SimpleNamespace
+
+    from oracle.storage.fraud import FRAUD_REASONS
+    from oracle.verification.spotcheck import judge
+
+    draw = SimpleNamespace(seed=b"\x01" * 32, segments=(3, 7))
+    for status in ("error", "no-such-status", None):
+        verdict = judge(
+            {"status": status, "message": "Killed"},
+            None,  # type: ignore[arg-type]
+            draw,  # type: ignore[arg-type]
+            0,
+            from_scratch=True,
+        )
+        assert not verdict.passed and verdict.reason == Reason.REPLAY_ERROR, verdict
+        assert str(verdict.reason) not in FRAUD_REASONS
