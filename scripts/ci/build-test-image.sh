@@ -28,40 +28,15 @@ script_path="$(readlink -f "${BASH_SOURCE[0]}")"
 KEY="$(cat "$script_path" | sha256sum | cut -c1-16)"
 CACHE_TAR="${CACHE_DIR}/test-numpy-${KEY}.tar"
 
-image_id_if_current() {
-    # Prints the image ID when $IMAGE exists and was built by this exact script.
-    local label
-    label="$(docker image inspect --format '{{index .Config.Labels "proofnet.build-key"}}' \
-        "$IMAGE" 2>/dev/null || true)"
-    if [ "$label" = "$KEY" ]; then
-        docker image inspect --format '{{.Id}}' "$IMAGE"
-    fi
-}
+# shellcheck source=scripts/ci/image_cache.sh
+source "$(dirname "$script_path")/image_cache.sh"
 
 if ! docker info >/dev/null 2>&1; then
     log "no Docker engine answers (run scripts/ci/start-dockerd.sh first)"
     exit 1
 fi
 
-if [ "${PROOFNET_IMAGE_REBUILD:-0}" != "1" ]; then
-    id="$(image_id_if_current)"
-    if [ -n "$id" ]; then
-        log "$IMAGE already present (build key $KEY)"
-        echo "$id"
-        exit 0
-    fi
-    if [ -f "$CACHE_TAR" ]; then
-        log "loading $IMAGE from cache $CACHE_TAR"
-        docker load -q -i "$CACHE_TAR" >&2
-        id="$(image_id_if_current)"
-        if [ -n "$id" ]; then
-            echo "$id"
-            exit 0
-        fi
-        log "cached tarball did not yield $IMAGE with key $KEY; rebuilding"
-        rm -f "$CACHE_TAR"
-    fi
-fi
+reuse_current_image && exit 0
 
 mirror="${PROOFNET_DEBIAN_MIRROR:-}"
 if [ -z "$mirror" ]; then
@@ -119,11 +94,6 @@ tar -C "$rootfs" --numeric-owner -c . | docker import \
     --change 'LABEL org.opencontainers.image.title="proofnet worker test image"' \
     - "$IMAGE" >&2
 
-mkdir -p "$CACHE_DIR"
-log "saving to cache $CACHE_TAR"
-docker save -o "$CACHE_TAR.tmp" "$IMAGE"
-mv -f "$CACHE_TAR.tmp" "$CACHE_TAR"
-# Older cache entries are from previous versions of this script.
-find "$CACHE_DIR" -maxdepth 1 -name 'test-numpy-*.tar' ! -name "test-numpy-${KEY}.tar" -delete
+save_to_cache test-numpy
 
 docker image inspect --format '{{.Id}}' "$IMAGE"

@@ -51,34 +51,10 @@ KEY="$( (cat "$script_path"; echo "$base_id $(basename "$wheel") $(stat -c %s "$
     | sha256sum | cut -c1-16)"
 CACHE_TAR="${CACHE_DIR}/test-torch-${KEY}.tar"
 
-image_id_if_current() {
-    local label
-    label="$(docker image inspect --format '{{index .Config.Labels "proofnet.build-key"}}' \
-        "$IMAGE" 2>/dev/null || true)"
-    if [ "$label" = "$KEY" ]; then
-        docker image inspect --format '{{.Id}}' "$IMAGE"
-    fi
-}
+# shellcheck source=scripts/ci/image_cache.sh
+source "$(dirname "$script_path")/image_cache.sh"
 
-if [ "${PROOFNET_IMAGE_REBUILD:-0}" != "1" ]; then
-    id="$(image_id_if_current)"
-    if [ -n "$id" ]; then
-        log "$IMAGE already present (build key $KEY)"
-        echo "$id"
-        exit 0
-    fi
-    if [ -f "$CACHE_TAR" ]; then
-        log "loading $IMAGE from cache $CACHE_TAR"
-        docker load -q -i "$CACHE_TAR" >&2
-        id="$(image_id_if_current)"
-        if [ -n "$id" ]; then
-            echo "$id"
-            exit 0
-        fi
-        log "cached tarball did not yield $IMAGE with key $KEY; rebuilding"
-        rm -f "$CACHE_TAR"
-    fi
-fi
+reuse_current_image && exit 0
 
 python="${PROOFNET_WHEEL_PYTHON:-}"
 if [ -z "$python" ]; then
@@ -126,10 +102,6 @@ cid=""
 docker run --rm --network none --read-only --user 1000:1000 "$IMAGE" python3 -c \
     'import numpy, torch; print("torch", torch.__version__, "numpy", numpy.__version__)' >&2
 
-mkdir -p "$CACHE_DIR"
-log "saving to cache $CACHE_TAR"
-docker save -o "$CACHE_TAR.tmp" "$IMAGE"
-mv -f "$CACHE_TAR.tmp" "$CACHE_TAR"
-find "$CACHE_DIR" -maxdepth 1 -name 'test-torch-*.tar' ! -name "test-torch-${KEY}.tar" -delete
+save_to_cache test-torch
 
 docker image inspect --format '{{.Id}}' "$IMAGE"
