@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 PYTEST_ARGS ?=
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test lint imports typecheck unit install node clean
 
@@ -42,8 +43,10 @@ imports: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy libs/pot/pot proofnet chain oracle worker api auditor demos benchmarks
 
+# --dist loadscope: a module's tests share one worker, so a module fixture (a devnet, a whole
+# loop) is built once, not once per worker; tests/conftest.py starts the slow modules first.
 unit: $(STAMP) $(NODE_STAMP)
-	$(BIN)/pytest -n 2 $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 test: lint imports typecheck unit
 

@@ -24,6 +24,7 @@ here with the key file: the key never leaves this machine.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -49,6 +50,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from proofnet.job_authoring.spec_file import SpecFileError, read_spec_file
 from proofnet.messages.envelope import MAGIC_BYTES, open_file, open_sealed, sealed_version
 from proofnet.messages.result_paths import ResultNameError, check_result_name
+from proofnet.messages.resume_grant import regrant
 from proofnet.messages.sealing import (
     SealingError,
     generate_sealing_key,
@@ -259,6 +261,22 @@ class JobClient:
         public = public_key_hex(private_key)
         body = self._sign(sealing_key_message(public))
         return dict(self._call("PUT", "/users/me/sealing-key", json=body))
+
+    def grant_resume(self, job_id: str, private_key: bytes) -> dict[str, Any]:
+        """Let the provider resuming a sealed job open its checkpoint: unwrap each sealed
+        file's content key from its header with the sealing key, wrap it for that provider's
+        key, post the stanzas (the API relays them and can open none)."""
+        pending = self._call("GET", f"/jobs/{job_id}/resume-grant")
+        grants = {}
+        for ref in pending["files"]:
+            name = str(ref["name"])
+            try:
+                header = io.BytesIO(bytes.fromhex(str(pending["headers"][name])))
+                stanza = regrant(header, private_key, str(pending["provider_worker_key"]))
+            except (KeyError, ValueError) as e:  # SealingError is a ValueError
+                raise JobCliError(f"cannot grant {name}: {e}") from e
+            grants[name] = stanza.to_json()
+        return dict(self._call("POST", f"/jobs/{job_id}/resume-grant", json={"grants": grants}))
 
     def results(
         self, job_id: str, out_dir: Path, *, decrypt_with: bytes | None = None
@@ -502,6 +520,10 @@ def status(job_id: str, key_file: KeyFile, api_url: ApiUrl = None) -> None:
     client = _client(key_file, api_url)
     job = _run(lambda: client.status(job_id))
     _print(job)
+    message = str(job.get("progress_message") or "")
+    if message.startswith("stopped: "):
+        # The oracle quorum stopped the job early (its code is at fault): say why plainly.
+        typer.echo(message, err=True)
     summary = history_summary(job.get("history") or [])
     if summary:
         typer.echo(summary, err=True)
@@ -589,6 +611,18 @@ def results(
 
     for r in _run(go):
         typer.echo(f"{r.path}  sha256 {r.sha256}{'  (sealed, opened)' if r.sealed else ''}")
+
+
+@app.command(name="grant-resume")
+def grant_resume(
+    job_id: str,
+    key_file: KeyFile,
+    sealing_key: Annotated[Path, typer.Option("--sealing-key")],
+    api_url: ApiUrl = None,
+) -> None:
+    """Grant the provider resuming a sealed job the keys of the checkpoint it resumes."""
+    client = _client(key_file, api_url)
+    _print(_run(lambda: client.grant_resume(job_id, load_sealing_key(sealing_key))))
 
 
 @app.command()

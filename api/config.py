@@ -51,6 +51,12 @@ class ApiConfig:
     auto_migrate: bool = True
     # Ed25519 public keys (hex) of the oracles allowed to read the oracle feed.
     oracle_keys: tuple[str, ...] = ()
+    # How many of `oracle_keys` must sign an early job-fault verdict before the API stops a
+    # lease (api.services.job_faults): the deployment's oracle quorum, as settlements need.
+    oracle_threshold: int = 1
+    # How many of those oracles must post a releasing verdict on a lease's attestation
+    # before its results reach the submitter (api.services.result_release).
+    result_release_quorum: int = 1
     # Hand out only jobs whose escrow the submitter recorded: a worker can attest (and be
     # paid for) nothing else, and a job it must give back would head the queue forever.
     # `proofnet api serve` always sets it; bare ApiConfig(...) leaves it off so queue tests
@@ -121,6 +127,9 @@ class ApiConfig:
             "ntx_ticker": settings.ntx_ticker,
             "bond_unbonding_delay_ms": settings.bond_unbonding_delay_ms,
             "bond_slash_permille": settings.bond_slash_permille,
+            "oracle_threshold": settings.settlement_threshold,
+            "result_release_quorum": settings.api_result_release_quorum
+            or settings.settlement_threshold,
             "oracle_keys": tuple(
                 k.strip().lower() for k in settings.api_oracle_keys.split(",") if k.strip()
             ),
@@ -148,6 +157,8 @@ class ApiConfig:
             "cluster_backoff_s": self.cluster_backoff_s,
             "auction_reveal_s": self.auction_reveal_s,
             "chain_watch_confirmations": self.chain_watch_confirmations,
+            "oracle_threshold": self.oracle_threshold,
+            "result_release_quorum": self.result_release_quorum,
         }
         for name, value in positive.items():
             if value < 1:

@@ -22,6 +22,7 @@ from api.models import Provider, User, WorkerRequestNonce
 from api.reads import ReadPool
 from api.services.auth import TokenCache, cached_user_for_token, user_for_token
 from api.services.escrow_tx import EscrowUnavailable
+from api.services.result_release import ReleasePolicy
 from api.services.tokens import secret_hash
 from proofnet.messages.worker_auth import (
     SignedRequest,
@@ -52,6 +53,15 @@ async def get_now(request: Request) -> datetime:
 SessionDep = Annotated[Session, Depends(get_session)]
 ConfigDep = Annotated[ApiConfig, Depends(get_config)]
 NowDep = Annotated[datetime, Depends(get_now)]
+
+
+async def get_release_policy(config: ConfigDep) -> ReleasePolicy:
+    """Whose verdicts release results to the submitter, and how many (the config's oracle
+    keys and quorum: api.services.result_release)."""
+    return ReleasePolicy(frozenset(config.oracle_keys), config.result_release_quorum)
+
+
+ReleasePolicyDep = Annotated[ReleasePolicy, Depends(get_release_policy)]
 
 SIGN_IN_FIRST = "sign in first: send 'Authorization: Bearer <token>'"
 _bearer = HTTPBearer(auto_error=False, description="Token from POST /api/v1/auth/verify")

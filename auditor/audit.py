@@ -17,7 +17,19 @@ metadata. Auditing one settlement checks:
   in bundle order, paying that unit's provider exactly its attested amount, the refund is
   escrow - the sum, no unit is attested twice, every unit's inputs are outputs of units of
   the same escrow in the bundle (branch starts and nodes have none), and a cluster's nodes
-  attest one output.
+  attest one output;
+- an escrow paid by several attempts of a resumed job (`segments` set; docs/protocol.md,
+  "Long jobs resume"): likewise one payout output per attempt's attestation, and no two
+  attempts claim one segment (`proofnet.messages.escrow_share`; each attempt's amount
+  within its segments' share of the price is the oracles' check, as the price is not on
+  chain);
+- an attestation of a lease stopped for the job's fault (`stop` set; docs/protocol.md,
+  "A job at fault"): the bundle carries the stop's evidence (`proofnet.messages.
+  stop_evidence`: the quorum's signed job-fault verdicts for that very lease, at least the
+  deployment's threshold of its oracle set as the config on chain names it, and the job's
+  spec, hashing to its id), and the amount is within the stopped share the evidence allows
+  (re-derived from the spec's schedule and price cap and the segments at the stop); no
+  evidence beside an attestation that claims no stop.
 
 Three ways to pick what to audit: one transaction (`audit_settlement`), the settlement(s)
 that paid a job (`settlements_for_job`, a scan of label-674 transactions and their bundles)
@@ -41,12 +53,17 @@ import cbor2
 import httpx
 import typer
 
-from proofnet.messages.storage import (
-    StorageError,
-    StorageReceipt,
-    bundle_receipts,
-    receipt_refusal,
+from proofnet.messages.attestation import Attestation
+from proofnet.messages.escrow_share import sharing_refusal
+from proofnet.messages.stop_evidence import (
+    StopEvidence,
+    StopEvidenceError,
+    bundle_stops,
+    stop_refusal,
+    stopped_cap,
 )
+from proofnet.messages.storage import StorageError
+from proofnet.messages.storage_receipt import StorageReceipt, bundle_receipts, receipt_refusal
 from proofnet.messages.unit_chain import (
     chain_breaks,
 )
@@ -95,6 +112,11 @@ FEE_MISMATCH = "verification-fee-mismatch"
 # says (proofnet.messages.storage).
 STORAGE_UNEARNED = "storage-payout-unearned"
 STORAGE_MISMATCH = "storage-payout-mismatch"
+# A stopped lease's payout without valid evidence of its stop (none, forged, another job's
+# or lease's, short of the quorum), or over the stopped share the evidence allows
+# (proofnet.messages.stop_evidence).
+STOP_UNPROVEN = "stopped-payout-unproven"
+STOP_SHARE_EXCEEDED = "stopped-share-exceeded"
 
 
 class WrongDeployment(AuditError):
@@ -303,6 +325,10 @@ class ChainReader:
             status = getattr(exc, "status_code", None)
             if status == 404:
                 return None
+            from chain.offchain.errors import BackendConfigError
+
+            if isinstance(exc, BackendConfigError):  # a read this backend cannot serve
+                raise AuditError(f"{what}: {exc}") from exc
             if isinstance(status, int):
                 message = getattr(exc, "message", None) or exc
                 raise AuditError(f"{what}: the chain backend answered {status}: {message}") from exc
@@ -625,6 +651,75 @@ def bundle_storage_receipts(raw: bytes, count: int) -> tuple[tuple[StorageReceip
         raise AuditError(f"the bundle's storage receipts are malformed: {exc}") from exc
 
 
+def bundle_stop_evidence(raw: bytes, count: int) -> tuple[StopEvidence | None, ...]:
+    """The stop evidence of a bundle's bytes, per attestation position (none before
+    version 4)."""
+    try:
+        return bundle_stops(json.loads(raw), count)
+    except (ValueError, StopEvidenceError) as exc:
+        raise AuditError(f"the bundle's stop evidence is malformed: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class OracleSet:
+    """The deployment's oracles (key hashes, hex) and quorum, as its config on chain says."""
+
+    key_hashes: frozenset[str]
+    threshold: int
+
+
+def stopped_payout_problems(
+    att: Attestation, evidence: StopEvidence | None, oracles: OracleSet
+) -> list[Discrepancy]:
+    """What is wrong with paying `att` beside `evidence` (see the module doc), as
+    discrepancies without their transaction (the caller's `flag` adds it)."""
+    why = stop_refusal(
+        att, evidence, oracle_key_hashes=oracles.key_hashes, threshold=oracles.threshold
+    )
+    if why is not None:
+        return [Discrepancy(STOP_UNPROVEN, "", f"attestation of job {att.job_id}: {why}")]
+    if evidence is None:
+        return []
+    cap = stopped_cap(att, evidence)
+    if att.amount <= cap:
+        return []
+    return [
+        Discrepancy(
+            STOP_SHARE_EXCEEDED,
+            "",
+            f"job {att.job_id}'s lease was stopped with {evidence.segments} segment(s) "
+            f"committed: it is paid {att.amount}, over the {cap} its stopped share allows",
+            expected=cap,
+            actual=att.amount,
+        )
+    ]
+
+
+def oracle_set_of(
+    chain: ChainReader, body: Any, named: dict[str, str], signers: set[str]
+) -> OracleSet:
+    """The oracle set of the config the settlement reads (the reference input holding the
+    config NFT its escrows name); the settlement's own signers when none is found."""
+    from chain.contracts.types import OracleConfigDatum
+    from chain.offchain.builders.onchain import datum_cbor
+
+    labels = set(named.values())
+    if len(labels) == 1:
+        policy, _, name = next(iter(labels)).partition(".")
+        for ref in body.reference_inputs or ():
+            out = chain.output(ref.transaction_id.payload.hex(), ref.index)
+            if out.datum is None or _ntx(out, bytes.fromhex(policy), bytes.fromhex(name)) != 1:
+                continue
+            try:
+                config = OracleConfigDatum.from_cbor(datum_cbor(out.datum))
+            except Exception:  # noqa: S112 - not the config: the signers stand in
+                continue
+            return OracleSet(
+                frozenset(bytes(k).hex() for k in config.oracles), int(config.threshold)
+            )
+    return OracleSet(frozenset(signers), len(signers))
+
+
 def _earned_storage(
     flag: Callable[..., None],
     att: Any,
@@ -810,7 +905,9 @@ def _audit(
     stated, coses, payloads = bundle_attestations(raw)
     fee_evidence = bundle_fee_evidence(raw, len(coses))
     receipts = bundle_storage_receipts(raw, len(coses))
+    stops = bundle_stop_evidence(raw, len(coses))
     signers = {k.payload.hex() for k in body.required_signers or []}
+    oracles: OracleSet | None = None
     paying: dict[str, tuple[Payouts, tuple[FeePaid, ...]]] = {}  # leaf hash -> its outputs
     storing: dict[str, tuple[StoragePaid, ...]] = {}  # leaf hash -> the storage beside it
     recomputed = MerkleTree.from_leaf_hashes([leaf_hash(p) for p in payloads]).root
@@ -848,8 +945,14 @@ def _audit(
         paying[att.leaf_hash().hex()] = _earned_fees(flag, att, evidence, signers)
         stored = receipts[position] if position < len(receipts) else ()
         storing[att.leaf_hash().hex()] = _earned_storage(flag, att, stored, signers, network)
+        stop = stops[position] if position < len(stops) else None
+        if att.stop is not None or stop is not None:
+            if oracles is None:
+                oracles = oracle_set_of(chain, body, named, signers)
+            for wrong in stopped_payout_problems(att, stop, oracles):
+                flag(wrong.kind, wrong.detail, expected=wrong.expected, actual=wrong.actual)
         ref = f"{att.domain.escrow.tx_id}#{att.domain.escrow.index}"
-        if att.unit is not None and ref not in claims:
+        if (att.unit is not None or att.segments is not None) and ref not in claims:
             unit_claims[ref].append(att)
             continue
         if ref in claims or ref in unit_claims:
@@ -857,9 +960,11 @@ def _audit(
         unit_claims.pop(ref, None)
         claims[ref] = (att.payout_address, att.amount, att.job_id, att.leaf_hash().hex())
     for ref, atts in sorted(unit_claims.items()):
-        if len({a.job_id for a in atts}) > 1:
-            flag(DUPLICATE_ATTESTATION, f"escrow {ref} is attested by units of several jobs")
-    for problem in chain_breaks([(ref, a.unit) for ref, atts in unit_claims.items() for a in atts]):
+        why = sharing_refusal(atts)
+        if why is not None:
+            flag(DUPLICATE_ATTESTATION, f"escrow {ref}: {why}")
+    units_paid = [(ref, a.unit) for ref, atts in unit_claims.items() for a in atts if a.unit]
+    for problem in chain_breaks(units_paid):
         flag(problem.kind, problem.detail)
 
     spent: dict[str, tuple[str, int]] = {}  # escrow -> (submitter, held)
@@ -1076,10 +1181,10 @@ def _audit_unit_escrows(
             address, quantity = (
                 outputs[index] if index is not None and index < len(outputs) else ("", 0)
             )
-            unit = att.unit
+            part, part_kind = _part_of(att)
             if what_for == "payout":
                 units.append(
-                    UnitPaid(unit.index, unit.kind, att.payout_address, att.amount, index, quantity)
+                    UnitPaid(part, part_kind, att.payout_address, att.amount, index, quantity)
                 )
             if index is not None and (address != due_to or quantity != due):
                 what, kind = {
@@ -1088,7 +1193,7 @@ def _audit_unit_escrows(
                 }.get(what_for, ("attested, less its fees,", PAYOUT_MISMATCH))
                 flag(
                     kind,
-                    f"unit {unit.index} ({unit.kind}) of escrow {ref} owes {what} "
+                    f"{_part_name(att)} of escrow {ref} owes {what} "
                     f"{due} NTX to {due_to}; output {index} pays {quantity} NTX to {address}",
                     output=index,
                     expected=due,
@@ -1124,6 +1229,21 @@ def _audit_unit_escrows(
             )
         )
     return settled
+
+
+def _part_of(att: Any) -> tuple[int, str]:
+    """(index, kind) of what an attestation of a shared escrow pays: a unit of a topology
+    job, or an attempt of a resumed job (kind "attempt")."""
+    if att.unit is not None:
+        return att.unit.index, att.unit.kind
+    return att.segments.attempt, "attempt"
+
+
+def _part_name(att: Any) -> str:
+    index, kind = _part_of(att)
+    if kind == "attempt":
+        return f"attempt {index} (segments {att.segments.first}..{att.segments.last})"
+    return f"unit {index} ({kind})"
 
 
 # --- finding settlements ------------------------------------------------------------------------
@@ -1247,7 +1367,8 @@ def choose_chain(
     """The chain backend `settings` select (PROOFNET_CHAIN_BACKEND, as every role reads it),
     or a Blockfrost-shaped REST root given outright (`chain_url`, the devnet's by default
     project id), or hosted Blockfrost for `project_id` (its network from the id when
-    PROOFNET_NETWORK is devnet). Ogmios cannot serve past transactions: AuditError."""
+    PROOFNET_NETWORK is devnet). Through Ogmios (with Kupo) transactions are found by id;
+    searches by job or address need an index (Blockfrost, the devnet): AuditError."""
     from chain.offchain.backends import blockfrost_at, chain_context, history_api
     from chain.offchain.errors import BackendConfigError
 
@@ -1500,8 +1621,9 @@ def _print_reports(
                     markup=False,
                 )
                 for u in e.units:
+                    name = f"attempt {u.index}" if u.kind == "attempt" else f"unit {u.index}"
                     console.print(
-                        f"  unit {u.index} ({u.kind}): attested {u.attested} to {u.provider}, "
+                        f"  {name} ({u.kind}): attested {u.attested} to {u.provider}, "
                         f"output {u.output} pays {u.paid}",
                         markup=False,
                     )

@@ -529,13 +529,16 @@ def run_api_bench(
                 ),
                 {"name": name},
             )
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+            # FORCE: a pool the server left behind may reconnect between the two statements.
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
     wall = float(out["wall_s"])
     both = out["latencies"][STATUS] + out["latencies"][BALANCE]
     overall = _summary(both, wall)
     report: dict[str, Any] = {
         "database": "postgresql",
+        # The scratch database the run created and dropped, so a caller can check it is gone.
+        "scratch_database": name,
         "data": {"users": users, "providers": providers, "jobs": jobs, "clients": clients},
         "seed_s": round(seed_s, 1),
         "server": {"workers": workers, "loop": "uvloop", "http": "httptools"},

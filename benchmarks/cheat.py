@@ -18,6 +18,13 @@ the network's harness (`pot`), and met by the code that meets it in the product:
 These run in-process without the devnet, API or Docker ("method": "check_only"); what the
 product cannot yet stop, or what only runs under Docker, is computed from the model
 ("model_only", `benchmarks.cheat_model`) and says which check (and which branch) it waits on.
+With `end_to_end`, the proof cheats and the submitter's replay saboteur are also played
+through the whole loop on a local devnet (`benchmarks.cheat_e2e`: API, three oracles settling
+2-of-3 and drawing verifier workers, one bent provider each) and their rows say what the
+oracles decided and whether the provider was paid on chain ("method": "end_to_end"); beside
+them the spoofed GPU, an idle lease on a rate-card job and a resume from a forged checkpoint
+(`benchmarks.cheat_e2e_more`: the API's onboarding challenge, the oracles' metering bound and
+resume check).
 Per strategy: caught (and by which check), the detection probability at the default number
 of checked segments, the cheater's expected value with the default bond and price, and the
 verification compute share. docs/benchmarks.md records the table.
@@ -74,6 +81,8 @@ class Outcome:
     verification_share: float
     note: str = ""
     observed: dict[str, Any] = field(default_factory=dict)
+    # end_to_end only: did the provider's payout address receive the price on chain?
+    paid_on_chain: bool | None = None
 
     @property
     def deterred(self) -> bool:
@@ -321,6 +330,66 @@ def judge(
     return Verdict(False, f"segments {list(segments)} replayed as committed", segments)
 
 
+# What a saboteur submitter spends whatever happens: the escrow's lock and refund
+# transactions (about 0.2 ADA each on mainnet, priced here as 0.5 NTX: a lower bound on its
+# loss; it gets neither the results nor any part of a bond).
+SUBMITTER_TX_COST_NTX = 0.5
+
+
+def referee_saboteur(
+    pot_dir: Path,
+    segments: tuple[int, ...],
+    trainer: Callable[[Any], Any],
+    on_machine: Callable[[str], None] = lambda _role: None,
+) -> dict[str, Any]:
+    """The referee of a disputed segment (`oracle.verification.referee`) over a proof
+    whose job code departs on replays: a second verifier replays the drawn segments in a
+    fresh process, the provider's worker replays the disputed ones in a verifier's sandbox
+    (a fresh process too, `worker.verifier`), and the product's rules decide."""
+    from oracle.verification.referee import arbitrate, classify, departure
+    from oracle.verification.spotcheck import SpotCheckVerdict
+    from pot import harness
+    from pot.manifest import Manifest
+    from proofnet.messages.dispute import DisputeAnswer
+
+    manifest = Manifest.load(pot_dir)
+
+    def replayed(which: tuple[int, ...], role: str) -> dict[str, Any]:
+        on_machine(role)
+        ctx = _context(pot_dir.parent)
+        report = harness.replay(trainer(ctx), ctx, pot_dir, root=manifest.root, segments=which)
+        out: dict[str, Any] = report.to_json()
+        return out
+
+    first = departure(replayed(segments, "verifier"), manifest, segments, 0, from_scratch=True)
+    second = departure(replayed(segments, "verifier"), manifest, segments, 0, from_scratch=True)
+    if not first.any:
+        return {"verdict": "verified", "message": "nothing departed"}
+    if first != second:
+        return {"verdict": "unproven", "message": "the verifiers departed differently"}
+    sandbox = replayed(first.disputed or segments[:1], "provider")
+    answer = DisputeAnswer.model_validate(
+        {
+            "status": "passed" if sandbox["passed"] else "failed",
+            "initial_weights_hash": sandbox.get("initial_weights_hash"),
+            "results": [
+                {k: r[k] for k in ("segment", "weights_hash", "update_norm", "distance")}
+                for r in sandbox["results"]
+            ],
+        }
+    )
+    said = classify(answer, first, manifest, 0)
+    blank = SpotCheckVerdict(False, None, "")
+    verdict = arbitrate(said, blank, first, {})
+    name = "unproven" if verdict.reason == "replay_unproven" else "rejected_burnt"
+    return {
+        "verdict": name,
+        "message": verdict.message,
+        "provider_answer": said,
+        "disputed_segments": list(first.disputed),
+    }
+
+
 def _observed_rate(manifest: Any, faked: frozenset[int], terms: Terms, first: int = 1) -> float:
     """Share of `DRAWS` oracle keys whose draw lands on a faked segment."""
     hits = sum(bool(faked & set(_Oracle(i).draw(manifest, terms, first))) for i in range(DRAWS))
@@ -481,34 +550,79 @@ def _run_proof_strategies(work: Path, terms: Terms) -> list[Outcome]:
     job = fresh("verifier_only")
     _train(job, trainer=OnlyOnVerifiers)
     verdict = judge(job / "pot", terms, trainer=OnlyOnVerifiers)
-    blamed = verdict.caught
-    # The provider is blamed (a drawn segment does not replay, segment 1 does, twice
-    # alike); the submitter downloaded the results as they were uploaded, is refunded and
-    # receives the slash.
-    submitter_gain = terms.price + terms.slashed if blamed else 0.0
+    refereed = referee_saboteur(job / "pot", verdict.replayed, OnlyOnVerifiers)
+    # Without the referee the provider would be blamed and slashed to the submitter, who
+    # kept the results: gain = price + slash. With it, the dispute is unproven (or, had
+    # the provider's sandbox reproduced its commitment, a slash that burns), the results
+    # are withheld with the verdict, and the escrow refunds: the submitter gets its money
+    # back and nothing else, and pays for the escrow's transactions.
+    stopped = refereed["verdict"] in ("unproven", "rejected_burnt") or not verdict.caught
     out.append(
         Outcome(
             strategy="submitter_code_fails_only_on_verifiers",
             cheater="submitter",
             method="check_only",
-            caught=False,
+            caught=stopped,
             by=(
-                "not caught: the replay fails and is the provider's fault ("
-                + verdict.by
-                + "); the harness shows no mode, but the job's process sees its own history "
-                "(steps skipped), so it departs on a replay only"
-                if blamed
-                else "not caught: the sabotage missed the drawn segments"
+                f"referee ({refereed['verdict']}): {refereed['message']}"
+                if verdict.caught
+                else "the sabotage missed the drawn segments: the provider is paid"
             ),
-            detection_probability=0.0,
-            expected_value=round(submitter_gain, 2),
+            detection_probability=1.0 if verdict.caught else 0.0,
+            expected_value=round(-SUBMITTER_TX_COST_NTX if stopped else terms.price, 2),
             verification_share=round(verification_share(terms), 4),
             note=(
                 "keyed on the process's history (the files around it, the clock and the "
-                "machine serve as well): gain = results kept with the price refunded plus "
-                "the slashed bond; see docs/protocol.md, Verification, for what closes it"
+                "machine serve as well): the first verifier's replay departs, a second "
+                "verifier's departs alike, and the provider's own sandbox replay departs "
+                "too, so nothing is proven: no pay, no slash, no results, a refund"
             ),
-            observed={"replayed_segments": list(verdict.replayed)},
+            observed={"replayed_segments": list(verdict.replayed), **refereed},
+        )
+    )
+
+    # The same saboteur keyed on the machine: its checkpoints carry the provider's machine,
+    # and it departs wherever it runs on another (the verifiers alike; the provider's own
+    # sandbox replay, on the provider's machine, does not). The provider's claim is then
+    # exactly a liar's: rejected, slashed, the share burnt. The honest provider loses; the
+    # submitter gains nothing.
+    machine = {"now": "provider"}
+
+    class OnlyOffTheProvidersMachine(MLPTrainer):  # type: ignore[misc]
+        def train_step(self, step: int, indices: np.ndarray) -> float:
+            loss = float(super().train_step(step, indices))
+            if machine["now"] != "provider":
+                self.params["b2"] += 1e-3
+            return loss
+
+    job = fresh("verifier_machine")
+    _train(job, trainer=OnlyOffTheProvidersMachine)
+    machine["now"] = "verifier"
+    verdict = judge(job / "pot", terms, trainer=OnlyOffTheProvidersMachine)
+    refereed = referee_saboteur(
+        job / "pot",
+        verdict.replayed,
+        OnlyOffTheProvidersMachine,
+        on_machine=lambda role: machine.update(now=role),
+    )
+    stopped = refereed["verdict"] in ("unproven", "rejected_burnt")
+    out.append(
+        Outcome(
+            strategy="submitter_code_fails_only_on_verifiers_machine_keyed",
+            cheater="submitter",
+            method="check_only",
+            caught=stopped,
+            by=f"referee ({refereed['verdict']}): {refereed['message']}",
+            detection_probability=1.0,
+            expected_value=round(-SUBMITTER_TX_COST_NTX if stopped else terms.price, 2),
+            verification_share=round(verification_share(terms), 4),
+            note=(
+                "keyed on the machine: the provider's sandbox reproduces its commitment, "
+                "so the provider is rejected and slashed, but the share burns and the "
+                "results are withheld: the submitter gets a refund and nothing else (the "
+                "honest provider's loss is the cost of looking exactly like a liar)"
+            ),
+            observed={"replayed_segments": list(verdict.replayed), **refereed},
         )
     )
     return out
@@ -861,10 +975,10 @@ def _model_only(terms: Terms) -> list[Outcome]:
             caught=True,
             by=(
                 "contained: no job code on an oracle, and a verifier runs it in the job's "
-                "container without network, key or settings (branch h-verifiers, "
+                "container without network, key or settings (played under Docker by "
                 "tests/worker/test_verifier_units.py::"
-                "test_job_code_on_a_verifier_reaches_neither_its_key_nor_the_network; "
-                "needs Docker, not run here)"
+                "test_job_code_on_a_verifier_reaches_neither_its_key_nor_the_network, "
+                "which CI runs: its replay matches, its unisolated twin reaches both)"
             ),
             detection_probability=1.0,
             expected_value=round(-terms.price, 2),
@@ -874,15 +988,261 @@ def _model_only(terms: Terms) -> list[Outcome]:
     ]
 
 
-def run_cheat_bench(terms: Terms | None = None) -> CheatReport:
+def _end_to_end(outcomes: list[Outcome], loop: list[Any], terms: Terms) -> list[Outcome]:
+    """The rows of the strategies the loop played, as the loop saw them: caught when the
+    oracle rejected the attestation (its reason is the `by`) and nothing was paid; the
+    model's p and EV, and the in-process check's verdict, kept from the check-only row."""
+    from benchmarks.cheat_e2e_more import PhaseRow
+
+    played = {r.strategy: r for r in loop}
+    out = []
+    for o in outcomes:
+        r = played.get(o.strategy)
+        if r is None:
+            out.append(o)
+            continue
+        if isinstance(r, PhaseRow):
+            out.append(_phase_outcome(o, r))
+            continue
+        paid = r.paid_ntx > 0
+        ev = o.expected_value
+        if o.cheater == "submitter":
+            # The submitter's cheat is stopped when the verdict blames the job, or proves
+            # nothing (unproven: no pay, no slash, no results), not the honest provider.
+            caught = (r.status == "rejected" and r.fault == "job") or r.status == "unproven"
+            if not caught and r.status == "rejected":
+                # The provider blamed: the submitter keeps the results it was served, is
+                # refunded, and receives the slash of a bonded provider.
+                ev = round(terms.price + terms.slashed, 2)
+        else:
+            # Rejected; or unproven for the provider's fault (two drawn verifiers replayed a
+            # disputed segment alike and not to the commitment, and the provider's worker,
+            # asked for its sandbox replay, conceded or stayed silent: unpaid, not slashed);
+            # or refused by a co-signer whose own draw caught it.
+            stopped = r.status == "rejected" or (r.status == "unproven" and r.fault == "provider")
+            caught = (stopped or bool(r.quorum_refusal)) and not paid
+        verdict = f"oracle: {r.status}"
+        if r.reason:
+            verdict += f" ({r.reason}, fault {r.fault or '-'}): {r.message}"
+        if r.quorum_refusal and paid:
+            verdict += (
+                f" after a co-signer's own draw refused it ({r.quorum_refusal}): the "
+                "proposer's draw had missed it, and another co-signer's, asked next, did too"
+            )
+        elif r.quorum_refusal:
+            verdict += (
+                " by the proposer, whose draw missed it; refused by a co-signer's own "
+                f"draw ({r.quorum_refusal}), so never signed"
+            )
+        if r.settlement_tx:
+            verdict += f"; settled in tx {r.settlement_tx[:16]}..."
+        if r.verification == "drawn_verifiers":
+            verdict += " [replayed by drawn verifier workers, a disputed replay refereed]"
+        out.append(
+            replace(
+                o,
+                method="end_to_end",
+                caught=caught,
+                by=verdict,
+                expected_value=ev,
+                paid_on_chain=paid,
+                observed={
+                    **o.observed,
+                    "check_only_caught": o.caught,
+                    "check_only_by": o.by,
+                    "oracle_status": r.status,
+                    "oracle_reason": r.reason,
+                    "quorum_refusal": r.quorum_refusal,
+                    "fault": r.fault,
+                    "paid_ntx": r.paid_ntx,
+                    "settlement_tx": r.settlement_tx,
+                    "job_id": r.job_id,
+                    "loop_s": r.seconds,
+                    "verification": r.verification,
+                    **({"honest_twin": r.twin} if r.twin else {}),
+                },
+            )
+        )
+    # A phase's strategy with no in-process twin: a row of its own.
+    named = {o.strategy for o in outcomes}
+    share = round(verification_share(terms), 4)
+    for r in loop:
+        if isinstance(r, PhaseRow) and r.strategy not in named:
+            base = Outcome(
+                strategy=r.strategy,
+                cheater="provider",
+                method="end_to_end",
+                caught=r.caught,
+                by=r.by,
+                detection_probability=1.0 if r.caught else 0.0,
+                # Refused and unpaid: the job's pay lost, as the padded check-only row's.
+                expected_value=round(-terms.price, 2) if r.caught else round(terms.price, 2),
+                verification_share=share,
+            )
+            out.append(_phase_outcome(base, r))
+    return out
+
+
+def _phase_outcome(o: Outcome, r: Any) -> Outcome:
+    """The row of a strategy one of `benchmarks.cheat_e2e_more`'s phases played: its own
+    verdict (`r.caught`, `r.by`), the payment read from the chain, the check-only row's
+    verdict kept beside it."""
+    return replace(
+        o,
+        method="end_to_end",
+        caught=r.caught,
+        by=r.by,
+        expected_value=o.expected_value if r.expected_value is None else r.expected_value,
+        detection_probability=1.0 if r.caught else o.detection_probability,
+        paid_on_chain=r.paid_ntx > 0,
+        observed={
+            **o.observed,
+            **(
+                {"check_only_caught": o.caught, "check_only_by": o.by}
+                if o.method != "end_to_end"
+                else {}
+            ),
+            "oracle_status": r.status,
+            "oracle_reason": r.reason,
+            "fault": r.fault,
+            "paid_ntx": r.paid_ntx,
+            "claimed_ntx": r.claimed_ntx,
+            "settlement_tx": r.settlement_tx,
+            "job_id": r.job_id,
+            # The wall time the phases added after the providers' loop was done.
+            "phases_added_s": r.seconds,
+            "verification": r.verification,
+            **r.observed,
+        },
+    )
+
+
+# -- a cluster node -------------------------------------------------------------------------
+
+CLUSTER_NODES = 3
+CLUSTER_CHEATER = 1
+
+
+def _cluster_spec(spot_checks: int) -> Any:
+    """The bench job as a 3-node data-parallel cluster (the trainer verifiers replay with)."""
+    from proofnet.messages.jobspec import JobSpec
+
+    data = _spec(spot_checks).model_dump(mode="json")
+    data["proof"]["trainer"] = "dp:DataParallelMLP"
+    data["commands"] = [["python", "train_dp.py"]]
+    share = data["pricing"]["amount"] // CLUSTER_NODES
+    data["pricing"]["amount"] = share * CLUSTER_NODES
+    data["topology"] = {"kind": "multi_node", "nodes": CLUSTER_NODES, "node_amount": share}
+    return JobSpec.from_dict(data)
+
+
+def _cluster_strategies(work: Path, terms: Terms) -> list[Outcome]:
+    """Node 1 of a 3-node data-parallel run contributes zeros instead of its shard's
+    gradient (it saves its whole share of the compute), met by the oracle's node checks
+    (`oracle.verification.cluster_checks`), its draw, and the replay a verifier runs
+    (`pot.cluster_harness.replay_node`, every rank's contribution recomputed)."""
+    from oracle.verification.cluster_checks import check_node_proof, judge_node
+    from oracle.verification.proof_checks import ProofRejected, draw_segments
+    from pot.cluster import cluster_data_seed
+    from pot.cluster_harness import LocalCluster, load_evidence, load_node, replay_node, train_node
+    from pot.examples.numpy_dp import DataParallelMLP
+    from pot.trainer import TrainContext
+    from proofnet.messages.topology import Unit
+
+    class FakesItsShard(DataParallelMLP):  # type: ignore[misc]
+        def gradient(self, step: int, rank: int, indices: np.ndarray) -> Any:
+            return 0.0, {k: np.zeros_like(v) for k, v in self.params.items()}
+
+    spec = _cluster_spec(terms.spot_checks)
+    nonces = [hashlib.sha256(b"bench/cluster" + bytes([r])).digest()[:16] for r in range(3)]
+    seed = cluster_data_seed(JOB_SEED, nonces)
+
+    def ctx(rank: int | str) -> Any:
+        return TrainContext(
+            job_dir=work / "cluster" / f"node{rank}",
+            job_seed=JOB_SEED,
+            data_seed=seed,
+            schedule=_schedule(),
+            config=dict(CONFIG),
+        )
+
+    def train(rank: int, gather: Any) -> Any:
+        build = FakesItsShard if rank == CLUSTER_CHEATER else DataParallelMLP
+        c = ctx(rank)
+        return train_node(build(c), c, c.job_dir / "pot", rank=rank, nonces=nonces, gather=gather)
+
+    proofs = LocalCluster(CLUSTER_NODES).run(train)
+    pots = {r: ctx(r).job_dir / "pot" for r in proofs}
+    leases = {r: n.hex() for r, n in enumerate(nonces)}
+    verdicts: dict[int, str] = {}
+    replayed: tuple[int, ...] = ()
+    for rank, proof in sorted(proofs.items()):
+        _, manifest = load_node(pots[rank], root=proof.root)
+        att = _attestation(spec, proof.root).model_copy(update={"nonce": nonces[rank].hex()})
+        unit = Unit(rank, "node", (), (), (), spec.topology.node_amount, rank=rank)
+        try:
+            check_node_proof(proof, manifest, att, spec, unit, leases)
+        except ProofRejected as exc:
+            verdicts[rank] = f"oracle node check ({exc.reason}): {exc.message}"
+            continue
+        draw = draw_segments(manifest, att, spec, _Oracle().sign, top=terms.top_by_norm)
+        c = ctx("verifier")
+        report = replay_node(
+            DataParallelMLP(c), c, pots[rank], root=proof.root, segments=draw.segments
+        ).to_json()
+        evidence = {
+            s: {q: load_evidence(pots[q], s, root=p.root) for q, p in proofs.items()}
+            for s in draw.segments
+        }
+        verdict = judge_node(report, rank, manifest, evidence, draw)
+        if rank == CLUSTER_CHEATER:
+            replayed = draw.segments
+        if not verdict.passed:
+            verdicts[rank] = f"cluster replay ({verdict.reason}): {verdict.message}"
+    caught = CLUSTER_CHEATER in verdicts
+    others = sorted(r for r in verdicts if r != CLUSTER_CHEATER)
+    by = verdicts.get(CLUSTER_CHEATER, "every drawn segment replayed as committed")
+    return [
+        Outcome(
+            strategy="cluster_node_fakes_its_shard",
+            cheater="provider",
+            method="check_only",
+            caught=caught,
+            by=by,
+            detection_probability=1.0,
+            expected_value=round(provider_ev(1.0, 1.0 if caught else 0.0, terms), 2),
+            verification_share=round(verification_share(terms), 4),
+            note=(
+                f"node {CLUSTER_CHEATER} of {CLUSTER_NODES} contributes zeros in every step; "
+                "any drawn segment's replay shows its contribution is not its shard's "
+                "gradient, and only it is blamed"
+            ),
+            observed={
+                "replayed_segments": list(replayed),
+                "honest_nodes_blamed": others,
+                "nodes": CLUSTER_NODES,
+            },
+        )
+    ]
+
+
+def run_cheat_bench(terms: Terms | None = None, *, end_to_end: bool = False) -> CheatReport:
+    """The cheat table; with `end_to_end`, the strategies `benchmarks.cheat_e2e` can play
+    are also played through the whole loop on a local devnet, and their rows say so."""
     terms = terms or Terms.defaults()
     with tempfile.TemporaryDirectory(prefix="proofnet-cheat-") as tmp:
         outcomes = _run_proof_strategies(Path(tmp), terms)
         outcomes += _resume_strategies(Path(tmp), terms)
+        outcomes += _cluster_strategies(Path(tmp), terms)
         spread = measured_step_spread(Path(tmp))
     outcomes += _spoofed_gpu(terms)
     outcomes += _idle_lease(terms, spread)
     outcomes += _model_only(terms)
+    if end_to_end:
+        from benchmarks.cheat_e2e import run_loop
+        from benchmarks.cheat_e2e_more import MoreLoop
+
+        outcomes = _end_to_end(outcomes, run_loop(loop_type=MoreLoop), terms)
     schedule = _schedule()
     job = {
         "steps": schedule.total_steps,

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,6 +179,24 @@ class _Demo:
     def relay_data_dir(self) -> Path:
         """Where the relay demo's data shards lie: the workers' only local data dir."""
         return self.workdir / "relay-data"
+
+    def onboard_argv(self, worker: _Worker) -> list[str]:
+        """`proofnet worker onboard` for `worker` against this loop's API, as JSON."""
+        return [
+            "worker",
+            "onboard",
+            "--api-url",
+            self.state.api_url,
+            "--payout-address",
+            worker.payout.address,
+            "--network",
+            "devnet",
+            "--json",
+            "--key-file",
+            str(worker.dir / "worker.skey"),
+            "--work-dir",
+            str(worker.dir / "work"),
+        ]
 
     def _base_env(self) -> dict[str, str]:
         bin_dir = str(Path(sys.executable).parent)
@@ -405,7 +423,14 @@ class _Demo:
         self.roles.start(api)
         api.wait_healthy(f"{self.state.api_url}/api/v1/health", timeout=60)
 
-    def start_oracles(self) -> None:
+    def start_oracles(
+        self, *, drawn_verifiers: bool = False, extra_env: Mapping[str, str] | None = None
+    ) -> None:
+        """Serve the oracles (again, on the same ports and databases, after `stop_oracles`).
+        They replay drawn segments themselves, unless `drawn_verifiers`: then they draw
+        verifier workers, as everywhere outside the demo, and referee disputed replays
+        (workers verifying under `PROOFNET_WORKER_DEMO_PROCESS_VERIFY`). `extra_env`: more
+        oracle settings (e.g. short answer and dispute windows), over the demo's."""
         assert self.state.deployment is not None and self.state.repo is not None
         proposer, *cosigners = self.state.oracles
         for oracle in self.state.oracles:
@@ -432,7 +457,11 @@ class _Demo:
                 "PROOFNET_SETTLEMENT_HOLDER": oracle.name,
                 # The demo's job code is the demo's own: its oracles replay it themselves
                 # (on the devnet only); everywhere else drawn verifiers do.
-                "PROOFNET_ORACLE_DEMO_LOCAL_REPLAY": "true",
+                "PROOFNET_ORACLE_DEMO_LOCAL_REPLAY": "false" if drawn_verifiers else "true",
+                # Verifiers on this host answer in seconds: a postponed verification
+                # (waiting for one, or for a disputed provider) is tried again soon.
+                "PROOFNET_ORACLE_MAX_RETRY_DELAY_S": "4",
+                **(extra_env or {}),
             }
             if self.relay:
                 # A topology job's escrow waits (600 s by default) for attestations of
@@ -460,6 +489,12 @@ class _Demo:
             assert oracle.process is not None
             oracle.process.wait_healthy(f"{oracle.url}/api/v1/health", timeout=90)
 
+    def stop_oracles(self) -> None:
+        for oracle in self.state.oracles:
+            if oracle.process is not None:
+                self.roles.stop(oracle.process)
+                oracle.process = None
+
     def start_workers(self) -> None:
         assert self.state.repo is not None
         proposer = self.state.oracles[0]
@@ -472,18 +507,7 @@ class _Demo:
             env = {**self._base_env(), "PROOFNET_WORKER_RUNTIME": "process"}
             onboarded = run_role_command(
                 f"{name} onboard",
-                [
-                    "worker",
-                    "onboard",
-                    "--api-url",
-                    self.state.api_url,
-                    "--payout-address",
-                    worker.payout.address,
-                    "--network",
-                    "devnet",
-                    "--json",
-                    *common,
-                ],
+                self.onboard_argv(worker),
                 self.logs / f"{name}.log",
                 env=env,
                 cwd=home,

@@ -224,6 +224,8 @@ class RelayFollower:
     _api: dict[int, tuple[str, str | None, int]] = field(default_factory=dict)
     _oracle: dict[int, str] = field(default_factory=dict)
     _outputs: dict[int, str] = field(default_factory=dict)
+    # Checkpoints the submitter downloads once their unit's verdict releases them.
+    _to_download: dict[int, str] = field(default_factory=dict)
     _status: str = ""
 
     def __post_init__(self) -> None:
@@ -286,12 +288,15 @@ class RelayFollower:
                 )
                 if self.job.settled_by:
                     self.say(f"settlement tx {self.job.settled_by} spent the escrow")
+        if self._to_download:
+            self._download_released()
         return (
             job["status"] in JOB_OVER
             and bool(completed)
             and set(latest) == completed
             and all(latest[i]["status"] == "settled" for i in completed)
             and bool(self.job.settled_by)
+            and not self._to_download
         )
 
     def _unit_event(self, row: dict[str, Any]) -> None:
@@ -343,28 +348,39 @@ class RelayFollower:
 
             raise DemoError(f"{label(unit)} completed without an output checkpoint", "api")
         self._outputs[unit.index] = output
-        matches = self._download_matches(unit.index, output)
+        self._to_download[unit.index] = output
         given = self._given(unit)
         self.say(
             f"{name} done on {who}"
             + (f" from {given}" if given else " from the model's initialisation")
-            + f": checkpoint {_short(output)} (the submitter downloaded it again: SHA-256 "
-            + ("matches)" if matches else "DIFFERS)")
+            + f": checkpoint {_short(output)} (released to the submitter with the verdict)"
         )
-        if not matches:
-            from demos.job import DemoError
 
-            raise DemoError(f"{label(unit)}'s checkpoint does not hash to its output", "api")
+    def _download_released(self) -> None:
+        """Download each completed unit's checkpoint once the API serves it (its verdict
+        released it: 409 before) and check it hashes to the unit's output."""
+        from demos.job import DemoError
 
-    def _download_matches(self, index: int, output: str) -> bool:
-        name = f"units/{index}/checkpoint/{CHECKPOINT}"
-        response = self.demo.http.get(
-            f"{self.demo.state.api_url}/api/v1/jobs/{self.job.job_id}/results/{name}",
-            headers=self.headers,
-        )
-        return (
-            response.status_code == 200 and hashlib.sha256(response.content).hexdigest() == output
-        )
+        for index, output in sorted(self._to_download.items()):
+            name = f"units/{index}/checkpoint/{CHECKPOINT}"
+            response = self.demo.http.get(
+                f"{self.demo.state.api_url}/api/v1/jobs/{self.job.job_id}/results/{name}",
+                headers=self.headers,
+            )
+            if response.status_code == 409:
+                continue  # not released yet: the verdict comes
+            del self._to_download[index]
+            matches = (
+                response.status_code == 200
+                and hashlib.sha256(response.content).hexdigest() == output
+            )
+            unit = f"[cyan]{label(self.units[index])}[/]"
+            self.say(
+                f"{unit}: the submitter downloaded checkpoint {_short(output)} once released"
+                + (" (SHA-256 matches)" if matches else " (SHA-256 DIFFERS)")
+            )
+            if not matches:
+                raise DemoError(f"{label(self.units[index])}'s checkpoint does not hash", "api")
 
     def _oracle_event(self, index: int, status: str) -> None:
         unit = self.units[index]

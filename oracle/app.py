@@ -69,6 +69,8 @@ def attestation_view(row: AttestationRecord) -> dict[str, Any]:
         "payout_address": row.payout_address,
         "amount": row.amount,
         "unit": row.unit_index,  # the unit of a topology job; null for a single-unit job
+        # The attempt of a resumed job the attestation names (each paid for its segments).
+        "attempt": row.attempt,
         "leaf_hash": row.leaf_hash,
         "received_at": row.received_at.isoformat(),
         "updated_at": row.updated_at.isoformat(),
@@ -114,7 +116,7 @@ def create_app(
     settings = settings or build_settings()
     owns_engine = engine is None
     db = engine if engine is not None else make_engine(database_url or settings.database_url)
-    store = AttestationStore(db)
+    store = AttestationStore(db, max_retry_delay_s=settings.oracle_max_retry_delay_s)
     metrics = metrics or OracleMetrics()
     if context is None:
         from oracle.service import context_from_settings
@@ -295,7 +297,8 @@ def _early_replay(ctx: VerificationContext, store: AttestationStore) -> EarlyRep
         getattr(ctx.feed, "early_commits", None)
     ):
         return None
-    return EarlyReplay(ctx.feed, checker, store)  # type: ignore[arg-type]
+    stops = ctx.feed if callable(getattr(ctx.feed, "post_job_fault", None)) else None
+    return EarlyReplay(ctx.feed, checker, store, stops)  # type: ignore[arg-type]
 
 
 async def _early_replayer(early: EarlyReplay, interval: float) -> None:

@@ -17,6 +17,9 @@ Uniqueness that makes replays harmless:
   out-ref for a single-unit job (at most one attestation paid per escrow) and
   `<out-ref>/<unit index>` for a unit of a topology job (at most one per escrow and unit).
 
+`attempt` copies the attested `segments.attempt` (NULL unless the job resumed): the key
+is then `<out-ref>@<attempt>`, one payable attestation per attempt, each for its segments.
+
 `unit_index` and `unit_output` copy the attestation's `unit` (NULL for a single-unit job) so
 the chain of checkpoints and the settlement's grouping are read without decoding COSE.
 Databases created before these columns existed are upgraded in place by `create_tables`.
@@ -45,9 +48,12 @@ oracle_registry = registry(metadata=MetaData(naming_convention=NAMING_CONVENTION
 RECEIVED: Final = "received"
 VERIFIED: Final = "verified"
 REJECTED: Final = "rejected"
+# A disputed segment nothing proved either way (oracle.verification.referee): never paid,
+# never a fraud; the escrow refunds.
+UNPROVEN: Final = "unproven"
 BATCHED: Final = "batched"
 SETTLED: Final = "settled"
-STATUSES: Final = (RECEIVED, VERIFIED, REJECTED, BATCHED, SETTLED)
+STATUSES: Final = (RECEIVED, VERIFIED, REJECTED, UNPROVEN, BATCHED, SETTLED)
 PAYABLE_STATUSES: Final = (VERIFIED, BATCHED, SETTLED)
 
 
@@ -56,13 +62,16 @@ def escrow_ref(tx_id: str, index: int) -> str:
     return f"{tx_id}#{index}"
 
 
-def payable_key(escrow: str, unit: int | None) -> str:
-    """What `payable_escrow` holds for a payable attestation: the escrow out-ref, or
-    `<out-ref>/<unit index>` for a unit of a topology job."""
-    return escrow if unit is None else f"{escrow}/{unit}"
+def payable_key(escrow: str, unit: int | None, attempt: int | None = None) -> str:
+    """What `payable_escrow` holds for a payable attestation: the escrow out-ref,
+    `<out-ref>/<unit index>` for a unit of a topology job, or `<out-ref>@<attempt>` for an
+    attempt of a resumed job (its attestation names its segments)."""
+    if unit is not None:
+        return f"{escrow}/{unit}"
+    return escrow if attempt is None else f"{escrow}@{attempt}"
 
 
-# <64 hex>#<up to 2**32-1>/<up to 65535>: 81 characters at most.
+# <64 hex>#<up to 2**32-1>/<up to 65535> or @<up to 2**31-1>: 86 characters at most.
 PAYABLE_KEY_LENGTH = 96
 
 
@@ -107,6 +116,12 @@ class AttestationRecord(OracleTable, table=True):
     # Whose fault the verdict is ("provider" or "job"; oracle.verification.verify.fault_of), NULL while
     # unverified or when nobody is at fault.
     fault: str | None = Field(default=None, max_length=16)
+    # The attempt of a resumed single-unit job this attests (its `segments`), NULL
+    # otherwise: such attestations are paid per attempt, together, from their one escrow.
+    attempt: int | None = Field(default=None)
+    # A verified attestation of a lease stopped for the job's fault: the stop's evidence
+    # (`proofnet.messages.stop_evidence`), published in its settlement's bundle; NULL otherwise.
+    stop_evidence: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
 
     @property
     def escrow(self) -> tuple[str, int]:
@@ -114,7 +129,7 @@ class AttestationRecord(OracleTable, table=True):
 
     @property
     def payable_key(self) -> str:
-        return payable_key(self.escrow_ref, self.unit_index)
+        return payable_key(self.escrow_ref, self.unit_index, self.attempt)
 
 
 class VerificationRecord(OracleTable, table=True):
@@ -211,6 +226,11 @@ class StorageChallengeRecord(OracleTable, table=True):
     answered_at: datetime | None = Field(default=None, sa_type=TZ_DATETIME)
     passed: bool | None = None
     reason: str = Field(default="", max_length=2000)
+    # The evidence a receipt carries (proofnet.messages.storage_receipt): the block hash the
+    # chunk was drawn from, and on a pass the served chunk's leaf hash and audit path.
+    beacon: str | None = Field(default=None, max_length=64)
+    leaf_hash: str | None = Field(default=None, max_length=64)
+    proof: list[str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
 
 
 class StorageAccrual(OracleTable, table=True):
@@ -227,6 +247,8 @@ class StorageAccrual(OracleTable, table=True):
     # What the copy committed to and its price (what a receipt states).
     content_root: str = Field(max_length=64)
     size: int = Field(sa_type=BigInteger)
+    # NULL on rows from before receipts carried challenge evidence (they pay nothing).
+    chunk_size: int | None = Field(default=None)
     ntx_per_gb_month: int = Field(sa_type=BigInteger)
     placed_at: datetime = Field(sa_type=TZ_DATETIME)
     amount: int = Field(default=0, sa_type=BigInteger)
@@ -238,6 +260,13 @@ class StorageAccrual(OracleTable, table=True):
     settlement: str | None = Field(default=None, max_length=16)
     challenges_passed: int = 0
     updated_at: datetime = Field(sa_type=TZ_DATETIME)
+    # Consecutive failed challenges that did not prove a bad copy (timeouts, an endpoint
+    # down), and when the first of them was; a pass clears both.
+    strikes: int = 0
+    struck_at: datetime | None = Field(default=None, sa_type=TZ_DATETIME)
+    # The end of the copy's term (NULL on rows from before it was kept): the job's escrow
+    # waits for it, and a little past it for the last round (oracle.retrieval.ledger).
+    ends_at: datetime | None = Field(default=None, sa_type=TZ_DATETIME)
 
 
 metadata = oracle_registry.metadata

@@ -16,7 +16,8 @@ from oracle.intake.feed_client import HttpApiFeed
 from oracle.keys import OracleKey, OracleKeyError, load_key
 from oracle.metrics import OracleMetrics
 from oracle.storage.store import AttestationStore
-from oracle.verification.spotcheck import LocalSpotChecker, RepoCache, SpotChecker
+from oracle.verification.node_replay import LocalNodeSpotChecker
+from oracle.verification.spotcheck import RepoCache, SpotChecker
 from oracle.verification.verifiers import VerifierSpotChecker
 from oracle.verification.verify import VerificationContext
 from proofnet.egress import EgressPolicy
@@ -138,7 +139,7 @@ def context_from_settings(
             rewrites=repo_rewrites_of(settings),
             egress=data_policy.egress,
         )
-        spot_checker = LocalSpotChecker(
+        spot_checker = LocalNodeSpotChecker(
             feed,
             repos,
             sign=lambda message: key.signing_key.sign(message).signature,
@@ -148,8 +149,16 @@ def context_from_settings(
             data_policy=data_policy,
         )
     elif spot_checks:
-        # A drawn verifier replays; this oracle runs no job code.
-        spot_checker = VerifierSpotChecker(feed, key.signing_key)
+        # A drawn verifier replays; this oracle runs no job code. A disputed replay goes
+        # to a second verifier and the provider's own answer through the same API
+        # (oracle.verification.referee).
+        spot_checker = VerifierSpotChecker(
+            feed,
+            key.signing_key,
+            answer_within_s=settings.oracle_verifier_answer_within_s,
+            disputes=feed,
+            dispute_within_s=settings.oracle_dispute_within_s,
+        )
     return VerificationContext(
         network=settings.network,
         escrow_script_hash=escrow_script_hash() if deployment is None else deployment.escrow_hash,

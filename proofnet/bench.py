@@ -91,9 +91,17 @@ def bench_cheat(
     bond: float = typer.Option(100.0, help="the provider's bond B (the job's min_bond, NTX)"),
     segments: int = typer.Option(120, min=1, help="segments n of the reference job"),
     json_out: bool = typer.Option(False, "--json", help="print one JSON line"),
+    end_to_end: bool = typer.Option(
+        False,
+        "--end-to-end",
+        help="also play the proof cheats through the whole loop on a local devnet (minutes)",
+    ),
 ) -> None:
     """Each way to cheat against the checks that meet it: caught (by which check), detection
-    probability, the cheater's expected value and the verification share (docs/benchmarks.md)."""
+    probability, the cheater's expected value and the verification share (docs/benchmarks.md).
+    With --end-to-end, the strategies a cheating provider can play on a CPU devnet worker run
+    through the real loop (devnet, API, 3 oracles, one bent worker each): the oracle's
+    verdict and whether the provider was paid on chain."""
     import json
     from dataclasses import asdict, replace
 
@@ -101,7 +109,7 @@ def bench_cheat(
     from benchmarks.cheat_model import Terms
 
     terms = replace(Terms.defaults(), price=price, cost=cost, bond=bond, segments=segments)
-    report = run_cheat_bench(terms)
+    report = run_cheat_bench(terms, end_to_end=end_to_end)
     if json_out:
         typer.echo(json.dumps(report.as_dict()))
         return
@@ -109,13 +117,15 @@ def bench_cheat(
     from rich.table import Table
 
     table = Table(title=f"proofnet bench cheat ({asdict(terms)})")
-    for c in ("strategy", "method", "caught", "p(caught)", "EV (NTX)", "verification", "by"):
+    for c in ("strategy", "method", "caught", "paid", "p(caught)", "EV (NTX)", "verification"):
         table.add_column(c)
+    table.add_column("by")
     for o in report.outcomes:
         table.add_row(
             o.strategy,
             o.method,
             "yes" if o.caught else "no",
+            "-" if o.paid_on_chain is None else ("yes" if o.paid_on_chain else "no"),
             f"{o.detection_probability:.3f}",
             f"{o.expected_value:+.2f}",
             f"{o.verification_share:.1%}",

@@ -144,6 +144,8 @@ def explain(
         return line
     names = _names(exc)
     if "BackendConfigError" in names:
+        if "set PROOFNET_" in str(exc):
+            return str(exc)  # it names its setting already; a second hint would mislead
         backend = env.get("PROOFNET_CHAIN_BACKEND", "devnet")
         return f"{exc} (chain backend {backend!r}: set {_BACKEND_HINT.get(backend, 'PROOFNET_CHAIN_BACKEND')})"
     if _unreachable(exc):

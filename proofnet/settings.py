@@ -146,6 +146,11 @@ class Settings(BaseSettings):
     api_auction_reveal_s: int = 300
     # Comma-separated Ed25519 public keys (hex) of oracles allowed to read the oracle feed.
     api_oracle_keys: str = ""
+    # How many distinct oracles of `api_oracle_keys` must post a releasing verdict (verified,
+    # or the job's fault) before a lease's results are served to the submitter. Unset (0):
+    # the settlement quorum (`settlement_threshold`), whose co-signers each post their own
+    # verdict as they sign the payment, so one oracle alone cannot release results.
+    api_result_release_quorum: int = Field(default=0, ge=0)
     # A multi-node job's nodes wait at most this long for the rest of their cluster; then the
     # waiting leases are handed back and the cluster is not offered again for the backoff.
     api_cluster_wait_s: int = 600
@@ -215,6 +220,18 @@ class Settings(BaseSettings):
     # spot-checked segments itself, in a subprocess on its host, instead of drawing a
     # verifier worker (`oracle.verification.verifiers`). Never set it where job code is not your own.
     oracle_demo_local_replay: bool = False
+    # Longest wait before a postponed verification (a drawn verifier or a disputed provider
+    # not answered yet, the chain or API unreachable) is tried again: the delay doubles per
+    # attempt up to this. A local devnet loop, whose verifiers answer in seconds, waits less.
+    oracle_max_retry_delay_s: float = Field(default=300.0, gt=0)
+    # Spot checks by drawn verifiers (oracle.verification.verifiers, .referee): how long a
+    # drawn verifier has to answer its task before the next round's verifier is drawn (round
+    # r's until r + 1 windows after the first task), and how long a disputed provider has to
+    # commit to and reveal its sandbox replay (silence after it concedes: unproven, unpaid).
+    # At least a second, at most a week. A local devnet loop, whose workers answer in
+    # seconds, sets both short so a caught cheater's dispute ends in seconds.
+    oracle_verifier_answer_within_s: float = Field(default=3600.0, ge=1.0, le=7 * 86400.0)
+    oracle_dispute_within_s: float = Field(default=3600.0, ge=1.0, le=7 * 86400.0)
     # Spot checks fetch a job's repository and a stage's data on the oracle's host, by the
     # rules a provider's host keeps (proofnet.shard_fetch, proofnet.pinned_git): https from
     # public addresses only. Repository mirrors the operator chose (comma-separated
@@ -237,6 +254,16 @@ class Settings(BaseSettings):
     oracle_storage_allow_networks: str = ""
     oracle_storage_access_key: str | None = None
     oracle_storage_secret_key: str | None = None
+    # A copy is declared lost after this many consecutive failed challenges within the
+    # window (a timeout or an unreachable endpoint is a strike; a chunk or proof that does
+    # not verify against the committed root ends the copy at once).
+    oracle_storage_max_strikes: int = Field(default=3, ge=1, le=100)
+    oracle_storage_strike_window_s: float = Field(default=3 * 86400.0, gt=0)
+    # How long a verified job whose spec keeps storage waits for its first placement, and
+    # how long past a copy's term its last challenge round may take, before its escrow is
+    # settled with what was proven (oracle.retrieval.ledger).
+    oracle_storage_placement_grace_s: float = Field(default=3600.0, ge=0)
+    oracle_storage_final_round_grace_s: float = Field(default=3600.0, ge=0)
     # Metering bounded by proof (oracle/verification/metering.py): a rate-card attestation is
     # paid for at most committed steps x the verifier's step time x slack, plus the replay's
     # measured start-up and this allowance, per GPU (defaults: docs/benchmarks.md).
@@ -269,6 +296,13 @@ class Settings(BaseSettings):
     worker_heartbeat_s: float = Field(default=5.0, gt=0)
     # How often a verifying worker asks the API for verification tasks.
     worker_verification_poll_s: float = Field(default=30.0, gt=0)
+    # The local demo only (refused on any network but the devnet): verify other providers'
+    # proofs and answer disputes of this worker's own under the process runtime, which does
+    # not isolate job code (worker.verifier). Never set it where job code is not your own.
+    worker_demo_process_verify: bool = False
+    # Contribute verification only: replay what trusted oracles draw this worker for and
+    # answer disputes, never claim a job (`proofnet worker run --verify-only`).
+    worker_verify_only: bool = False
     # Address the other nodes of a multi-node job reach this machine at (node 0 hosts the
     # torchrun rendezvous there).
     worker_advertise_host: str = "127.0.0.1"

@@ -28,3 +28,22 @@ for _plugin_dir in (_TESTS / "chain" / "devnet",):
         sys.path.insert(0, str(_plugin_dir))
 
 pytest_plugins = ["devnet_fixtures"]
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    """Modules holding a slow scenario run first, each module kept whole.
+
+    Under `pytest -n 2 --dist loadscope` a module goes to one worker (its module fixtures,
+    a devnet or a whole loop, are built once, not once per worker), and the longest
+    modules start while the short ones fill the other worker, instead of one of them
+    starting last and running alone at the end.
+    """
+
+    def module(item):  # type: ignore[no-untyped-def]
+        return item.nodeid.split("::", 1)[0]
+
+    slow_modules = {module(item) for item in items if item.get_closest_marker("slow")}
+    first_seen: dict[str, int] = {}
+    for index, item in enumerate(items):
+        first_seen.setdefault(module(item), index)
+    items.sort(key=lambda item: (module(item) not in slow_modules, first_seen[module(item)]))

@@ -36,5 +36,7 @@ def fresh_database(prefix: str) -> Iterator[str]:
                 ),
                 {"name": name},
             )
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+            # WITH (FORCE): a pool the test left open may reconnect between the terminate
+            # above and the drop (seen once under CI load); the drop then ends it itself.
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()

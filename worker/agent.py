@@ -63,12 +63,15 @@ from tenacity import (
 from proofnet.messages.attestation import (
     Attestation,
     AttestationDomain,
+    SegmentClaim,
     SignedAttestation,
+    StopClaim,
     UnitWork,
     sign_attestation,
 )
+from proofnet.messages.envelope import worker_private_key
 from proofnet.messages.jobspec import JobSpec
-from proofnet.messages.segment_share import segment_cap
+from proofnet.messages.segment_share import segment_cap, stopped_share
 from proofnet.messages.topology import MultiNode
 from proofnet.redaction import redact_credentials
 from proofnet.settings import absolute
@@ -82,7 +85,7 @@ from worker.api_client import (
     InputRejected,
     LeaseLost,
 )
-from worker.checkpoint_upload import CheckpointUploader
+from worker.checkpoint_upload import CheckpointUploader, SignClaim
 from worker.cluster import (
     ClusterError,
     Rendezvous,
@@ -93,6 +96,7 @@ from worker.cluster import (
 from worker.data_fetch import DataFetchPolicy, fetch_data
 from worker.delivery import DeliveryPolicy, deliver
 from worker.faults import HostFault
+from worker.held_results import MAX_TRIES, HeldJob, HeldResults
 from worker.identity import WorkerKey
 from worker.key_grants import GrantResponder
 from worker.lease_keeper import LeaseKeeper
@@ -108,6 +112,7 @@ from worker.results import (
     declares_proof,
     final_metrics,
     pot_root,
+    promote_prefix,
     seal_results,
     seals,
     split_proof_files,
@@ -123,6 +128,7 @@ from worker.runtime.base import (
     RuntimeErrorBase,
 )
 from worker.seal_keys import SealKeyError, SealKeys
+from worker.sealed_resume import SealedResumeError, check_against_leaf, open_checkpoint
 from worker.sealing_check import SealingKeyRefused, SealingKeyUnverified, verify_sealing_key
 from worker.telemetry import JobUsage, TelemetrySampler
 from worker.unit_claim import ClusterState, UnitAssignment
@@ -181,6 +187,10 @@ class AgentConfig:
     # How often a whole job's newly committed checkpoints are uploaded while it trains
     # (worker.checkpoint_upload); 0 uploads them only at the end (or when released).
     checkpoint_upload_s: float = 10.0
+    # How long a claim resuming a sealed checkpoint waits for the submitter's resume grant
+    # (worker.sealed_resume) before releasing the job, and how often it asks.
+    resume_grant_wait_s: float = 600.0
+    resume_grant_poll_s: float = 5.0
     # Where this machine can be reached by the other nodes of a multi-node job (node 0
     # hosts the rendezvous there), and how long a node waits for its cluster to form.
     advertise_host: str = "127.0.0.1"
@@ -193,6 +203,15 @@ class AgentConfig:
     # (worker.verifier): only under an isolating runtime, for the trusted oracles above.
     verify: bool = True
     verification_poll_s: float = 30.0
+    # Contribute verification only (`proofnet worker run --verify-only`): the verifier loop
+    # and the duties of earlier jobs (held results, the outbox), never a claim.
+    verify_only: bool = False
+    # The local demo on the devnet only (`PROOFNET_WORKER_DEMO_PROCESS_VERIFY`, refused
+    # elsewhere by `proofnet worker run`): verify under the process runtime.
+    demo_process_verify: bool = False
+    # How often the worker asks whether results held for the submitter's own destinations
+    # are released by the oracles' verdict (worker.held_results).
+    release_poll_s: float = 15.0
     # How job data reaches this host (schemes, addresses, size and time limits).
     data: DataFetchPolicy = field(default_factory=DataFetchPolicy)
     # Whether jobs that ask for network egress (`egress: true`) may have it here; without
@@ -218,6 +237,11 @@ class AgentConfig:
     @property
     def outbox_dir(self) -> Path:
         return self.work_dir / "outbox"
+
+    @property
+    def held_dir(self) -> Path:
+        """Results held for the submitter's destinations until released (held_results)."""
+        return self.work_dir / "held"
 
     @property
     def repo_cache_dir(self) -> Path:
@@ -295,6 +319,7 @@ class Agent:
         self.key = key
         self.repos = repos or RepoCache(config.repo_cache_dir)
         self.outbox = Outbox(config.outbox_dir)
+        self.held = HeldResults(config.held_dir)
         self.seal_keys = SealKeys(config.seal_keys_dir)
         self.rate_cards = RateCardBook(config.rate_cards, api, key.public_key_hex)
         self._stop = threading.Event()
@@ -335,8 +360,11 @@ class Agent:
         """Claim and run jobs until stopped, `max_jobs` jobs ran, or (`once`) the first claim
         attempt found no job or its job ended."""
         responder = self._grant_responder()
-        verifying = self._verifier_loop()
+        verifying = None
         try:
+            verifying = self._verifier_loop()
+            if self.config.verify_only:
+                return self._verify_only()
             return self._run(max_jobs=max_jobs, once=once)
         finally:
             if responder is not None:
@@ -344,9 +372,26 @@ class Agent:
             if verifying is not None:
                 verifying.stop()
 
+    def _verify_only(self) -> AgentStats:
+        """Until stopped: the verifier loop replays and answers disputes in the background;
+        this thread only keeps earlier jobs' duties (held results, the outbox). No claim."""
+        log.info("verify-only: this worker verifies and claims no job")
+        self.flush_outbox()
+        while not self._stop.is_set():
+            self.deliver_released()
+            self._stop.wait(self.config.release_poll_s)
+        self.flush_outbox(attempts=1)
+        return AgentStats(jobs=0, outcomes=(), stopped_by_signal=True)
+
     def _verifier_loop(self) -> VerifierLoop | None:
-        """Replay what oracles draw this worker for, in the background (worker.verifier)."""
+        """Replay what oracles draw this worker for, in the background (worker.verifier).
+        A verify-only worker that cannot verify is refused (VerifierRefused), not idle."""
         if not self.config.verify or not self.config.trusted_oracle_keys:
+            if self.config.verify_only:
+                raise VerifierRefused(
+                    "a verify-only worker needs verification on and the keys of the oracles "
+                    "it trusts (--oracle-key or PROOFNET_WORKER_ORACLE_KEYS)"
+                )
             return None
         try:
             verifier = Verifier(
@@ -359,8 +404,11 @@ class Agent:
                 pids_limit=self.config.pids_limit,
                 data_policy=self.config.data,
                 payout_address=self.config.payout_address,
+                allow_unisolated=self.config.demo_process_verify,
             )
         except VerifierRefused as e:
+            if self.config.verify_only:
+                raise
             log.info("not verifying other providers' proofs: %s", e)
             return None
         loop = VerifierLoop(verifier, interval_s=self.config.verification_poll_s)
@@ -406,11 +454,14 @@ class Agent:
         outcomes: list[JobOutcome] = []
         failures = 0
         self.flush_outbox()
-        next_gpu_check = 0.0
+        next_gpu_check = next_release_check = 0.0
         while not self._stop.is_set():
             if self.config.gpu_check_s > 0 and time.monotonic() >= next_gpu_check:
                 next_gpu_check = time.monotonic() + self.config.gpu_check_s
                 self._challenge_due_gpus()
+            if time.monotonic() >= next_release_check:
+                next_release_check = time.monotonic() + self.config.release_poll_s
+                self.deliver_released()
             try:
                 outcome = self.run_once()
                 failures = 0
@@ -621,8 +672,8 @@ class Agent:
     def _leave_checkpoint(self, claimed: ClaimedJob, job_dir: Path, shipper: LogShipper) -> None:
         """Before releasing a whole job stopped mid-run, upload its committed prefix and last
         checkpoint so the next provider resumes there (`api.services.resume`), not at step
-        0. Best effort: a job whose results are sealed (the next provider could not read
-        them) or that declares no proof files leaves nothing."""
+        0. Best effort: a unit, a sealed job (its uploader already shipped each checkpoint
+        sealed while it trained) or a job that declares no proof files leaves nothing."""
         if claimed.unit is not None or claimed.sealing is not None:
             return
         if not declares_proof(claimed.spec.results):
@@ -638,7 +689,12 @@ class Agent:
         shipper.note(f"left checkpoint {files[1].name} and the committed prefix to resume from")
 
     def _checkpoint_uploader(
-        self, claimed: ClaimedJob, job_dir: Path, shipper: LogShipper, start: int
+        self,
+        claimed: ClaimedJob,
+        job_dir: Path,
+        shipper: LogShipper,
+        start: int,
+        sign_claim: SignClaim | None = None,
     ) -> CheckpointUploader | None:
         """Uploads each committed checkpoint while a whole job trains (so a provider that
         vanishes leaves one to resume from), sealed when the job is; None for units, jobs
@@ -672,7 +728,45 @@ class Agent:
             interval_s=interval,
             start=start,
             note=shipper.note,
+            sign_claim=sign_claim,
         )
+
+    def _claim_signer(
+        self, claimed: ClaimedJob, assigned: tuple[str, ...], gpu_model: str, start: int
+    ) -> SignClaim:
+        """Signs this attempt's claim for its segments up to a checkpoint it uploads
+        (`worker.checkpoint_upload`): what it is paid if it is lost and the job resumes
+        there. Its GPU time is its wall time so far on its GPUs; its amount its share of
+        the price for those segments."""
+        spec = claimed.spec
+        started_ms = int(time.time() * 1000)
+
+        def sign(at: int, root: str) -> bytes | None:
+            ended_ms = max(started_ms, int(time.time() * 1000))
+            gpu_ms = (ended_ms - started_ms) * len(assigned)
+            try:
+                price = self.rate_cards.amount(spec, gpu_ms, gpu_model)
+            except PricingError:
+                return None
+            amount = segment_cap(spec, price, start + 1, at)
+            if amount < 1:
+                return None
+            segments = SegmentClaim(attempt=claimed.attempt, first=start + 1, last=at)
+            return self._attest(
+                claimed,
+                assigned,
+                gpu_model,
+                started_ms,
+                ended_ms,
+                gpu_ms,
+                [],
+                root,
+                {},
+                amount,
+                segments=segments,
+            ).cose
+
+        return sign
 
     def _fetch_resume(
         self, claimed: ClaimedJob, job_dir: Path, keeper: LeaseKeeper, shipper: LogShipper
@@ -686,21 +780,62 @@ class Agent:
         keeper.message = f"fetching checkpoint {resume.at} of attempt {resume.from_attempt}"
         dest_dir = job_dir / harness.RESUME_DIR
         dest_dir.mkdir(parents=True, exist_ok=True)
+        sealed: dict[str, Path] = {}
         for position, item in enumerate(resume.files):
             name = Path(item.name).name
             if not name or name in (".", ".."):
                 raise _Failed(f"the claim names a resume file {item.name!r}")
+            # A sealed checkpoint's files (all but the prefix, first) arrive as ciphertexts.
+            dest = dest_dir / (name + ".sealed" if resume.sealed and position else name)
             try:
-                self.api.download_resume_file(
-                    claimed.lease_token, position, dest_dir / name, item.sha256
-                )
+                self.api.download_resume_file(claimed.lease_token, position, dest, item.sha256)
             except InputRejected as e:
                 raise _Failed(f"resume file {item.name}: {e}") from e
+            if resume.sealed and position:
+                sealed[item.name] = dest
+        if resume.sealed:
+            self._open_sealed_resume(claimed, sealed, dest_dir, keeper, shipper)
         shipper.note(
             f"resuming attempt {resume.from_attempt} at checkpoint {resume.at} "
             f"(step {resume.step}, prefix root {resume.prefix_root})"
         )
         return resume.at
+
+    def _open_sealed_resume(
+        self,
+        claimed: ClaimedJob,
+        sealed: dict[str, Path],
+        dest_dir: Path,
+        keeper: LeaseKeeper,
+        shipper: LogShipper,
+    ) -> None:
+        """Wait for the submitter's resume grant, open the sealed checkpoint with it and check
+        it against the prefix's leaf (worker.sealed_resume) before anything trains on it."""
+        resume = claimed.resume
+        assert resume is not None
+        keeper.message = "waiting for the submitter to grant the sealed checkpoint's keys"
+        shipper.note(keeper.message)
+        deadline = time.monotonic() + self.config.resume_grant_wait_s
+        grants = self.api.resume_grant(claimed.lease_token)
+        while grants is None:
+            if time.monotonic() >= deadline or self.stopping:
+                raise _Released("the submitter did not grant the sealed checkpoint's keys")
+            self._pause(self.config.resume_grant_poll_s)
+            self._check_lease(keeper)
+            grants = self.api.resume_grant(claimed.lease_token)
+        try:
+            opened = open_checkpoint(
+                sealed, dest_dir, grants, worker_private_key(self.key.signing_key)
+            )
+            check_against_leaf(
+                dest_dir / Path(resume.files[0].name).name,
+                resume.prefix_root,
+                resume.at,
+                opened,
+                dest_dir / Path(resume.files[3].name).name,
+            )
+        except SealedResumeError as e:
+            raise _Failed(f"the sealed checkpoint to resume from: {e}") from e
 
     def _process(
         self,
@@ -737,7 +872,10 @@ class Agent:
         # A node's last command is its torchrun: the one that must reach the other nodes.
         networked = len(commands) if unit is not None and unit.kind == "node" else None
 
-        uploader = self._checkpoint_uploader(claimed, job_dir, shipper, resume_at or 0)
+        signer = None
+        if unit is None and claimed.attempt >= 1:
+            signer = self._claim_signer(claimed, assigned, gpu_model, resume_at or 0)
+        uploader = self._checkpoint_uploader(claimed, job_dir, shipper, resume_at or 0, signer)
         if uploader is not None:
             uploader.start()
         try:
@@ -750,13 +888,26 @@ class Agent:
         with contextlib.suppress(ApiClientError):
             self.api.report_usage(claimed.lease_token, _usage_report(usage))
         self._check_lease(keeper)
-        if run.reason is RunReason.KILLED_BY_REQUEST and self.stopping:
+        stop = keeper.stop_order if unit is None else None
+        committed: int | None = None
+        if stop is not None:
+            # The oracles found the job's code at fault: attest what was committed (the
+            # prefix becomes the manifest), paid its share; the results go to the submitter.
+            shipper.note(f"the lease was stopped ({stop.reason}): {stop.message[:300]}")
+            try:
+                committed = promote_prefix(job_dir)
+            except ResultsError as e:
+                raise _Failed(f"stopped for the job's fault, with nothing to attest: {e}") from e
+            shipper.note(f"attesting the {committed} segment(s) committed before the stop")
+        elif run.reason is RunReason.KILLED_BY_REQUEST and self.stopping:
             raise _Released(f"the worker is shutting down and stopped the job: {run.message}")
-        if not run.ok:
+        elif not run.ok:
             raise _Failed(f"{run.reason.value}: {run.message}")
 
         keeper.message = "returning results"
-        results, proof, root, metrics, outputs = self._collect(claimed, job_dir, shipper)
+        results, proof, root, metrics, outputs = self._collect(
+            claimed, job_dir, shipper, partial=stop is not None
+        )
         self._upload(claimed, results, shipper)
         if proof:
             keeper.message = "returning the proof of training"
@@ -773,6 +924,19 @@ class Agent:
         if spec.destinations:
             keeper.message = "delivering results"
             self._deliver(claimed, results, shipper)
+            if unit is None and any(d.kind != "api" for d in spec.destinations):
+                # The submitter's own destinations get the results only once the oracles'
+                # verdict releases them: held here until then (worker.held_results).
+                self.held.hold(
+                    claimed.job_id,
+                    spec.destinations,
+                    results,
+                    sealed=claimed.sealing is not None,
+                )
+                shipper.note(
+                    "the results go to the submitter's own destinations once the oracles' "
+                    "verdict releases them"
+                )
 
         # A last synchronous renewal: never attest a job whose lease has already gone.
         if not keeper.beat():
@@ -786,9 +950,21 @@ class Agent:
                 amount = self.rate_cards.amount(spec, gpu_ms, gpu_model)
             except PricingError as e:  # checked before the run; only a changed card gets here
                 raise _Failed(f"cannot price the job: {e}") from e
-            if claimed.resume is not None:
+            first = 1 if claimed.resume is None else claimed.resume.at + 1
+            if stop is not None:
+                # Stopped: paid for the segments committed by the stop (and its grace).
+                amount = stopped_share(spec, amount, first, stop.segments, committed)
+            elif claimed.resume is not None:
                 # Resumed: paid for the segments this attempt proved, not the lost one's.
-                amount = segment_cap(spec, amount, claimed.resume.at + 1)
+                amount = segment_cap(spec, amount, first)
+        segments = None
+        if unit is None and claimed.resume is not None and spec.schedule is not None:
+            # Named, so the lost attempt's claim on the same escrow is paid beside it.
+            segments = SegmentClaim(
+                attempt=claimed.attempt,
+                first=claimed.resume.at + 1,
+                last=spec.schedule.segments,
+            )
         signed = self._attest(
             claimed,
             assigned,
@@ -801,6 +977,9 @@ class Agent:
             metrics,
             amount,
             None if unit is None or outputs is None else _unit_work(unit, outputs),
+            segments=segments,
+            # Stopped for the job's fault: the attestation claims the stopped share.
+            stop=None if unit is not None or stop is None else StopClaim(segments=stop.segments),
         )
         hashes = {r.name: r.sha256 for r in results}
         completion: dict[str, Any] = {
@@ -991,7 +1170,7 @@ class Agent:
         return rdzv
 
     def _collect(
-        self, claimed: ClaimedJob, job_dir: Path, shipper: LogShipper
+        self, claimed: ClaimedJob, job_dir: Path, shipper: LogShipper, *, partial: bool = False
     ) -> tuple[
         list[CollectedResult],
         list[CollectedResult],
@@ -1006,7 +1185,8 @@ class Agent:
             results: list[CollectedResult] = []
             proof: list[CollectedResult] = []
             if declared:
-                results, proof = split_proof_files(collect_results(job_dir, spec.results))
+                collected = collect_results(job_dir, spec.results, partial=partial)
+                results, proof = split_proof_files(collected)
                 root = pot_root(job_dir)
             else:
                 root = _pot_root_if_any(job_dir)
@@ -1142,6 +1322,9 @@ class Agent:
                 if self._past_grace():
                     run = RunResult(None, RunReason.KILLED_BY_REQUEST, "worker shutting down", 0.0)
                     break
+                if keeper.stopped.is_set():
+                    run = RunResult(None, RunReason.KILLED_BY_REQUEST, "the lease was stopped", 0.0)
+                    break
                 keeper.message = f"running command {i}/{len(commands)}"
                 shipper.note(f"command {i}/{len(commands)}: {harness.describe(argv)[:300]}")
                 run_spec = RunSpec(
@@ -1193,6 +1376,10 @@ class Agent:
                 return result
             if keeper.lost.is_set():
                 log.warning("stopping the job: the lease is lost (%s)", keeper.lost_reason)
+                self.runtime.kill(handle)
+                return self.runtime.wait(handle)
+            if keeper.stopped.is_set():
+                log.warning("stopping the job: the lease was stopped for the job's fault")
                 self.runtime.kill(handle)
                 return self.runtime.wait(handle)
             if self._past_grace():
@@ -1250,8 +1437,9 @@ class Agent:
     def _deliver(
         self, claimed: ClaimedJob, results: Sequence[CollectedResult], shipper: LogShipper
     ) -> None:
-        """Send the results (sealed when the job is) to every destination the spec names and
-        report each answer to the API, which completes the job only when all acknowledged."""
+        """Report the API's store destination (the uploads) to the API, which completes the
+        job only when it is acknowledged; the submitter's own destinations wait for the
+        verdict (`deliver_released`)."""
         data = self.config.data
         reports = deliver(
             claimed.spec.destinations,
@@ -1259,7 +1447,10 @@ class Agent:
             job_id=claimed.job_id,
             sealed=claimed.sealing is not None,
             policy=DeliveryPolicy(egress=data.egress, resolver=data.resolver, verify=data.verify),
+            phase="store",
         )
+        if not reports:
+            return
         for r in reports:
             said = "acknowledged" if r.acknowledged else f"NOT acknowledged: {r.reason}"
             shipper.note(f"result destination {r.index} ({r.kind}): {said}")
@@ -1270,6 +1461,60 @@ class Agent:
             raise _Failed(f"cannot report the result deliveries: {e}") from e
         if pending:
             raise _Failed("results not delivered: " + "; ".join(pending))
+
+    def deliver_released(self) -> int:
+        """Deliver the held results of every job whose results the oracles' verdict released
+        to the submitter's own destinations, and report each answer; drop the ones the
+        verdict withholds. Never raises (the loop calls it); returns how many it delivered."""
+        delivered = 0
+        for held in self.held.pending():
+            try:
+                delivered += self._deliver_held(held)
+            except Exception:  # one job's delivery must not stop the worker
+                log.exception("held results of job %s not delivered", held.job_id)
+        return delivered
+
+    def _deliver_held(self, held: HeldJob) -> int:
+        try:
+            state = self.api.job_release(held.job_id)
+        except ApiRefused as e:
+            completing = any(entry.job_id == held.job_id for entry in self.outbox.pending())
+            if e.status == 404 and not completing:
+                # Not completed by this worker (a failed attempt), and no completion of it
+                # waits in the outbox: it never will be.
+                log.info("dropping the held results of job %s: %s", held.job_id, e)
+                self.held.drop(held.job_id)
+            else:
+                log.warning("cannot ask whether job %s is released: %s", held.job_id, e)
+            return 0
+        except ApiClientError as e:
+            log.warning("cannot ask whether job %s is released: %s", held.job_id, e)
+            return 0
+        if state == "waiting":
+            return 0
+        if state == "withheld":
+            log.info(
+                "the oracles' verdict withholds the results of job %s: not delivered",
+                held.job_id,
+            )
+            self.held.drop(held.job_id)
+            return 0
+        data = self.config.data
+        reports = deliver(
+            held.destinations,
+            held.results,
+            job_id=held.job_id,
+            sealed=held.sealed,
+            policy=DeliveryPolicy(egress=data.egress, resolver=data.resolver, verify=data.verify),
+            phase="external",
+        )
+        pending = self.api.report_released_deliveries(held.job_id, reports)
+        if pending and held.tries + 1 < MAX_TRIES:
+            log.warning("job %s: %s; trying again", held.job_id, "; ".join(pending))
+            self.held.tried(held)
+            return 0
+        self.held.drop(held.job_id)
+        return 0 if pending else 1
 
     def _attest(
         self,
@@ -1284,6 +1529,9 @@ class Agent:
         metrics: Mapping[str, int | str],
         amount: int,
         unit: UnitWork | None = None,
+        *,
+        segments: SegmentClaim | None = None,
+        stop: StopClaim | None = None,
     ) -> SignedAttestation:
         escrow = claimed.escrow
         assert escrow is not None  # _precheck
@@ -1315,6 +1563,8 @@ class Agent:
             nonce=claimed.nonce,
             amount=amount,
             unit=unit,
+            segments=segments,
+            stop=stop,
         )
         return sign_attestation(attestation, self.key.signing_key)
 

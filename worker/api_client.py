@@ -41,6 +41,7 @@ CONTENT_SHA256_HEADER = "X-Content-SHA256"
 KEY_REQUESTS_PATH = "/api/v1/worker/key-requests"
 KEY_GRANTS_PATH = "/api/v1/worker/key-grants"
 VERIFICATIONS_PATH = "/api/v1/worker/verifications"
+DISPUTES_PATH = "/api/v1/worker/disputes"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 1 << 20
 # Bytes per upload request: what a dropped connection costs at most, and what one
@@ -365,6 +366,28 @@ class ApiClient:
             raise ApiClientError(f"unexpected answer to a delivery report: {body!r:.200}")
         return [str(p) for p in pending]
 
+    def job_release(self, job_id: str) -> str:
+        """Whether the results of a job this worker completed are released to its submitter:
+        "released", "waiting" (no releasing verdict yet) or "withheld" (never)."""
+        body = self._json("GET", f"/api/v1/worker/jobs/{quote(job_id, safe='')}/release")
+        state = body.get("state") if isinstance(body, dict) else None
+        if state not in ("released", "waiting", "withheld"):
+            raise ApiClientError(f"unexpected answer to a release query: {body!r:.200}")
+        return str(state)
+
+    def report_released_deliveries(
+        self, job_id: str, reports: Sequence[DeliveryReport]
+    ) -> list[str]:
+        """Report the deliveries to the submitter's own destinations, made after the release;
+        returns what is still unacknowledged."""
+        payload = {"reports": [r.model_dump(mode="json") for r in reports]}
+        path = f"/api/v1/worker/jobs/{quote(job_id, safe='')}/deliveries"
+        body = self._json("POST", path, payload)
+        pending = body.get("pending") if isinstance(body, dict) else None
+        if not isinstance(pending, list):
+            raise ApiClientError(f"unexpected answer to a delivery report: {body!r:.200}")
+        return [str(p) for p in pending]
+
     def release(self, token: str, reason: str) -> LeaseAnswer:
         body = self._json(
             "POST", self._lease(token, "/release"), {"reason": reason[:2000]}, lease=True
@@ -506,6 +529,17 @@ class ApiClient:
             path, Path(dest), expected_sha256, what=f"resume file {position}", lease=True
         )
 
+    def resume_grant(self, token: str) -> dict[str, Any] | None:
+        """The submitter's grant of the sealed checkpoint this lease resumes (name ->
+        stanza); None while the submitter has not posted it."""
+        body = self._json("GET", self._lease(token, "/resume-grant"), lease=True)
+        if not isinstance(body, dict) or "grants" not in body:
+            raise ApiUnavailable("the API's resume grant is malformed")
+        grants = body["grants"]
+        if grants is not None and not isinstance(grants, dict):
+            raise ApiUnavailable("the API's resume grant is malformed")
+        return grants
+
     def _download(
         self,
         path: str,
@@ -632,6 +666,27 @@ class ApiClient:
         files stay sealed), checked against the hash the API recorded for the upload."""
         path = f"{VERIFICATIONS_PATH}/{int(unit_id)}/files/{quote(name, safe='/')}"
         return self._download(path, Path(dest), expected_sha256, what=f"proof file {name}")
+
+    def disputes(self) -> list[dict[str, Any]]:
+        """Disputes of this worker's proofs it has not revealed its answer to yet."""
+        body = self._json("GET", DISPUTES_PATH)
+        if not isinstance(body, list):
+            raise ApiUnavailable("the API's list of disputes is malformed")
+        return [t for t in body if isinstance(t, dict)]
+
+    def download_dispute_file(
+        self, unit_id: int, name: str, dest: Path, expected_sha256: str
+    ) -> tuple[int, str]:
+        """Stream a proof file a dispute names to `dest`, as the verifiers got it."""
+        path = f"{DISPUTES_PATH}/{int(unit_id)}/files/{quote(name, safe='/')}"
+        return self._download(path, Path(dest), expected_sha256, what=f"proof file {name}")
+
+    def answer_dispute(self, unit_id: int, step: str, answer: Mapping[str, Any]) -> dict[str, Any]:
+        """Post this worker's signed `commitment` or `reveal` of a dispute."""
+        if step not in ("commitment", "reveal"):
+            raise ValueError(f"a dispute is answered by a commitment or a reveal, not {step!r}")
+        body = self._json("POST", f"{DISPUTES_PATH}/{int(unit_id)}/{step}", {"answer": answer})
+        return dict(body)
 
     def report_verification(self, unit_id: int, report: Mapping[str, Any]) -> dict[str, Any]:
         body = self._json("POST", f"{VERIFICATIONS_PATH}/{int(unit_id)}/report", {"report": report})

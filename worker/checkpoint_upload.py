@@ -11,9 +11,20 @@ when they are the ones the prefix's leaf commits (weights hash, optimizer hash a
 bound by the leaf's state hash): a checkpoint still being written is taken on the next pass.
 Uploads go through the worker's ordinary streamed, resumable upload (`WorkerAgent._upload`).
 
+With each pass the worker also signs, for every checkpoint `k` it uploaded (from the first
+it proves), its own claim for the segments up to `k` (`sign_claim`: an attestation naming
+its attempt and segments, the root of the prefix trimmed to `k`, its share of the price)
+and uploads it as `pot/claim-<k>.cose`. A provider that is lost never has to come back to
+be paid for what it proved: when the job resumes from its checkpoint `k`, the oracle takes
+that claim from the API (`oracle.verification.lost_attempts`).
+
 A sealed job's checkpoint files are sealed to the submitter like every other proof file
-(`worker.results.seals`) before they leave the machine; the API then cannot check them
-against the prefix, so a sealed job is not resumed from them (docs/protocol.md).
+(`worker.results.seals`; the prefix stays clear: commitments only) before they leave the
+machine; the API then cannot check them against the prefix, so the resuming provider does,
+once the submitter granted it their keys (worker/sealed_resume.py, docs/protocol.md). Its
+claims are signed and uploaded in the clear all the same (hashes only); a drawn verifier
+of the lost attempt's segments gets their keys from this worker, which answers key requests
+for its own leases' files whether or not the lease still stands (worker.key_grants).
 """
 
 from __future__ import annotations
@@ -41,6 +52,9 @@ log = logging.getLogger("worker.checkpoints")
 
 Upload = Callable[[list[CollectedResult]], None]
 Seal = Callable[[list[CollectedResult]], list[CollectedResult]]
+# (checkpoint k, root of the prefix trimmed to k) -> the signed claim (COSE), or None.
+SignClaim = Callable[[int, str], bytes | None]
+CLAIMS = "claims"  # where the signed claims are written (beside the prefix snapshot)
 
 
 def _entry(path: Path, name: str | None = None, digest: str | None = None) -> CollectedResult:
@@ -83,6 +97,7 @@ class CheckpointUploader:
         interval_s: float = 10.0,
         start: int = 0,
         note: Callable[[str], None] | None = None,
+        sign_claim: SignClaim | None = None,
     ) -> None:
         """`snapshot_dir`: where the prefix is copied before its upload (outside the job's
         work dir); `start`: the first checkpoint to upload (a resumed run holds files from
@@ -93,6 +108,10 @@ class CheckpointUploader:
         self.seal = seal
         self.interval_s = interval_s
         self.note = note or (lambda _message: None)
+        self.sign_claim = sign_claim
+        # The first checkpoint that ends a segment this run proves (a resumed run proves
+        # the ones after the checkpoint it resumed at).
+        self.first_claim = max(start + 1, 1)
         # The last checkpoint whose files are uploaded (start - 1: none yet).
         self.uploaded = start - 1
         self._stop = threading.Event()
@@ -145,10 +164,39 @@ class CheckpointUploader:
         head = _entry(snapshot, PREFIX_NAME, hashlib.sha256(snapshot.read_bytes()).hexdigest())
         self.upload(self._sealed(batch))
         self.upload(self._sealed([head]))
+        claims = self._claims(shipped, range(max(self.uploaded + 1, self.first_claim), last + 1))
+        if claims:
+            # After the prefix: a claim never names a checkpoint the API does not hold.
+            self.upload(claims)
         count = last - self.uploaded
         self.uploaded = last
         self.note(f"uploaded checkpoint {last} and the committed prefix (resumable from there)")
         return count
+
+    def _claims(self, shipped: Manifest, checkpoints: range) -> list[CollectedResult]:
+        """The signed claims for `checkpoints` (written beside the prefix snapshot), never
+        sealed, a sealed job's too: a claim holds hashes only (the prefix's root, no
+        result), and the oracles must read it to pay a lost attempt; its segments' files
+        stay sealed, their keys granted to the drawn verifier by this worker
+        (worker.key_grants)."""
+        if self.sign_claim is None:
+            return []
+        out = []
+        folder = self.snapshot_dir / CLAIMS
+        folder.mkdir(parents=True, exist_ok=True)
+        for at in checkpoints:
+            root = Manifest(
+                steps_per_checkpoint=shipped.steps_per_checkpoint,
+                data_seed=shipped.data_seed,
+                leaves=shipped.leaves[: at + 1],
+            ).root
+            cose = self.sign_claim(at, root)
+            if cose is None:
+                continue
+            path = folder / f"claim-{at}.cose"
+            path.write_bytes(cose)
+            out.append(_entry(path))
+        return out
 
     def _sealed(self, files: Sequence[CollectedResult]) -> list[CollectedResult]:
         return list(files) if self.seal is None else self.seal(list(files))

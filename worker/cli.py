@@ -13,7 +13,7 @@ import secrets
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -23,6 +23,9 @@ from proofnet.redaction import redact_credentials
 from worker.bid_cli import auctions, bid, reveal
 from worker.rate_card_cli import rate_card
 from worker.status_cli import status
+
+if TYPE_CHECKING:
+    from worker.agent import AgentConfig
 
 app = typer.Typer(no_args_is_help=True, help="Run a proofnet worker on this machine.")
 
@@ -524,6 +527,26 @@ class RunSetupError(Exception):
     """`worker run` cannot start; the message says what to fix."""
 
 
+def _check_verify_only(
+    config: AgentConfig, isolated: bool, *, once: bool, max_jobs: int | None
+) -> None:
+    """A verify-only worker must be able to verify, and counts no jobs."""
+    if not config.verify:
+        raise RunSetupError("--verify-only with --no-verify leaves this worker nothing to do")
+    if once or max_jobs is not None:
+        raise RunSetupError("--verify-only claims no job: --once and --max-jobs do not apply")
+    if not config.trusted_oracle_keys:
+        raise RunSetupError(
+            "--verify-only answers tasks of trusted oracles only: set --oracle-key (repeat) "
+            "or PROOFNET_WORKER_ORACLE_KEYS"
+        )
+    if not isolated and not config.demo_process_verify:
+        raise RunSetupError(
+            "--verify-only needs a runtime that isolates job code (--runtime docker); the "
+            "process runtime verifies only in the local demo on the devnet"
+        )
+
+
 def _payout_address(explicit: str | None, work_dir: Path) -> str:
     if explicit:
         return explicit
@@ -678,6 +701,12 @@ def run(
         help="replay segments of other providers' proofs when a trusted oracle draws this "
         "worker as verifier (Docker runtime only; paid a verification fee)",
     ),
+    verify_only: bool = typer.Option(
+        False,
+        "--verify-only",
+        help="contribute verification only: replay what trusted oracles draw this worker "
+        "for and answer disputes, never claim a job [default: PROOFNET_WORKER_VERIFY_ONLY]",
+    ),
     log_level: str = typer.Option("INFO", "--log-level"),
 ) -> None:
     """Claim jobs from the API, run them with proof of training, and attest to the oracle."""
@@ -720,6 +749,8 @@ def run(
                 if k.strip()
             ),
             verify=verify,
+            verify_only=verify_only or settings.worker_verify_only,
+            demo_process_verify=settings.worker_demo_process_verify,
             data=data_policy,
             allow_egress=allow_egress or settings.worker_allow_egress,
         )
@@ -727,6 +758,11 @@ def run(
         repos = RepoCache(
             settings.git_cache_dir, rewrites=_rewrites(repo_rewrite), egress=data_policy.egress
         )
+        if config.demo_process_verify and config.network != "devnet":
+            raise RunSetupError(
+                "PROOFNET_WORKER_DEMO_PROCESS_VERIFY runs other providers' job code on this "
+                "host, unisolated: it is for the local demo on the devnet only"
+            )
         runtime = _make_runtime(
             runtime_name or settings.worker_runtime,
             allow_cluster_networking=(
@@ -734,6 +770,8 @@ def run(
             ),
             advertise_host=config.advertise_host,
         )
+        if config.verify_only:
+            _check_verify_only(config, runtime.isolated, once=once, max_jobs=max_jobs)
     except (IdentityError, PricingError, RunSetupError) as e:
         typer.secho(f"worker cannot start: {e}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from e

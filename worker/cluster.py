@@ -173,9 +173,12 @@ def wait_for_cluster(
 
 
 def torchrun_argv(argv: Sequence[str], rdzv: Rendezvous, nproc_per_node: int) -> tuple[str, ...]:
-    """`argv` under torchrun, joining the cluster's c10d rendezvous. Node 0 hosts the store
-    explicitly: on one machine (or behind a shared name) the hostname heuristic would let
-    every node think it is the host."""
+    """`argv` under torchrun, joining the cluster's rendezvous as node `rdzv.rank`. The
+    static backend: node R is torch's node rank R, so the proof a node records is its unit's
+    rank (the c10d backend ignores `--node_rank` and ranks the nodes by address and process
+    id: on one machine whichever torchrun started first became rank 0, and the oracle
+    rejected an honest node's proof as another rank's). Node 0 hosts the store (`is_host`,
+    said explicitly: on one machine, or behind a shared name, no heuristic can tell)."""
     local = () if rdzv.local_addr is None else ("--local-addr", rdzv.local_addr.strip("[]"))
     return (
         TORCHRUN,
@@ -186,7 +189,7 @@ def torchrun_argv(argv: Sequence[str], rdzv: Rendezvous, nproc_per_node: int) ->
         "--nproc_per_node",
         str(nproc_per_node),
         "--rdzv_backend",
-        "c10d",
+        "static",
         "--rdzv_endpoint",
         rdzv.endpoint,
         "--rdzv_id",

@@ -21,6 +21,7 @@ import ssl
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import httpx
 
@@ -64,15 +65,21 @@ def deliver(
     sealed: bool,
     policy: DeliveryPolicy,
     api_stored: bool = True,
+    phase: Literal["all", "store", "external"] = "all",
 ) -> list[DeliveryReport]:
-    """One report per destination, in the spec's order. `results` are what the API's store
-    received (sealed when the job is); `api_stored` says whether that upload succeeded."""
+    """One report per destination of `phase`, in the spec's order: "store" is the API's own
+    store (before completion), "external" the submitter's own destinations (only once the
+    oracles' verdict released the results: worker.held_results). `results` are what the
+    API's store received (sealed when the job is); `api_stored` says whether that upload
+    succeeded."""
     reports: list[DeliveryReport] = []
     client = pinned_client(
         policy.egress, resolver=policy.resolver, verify=policy.verify, timeout=policy.timeout_s
     )
     with client:
         for index, dest in enumerate(destinations):
+            if phase != "all" and isinstance(dest, ApiDestination) != (phase == "store"):
+                continue
             if isinstance(dest, ApiDestination):
                 report = DeliveryReport(
                     index=index,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pot import launch
 from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.topology import MultiNode
 
 # The job image's interpreter: the harness needs python3 (>= 3.10) and numpy there.
 PYTHON = "python3"
@@ -29,7 +30,9 @@ def training_commands(spec: JobSpec, resume_at: int | None = None) -> tuple[tupl
     """What a training run (a single-unit job, a relay stage) executes, in order; with
     `resume_at`, the harness continues from that checkpoint of the files in RESUME_DIR."""
     commands = tuple(tuple(argv) for argv in spec.commands)
-    if spec.proof.trainer is not None:
+    # A multi-node job's commands train (their own loop under torchrun); its trainer is
+    # only what verifiers replay its nodes' segments with.
+    if spec.proof.trainer is not None and not isinstance(spec.topology, MultiNode):
         resume = () if resume_at is None else ("--resume-from", RESUME_DIR, "--resume-at")
         at = () if resume_at is None else (str(resume_at),)
         commands += (launch.harness_argv(PYTHON, "train", *resume, *at),)

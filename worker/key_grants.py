@@ -4,7 +4,10 @@ As the provider: `answer_key_requests` reads the oracle-signed requests for keys
 worker's sealed uploads, checks each against the oracle keys the provider trusts, derives
 the files' content keys from the lease's secret (worker.seal_keys) and grants them wrapped
 for the drawn verifier. A request signed by no trusted oracle, or naming this worker itself,
-is never answered: the API host relays requests and must not be able to make one up.
+is never answered: the API host relays requests and must not be able to make one up; nor
+is one naming another provider's lease. A lease lost or expired is no reason to stop: the
+lost attempt of a resumed job is paid only once a drawn verifier replays its segments, so
+its worker answers for as long as it keeps the lease's secret.
 `GrantResponder` does this in the background, every `interval_s`, whatever job runs.
 
 As the drawn verifier: `open_granted` downloads the granted files' ciphertexts (checked
@@ -61,6 +64,10 @@ def answer_key_requests(
             request.verify(trusted_oracle_keys)
             if request.recipient == me:
                 raise KeyGrantError("the request names this worker as its own verifier")
+            if request.provider is not None and request.provider != me:
+                # Another provider's lease (a resumed job's attempts share a nonce): its
+                # files were sealed under that provider's secret, not this one's.
+                raise KeyGrantError("the request is for another provider's lease")
             secret = keys.get(request.job_id, request.nonce)
             if secret is None:
                 raise KeyGrantError(

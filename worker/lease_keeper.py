@@ -4,6 +4,10 @@ The lease counts as lost when the API says so (404/409), or when no heartbeat ha
 through for a whole lease TTL: by then the API has given the job to someone else, so the
 job must stop and must not be attested. For a cluster node, a heartbeat answer that says
 the cluster attempt failed counts as lost too (the API ends the lease with it).
+
+A heartbeat answer may instead say the lease is stopped (`LeaseStop`): the oracle quorum
+found the job's code at fault early (it cannot be replayed). The lease stays the worker's,
+to upload and attest the segments it committed; `stopped` is set and training must stop.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from proofnet.messages.claim import LeaseStop
 from worker.api_client import ApiClient, ApiClientError, LeaseLost
 from worker.unit_claim import ClusterState
 
@@ -38,6 +43,9 @@ class LeaseKeeper:
         self._clock = clock
         self.lost = threading.Event()
         self.lost_reason = ""
+        # Set when the API stopped the lease for the job's fault (what `stop` says).
+        self.stopped = threading.Event()
+        self.stop_order: LeaseStop | None = None
         self.message: str | None = None
         # A cluster's node 0 publishes where it hosts the rendezvous with every heartbeat.
         self.rendezvous: str | None = None
@@ -87,6 +95,10 @@ class LeaseKeeper:
             return True
         self._last_ok = self._clock()
         self.beats += 1
+        if state.stop is not None and not self.stopped.is_set():
+            self.stop_order = state.stop
+            self.stopped.set()
+            log.warning("lease stopped (%s): %s", state.stop.reason, state.stop.message)
         if state.cluster is not None:
             self.cluster = state.cluster
             if state.cluster.state == "failed":

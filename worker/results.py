@@ -24,6 +24,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from pot.cluster import CLUSTER_NAME
+from pot.cluster_harness import load_node
 from pot.manifest import (
     MANIFEST_NAME,
     PREFIX_NAME,
@@ -69,8 +71,11 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def collect_results(job_dir: Path, specs: Sequence[ResultSpec]) -> list[CollectedResult]:
-    """Every declared result file, sorted by name; a glob that matches nothing is an error."""
+def collect_results(
+    job_dir: Path, specs: Sequence[ResultSpec], *, partial: bool = False
+) -> list[CollectedResult]:
+    """Every declared result file, sorted by name; a glob that matches nothing is an error,
+    unless the run is `partial` (its lease was stopped for the job's fault: what it made)."""
     job_dir = Path(job_dir)
     globs = [s.path for s in specs]
     kinds = {s.path: s.kind for s in specs}
@@ -105,9 +110,30 @@ def collect_results(job_dir: Path, specs: Sequence[ResultSpec]) -> list[Collecte
             if len(found) > MAX_RESULTS:
                 raise ResultsError(f"the job declared more than {MAX_RESULTS} result files")
     missing = [g for g in globs if g not in matched]
-    if missing:
+    if missing and not partial:
         raise ResultsError(f"declared results were not produced: {', '.join(missing)}")
     return sorted(found, key=lambda r: r.name)
+
+
+def promote_prefix(job_dir: Path) -> int:
+    """Make the committed prefix (`pot/prefix.json`, what the harness wrote at the last
+    commit) the run's manifest, for a run stopped before it finished; the segments it
+    commits. ResultsError when the run committed no segment."""
+    pot_dir = Path(job_dir) / POT_SUBDIR
+    if (pot_dir / MANIFEST_NAME).exists():
+        # The run finished as the stop came: its manifest stands (paid as stopped still).
+        try:
+            return Manifest.load(pot_dir).segments
+        except (ProofError, OSError) as e:
+            raise ResultsError(f"cannot read the proof-of-training manifest: {e}") from e
+    try:
+        prefix = Manifest.load(pot_dir, name=PREFIX_NAME)
+    except (ProofError, OSError) as e:
+        raise ResultsError(f"the stopped run committed no readable prefix: {e}") from e
+    if prefix.segments < 1:
+        raise ResultsError("the stopped run committed no segment")
+    prefix.save(pot_dir)
+    return prefix.segments
 
 
 def split_proof_files(
@@ -157,9 +183,14 @@ def committed_checkpoint(job_dir: Path) -> list[CollectedResult]:
 
 
 def pot_root(job_dir: Path) -> str:
-    """The proof-of-training Merkle root from the job's manifest (`<job dir>/pot/`)."""
+    """The proof-of-training root the job attests: its manifest's Merkle root
+    (`<job dir>/pot/`), or, for a cluster node that recorded a node proof, the root of its
+    `cluster.json` (which names the manifest's root: `pot.cluster`)."""
+    pot = Path(job_dir) / POT_SUBDIR
     try:
-        return Manifest.load(Path(job_dir) / POT_SUBDIR).root
+        if (pot / CLUSTER_NAME).exists():
+            return load_node(pot)[0].root
+        return Manifest.load(pot).root
     except ProofError as e:
         raise ResultsError(f"the job left no valid proof-of-training manifest: {e}") from e
     except OSError as e:
@@ -239,6 +270,15 @@ def seal_results(
 
 def seals(name: str) -> bool:
     """Whether a sealed job seals this file: every result and proof file but the proof's
-    manifest, which holds commitments only (hashes, losses, update norms) and is what the
-    oracles check the schedule and root against."""
-    return name != PROOF_PREFIX + MANIFEST_NAME
+    commitments, which hold hashes, losses and update norms only and are what the oracles
+    check the schedule and root against: the manifest, a cluster node's proof
+    (`cluster.json`) and step records (`*.contrib`, digests of what each rank sent), and the
+    committed prefix, by which the API picks the checkpoint a lost attempt resumes from
+    (api.services.resume)."""
+    if name in (
+        PROOF_PREFIX + MANIFEST_NAME,
+        PROOF_PREFIX + CLUSTER_NAME,
+        PROOF_PREFIX + PREFIX_NAME,
+    ):
+        return False
+    return not (name.startswith(PROOF_PREFIX) and name.endswith(".contrib"))

@@ -17,8 +17,14 @@
    job's fault);
 4. signs the harness's hashes as a `VerificationReport` and posts it.
 
+The same worker answers the disputes of its own proofs (`answer_disputes`,
+oracle/verification/referee.py): it replays the disputed segments exactly as a verifier
+would, from the files the verifiers got, and signs a commitment to the hashes, then their
+reveal.
+
 The process runtime does not isolate job code (it runs as this worker's user, beside its
-key): a `Verifier` refuses it unless `allow_unisolated` is set, which only tests do. A
+key): a `Verifier` refuses it unless `allow_unisolated` is set, which only tests and the
+local demo on the devnet do (`PROOFNET_WORKER_DEMO_PROCESS_VERIFY`). A
 relay stage's task replays with the stage's own shards of the job's data (fetched and
 SHA-256 checked) and the stage's unit environment.
 """
@@ -36,11 +42,22 @@ from typing import Any
 
 from pot import launch
 from pot.env import INPUT_CHECKPOINTS, SHARDS, UNIT_INDEX, UNIT_KIND, UnitEnv
+from proofnet.messages.dispute import (
+    DisputeAnswer,
+    DisputeCommitment,
+    DisputeError,
+    DisputeReveal,
+    DisputeTask,
+    commitment_of,
+    new_salt,
+)
 from proofnet.messages.envelope import MAGIC_BYTES, SealingError, is_sealed
 from proofnet.messages.jobspec import JobSpec, JobSpecError
 from proofnet.messages.shards import DataShard
 from proofnet.messages.topology import Relay, plan
 from proofnet.messages.verification import (
+    PREFIX_KINDS,
+    NodeSegmentResult,
     SegmentResult,
     VerificationError,
     VerificationReport,
@@ -168,6 +185,8 @@ class Verifier:
         withheld = self._fetch_files(task, pending, work)
         if withheld:
             return self._report(task, status="withheld", message=withheld)
+        if task.kind == "node":
+            return self._node_task(task, spec, work)
         shards: tuple[Path, ...] = ()
         if task.unit is not None:
             shards = self._stage_data(task.unit, spec, work)
@@ -198,6 +217,136 @@ class Verifier:
             if first:
                 fields["repeat"] = SegmentResult.from_harness(first[0]).model_dump(mode="json")
         return self._report(task, **fields)
+
+    def _node_task(self, task: VerificationTask, spec: JobSpec, work: Path) -> VerificationReport:
+        """A cluster node's drawn segments, every rank's contribution recomputed
+        (`python -m pot replay-node`); the report says what it computed, the oracles judge."""
+        started = time.monotonic()
+        drawn = self._run(task, spec, work, task.segments, "drawn")
+        replay_ms = int((time.monotonic() - started) * 1000)
+        status = str(drawn.get("status"))
+        # The replay computed what it reports ("replayed"); whether that matches the nodes'
+        # commitments is for the oracles to say.
+        status = "passed" if status == "replayed" else status
+        if status not in HARNESS_STATUSES:
+            status = "error"
+        results = [
+            NodeSegmentResult.from_harness(r).model_dump(mode="json")
+            for r in drawn.get("results") or []
+            if isinstance(r, dict)
+        ]
+        return self._report(
+            task,
+            status=status,
+            message=str(drawn.get("message", ""))[:2000],
+            initial_weights_hash=drawn.get("initial_weights_hash"),
+            node_results=results,
+            replay_ms=replay_ms,
+        )
+
+    # -- disputes of this worker's own proofs (oracle/verification/referee.py) ------------
+
+    def answer_disputes(self) -> list[DisputeReveal]:
+        """Answer every dispute of this worker's proofs that can be answered now: replay
+        the disputed segments in a verifier's sandbox, commit to the hashes, then reveal
+        them; the reveals posted. A provider that never answers concedes."""
+        revealed = []
+        for pending in self.api.disputes():
+            try:
+                reveal = self.answer_dispute(pending)
+            except (DisputeError, VerificationError, JobSpecError, KeyError, ValueError) as e:
+                log.warning("not answering dispute %s: %s", pending.get("id"), e)
+                continue
+            if reveal is not None:
+                revealed.append(reveal)
+        return revealed
+
+    def answer_dispute(self, pending: dict[str, Any]) -> DisputeReveal | None:
+        task = DisputeTask.from_json(pending["task"])
+        task.verify(self.trusted)
+        if task.provider != self.key.public_key_hex:
+            raise DisputeError("the dispute names another provider")
+        spec = JobSpec.from_dict(pending["spec"])
+        if spec.job_id != task.job_id:
+            raise DisputeError("the API served a spec that is not the dispute's job")
+        unit_id = int(pending["id"])
+        # The answer and its salt outlive a restart between the commitment and the reveal:
+        # a commitment this worker cannot open would count as silence.
+        kept = self.work_dir / "disputes" / f"{task.digest}.json"
+        if kept.exists():
+            saved = json.loads(kept.read_text(encoding="utf-8"))
+            answer, salt = DisputeAnswer.model_validate(saved["answer"]), str(saved["salt"])
+        else:
+            answer, salt = self._replay_disputed(task, spec, pending), new_salt()
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(
+                json.dumps({"answer": answer.model_dump(mode="json"), "salt": salt}),
+                encoding="utf-8",
+            )
+        commitment = DisputeCommitment.sign(
+            self.key.signing_key, task, commitment_of(answer, salt, task)
+        )
+        reveal = DisputeReveal.sign(self.key.signing_key, task, answer, salt)
+        try:
+            if not pending.get("committed"):
+                self.api.answer_dispute(unit_id, "commitment", commitment.to_json())
+            self.api.answer_dispute(unit_id, "reveal", reveal.to_json())
+        except ApiRefused as e:
+            log.warning("the API refused the answer to dispute %s: %s", unit_id, e)
+            return None
+        kept.unlink(missing_ok=True)
+        return reveal
+
+    def _replay_disputed(
+        self, task: DisputeTask, spec: JobSpec, pending: dict[str, Any]
+    ) -> DisputeAnswer:
+        """The disputed segments replayed as a verifier replays them: a fresh container of
+        the job's image, no network, the very files the verifiers got."""
+        work = self.work_dir / "dispute" / task.digest[:32]
+        if work.exists():
+            shutil.rmtree(work)
+        work.mkdir(parents=True)
+        try:
+            try:
+                self.repos.checkout(spec.model.repo_url, spec.model.commit, work)
+            except WorkspaceError as e:
+                raise VerificationError(f"cannot check out the job's code: {e}") from e
+            own = work / "pot"
+            if own.is_symlink() or own.is_file():
+                own.unlink()
+            elif own.exists():
+                shutil.rmtree(own)
+            refs = {str(f["name"]): str(f["sha256"]) for f in pending.get("files") or []}
+            for name in task.files:
+                if name not in refs:
+                    raise VerificationError(f"the API lists no {name} for the dispute")
+                dest = work / "pot" / Path(name).name
+                try:
+                    self.api.download_dispute_file(int(pending["id"]), name, dest, refs[name])
+                except ApiRefused as e:
+                    raise VerificationError(f"cannot download {name}: {e}") from e
+                with dest.open("rb") as f:
+                    if is_sealed(f.read(MAGIC_BYTES)):
+                        # Its own sealed proof: not replayed here yet (a silence concedes).
+                        raise VerificationError(f"{name} is sealed: not replayed in a dispute")
+            shards: tuple[Path, ...] = ()
+            if task.unit is not None:
+                shards = self._stage_data(task.unit, spec, work)
+            ran = self._run(task, spec, work, task.segments, "dispute", shards)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        status = str(ran.get("status"))
+        return DisputeAnswer.model_validate(
+            {
+                "status": status if status in HARNESS_STATUSES else "error",
+                "initial_weights_hash": ran.get("initial_weights_hash"),
+                "results": [
+                    SegmentResult.from_harness(r).model_dump(mode="json")
+                    for r in ran.get("results") or []
+                    if isinstance(r, dict)
+                ],
+            }
+        )
 
     def _stage_data(self, index: int, spec: JobSpec, work: Path) -> tuple[Path, ...]:
         """A relay stage trained on its planned shards of `spec.data`: fetch them (SHA-256
@@ -265,7 +414,7 @@ class Verifier:
 
     def _run(
         self,
-        task: VerificationTask,
+        task: VerificationTask | DisputeTask,
         spec: JobSpec,
         work: Path,
         segments: tuple[int, ...],
@@ -274,7 +423,7 @@ class Verifier:
     ) -> dict[str, Any]:
         seen = Path(MOUNT_POINT) if self.runtime.isolated else work
         environ = spec.job_env(seen, bytes.fromhex(task.nonce)).to_environ()
-        if task.unit is not None:
+        if task.unit is not None and task.kind != "node":
             # A stage replays from the committed checkpoint that opens each segment: no
             # input checkpoints, its own shards.
             environ.update(
@@ -285,21 +434,25 @@ class Verifier:
                     INPUT_CHECKPOINTS: "",
                 }
             )
+        node = task.kind == "node"
+        tolerance = () if node else ("--tolerance-ppm", str(spec.proof.tolerance_ppm))
         argv = launch.harness_argv(
             harness.PYTHON,
-            "replay",
+            "replay-node" if node else "replay",
             "--root",
             task.pot_root,
             "--segments",
             ",".join(str(s) for s in segments),
-            "--tolerance-ppm",
-            str(spec.proof.tolerance_ppm),
+            *tolerance,
             "--code-dir",
             str(seen),
             "--pot-dir",
             str(seen / "pot"),
-            # An early task replays from the committed prefix of a run still training.
-            *(("--prefix",) if task.kind == "early" else ()),
+            # An early task replays from the committed prefix of a run still training, a
+            # claim task from the one a lost attempt left.
+            *(("--prefix",) if task.kind in PREFIX_KINDS else ()),
+            # The proof of a lease stopped for its job's fault may commit fewer segments.
+            *(("--partial",) if isinstance(task, VerificationTask) and task.partial else ()),
         )
         result, lines = self._execute(task, spec, work, tuple(argv), environ, label)
         if result.reason is RunReason.RUNTIME_ERROR:
@@ -317,7 +470,7 @@ class Verifier:
 
     def _execute(
         self,
-        task: VerificationTask,
+        task: VerificationTask | DisputeTask,
         spec: JobSpec,
         work: Path,
         argv: tuple[str, ...],
@@ -473,6 +626,9 @@ class VerifierLoop:
             self._busy.set()
             try:
                 self.verifier.run_once()
+                # Disputes of this worker's own proofs: silence past the oracle's window
+                # concedes (unpaid), so they are answered in the same rounds.
+                self.verifier.answer_disputes()
             except ApiUnavailable as e:
                 log.info("cannot read verification tasks now: %s", e)
             except Exception:  # keep verifying: one bad round must not end the thread

@@ -5,9 +5,11 @@ from api.models.auction import Auction, AuctionBid
 from api.models.auth import ApiToken, AuthChallenge, WorkerRequestNonce
 from api.models.base import TableBase, api_registry
 from api.models.chain_movement import ChainMovement, ChainWatchCursor, ChainWatchPoint
+from api.models.dispute_unit import DisputeUnit
 from api.models.job import Job, Lease
 from api.models.job_delivery import JobDelivery
 from api.models.job_escrow import JobEscrow
+from api.models.job_fault_vote import JobFaultVote
 from api.models.job_outputs import JobLogLine, JobResult, LeaseUsage
 from api.models.job_unit import JobUnit
 from api.models.measurement import MeasuredRun
@@ -15,6 +17,7 @@ from api.models.notification import NotificationDelivery, NotificationSubscripti
 from api.models.proof_key_request import ProofKeyRequest
 from api.models.provider import GpuChallenge, Provider, ProviderGpu, RateCard
 from api.models.rate_card_document import JobRateCard, ProviderRateCard, PublishedRateCard
+from api.models.result_verdict import ResultVerdict
 from api.models.sealing_key import SealingKey
 from api.models.storage_offer import StorageOffer, StoragePlacement
 from api.models.user import User
@@ -31,11 +34,13 @@ __all__ = [
     "ChainMovement",
     "ChainWatchCursor",
     "ChainWatchPoint",
+    "DisputeUnit",
     "Endorsement",
     "GpuChallenge",
     "Job",
     "JobDelivery",
     "JobEscrow",
+    "JobFaultVote",
     "JobLogLine",
     "JobRateCard",
     "JobResult",
@@ -51,6 +56,7 @@ __all__ = [
     "ProviderRateCard",
     "PublishedRateCard",
     "RateCard",
+    "ResultVerdict",
     "SealingKey",
     "StorageOffer",
     "StoragePlacement",

@@ -86,3 +86,14 @@ class Lease(TableBase, table=True):
     # checkpoint of its committed prefix this one starts from (it proves the segments after).
     resumed_lease_id: int | None = None
     resumed_at: int | None = None
+    # It resumed a sealed checkpoint: the worker waits for the submitter's resume grant
+    # (proofnet/messages/resume_grant.py), kept here once posted (stanzas the API can't open).
+    resume_sealed: bool = False
+    resume_grants: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    # Set when the oracle quorum stopped the lease for the job's fault (api.services.job_faults):
+    # why (`job_fault`), what the oracles found, when, and the segments its uploaded prefix
+    # committed then (a partial proof is paid for those, at most).
+    stop_reason: str | None = Field(default=None, max_length=32)
+    stop_message: str = Field(default="", max_length=2000)
+    stopped_at: datetime | None = None
+    stop_segments: int | None = None

@@ -56,3 +56,7 @@ class StoragePlacement(TableBase, table=True):
     accrued_ntx: int = Field(default=0, sa_type=BigInteger)
     paid_through: datetime | None = None
     challenges_passed: int = 0
+    # Failed challenges in a row that did not prove a bad copy (an oracle declares the copy
+    # lost at its limit), and the last one's reason; a pass clears both.
+    strikes: int = 0
+    last_failure: str = Field(default="", max_length=2000)

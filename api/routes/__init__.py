@@ -9,6 +9,7 @@ from api.routes import (
     balances,
     bundles,
     deployment,
+    disputes,
     escrow_cancel,
     escrow_refund,
     escrow_state,
@@ -22,6 +23,8 @@ from api.routes import (
     proof_keys,
     providers,
     rate_cards,
+    result_release,
+    resume_grants,
     sealing_keys,
     storage,
     users,
@@ -38,6 +41,7 @@ api_router.include_router(auth.router)
 api_router.include_router(users.router)
 api_router.include_router(approvals.router)
 api_router.include_router(jobs.router)
+api_router.include_router(resume_grants.router)
 api_router.include_router(estimates.router)
 api_router.include_router(notifications.router)
 api_router.include_router(balances.router)
@@ -52,6 +56,8 @@ api_router.include_router(worker_io.router)
 api_router.include_router(oracle_feed.router)
 api_router.include_router(proof_keys.router)
 api_router.include_router(verifications.router)
+api_router.include_router(result_release.router)
+api_router.include_router(disputes.router)
 api_router.include_router(escrow_tx.router)
 api_router.include_router(sealing_keys.router)
 api_router.include_router(escrow_refund.router)

@@ -12,6 +12,7 @@ from api.config import ApiConfig
 from api.deps import CachedUser, ConfigDep, CurrentUser, NowDep, SessionDep, run_read
 from api.models import User
 from api.reads import StatusCache
+from api.routes.worker_io import BlobStoreDep
 from api.schemas.delivery import DeliveriesView, DeliveryPublic
 from api.schemas.job import (
     JobCreate,
@@ -50,13 +51,15 @@ def list_jobs(
 
 
 @router.get("/{job_id}")
-def get_job(job_id: str, user: CurrentUser, session: SessionDep) -> JobPublic:
+def get_job(job_id: str, user: CurrentUser, session: SessionDep, store: BlobStoreDep) -> JobPublic:
     job = service.get_job(session, user, job_id)
     units = service.job_units(session, job)
     assert job.id is not None
     history = None
     if units is None:
-        history = resume.with_claims(resume.attempt_history(session, job.id), job.result)
+        rows = resume.attempt_history(session, job.id)
+        lost = resume.lost_claims(session, store, job, rows)
+        history = resume.with_claims(rows, job.result, lost)
     return job_public(job, units, history)
 
 

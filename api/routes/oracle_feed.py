@@ -19,11 +19,12 @@ from api.deps import (
     SessionDep,
     SignedWorkerKey,
 )
-from api.errors import Forbidden
+from api.errors import BadRequest, Forbidden
 from api.routes.worker_io import BlobStoreDep, stream_blob
 from api.schemas.common import PublicBody, RequestBody
+from api.services import job_faults, payable_escrow
 from api.services import oracle_feed as service
-from api.services import payable_escrow
+from proofnet.messages.job_fault import JobFaultError, JobFaultVerdict
 
 router = APIRouter(tags=["oracle"])
 
@@ -119,4 +120,41 @@ def record_escrow(
         index=row.output_index,
         budget=row.budget,
         deadline_ms=row.deadline_ms,
+    )
+
+
+class JobFaultPublic(PublicBody):
+    job_id: str
+    nonce: str
+    attempt: int
+    oracles: list[str]
+    threshold: int
+    stopped: bool
+    stop: dict[str, Any] | None
+
+
+@router.post("/oracle/job-faults")
+def post_job_fault(
+    body: dict[str, Any],
+    oracle: OracleKey,
+    session: SessionDep,
+    config: ConfigDep,
+    store: BlobStoreDep,
+    now: NowDep,
+) -> JobFaultPublic:
+    """An oracle's signed early job-fault verdict on a running lease: kept, one per oracle
+    key; the lease stops once the deployment's threshold of oracle keys signed it."""
+    try:
+        verdict = JobFaultVerdict.from_json(body)
+    except JobFaultError as e:
+        raise BadRequest(str(e)) from e
+    state = job_faults.record_verdict(session, config, store, oracle, verdict, now)
+    return JobFaultPublic(
+        job_id=state.job_id,
+        nonce=state.nonce,
+        attempt=state.attempt,
+        oracles=list(state.oracles),
+        threshold=state.threshold,
+        stopped=state.stop is not None,
+        stop=None if state.stop is None else state.stop.model_dump(mode="json"),
     )

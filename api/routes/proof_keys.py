@@ -28,6 +28,8 @@ class KeyRequestBody(RequestBody):
     files: list[str] = Field(max_length=1024)
     oracle_key: str
     signature: str
+    # The lease's provider: a resumed job's attempts share a nonce.
+    provider: str | None = None
 
 
 class KeyRequestState(PublicBody):

@@ -7,9 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 
 from api.deps import ConfigDep, CurrentUser, NowDep, SessionDep, SignedWorkerKey
+from api.errors import BadRequest
 from api.routes.oracle_feed import OracleKey
 from api.schemas.storage import (
     AccrualReport,
+    OracleJobsStoragePublic,
+    OracleJobStoragePublic,
     OraclePlacementPublic,
     OraclePlacementsPublic,
     PlacementFailedPublic,
@@ -127,6 +130,37 @@ def oracle_placements(_oracle: OracleKey, session: SessionDep) -> OraclePlacemen
     return OraclePlacementsPublic(data=data, count=len(data))
 
 
+def _oracle_view(view: service.OracleView) -> OraclePlacementPublic:
+    return OraclePlacementPublic(
+        **PlacementPublic.of(view.row).model_dump(),
+        budget=view.budget,
+        max_ntx_per_gb_month=view.max_ntx_per_gb_month,
+    )
+
+
+@oracle_router.get("/jobs")
+def oracle_jobs_storage(
+    _oracle: OracleKey,
+    session: SessionDep,
+    job_id: Annotated[list[str], Query(max_length=64)],
+) -> OracleJobsStoragePublic:
+    """Per job: whether its spec keeps storage, and its active copies (oracles only): a
+    settling oracle holds such a job's escrow until the copies' terms were challenged; and
+    its failed copies (`ended`), whose receipts a co-signer checks the terms of too."""
+    if any(len(j) != 64 or any(c not in "0123456789abcdef" for c in j) for j in job_id):
+        raise BadRequest("job_id must be 64 lowercase hex characters")
+    data = [
+        OracleJobStoragePublic(
+            job_id=j,
+            keeps_storage=keeps,
+            placements=[_oracle_view(v) for v in views],
+            ended=[_oracle_view(v) for v in ended],
+        )
+        for j, keeps, views, ended in service.jobs_for_oracle(session, job_id)
+    ]
+    return OracleJobsStoragePublic(data=data, count=len(data))
+
+
 @oracle_router.post("/placements/{placement_id}/failed")
 def placement_failed(
     placement_id: int, body: PlacementFailure, _oracle: OracleKey, session: SessionDep, now: NowDep
@@ -158,5 +192,7 @@ def placement_accrual(
         accrued_ntx=body.accrued_ntx,
         paid_through=body.paid_through,
         challenges_passed=body.challenges_passed,
+        strikes=body.strikes,
+        last_failure=body.last_failure,
     )
     return PlacementPublic.of(row)

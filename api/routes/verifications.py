@@ -68,7 +68,7 @@ def verifier_candidates(
 ) -> list[CandidatePublic]:
     """Online workers that can replay a proof made on `device_class`, other than worker
     `exclude` (the provider) and any worker paid to its address."""
-    found = service.candidates(session, device_class, exclude, now, config.verifier_online_s)
+    found = service.candidates(session, config, device_class, exclude, now)
     return [
         CandidatePublic(worker_key=c.worker_key, payout_address=c.payout_address) for c in found
     ]

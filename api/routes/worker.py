@@ -41,7 +41,7 @@ from api.schemas.provider import (
 )
 from api.schemas.rate_card import RateCardSetPublic
 from api.services import auth as auth_service
-from api.services import bonds, leases, payable_escrow
+from api.services import bonds, job_faults, leases, payable_escrow
 from api.services import earnings as earnings_service
 from api.services import providers as service
 from api.services.escrow_tx import EscrowUnavailable
@@ -285,6 +285,7 @@ def _lease_public(active: ActiveLease) -> LeasePublic:
         expires_at=lease.expires_at,
         outcome=lease.outcome,
         cluster=active.cluster,
+        stop=job_faults.lease_stop(lease),
     )
 
 

@@ -29,6 +29,7 @@ from api.deps import (
     CurrentProvider,
     CurrentUser,
     NowDep,
+    ReleasePolicyDep,
     SessionDep,
     check_signature,
     provider_of,
@@ -509,8 +510,13 @@ def job_logs(
 
 
 @router.get("/jobs/{job_id}/results")
-def job_results(job_id: str, user: CurrentUser, session: SessionDep) -> list[ResultPublic]:
-    return [ResultPublic.model_validate(r) for r in service.job_results(session, user, job_id)]
+def job_results(
+    job_id: str, user: CurrentUser, session: SessionDep, policy: ReleasePolicyDep
+) -> list[ResultPublic]:
+    """The job's results, once an oracle quorum's verdict released them (409 before, with
+    what the release waits on: `GET /jobs/{job_id}/release`)."""
+    rows = service.job_results(session, user, job_id, policy)
+    return [ResultPublic.model_validate(r) for r in rows]
 
 
 _BYTES_FROM = re.compile(r"bytes=(\d{1,19})-")
@@ -561,9 +567,10 @@ def job_result(
     user: CurrentUser,
     session: SessionDep,
     store: BlobStoreDep,
+    policy: ReleasePolicyDep,
     range_header: Annotated[str | None, Header(alias="Range")] = None,
 ) -> StreamingResponse:
-    row = service.job_result(session, user, job_id, name)
+    row = service.job_result(session, user, job_id, name, policy)
     return stream_blob(
         store,
         row.sha256,

@@ -81,6 +81,9 @@ class PlacementPublic(BaseModel):
     accrued_ntx: int
     paid_through: datetime | None
     challenges_passed: int
+    # Failed challenges in a row that did not prove a bad copy, and the last one's reason.
+    strikes: int = 0
+    last_failure: str = ""
 
     @classmethod
     def of(cls, row: PlacementRow) -> PlacementPublic:
@@ -100,6 +103,22 @@ class OraclePlacementPublic(PlacementPublic):
 
 class OraclePlacementsPublic(BaseModel):
     data: list[OraclePlacementPublic]
+    count: int
+
+
+class OracleJobStoragePublic(BaseModel):
+    """Whether a job's spec keeps storage, and its copies active now: what a settling
+    oracle waits for before it spends the job's escrow."""
+
+    job_id: str
+    keeps_storage: bool
+    placements: list[OraclePlacementPublic]
+    # Its copies no longer active (failed): their receipts are checked against these terms.
+    ended: list[OraclePlacementPublic] = []
+
+
+class OracleJobsStoragePublic(BaseModel):
+    data: list[OracleJobStoragePublic]
     count: int
 
 
@@ -128,6 +147,9 @@ class AccrualReport(BaseModel):
     accrued_ntx: int = Field(ge=0, le=2**63 - 1)
     paid_through: datetime
     challenges_passed: int = Field(ge=0)
+    # The copy's strikes now (0 after a pass) and the last failure's reason.
+    strikes: int = Field(default=0, ge=0, le=1000)
+    last_failure: str = Field(default="", max_length=2000)
 
 
 class StorageEarningsPublic(BaseModel):

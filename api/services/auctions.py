@@ -10,7 +10,12 @@ can (the oracle trusts it for timing and completeness: docs/pricing.md):
   hashes to its commitment, signed by its worker key;
 - cleared: at the first claim or read after `reveals_close_at`. The winner alone may claim
   the job, and is paid the clearing price; with no bid at or under the reserve, the job
-  fails with that reason (the submitter refunds its escrow).
+  fails with that reason (the submitter refunds its escrow);
+- resumed: once the winner lost an attempt (released, failed, expired), any provider that
+  revealed a bid at or under the reserve (`over_reserve_jobs`) may claim the job too and resume it from the last committed checkpoint
+  (`api.services.resume`), paid the same clearing price's share of the segments it proves
+  (the oracle re-checks both: `oracle.verification.verify`). A bid is a standing offer to
+  run the job; the clearing price is public, so claiming at it is the bidder's choice.
 """
 
 from __future__ import annotations
@@ -19,12 +24,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, not_, or_
+from sqlalchemy import and_, exists, not_, or_
 from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
 from api.errors import BadRequest, Conflict, NotFound
-from api.models import Auction, AuctionBid, Job, Provider
+from api.models import Auction, AuctionBid, Job, Lease, Provider
 from api.services.units import offered_gpus
 from proofnet.messages.auction import (
     MAX_BIDS,
@@ -56,19 +61,64 @@ def open_auction(session: Session, config: ApiConfig, job: Job, spec: JobSpec) -
     )
 
 
+# A lease that ended without completing (as `api.services.resume` counts lost attempts).
+LOST_OUTCOMES = ("released", "failed", "expired")
+
+
 def claimable_by(provider_id: int) -> Any:
     """Claim filter (correlated to Job): the job is not auctioned, or it cleared and this
-    provider won it."""
+    provider won it, or the winner lost an attempt and this provider revealed a bid."""
+    winner_lost = exists().where(
+        col(Lease.job_id) == col(Job.id),
+        col(Lease.provider_id) == col(Auction.winner_provider_id),
+        col(Lease.outcome).in_(LOST_OUTCOMES),
+    )
+    bid = exists().where(
+        col(AuctionBid.job_id) == col(Job.id),
+        col(AuctionBid.provider_id) == provider_id,
+        col(AuctionBid.revealed_at).is_not(None),
+    )
     return not_(
         exists().where(
             col(Auction.job_id) == col(Job.id),
             or_(
                 col(Auction.cleared_at).is_(None),
                 col(Auction.winner_provider_id).is_(None),
-                col(Auction.winner_provider_id) != provider_id,
+                and_(
+                    col(Auction.winner_provider_id) != provider_id,
+                    not_(and_(winner_lost, bid)),
+                ),
             ),
         )
     )
+
+
+def over_reserve_jobs(session: Session, provider_id: int) -> set[int]:
+    """Jobs whose cleared auction this provider did not win and where its revealed bid is
+    above the reserve: it may not stand in for a winner that lost the job there, since the
+    oracle pays only bidders at or under the reserve (`auction_fallback_refusal`). The bid
+    is JSON (a signed `RevealedBid`), so the amount is compared here, in Python, not in SQL
+    (whose JSON operators differ between SQLite and PostgreSQL)."""
+    rows = session.exec(
+        select(AuctionBid, Auction)
+        .join(Auction, col(Auction.job_id) == col(AuctionBid.job_id))
+        .where(
+            col(AuctionBid.provider_id) == provider_id,
+            col(AuctionBid.revealed).is_not(None),
+            col(Auction.cleared_at).is_not(None),
+            col(Auction.winner_provider_id) != provider_id,
+            exists().where(col(Job.id) == col(Auction.job_id), col(Job.status) == "queued"),
+        )
+    ).all()
+    over = set()
+    for bid, auction in rows:
+        try:
+            amount = parse_revealed(bid.revealed).bid.amount
+        except AuctionError:
+            amount = None  # a stored bid that no longer parses never stands in
+        if amount is None or amount > auction.reserve:
+            over.add(bid.job_id)
+    return over
 
 
 def phase(auction: Auction, now: datetime) -> str:

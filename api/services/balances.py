@@ -40,6 +40,7 @@ from api.errors import BadRequest, Forbidden
 from api.models import ChainMovement, Job, JobEscrow, Lease, Provider, User
 from api.services import movements
 from chain.offchain.explorers import explorer_links
+from chain.offchain.output_reads import output_facts
 from proofnet.redaction import redact_credentials
 
 # Attestation statuses whose amount is still to come while the record shows the escrow
@@ -115,17 +116,11 @@ class ContextChainReader:
         return Holdings(lovelace, ntx if self.ntx_unit is not None else None)
 
     def output_unspent(self, tx_id: str, index: int) -> bool:
-        api = getattr(self._ctx(), "api", None)
-        if api is None:
-            raise LookupFailed("this chain backend cannot look up transaction outputs")
         try:
-            outputs = api.transaction_utxos(tx_id, return_type="json")["outputs"]
-        except Exception as e:
+            found = output_facts(self._ctx(), tx_id, index)
+        except Exception as e:  # Kupo not configured, a backend down or answering nonsense
             raise LookupFailed(f"chain backend: {type(e).__name__}: {e}") from e
-        for out in outputs:
-            if out.get("output_index") == index and not out.get("collateral"):
-                return out.get("consumed_by_tx") is None
-        return False
+        return found is not None and found.spent_by is None
 
 
 class HttpOracleReader:

@@ -164,14 +164,13 @@ class ChainWatch:
         deployment can have been spent before it."""
         if self._start is None:
             tx_id = self.deployment.config_ref.partition("#")[0]
-            block = self.follower.tx_block(tx_id)
-            if block is None:
+            before = self.follower.point_before(tx_id)
+            if before is None:
                 raise WatchError(
                     f"the deployment's configuration transaction {tx_id} is not on this chain "
                     "(another network, or a devnet that was reset?)"
                 )
-            before = self.follower.block_at(block.height - 1) if block.height else None
-            self._start = before or block
+            self._start = before
         return self._start
 
     def _snapshot(self) -> tuple[BlockPoint | None, list[BlockPoint]]:

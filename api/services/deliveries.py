@@ -1,12 +1,21 @@
-"""Each result destination's acknowledgement, and the rule that gates a job's completion.
+"""Each result destination's acknowledgement, and when each may be delivered.
 
 A spec's `destinations` (`proofnet.messages.destinations`) are where the submitter wants the
-results; the worker delivers to each and reports how each answered under its lease
-(`record`; the `api` destination, our own store, is checked against the uploads of that
-lease rather than taken on the worker's word). `unacknowledged` says which destinations still lack an acknowledgement from
-that lease: `leases.complete` refuses to complete the job while any does. A spec without
-destinations has nothing to wait for (the API's store got the results by upload).
-I/O: the session it is given; never contacts a destination itself.
+results. They are delivered in two phases, because the submitter may have the results only
+with the oracles' verdict (issue 12.4; `api.services.result_release`):
+
+- before completion, the `api` destination (our own store, which the oracles verify from
+  and which serves the submitter only once released): reported under the lease (`record`),
+  checked against the lease's uploads rather than taken on the worker's word;
+  `leases.complete` refuses to complete the job while it is unacknowledged;
+- after a releasing verdict, the submitter's own destinations (`EXTERNAL`: webhook, S3
+  pre-signed URL): the provider that completed the job delivers them and reports
+  (`record_released`); a report of one before the release is refused (an honest worker
+  never sends them early; one that did gave the submitter results the verdict may refuse,
+  which harms only its own pay).
+
+A spec without destinations has nothing to wait for (the API's store got the results by
+upload). I/O: the session it is given; never contacts a destination itself.
 """
 
 from __future__ import annotations
@@ -17,9 +26,14 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from api.errors import BadRequest
-from api.models import Job, JobDelivery, JobResult, Lease
+from api.errors import BadRequest, Conflict, NotFound
+from api.models import Job, JobDelivery, JobResult, Lease, Provider
+from api.services.result_release import ReleasePolicy, completed_by, release_of
 from proofnet.messages.destinations import DeliveryReport
+
+# Destinations delivered only after a releasing verdict; the others (`api`) before completion.
+EXTERNAL = frozenset({"webhook", "s3_presigned"})
+BEFORE_COMPLETION = frozenset({"api"})
 
 
 def destinations_of(job: Job) -> list[dict[str, Any]]:
@@ -30,10 +44,23 @@ def destinations_of(job: Job) -> list[dict[str, Any]]:
 
 
 def record(
-    session: Session, job: Job, lease: Lease, reports: Sequence[DeliveryReport], now: datetime
+    session: Session,
+    job: Job,
+    lease: Lease,
+    reports: Sequence[DeliveryReport],
+    now: datetime,
+    *,
+    released: bool = False,
 ) -> list[JobDelivery]:
-    """Store the lease's reports (one per destination; a new report replaces the old)."""
+    """Store the lease's reports (one per destination; a new report replaces the old). The
+    submitter's own destinations only once the results are `released`."""
     wanted = destinations_of(job)
+    early = [r for r in reports if r.kind in EXTERNAL and not released]
+    if early:
+        raise Conflict(
+            f"destination {early[0].index} ({early[0].kind}) is delivered only once the oracles'"
+            " verdict releases the results (GET /api/v1/worker/jobs/{job_id}/release)"
+        )
     for r in reports:
         if r.index >= len(wanted):
             raise BadRequest(f"the spec names {len(wanted)} destinations, not index {r.index}")
@@ -95,8 +122,11 @@ def rows_of(session: Session, job: Job) -> list[JobDelivery]:
     )
 
 
-def unacknowledged(session: Session, job: Job, lease: Lease) -> list[str]:
-    """Why each destination does not count as delivered by `lease` (empty: all did)."""
+def unacknowledged(
+    session: Session, job: Job, lease: Lease, kinds: frozenset[str] | None = None
+) -> list[str]:
+    """Why each destination (of `kinds`; default all) does not count as delivered by
+    `lease` (empty: all did)."""
     wanted = destinations_of(job)
     if not wanted:
         return []
@@ -105,6 +135,8 @@ def unacknowledged(session: Session, job: Job, lease: Lease) -> list[str]:
     for i, dest in enumerate(wanted):
         row = rows.get(i)
         kind = dest.get("kind")
+        if kinds is not None and kind not in kinds:
+            continue
         if row is None or row.lease_id != lease.id:
             missing.append(f"destination {i} ({kind}) was not reported")
         elif not row.acknowledged:
@@ -112,9 +144,38 @@ def unacknowledged(session: Session, job: Job, lease: Lease) -> list[str]:
     return missing
 
 
+def record_released(
+    session: Session,
+    provider: Provider,
+    job_id: str,
+    reports: Sequence[DeliveryReport],
+    policy: ReleasePolicy,
+    now: datetime,
+) -> list[str]:
+    """The reports of the provider that completed the job on the submitter's own
+    destinations, once the results are released; returns what is still unacknowledged."""
+    job, lease = completed_by(session, job_id, provider)
+    if job is None or lease is None:
+        raise NotFound(f"job {job_id} was not completed by this worker")
+    release = release_of(session, lease, policy)
+    if not release.released:
+        raise Conflict(f"the results are not released: {release.detail}")
+    if any(r.kind not in EXTERNAL for r in reports):
+        raise BadRequest("after completion only the submitter's own destinations are reported")
+    record(session, job, lease, reports, now, released=True)
+    session.flush()
+    pending = unacknowledged(session, job, lease, EXTERNAL)
+    session.commit()
+    return pending
+
+
+WAITING_FOR_VERDICT = "delivered once the oracles' verdict releases the results"
+
+
 def view(session: Session, job: Job) -> list[dict[str, Any]]:
     """Each destination of the spec with its state for the job's current (or completing)
-    lease: pending, acknowledged or refused, with the reason and per-result answers."""
+    lease: pending, acknowledged or refused, with the reason and per-result answers (a
+    pending destination of the submitter's own says it waits for the verdict)."""
     rows = {d.position: d for d in rows_of(session, job)}
     lease_id = job.current_lease_id
     out = []
@@ -122,7 +183,9 @@ def view(session: Session, job: Job) -> list[dict[str, Any]]:
         row = rows.get(i)
         current = row is not None and (lease_id is None or row.lease_id == lease_id)
         if row is None or not current:
-            out.append({"index": i, "kind": dest.get("kind", ""), "state": "pending"})
+            kind = str(dest.get("kind", ""))
+            waits = WAITING_FOR_VERDICT if kind in EXTERNAL else ""
+            out.append({"index": i, "kind": kind, "state": "pending", "reason": waits})
             continue
         out.append(
             {

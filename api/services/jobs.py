@@ -323,8 +323,10 @@ def job_status(
         if job.progress_message:
             reason += f": {job.progress_message}"
         return JobStatus(job, reason, None, None, seen)
+    stopped = job.progress_message if job.progress_message.startswith("stopped: ") else ""
     reasons = {
-        "completed": "completed",
+        # A job the oracle quorum stopped early for its own fault says so once completed.
+        "completed": f"completed ({stopped})" if stopped else "completed",
         "cancelled": "cancelled by the owner",
         "failed": f"failed: {job.last_error}" if job.last_error else "failed",
     }

@@ -157,6 +157,11 @@ def claim(
     stmt = stmt.where(rate_card_claimable(provider.id))
     # An auction-priced job goes only to its auction's winner, once cleared.
     stmt = stmt.where(auctions.claimable_by(provider.id))
+    # ... or a revealed bidder at or under the reserve, once the winner lost it (checked in
+    # Python: the bid is signed JSON).
+    over_reserve = auctions.over_reserve_jobs(session, provider.id)
+    if over_reserve:
+        stmt = stmt.where(col(Job.id).not_in(over_reserve))
     stmt = stmt.where(units.egress_claimable(accepts_egress))
     unit_stmt = units.claimable_unit(
         config,
@@ -195,6 +200,7 @@ def claim(
         nonce=new_nonce(32) if point is None else point.lease.nonce,
         resumed_lease_id=None if point is None else point.lease.id,
         resumed_at=None if point is None else point.at,
+        resume_sealed=point is not None and point.sealed,
         attempt=job.attempts + 1,
         created_at=now,
         expires_at=_expiry(job, now, now, config),
@@ -393,9 +399,16 @@ def heartbeat(
         raise BadRequest("only node rank 0 of a multi-node job publishes a rendezvous")
     active.lease.heartbeat_at = now
     active.lease.expires_at = _expiry(active.job, active.lease.created_at, now, config)
+    if active.lease.stopped_at is not None:
+        # A stopped lease has the grace to upload and attest what it committed, no more.
+        stopped = _aware(active.lease.stopped_at)
+        active.lease.expires_at = min(
+            _aware(active.lease.expires_at), stopped + timedelta(seconds=config.lease_grace_s)
+        )
     if progress is not None:
         active.job.progress = progress
-    if message is not None:
+    # A stopped lease's job keeps saying why it stopped (api.services.job_faults).
+    if message is not None and active.lease.stop_reason is None:
         active.job.progress_message = message[:500]
     active.job.updated_at = now
     active.job.version += 1
@@ -458,12 +471,13 @@ def complete(
             record_run(session, job, lease, now, stage=units.plan_of(job).units[active.unit.index])
         session.commit()
         return active
-    pending = deliveries.unacknowledged(session, job, lease)
+    pending = deliveries.unacknowledged(session, job, lease, deliveries.BEFORE_COMPLETION)
     if pending:
-        # The submitter named where the results go: the job is complete only when every
-        # destination acknowledged them (the worker reports each; see api.services.deliveries).
+        # The API's store (when the spec names it) must hold the results before the job
+        # completes; the submitter's own destinations follow the oracles' verdict
+        # (api.services.deliveries), after completion.
         raise Conflict(
-            "the job cannot complete before every result destination acknowledged: "
+            "the job cannot complete before the API's store acknowledged the results: "
             + "; ".join(pending)
         )
     end_lease(lease, "completed", "", now)
@@ -490,14 +504,17 @@ def report_deliveries(
     reports: list[DeliveryReport],
     now: datetime,
 ) -> list[str]:
-    """Record how each result destination answered under this lease; returns what is still
-    unacknowledged (empty: the job may complete)."""
+    """Record how the API's store destination answered under this lease (the submitter's own
+    destinations come after the verdict: `deliveries.record_released`); returns what is
+    still unacknowledged before completion (empty: the job may complete)."""
     active = active_lease(session, provider, token, now)
     if active.unit is not None:
         raise BadRequest("result destinations are for single-unit jobs")
     deliveries.record(session, active.job, active.lease, reports, now)
     session.flush()
-    pending = deliveries.unacknowledged(session, active.job, active.lease)
+    pending = deliveries.unacknowledged(
+        session, active.job, active.lease, deliveries.BEFORE_COMPLETION
+    )
     session.commit()
     return pending
 
@@ -512,7 +529,8 @@ def release(
         session.commit()
         return active
     end_lease(active.lease, "released", reason, now)
-    _requeue(active.job, now, error=None)
+    if not _ended_at_fault(active.job, active.lease, now):
+        _requeue(active.job, now, error=None)
     session.add_all([active.job, active.lease])
     session.commit()
     return active
@@ -528,7 +546,8 @@ def fail(
         session.commit()
         return active
     end_lease(active.lease, "failed", reason, now)
-    _record_failure(active.job, f"attempt {active.lease.attempt} failed: {reason}", now)
+    if not _ended_at_fault(active.job, active.lease, now):
+        _record_failure(active.job, f"attempt {active.lease.attempt} failed: {reason}", now)
     session.add_all([active.job, active.lease])
     session.commit()
     return active
@@ -564,6 +583,21 @@ def _unit_lost(
         now,
         counts_as_failure=counts,
     )
+
+
+def _ended_at_fault(job: Job, lease: Lease, now: datetime) -> bool:
+    """A lease the oracle quorum stopped for the job's fault ended without attesting: the
+    job fails with that fault rather than going back to the queue (its code would fail the
+    next provider the same way). False for any other lease (the caller requeues)."""
+    if lease.stop_reason is None:
+        return False
+    job.status = "failed"
+    job.current_lease_id = None
+    job.last_error = f"stopped: job's fault: {lease.stop_message}"[:2000]
+    job.finished_at = now
+    job.updated_at = now
+    job.version += 1
+    return True
 
 
 def _requeue(job: Job, now: datetime, *, error: str | None) -> None:
@@ -645,7 +679,8 @@ def _end_expired(session: Session, job: Job, lease: Lease, reason: str, now: dat
             session.add(lease)
         return
     end_lease(lease, "expired", reason, now)
-    if job.status == "leased" and job.current_lease_id == lease.id:
+    current = job.status == "leased" and job.current_lease_id == lease.id
+    if current and not _ended_at_fault(job, lease, now):
         _record_failure(job, f"attempt {lease.attempt} lost: {_lost_because(job, lease)}", now)
     session.add_all([job, lease])
 

@@ -18,7 +18,7 @@ from sqlmodel import Session, col, select
 
 from api.errors import Conflict, NotFound
 from api.models import Job, JobEscrow, JobResult, Lease, Provider, User
-from api.services import auctions, rate_cards, resume, unit_feed
+from api.services import auctions, job_faults, rate_cards, resume, unit_feed
 from api.services.jobs import get_job
 from api.services.leases import leases_started
 from api.services.sealing_keys import sealing_key_for_job
@@ -72,6 +72,17 @@ def job_feed(session: Session, job_id: str) -> dict[str, Any]:
             "attempt": lease.attempt,
             # The checked GPU models the lease was made on (null before the GPU checks).
             "gpu_models": lease.gpu_models,
+            # Set when the oracle quorum stopped the lease for the job's fault: its partial
+            # proof is accepted, paid for the segments committed by the stop at most.
+            "stop": None
+            if lease.stop_reason is None or lease.stopped_at is None
+            else {
+                "reason": lease.stop_reason,
+                "segments": lease.stop_segments or 1,
+                "stopped_at": _iso(lease.stopped_at),
+                # The oracles' signed verdicts that stopped it: the stop's evidence.
+                "verdicts": [v.to_json() for v in job_faults.stop_verdicts(session, lease)],
+            },
         }
         rows = session.exec(select(JobResult).where(JobResult.lease_id == lease.id)).all()
         results = {r.name: r.sha256 for r in rows}

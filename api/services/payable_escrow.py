@@ -8,7 +8,8 @@ config, the NTX unit and no other token, an unspent output whose datum names thi
 its owner) plus what the job still needs: a budget and NTX covering its price, and a
 deadline leaving room for its run and the settlement window.
 
-I/O: one Blockfrost-shaped chain read per check (`lookup`); the rest is pure.
+I/O: one chain read per check (`lookup`, through `chain.offchain.output_reads`: the devnet,
+Blockfrost, or Kupo on a self-hosted node); the rest is pure.
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from api.config import ApiConfig
 from api.errors import BadRequest
 from api.models import Job, User
 from api.services.escrow_deadline import sequential_units
+from chain.offchain.errors import ChainError
 from chain.offchain.escrow_terms import (
     EscrowFacts,
     EscrowRefusal,
     EscrowTerms,
     escrow_refusal,
-    facts_from_blockfrost,
 )
+from chain.offchain.output_reads import output_facts
 from proofnet.messages.jobspec import JobSpec
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -46,26 +48,15 @@ class EscrowCannotPay(BadRequest):
 
 
 def lookup(context: Any, tx_id: str, index: int) -> EscrowFacts | None:
-    """One output through a Blockfrost-shaped chain context (`/txs/{hash}/utxos`), or None
-    when the chain does not know it."""
+    """One output, spent or not, through the API's chain context (Blockfrost-shaped
+    `/txs/{hash}/utxos`, or a self-hosted node's Kupo), or None when the chain does not
+    know it."""
     if not _HEX64.fullmatch(tx_id):
         raise BadRequest("tx_id must be 64 lowercase hex digits")
-    api = getattr(context, "api", None)
-    if api is None or not hasattr(api, "transaction_utxos"):
-        raise BadRequest("the API's chain backend cannot look up outputs by transaction")
-    try:
-        body = api.transaction_utxos(hash=tx_id, return_type="json")
-    except Exception as exc:
-        if getattr(exc, "status_code", None) == 404:
-            return None
+    try:  # Ogmios without Kupo is a server misconfiguration (503 naming the setting)
+        return output_facts(context, tx_id, index)
+    except ChainError as exc:
         raise EscrowBackendError(f"chain backend failed: {exc}") from exc
-    for out in body.get("outputs", []):
-        try:
-            if int(out["output_index"]) == index:
-                return facts_from_blockfrost(f"{tx_id}#{index}", out)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise EscrowBackendError(f"chain backend answered nonsense: {exc}") from exc
-    return None
 
 
 def run_margin_ms(spec: JobSpec, config: ApiConfig, *, whole_job: bool) -> int:

@@ -6,7 +6,10 @@ reads its pending requests and answers each with a grant (the files' content key
 for the verifier); the verifier reads the grant and downloads the files' ciphertexts. The
 API checks what it can (the oracle's signature, that the verifier is a registered worker
 other than the provider, that the files are the lease's uploads, that the grant is shaped
-for the verifier) and can open nothing.
+for the verifier) and can open nothing. A request naming the lease's provider is the lease
+of that nonce held by that provider (a resumed job's attempts share a nonce): a lost
+attempt's files are asked of the lost provider, whose secret sealed them, never of the
+provider that resumed it, and a provider is asked only for files of its own lease.
 """
 
 from __future__ import annotations
@@ -48,7 +51,13 @@ def record_request(
     ).first()
     if existing is not None:
         return existing
-    job, lease = job_lease(session, request.job_id, request.nonce)
+    try:
+        job, lease = job_lease(session, request.job_id, request.nonce, request.provider)
+    except NotFound:
+        if request.provider is None:
+            raise
+        job_lease(session, request.job_id, request.nonce)  # NotFound: no such lease at all
+        raise BadRequest("the key request names another provider than the lease's") from None
     provider = session.get(Provider, lease.provider_id)
     verifier = session.exec(
         select(Provider).where(Provider.worker_key == request.recipient)

@@ -27,6 +27,7 @@ from api.models import Job, JobLogLine, JobResult, JobUnit, Lease, LeaseUsage, P
 from api.services import resume
 from api.services.jobs import get_job
 from api.services.leases import ActiveLease, active_lease
+from api.services.result_release import Release, ReleasePolicy, release_of, require_released
 from api.services.units import UnitInput, plan_of, unit_inputs
 from api.storage import BlobRef, BlobStore, DigestMismatch
 from api.uploads import ChunkWriter, UploadNotFound, UploadSession, UploadStaging
@@ -366,10 +367,13 @@ def _reporting_lease(session: Session, job: Job) -> Lease | None:
     return leases[0] if leases else None
 
 
-def _unit_results(session: Session, job: Job) -> list[JobResult]:
-    """Each unit's uploads as `units/<index>/<name>`: those of the lease that completed the
-    unit, else of its newest lease (a running or failed attempt). Detached copies: renaming
-    them changes nothing stored."""
+def _unit_results(
+    session: Session, job: Job, policy: ReleasePolicy, withheld: dict[int, Release] | None = None
+) -> list[JobResult]:
+    """Each released unit's uploads as `units/<index>/<name>`: those of the lease that
+    completed the unit (a unit's results are released with its own attestation's verdict;
+    a running or failed attempt's uploads are never served). Detached copies: renaming them
+    changes nothing stored. Refused (409) while no unit with uploads is released."""
     units = session.exec(
         select(JobUnit).where(JobUnit.job_id == job.id).order_by(col(JobUnit.index))
     ).all()
@@ -380,12 +384,22 @@ def _unit_results(session: Session, job: Job) -> list[JobResult]:
         if lease_id is not None and unit_id is not None:
             newest[unit_id] = lease_id
     chosen: dict[int, int] = {}
+    withheld = {} if withheld is None else withheld
     for unit in units:
         assert unit.id is not None
         lease_id = unit.completed_lease_id or newest.get(unit.id)
-        if lease_id is not None:
+        if lease_id is None:
+            continue
+        lease = session.get(Lease, lease_id)
+        verdict = release_of(session, lease, policy)
+        if verdict.released:
             chosen[lease_id] = unit.index
+        elif _has_uploads(session, lease_id):
+            withheld[unit.index] = verdict
     if not chosen:
+        if withheld:
+            index, verdict = min(withheld.items())
+            require_released(verdict, f"unit {index}'s results")
         return []
     rows = session.exec(select(JobResult).where(col(JobResult.lease_id).in_(list(chosen)))).all()
     named = [
@@ -403,13 +417,24 @@ def _unit_results(session: Session, job: Job) -> list[JobResult]:
     return sorted(named, key=lambda r: r.name)
 
 
-def job_results(session: Session, owner: User, job_id: str) -> list[JobResult]:
+def _has_uploads(session: Session, lease_id: int) -> bool:
+    return (
+        session.exec(select(JobResult.id).where(JobResult.lease_id == lease_id)).first() is not None
+    )
+
+
+def job_results(
+    session: Session, owner: User, job_id: str, policy: ReleasePolicy
+) -> list[JobResult]:
+    """The submitter's results (names, hashes, sizes): only once released
+    (`api.services.result_release`); 409 with the reason before. Nothing uploaded yet: []."""
     job = get_job(session, owner, job_id)
     if job.unit_count:
-        return _unit_results(session, job)
+        return _unit_results(session, job, policy)
     lease = _reporting_lease(session, job)
-    if lease is None:
+    if lease is None or lease.id is None or not _has_uploads(session, lease.id):
         return []
+    require_released(release_of(session, lease, policy), f"job {job_id}'s results")
     return list(
         session.exec(
             select(JobResult).where(JobResult.lease_id == lease.id).order_by(col(JobResult.name))
@@ -417,11 +442,31 @@ def job_results(session: Session, owner: User, job_id: str) -> list[JobResult]:
     )
 
 
-def job_result(session: Session, owner: User, job_id: str, name: str) -> JobResult:
-    for row in job_results(session, owner, job_id):
+def job_result(
+    session: Session, owner: User, job_id: str, name: str, policy: ReleasePolicy
+) -> JobResult:
+    job = get_job(session, owner, job_id)
+    if job.unit_count:
+        # A unit's file is refused (409) while its own verdict has not released it.
+        withheld: dict[int, Release] = {}
+        rows = _unit_results(session, job, policy, withheld)
+        index = _unit_of(name)
+        if index in withheld:
+            require_released(withheld[index], f"unit {index}'s results")
+    else:
+        rows = job_results(session, owner, job_id, policy)
+    for row in rows:
         if row.name == name:
             return row
     raise NotFound(f"job {job_id} has no result {name!r}")
+
+
+def _unit_of(name: str) -> int | None:
+    """The unit index of a submitter's name `units/<index>/...` (None for another name)."""
+    head, _, rest = name.removeprefix(UNIT_RESULT_PREFIX).partition("/")
+    if not name.startswith(UNIT_RESULT_PREFIX) or not rest or not head.isdigit():
+        return None
+    return int(head)
 
 
 def job_logs(

@@ -7,7 +7,14 @@ manifest of the checkpoints committed so far, `pot.recorder`) among them. When t
 claimed again, `resume_point` reads the newest lost attempt's prefix and picks its last
 checkpoint whose uploaded files are the ones the prefix's leaf commits (weights file hash,
 optimizer file hash and RNG bytes bound by the leaf's state hash): a file that is missing,
-sealed or forged does not match, and an earlier checkpoint (or the attempt before) is used.
+forged does not match, and an earlier checkpoint (or the attempt before) is used.
+
+A sealed job's checkpoint files are sealed to the submitter (its prefix is not: it holds
+commitments only), so the API cannot check them against the leaf. It hands out the last
+checkpoint whose three files were uploaded sealed, marks the claim `sealed`, and the new
+provider waits for the submitter's resume grant (api/services/resume_grants.py), opens the
+files and checks them against the leaf itself before training (worker/sealed_resume.py). A
+checkpoint with some files sealed and some in the clear is never handed out.
 A prefix of a lease that itself resumed must keep the leaves it resumed from, so a chain of
 lost attempts never rewrites what an earlier one committed.
 
@@ -20,16 +27,18 @@ next attempt resumed from it (to the end of the schedule when it completed).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+import cbor2
 from sqlalchemy import Connection
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from api.models import Job, JobResult, Lease, Provider
-from api.storage import BlobStore
+from api.storage import BlobMissing, BlobStore
 from pot.manifest import (
     PREFIX_NAME,
     Leaf,
@@ -41,7 +50,10 @@ from pot.manifest import (
     weights_path,
 )
 from pot.recorder import POT_SUBDIR
+from proofnet.messages.attestation import Attestation, verify_attestation
+from proofnet.messages.canonical import parse_canonical_json
 from proofnet.messages.claim import ClaimResume, ResumeFile
+from proofnet.messages.envelope import MAGIC_BYTES, is_sealed
 from proofnet.messages.jobspec import JobSpec
 
 PREFIX_RESULT = f"{POT_SUBDIR}/{PREFIX_NAME}"
@@ -49,6 +61,7 @@ PREFIX_RESULT = f"{POT_SUBDIR}/{PREFIX_NAME}"
 # JSON of a few generators' states. Anything larger is not read.
 MAX_PREFIX_BYTES = 8 * 2**20
 MAX_RNG_BYTES = 2**20
+MAX_CLAIM_BYTES = 64 * 2**10
 LOST_OUTCOMES = ("released", "failed", "expired")
 
 
@@ -60,6 +73,7 @@ class ResumePoint:
     prefix: Manifest
     at: int
     files: tuple[ResumeFile, ...]
+    sealed: bool = False  # the checkpoint's files are sealed: the worker checks the leaf
 
     def claim(self) -> ClaimResume:
         return ClaimResume(
@@ -72,6 +86,7 @@ class ResumePoint:
                 leaves=self.prefix.leaves[: self.at + 1],
             ).root,
             files=self.files,
+            sealed=self.sealed,
         )
 
 
@@ -87,11 +102,32 @@ def resume_point(session: Session, store: BlobStore, job: Job) -> ResumePoint | 
         .order_by(col(Lease.id).desc())
     ).all()
     by_id = {lease.id: lease for lease in lost}
+    below = _sealed_refusals(session, lost)
     for lease in lost:
-        point = _point_of(session, store, lease, by_id)
+        point = _point_of(session, store, lease, by_id, below.get(lease.id))
         if point is not None:
             return point
     return None
+
+
+def _sealed_refusals(session: Session, lost: Sequence[Lease]) -> dict[int | None, int]:
+    """Per lost lease, the lowest sealed checkpoint of it a later lease resumed and lost
+    without committing a prefix of its own (its worker found the checkpoint forged, the
+    submitter never granted its keys, or it was lost before training): the next resume
+    steps back before it, so a lost provider that sealed a forged checkpoint (which only
+    the resuming worker can see) cannot keep the job failing, and a submitter who never
+    grants ends at step 0, not stuck."""
+    below: dict[int | None, int] = {}
+    for lease in lost:
+        if not lease.resume_sealed or lease.resumed_lease_id is None or lease.resumed_at is None:
+            continue
+        if PREFIX_RESULT in _results(session, lease):
+            continue
+        held = below.get(lease.resumed_lease_id)
+        below[lease.resumed_lease_id] = (
+            lease.resumed_at if held is None else min(held, lease.resumed_at)
+        )
+    return below
 
 
 def _results(session: Session, lease: Lease) -> dict[str, JobResult]:
@@ -125,7 +161,11 @@ def committed_prefix(session: Session, store: BlobStore, lease: Lease) -> Manife
 
 
 def _point_of(
-    session: Session, store: BlobStore, lease: Lease, lost: dict[int | None, Lease]
+    session: Session,
+    store: BlobStore,
+    lease: Lease,
+    lost: dict[int | None, Lease],
+    below: int | None = None,
 ) -> ResumePoint | None:
     rows = _results(session, lease)
     prefix = committed_prefix(session, store, lease)
@@ -139,12 +179,16 @@ def _point_of(
         if before is None or not _chains(prefix, before, lease.resumed_at):
             return None
         first = lease.resumed_at + 1
-    for at in range(prefix.segments, first - 1, -1):
-        files = _checkpoint_files(store, rows, prefix.leaves[at], at)
-        if files is not None:
+    last = prefix.segments if below is None else min(prefix.segments, below - 1)
+    for at in range(last, first - 1, -1):
+        found = _checkpoint_files(store, rows, prefix.leaves[at], at)
+        if found is not None:
+            files, sealed = found
             top = rows[PREFIX_RESULT]
             head = ResumeFile(name=PREFIX_RESULT, sha256=top.sha256, size=top.size)
-            return ResumePoint(lease=lease, prefix=prefix, at=at, files=(head, *files))
+            return ResumePoint(
+                lease=lease, prefix=prefix, at=at, files=(head, *files), sealed=sealed
+            )
     return None
 
 
@@ -159,19 +203,42 @@ def _chains(prefix: Manifest, before: Manifest, at: int) -> bool:
 
 def _checkpoint_files(
     store: BlobStore, rows: dict[str, JobResult], leaf: Leaf, at: int
-) -> tuple[ResumeFile, ...] | None:
-    """Checkpoint `at`'s three uploaded files when they are the ones `leaf` commits."""
+) -> tuple[tuple[ResumeFile, ...], bool] | None:
+    """Checkpoint `at`'s three uploaded files when they are the ones `leaf` commits, and
+    whether they are sealed (then only the resuming worker, granted their keys, can check
+    them: all three must be sealed)."""
     names = checkpoint_names(at)
     found = [rows.get(name) for name in names]
     if any(row is None for row in found):
         return None
     weights, optim, rng = (row for row in found if row is not None)
-    if weights.sha256 != leaf.weights:
-        return None
+    files = tuple(ResumeFile(name=r.name, sha256=r.sha256, size=r.size) for r in found if r)
     raw = _read(store, rng, MAX_RNG_BYTES)
-    if raw is None or state_hash(optim.sha256, raw) != leaf.state:
+    if raw is None:
         return None
-    return tuple(ResumeFile(name=r.name, sha256=r.sha256, size=r.size) for r in found if r)
+    if is_sealed(raw):
+        heads = [_read_head(store, row) for row in (weights, optim)]
+        return (files, True) if all(h is not None and is_sealed(h) for h in heads) else None
+    if weights.sha256 != leaf.weights or state_hash(optim.sha256, raw) != leaf.state:
+        return None
+    return files, False
+
+
+def _read_head(store: BlobStore, row: JobResult) -> bytes | None:
+    """The first bytes of an upload (enough to tell a sealed file), not the whole file."""
+    head = b""
+    try:
+        chunks = store.open_chunks(row.sha256)
+        for chunk in chunks:
+            head += chunk
+            if len(head) >= MAGIC_BYTES:
+                break
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+    except (OSError, KeyError, FileNotFoundError, BlobMissing):
+        return None
+    return head[:MAGIC_BYTES]
 
 
 def checkpoint_names(at: int) -> list[str]:
@@ -215,13 +282,76 @@ class AttemptRow:
     claimed: int | None = None  # what its attestation claims (see `with_claims`)
 
 
-def with_claims(history: list[AttemptRow], result: dict[str, object] | None) -> list[AttemptRow]:
-    """The history with what the completing attempt's attestation claims (the amount its
-    completion reported): the share of the price for its segments when it resumed."""
+def with_claims(
+    history: list[AttemptRow],
+    result: dict[str, object] | None,
+    lost: Mapping[int, int] | None = None,
+) -> list[AttemptRow]:
+    """The history with what each attempt claims: the completing attempt's attestation (the
+    amount its completion reported: the share of the price for its segments when it
+    resumed), and a lost attempt's signed claim for the segments it proved (`lost`, from
+    `lost_claims`), which the oracle takes from its uploads and pays from the same escrow."""
     amount = None if result is None else result.get("amount")
-    if not isinstance(amount, int) or isinstance(amount, bool):
-        return history
-    return [replace(h, claimed=amount) if h.outcome == "completed" else h for h in history]
+    out = []
+    for h in history:
+        if h.outcome == "completed" and isinstance(amount, int) and not isinstance(amount, bool):
+            h = replace(h, claimed=amount)
+        elif h.outcome != "completed" and lost and h.attempt in lost:
+            h = replace(h, claimed=lost[h.attempt])
+        out.append(h)
+    return out
+
+
+def lost_claims(
+    session: Session, store: BlobStore, job: Job, history: list[AttemptRow]
+) -> dict[int, int]:
+    """attempt -> the amount the claim a lost attempt signed for the segments it proved
+    asks (`pot/claim-<last>.cose`, `worker.checkpoint_upload`), when that upload is an
+    attestation its own worker signed for those segments. Shown, not paid from here: the
+    oracle verifies it (`oracle.verification.lost_attempts`)."""
+    assert job.id is not None
+    leases = {
+        lease.attempt: lease
+        for lease in session.exec(
+            select(Lease).where(Lease.job_id == job.id, col(Lease.unit_id).is_(None))
+        ).all()
+    }
+    found: dict[int, int] = {}
+    for h in history:
+        lease = leases.get(h.attempt)
+        if lease is None or h.outcome not in LOST_OUTCOMES or h.last_segment is None:
+            continue
+        row = _results(session, lease).get(f"{POT_SUBDIR}/claim-{h.last_segment}.cose")
+        raw = None if row is None else _read(store, row, MAX_CLAIM_BYTES)
+        provider = session.get(Provider, lease.provider_id)
+        if raw is None or provider is None:
+            continue
+        att = _signed_claim(raw)
+        if (
+            att is not None
+            and att.worker_key == provider.worker_key
+            and att.segments is not None
+            and (att.segments.attempt, att.segments.first, att.segments.last)
+            == (h.attempt, h.first_segment, h.last_segment)
+        ):
+            found[h.attempt] = att.amount
+    return found
+
+
+def _signed_claim(raw: bytes) -> Attestation | None:
+    """The attestation in `raw` when its signature holds (its domain is the oracle's to
+    check), else None."""
+    try:
+        payload = cbor2.loads(raw)
+        payload = payload.value if isinstance(payload, cbor2.CBORTag) else payload
+        network = parse_canonical_json(payload[2])["domain"]
+        return verify_attestation(
+            raw,
+            expected_network=str(network["network"]),
+            expected_script_hash=str(network["escrow_script_hash"]),
+        )
+    except Exception:  # an upload is anyone's bytes: unreadable means not shown
+        return None
 
 
 def feed_attempts(session: Session, job: Job) -> list[dict[str, object]]:

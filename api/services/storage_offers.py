@@ -4,7 +4,8 @@ An offer is accepted only when the key that signed the request also signed the o
 a nonce this API issued to that key for an offer (not a compute binding's) and not yet used.
 A placement is recorded by the job's owner once the copy is on the provider's endpoint; it
 must fit the spec's storage placement (a kind it names, no more copies of an object than
-`replicas`, a price at most the spec's cap) and the provider's free capacity.
+`replicas`, a price at most the spec's cap) and the provider's free capacity, and only
+while the job's escrow is unspent (storage is paid from it at settlement).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
 from api.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
-from api.models import AuthChallenge, Job, User
+from api.models import AuthChallenge, Job, JobEscrow, User
 from api.models import StorageOffer as OfferRow
 from api.models import StoragePlacement as PlacementRow
+from api.services import movements
 from api.services.auth import consume_challenge
 from api.services.tokens import new_nonce
 from proofnet.messages.jobspec import JobSpec
@@ -139,6 +141,16 @@ def place(
     placement = JobSpec.from_dict(job.spec).storage
     if placement is None:
         raise BadRequest("the job's spec places no storage (its 'storage' field is absent)")
+    escrow = session.exec(select(JobEscrow).where(JobEscrow.job_id == job.id)).first()
+    if escrow is not None and movements.closed_escrows(
+        session, [(escrow.tx_id, escrow.output_index)]
+    ):
+        # Storage is paid out of the job's escrow in its settlement: once that was spent
+        # (settled, refunded or cancelled) nothing is left to pay a new copy from.
+        raise Conflict(
+            f"job {job_id}'s escrow {escrow.tx_id}#{escrow.output_index} was already spent "
+            "(settled, refunded or cancelled): a copy placed now would never be paid"
+        )
     if kind not in placement.kinds:
         raise BadRequest(f"the job's spec places {list(placement.kinds)} in storage, not {kind!r}")
     view = offer_of(session, provider_key)
@@ -235,6 +247,33 @@ def active_for_oracle(session: Session) -> list[OracleView]:
     return views
 
 
+def jobs_for_oracle(
+    session: Session, job_ids: list[str]
+) -> list[tuple[str, bool, list[OracleView], list[OracleView]]]:
+    """Per known job of `job_ids`: whether its spec keeps storage, its active copies, and
+    its copies no longer active (failed): a co-signer checks a receipt's terms against
+    either, since a copy that failed is still paid what it earned before."""
+    out = []
+    for job_id in dict.fromkeys(job_ids):
+        job = session.exec(select(Job).where(Job.job_id == job_id)).first()
+        if job is None:
+            continue
+        placement = JobSpec.from_dict(job.spec).storage
+        active: list[OracleView] = []
+        ended: list[OracleView] = []
+        if placement is not None:
+            rows = session.exec(
+                select(PlacementRow)
+                .where(PlacementRow.job_id == job_id)
+                .order_by(col(PlacementRow.id))
+            )
+            for r in rows:
+                view = OracleView(r, placement.budget, placement.max_ntx_per_gb_month)
+                (active if r.status == ACTIVE else ended).append(view)
+        out.append((job_id, placement is not None, active, ended))
+    return out
+
+
 def fail(
     session: Session,
     *,
@@ -291,6 +330,8 @@ def record_accrual(
     accrued_ntx: int,
     paid_through: datetime,
     challenges_passed: int,
+    strikes: int = 0,
+    last_failure: str = "",
 ) -> PlacementRow:
     """An oracle's running total for one copy: it only grows, never past the end of the
     term, and all copies of a job together stay within the spec's storage budget."""
@@ -321,6 +362,8 @@ def record_accrual(
     row.accrued_ntx = accrued_ntx
     row.paid_through = paid_through
     row.challenges_passed = max(row.challenges_passed, challenges_passed)
+    row.strikes = strikes
+    row.last_failure = last_failure[:2000] if strikes else ""
     session.add(row)
     session.commit()
     session.refresh(row)

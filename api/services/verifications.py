@@ -20,7 +20,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from api.errors import BadRequest, Conflict, Forbidden, NotFound
+from api.config import ApiConfig
+from api.errors import BadRequest, Forbidden, NotFound
 from api.models import (
     Job,
     JobResult,
@@ -29,8 +30,10 @@ from api.models import (
     ProviderGpu,
     VerificationUnit,
 )
+from api.services.gpu_challenges import offered_clause
 from api.services.lease_lookup import job_lease
 from api.services.unit_feed import unit_result_row
+from api.services.write_once import store_once
 from proofnet.messages.verification import (
     CPU,
     VerificationError,
@@ -59,16 +62,21 @@ class PendingTask:
 
 
 def candidates(
-    session: Session, device_class: str, exclude: str, now: datetime, online_s: float
+    session: Session, config: ApiConfig, device_class: str, exclude: str, now: datetime
 ) -> list[Candidate]:
-    """Workers that asked for verification tasks within `online_s` and can replay a proof
-    made on `device_class` (any of them for a job that leased no GPU), leaving out worker
-    `exclude` and every worker paid to its address."""
+    """Workers that asked for verification tasks within the config's online window and can
+    replay a proof made on `device_class` (any of them for a job that leased no GPU),
+    leaving out worker `exclude` and every worker paid to its address. A GPU model counts
+    only on GPUs offered by the same rule as for leases (`offered_clause`): a registration
+    naming a model the API's checks failed, or never checked where they are required, does
+    not make its worker a verifier of that model."""
     excluded = session.exec(select(Provider).where(Provider.worker_key == exclude)).first()
-    online_since = now - timedelta(seconds=online_s)
+    online_since = now - timedelta(seconds=config.verifier_online_s)
     stmt = select(Provider).where(col(Provider.verifies_at) >= online_since)
     if device_class != CPU:
-        with_model = select(ProviderGpu.provider_id).where(ProviderGpu.model == device_class)
+        with_model = select(ProviderGpu.provider_id).where(
+            ProviderGpu.model == device_class, offered_clause(config, now)
+        )
         stmt = stmt.where(col(Provider.id).in_(with_model))
     found = []
     for p in session.exec(stmt.order_by(col(Provider.worker_key)).limit(MAX_CANDIDATES)).all():
@@ -268,12 +276,5 @@ def record_report(
         report.verify_for(task)
     except VerificationError as e:
         raise BadRequest(str(e)) from e
-    stored = report.to_json()
-    if row.report is not None:
-        if row.report != stored:
-            raise Conflict(f"verification task {unit_id} was already reported otherwise")
-        return _state(row)
-    row.report, row.reported_at = stored, now
-    session.add(row)
-    session.commit()
+    store_once(session, row, "report", report.to_json(), now, f"verification task {unit_id}")
     return _state(row)

@@ -159,6 +159,39 @@ def up(
         typer.echo("devnet: stopped; state saved")
 
 
+@app.command("node-bridge")
+def node_bridge_command(
+    url: str | None = typer.Option(None, "--url", help="The devnet (PROOFNET_DEVNET_URL)."),
+    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+    ogmios_port: int = typer.Option(1337, help="Ogmios' port (websocket)."),
+    kupo_port: int = typer.Option(1442, help="Kupo's port (HTTP)."),
+) -> None:
+    """Serve Ogmios chain-sync and Kupo in front of a running devnet, until SIGINT/SIGTERM:
+    the chain watcher, the auditor and the oracle's escrow checks through
+    PROOFNET_CHAIN_BACKEND=ogmios, tried locally. Submission and mempool membership are
+    forwarded to the devnet; no UTxO or protocol-parameter queries (build transactions
+    through the devnet)."""
+    import threading
+
+    from chain.devnet.node_bridge import node_bridge
+
+    devnet = _url(url)
+    _request("GET", devnet, "/health")  # one line when the devnet is not running
+    stop = threading.Event()
+    try:
+        with node_bridge(devnet, host=host, ogmios_port=ogmios_port, kupo_port=kupo_port) as node:
+            typer.echo(
+                f"node bridge over {devnet}:\n"
+                f"PROOFNET_OGMIOS_URL={node.ogmios_url}\nPROOFNET_KUPO_URL={node.kupo_url}"
+            )
+            with _signals_noted() as received:
+                while not received:
+                    stop.wait(0.2)
+    except OSError as exc:  # a port in use
+        raise _fail(OSError(f"cannot listen on {host}: {exc}")) from None
+    typer.echo("node bridge: stopped")
+
+
 @app.command()
 def fund(
     address: str = typer.Argument(..., help="bech32 address to pay."),
@@ -256,14 +289,20 @@ def _admin(path: str, url: str | None, token: str | None, payload: Any = None) -
 @app.command()
 def rollback(
     depth: int = typer.Option(1, min=1, help="How many blocks to undo."),
+    from_height: int | None = typer.Option(
+        None, min=1, help="Undo every block at or above this height (instead of --depth)."
+    ),
     drop: bool = typer.Option(False, help="Drop their transactions instead of re-queuing them."),
     url: str | None = typer.Option(None, help="Devnet API URL (…/api/v0)."),
     admin_token: str | None = typer.Option(None, help="Bearer token for /admin endpoints."),
 ) -> None:
     """Undo the last DEPTH blocks (needs a devnet started with --enable-faults)."""
-    body = _admin("rollback", url, admin_token, {"depth": depth, "drop": drop})
+    undo: dict[str, object] = (
+        {"from_height": from_height} if from_height is not None else {"depth": depth}
+    )
+    body = _admin("rollback", url, admin_token, {**undo, "drop": drop})
     verb = "dropped" if drop else "returned to the mempool"
-    typer.echo(f"rolled back {depth} block(s) to height {body['tip']['height']}")
+    typer.echo(f"rolled back to height {body['tip']['height']}")
     typer.echo(f"{len(body['rolled_back_txs'])} transaction(s) {verb}")
 
 

@@ -912,18 +912,32 @@ class Ledger:
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"rollback depth must be a positive integer, got {depth!r}")
         with self._lock:
-            self._check_open()
-            undone = self._store.rollback(depth, keep_txs=not drop_txs)
-            for block in undone:  # newest first
-                for tx_hash, index in block.created:
-                    self._utxo.pop(input_key(bytes.fromhex(tx_hash), index), None)
-                for tx_hash, index, cbor in block.restored:
-                    self._utxo[input_key(bytes.fromhex(tx_hash), index)] = cbor
-            self._stake = self._store.stake_state()
-            self._dreps = self._store.drep_state()
-            self._tip = self._store.tip()
-            self._rebuild_pool(self._store.mempool_entries())
-            return [h for block in reversed(undone) for h in block.tx_hashes]
+            return self._rollback(depth, drop_txs)
+
+    def rollback_from(self, height: int, drop_txs: bool = False) -> list[str]:
+        # The depth is read under the ledger's lock: a block sealed between a caller reading
+        # the tip and asking for a depth would otherwise leave `height` on the chain.
+        if not isinstance(height, int) or height < 1:
+            raise ValueError(f"rollback height must be a positive integer, got {height!r}")
+        with self._lock:
+            if height > self._tip.height:
+                raise ValueError(f"no block at height {height}: the tip is {self._tip.height}")
+            return self._rollback(self._tip.height - height + 1, drop_txs)
+
+    def _rollback(self, depth: int, drop_txs: bool) -> list[str]:
+        # The caller holds the ledger's lock.
+        self._check_open()
+        undone = self._store.rollback(depth, keep_txs=not drop_txs)
+        for block in undone:  # newest first
+            for tx_hash, index in block.created:
+                self._utxo.pop(input_key(bytes.fromhex(tx_hash), index), None)
+            for tx_hash, index, cbor in block.restored:
+                self._utxo[input_key(bytes.fromhex(tx_hash), index)] = cbor
+        self._stake = self._store.stake_state()
+        self._dreps = self._store.drep_state()
+        self._tip = self._store.tip()
+        self._rebuild_pool(self._store.mempool_entries())
+        return [h for block in reversed(undone) for h in block.tx_hashes]
 
     def drop_mempool(self) -> list[str]:
         with self._lock:

@@ -876,15 +876,25 @@ def create_app(
     async def admin_rollback(request: Request) -> dict[str, Any]:
         require_faults(request)
         payload = await json_body(request)
-        depth = payload.get("depth")
         drop = payload.get("drop", False)
-        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
-            raise ApiError(400, "body/depth must be a positive integer")
         if not isinstance(drop, bool):
             raise ApiError(400, "body/drop must be a boolean")
-        if depth > tip_height():
-            raise ApiError(400, f"cannot roll back {depth} blocks: the chain has {tip_height()}")
-        undone = await run_in_threadpool(ledger.rollback, depth, drop)
+        # `from_height` (every block at or above it) is read against the tip under the
+        # ledger's lock; `depth` counts from whatever the tip is when the request lands.
+        if ("depth" in payload) == ("from_height" in payload):
+            raise ApiError(400, "body must name exactly one of depth and from_height")
+        field = "depth" if "depth" in payload else "from_height"
+        count = payload[field]
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ApiError(400, f"body/{field} must be a positive integer")
+        if count > tip_height():
+            what = "roll back" if field == "depth" else "roll back from height"
+            raise ApiError(400, f"cannot {what} {count}: the chain has {tip_height()} blocks")
+        try:
+            undo = ledger.rollback if field == "depth" else ledger.rollback_from
+            undone = await run_in_threadpool(undo, count, drop)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
         return {"rolled_back_txs": undone, "dropped": drop, "tip": block_json(ledger.tip())}
 
     @router.post("/admin/drop-mempool")

@@ -44,14 +44,15 @@ def serve_app(
     app: FastAPI,
     *,
     host: str = "127.0.0.1",
+    port: int = 0,
     startup_timeout: float = 10.0,
     limits: HttpLimits | None = None,
 ) -> Iterator[str]:
     """Serve `app` with uvicorn in a daemon thread, under `limits` as the roles serve
-    (`proofnet.serving`); yield its root URL (`http://host:port`)."""
+    (`proofnet.serving`), on `port` (0: a free one); yield its root URL (`http://host:port`)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock.bind((host, port))
     port = sock.getsockname()[1]
     config = uvicorn_config(
         app,

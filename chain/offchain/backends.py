@@ -11,6 +11,7 @@ from typing import Any
 
 from blockfrost import BlockFrostApi
 from pycardano import BlockFrostChainContext, ChainContext, Network
+from pycardano.backend.kupo import KupoChainContextExtension
 
 from chain.offchain.errors import BackendConfigError
 from proofnet.settings import Settings
@@ -88,15 +89,60 @@ def blockfrost_at(url: str, project_id: str | None = None) -> LazyBlockFrostChai
 def history_api(context: ChainContext) -> Any:
     """The REST client of a Blockfrost-shaped context, for reading past transactions, their
     metadata and redeemers, and label or address listings (what auditors and followers
-    read). An Ogmios node keeps no such index: BackendConfigError says what to use."""
+    read). A self-hosted node answers the reads by transaction (found through Kupo, read by
+    chain-sync: `chain.offchain.follow.ogmios_history`), not the listings."""
     api = getattr(context, "api", None)
-    if api is None or not hasattr(api, "transaction_cbor"):
+    if api is not None and hasattr(api, "transaction_cbor"):
+        return api
+    if isinstance(context, NodeChainContext):
+        from chain.offchain.follow.kupo import Kupo
+        from chain.offchain.follow.ogmios_history import OgmiosHistory
+
+        return OgmiosHistory(context.ogmios_url, Kupo(context.kupo_url))
+    if type(context).__name__ == "OgmiosV6ChainContext":
         raise BackendConfigError(
-            "reading past transactions needs a Blockfrost-shaped backend "
-            "(PROOFNET_CHAIN_BACKEND=devnet or blockfrost); Ogmios serves the current "
-            "ledger only"
+            "reading past transactions through Ogmios needs Kupo: set PROOFNET_KUPO_URL"
         )
-    return api
+    raise BackendConfigError(
+        "reading past transactions needs PROOFNET_CHAIN_BACKEND=devnet, blockfrost or "
+        "ogmios (with PROOFNET_KUPO_URL)"
+    )
+
+
+def ogmios_context(ogmios_url: str, network: Network) -> Any:
+    """pycardano's Ogmios v6 context (the current ledger); builds without connecting."""
+    from urllib.parse import urlparse
+
+    from pycardano.backend.ogmios_v6 import OgmiosV6ChainContext
+
+    url = urlparse(ogmios_url)
+    return OgmiosV6ChainContext(
+        host=url.hostname or "127.0.0.1",
+        port=url.port or 1337,
+        path=url.path.lstrip("/"),
+        secure=url.scheme == "wss",
+        network=network,
+    )
+
+
+class NodeChainContext(KupoChainContextExtension):
+    """pycardano's Ogmios v6 context with Kupo for UTxOs, remembering both URLs for the
+    chain watcher and the auditor (chain-sync, spent outputs). Builds without connecting:
+    services start while the node is down."""
+
+    def __init__(self, ogmios_url: str, kupo_url: str, network: Network) -> None:
+        super().__init__(ogmios_context(ogmios_url, network), kupo_url=kupo_url)
+        self.ogmios_url = ogmios_url
+        self.kupo_url = kupo_url
+
+
+def node_context(settings: Settings) -> ChainContext:
+    """Ogmios with Kupo (NodeChainContext), or Ogmios alone when PROOFNET_KUPO_URL is empty
+    (current UTxOs from Ogmios; following and auditing then say they need Kupo)."""
+    network = pycardano_network(settings)
+    if not settings.kupo_url:
+        return ogmios_context(settings.ogmios_url, network)  # type: ignore[no-any-return]
+    return NodeChainContext(settings.ogmios_url, settings.kupo_url, network)
 
 
 def chain_context(settings: Settings) -> ChainContext:
@@ -114,19 +160,5 @@ def chain_context(settings: Settings) -> ChainContext:
             project_id=settings.blockfrost_project_id, base_url=BLOCKFROST_URLS[settings.network]
         )
     if backend == "ogmios":
-        from urllib.parse import urlparse
-
-        from pycardano.backend.kupo import KupoChainContextExtension
-        from pycardano.backend.ogmios_v6 import OgmiosV6ChainContext
-
-        url = urlparse(settings.ogmios_url)
-        ogmios = OgmiosV6ChainContext(
-            host=url.hostname or "127.0.0.1",
-            port=url.port or 1337,
-            secure=url.scheme == "wss",
-            network=pycardano_network(settings),
-        )
-        if settings.kupo_url:
-            return KupoChainContextExtension(ogmios, kupo_url=settings.kupo_url)
-        return ogmios
+        return node_context(settings)
     raise BackendConfigError(f"unknown chain backend {backend!r}")

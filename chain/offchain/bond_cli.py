@@ -250,6 +250,7 @@ def slashes(
     for e in found:
         verdict = "evidence sound" if e.sound else "EVIDENCE DOES NOT CHECK"
         typer.echo(f"{e.tx_hash}: bond {e.bond_ref} of {e.provider} lost {e.ntx} NTX")
-        typer.echo(f"  job {e.job_id} root {e.pot_root} -> {e.submitter}; {verdict}")
+        to = f"{e.submitter} (burnt)" if e.burnt else e.submitter
+        typer.echo(f"  job {e.job_id} root {e.pot_root} -> {to}; {verdict}")
     if not found:
         typer.echo("no slashes")

@@ -11,7 +11,8 @@ every attestation (`oracle.verification.verify`).
 `escrow_refusal(facts, terms)` runs `ESCROW_CHECKS` in turn: each takes what the chain says
 about the output (`EscrowFacts`, read by the caller) and what this caller requires
 (`EscrowTerms`), and returns the first `EscrowRefusal` (a stable reason and a message) or
-None. Pure: no I/O here; `facts_from_blockfrost` reads one Blockfrost output object.
+None. Pure: no I/O here; `facts_from_blockfrost` reads one Blockfrost output object,
+`facts_from_kupo` one Kupo match (with its inline datum, fetched by the caller).
 """
 
 from __future__ import annotations
@@ -333,4 +334,44 @@ def facts_from_blockfrost(ref: str, out: Mapping[str, Any]) -> EscrowFacts:
         datum=datum,
         datum_error=error,
         spent_by=str(spent_by) if spent_by else None,
+    )
+
+
+# What `EscrowFacts.spent_by` says when the chain says "spent" but not by which transaction.
+UNKNOWN_SPENDER = "another transaction"
+
+
+def kupo_assets(assets: Mapping[str, Any]) -> dict[str, int]:
+    """Kupo's "policy.name" (or "policy" for the empty name) -> our unit (policy + name)."""
+    found: dict[str, int] = {}
+    for key, quantity in assets.items():
+        policy, _, name = str(key).partition(".")
+        found[policy + name] = int(quantity)
+    return found
+
+
+def facts_from_kupo(
+    ref: str, match: Mapping[str, Any], inline_datum_hex: str | None
+) -> EscrowFacts:
+    """`EscrowFacts` from one Kupo v2 match (`GET /matches/{index}@{tx id}`) and the inline
+    datum its `datum_hash` names (None for no datum or a datum by hash: like Blockfrost's
+    `inline_datum`, an escrow must carry its datum inline). The spender is Kupo v2.10's
+    `spent_at.transaction_id`; an older Kupo says only that it is spent ("another
+    transaction"). Raises KeyError, TypeError or ValueError on a match that does not read."""
+    value = match["value"]
+    datum, error = parse_escrow_datum(inline_datum_hex)
+    address = str(match["address"])
+    spent_at = match.get("spent_at")
+    spent_by = None
+    if spent_at is not None:
+        spent_by = str((spent_at or {}).get("transaction_id") or UNKNOWN_SPENDER)
+    return EscrowFacts(
+        ref=ref,
+        address=address,
+        payment_script_hash=payment_script_hash(address),
+        lovelace=int(value["coins"]),
+        assets=MappingProxyType(kupo_assets(value.get("assets") or {})),
+        datum=datum,
+        datum_error=error,
+        spent_by=spent_by,
     )

@@ -1,5 +1,8 @@
 """The oracle's view of escrow outputs on chain, through the pycardano `ChainContext` that
-`chain.offchain.backends.chain_context(settings)` builds.
+`chain.offchain.backends.chain_context(settings)` builds: `BlockfrostChainView` on the devnet
+and hosted Blockfrost (`/txs/{hash}/utxos`), `KupoChainView` on a self-hosted node
+(PROOFNET_CHAIN_BACKEND=ogmios with PROOFNET_KUPO_URL: `/matches/*@{tx id}`, read and checked
+by `chain.offchain.output_reads`). Both give the same `EscrowLookup`s for the same chain.
 
 Lookups are cached for a short time, in a cache of bounded size (`cache_size`
 transactions: made-up ids asked of the public escrow look-up evict, never grow it), and can
@@ -20,8 +23,11 @@ from typing import Any, Literal, Protocol
 from cachetools import TTLCache
 
 from chain.contracts.types import EscrowDatum
-from chain.offchain.errors import ChainError
-from chain.offchain.escrow_terms import EscrowFacts, facts_from_blockfrost
+from chain.offchain.backends import NodeChainContext
+from chain.offchain.errors import BackendConfigError, ChainError
+from chain.offchain.escrow_terms import UNKNOWN_SPENDER, EscrowFacts, facts_from_blockfrost
+from chain.offchain.follow.kupo import Kupo
+from chain.offchain.output_reads import NEEDS_KUPO, kupo_outputs
 from proofnet.messages.attestation import EscrowRef
 
 LookupStatus = Literal["unspent", "spent", "missing"]
@@ -73,7 +79,10 @@ class ChainView(Protocol):
 
 def output_from_blockfrost(ref: EscrowRef, out: Mapping[str, Any]) -> EscrowOutput:
     """An `EscrowOutput` from one Blockfrost `/txs/{hash}/utxos` output object."""
-    facts = facts_from_blockfrost(f"{ref.tx_id}#{ref.index}", out)
+    return output_from_facts(ref, facts_from_blockfrost(f"{ref.tx_id}#{ref.index}", out))
+
+
+def output_from_facts(ref: EscrowRef, facts: EscrowFacts) -> EscrowOutput:
     return EscrowOutput(
         ref=ref,
         address=facts.address,
@@ -91,8 +100,40 @@ class _Entry:
     lookups: dict[int, EscrowLookup]  # output index -> lookup; absent index -> missing
 
 
+class _TxCache:
+    """The lookups of one backend call per transaction, cached for `ttl_s` in a cache of
+    `cache_size` transactions; a subclass says how one transaction is fetched."""
+
+    ttl_s: float
+    cache_size: int
+    _cache: TTLCache[str, _Entry]
+    _lock: threading.Lock
+
+    def __post_init__(self) -> None:
+        self._cache = TTLCache(maxsize=self.cache_size, ttl=self.ttl_s, timer=time.monotonic)
+
+    def _fetch(self, tx_id: str) -> _Entry:
+        raise NotImplementedError
+
+    def prefetch(self, refs: Iterable[EscrowRef]) -> None:
+        """Refresh the cache for these escrows' transactions (one call per transaction)."""
+        for tx_id in sorted({r.tx_id for r in refs}):
+            entry = self._fetch(tx_id)
+            with self._lock:
+                self._cache[tx_id] = entry
+
+    def escrow_output(self, ref: EscrowRef) -> EscrowLookup:
+        with self._lock:
+            entry = self._cache.get(ref.tx_id)
+        if entry is None:
+            entry = self._fetch(ref.tx_id)
+            with self._lock:
+                self._cache[ref.tx_id] = entry
+        return entry.lookups.get(ref.index, EscrowLookup(status="missing"))
+
+
 @dataclass
-class BlockfrostChainView:
+class BlockfrostChainView(_TxCache):
     """Looks escrow outputs up by transaction (`/txs/{hash}/utxos`): tells unspent from spent
     from missing, and sees escrows at any staking part of the escrow script."""
 
@@ -102,9 +143,6 @@ class BlockfrostChainView:
     cache_size: int = 10_000
     _cache: TTLCache[str, _Entry] = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __post_init__(self) -> None:
-        self._cache = TTLCache(maxsize=self.cache_size, ttl=self.ttl_s, timer=time.monotonic)
 
     def _fetch(self, tx_id: str) -> _Entry:
         try:
@@ -128,21 +166,39 @@ class BlockfrostChainView:
             )
         return _Entry(time.monotonic(), lookups)
 
-    def prefetch(self, refs: Iterable[EscrowRef]) -> None:
-        """Refresh the cache for these escrows' transactions (one call per transaction)."""
-        for tx_id in sorted({r.tx_id for r in refs}):
-            entry = self._fetch(tx_id)
-            with self._lock:
-                self._cache[tx_id] = entry
 
-    def escrow_output(self, ref: EscrowRef) -> EscrowLookup:
-        with self._lock:
-            entry = self._cache.get(ref.tx_id)
-        if entry is None:
-            entry = self._fetch(ref.tx_id)
-            with self._lock:
-                self._cache[ref.tx_id] = entry
-        return entry.lookups.get(ref.index, EscrowLookup(status="missing"))
+@dataclass
+class KupoChainView(_TxCache):
+    """Looks escrow outputs up by transaction through Kupo (`/matches/*@{tx id}`, one call per
+    transaction, inline datums by hash): the same lookups, cache and prefetch as
+    `BlockfrostChainView`. Kupo down, or an answer that is not to be believed (another
+    output than asked, a datum not matching its hash), is `ChainUnavailable`: retried,
+    never a verdict against the provider."""
+
+    kupo: Kupo
+    ttl_s: float = 10.0
+    on_error: Callable[[str], None] | None = None
+    cache_size: int = 10_000
+    _cache: TTLCache[str, _Entry] = field(init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _fetch(self, tx_id: str) -> _Entry:
+        try:
+            outputs = kupo_outputs(self.kupo, tx_id)
+        except ChainError as exc:
+            if self.on_error is not None:
+                self.on_error("kupo_matches")
+            raise ChainUnavailable(f"Kupo failed looking up {tx_id}: {exc}") from exc
+        lookups: dict[int, EscrowLookup] = {}
+        for index, facts in outputs.items():
+            ref = EscrowRef(tx_id=tx_id, index=index)
+            spent_by = facts.spent_by if facts.spent_by != UNKNOWN_SPENDER else None
+            lookups[index] = EscrowLookup(
+                status="spent" if facts.spent_by else "unspent",
+                output=output_from_facts(ref, facts),
+                spent_by=spent_by,
+            )
+        return _Entry(time.monotonic(), lookups)
 
 
 @dataclass
@@ -159,12 +215,22 @@ class StaticChainView:
         return self.lookups.get((ref.tx_id, ref.index), EscrowLookup(status="missing"))
 
 
-def chain_view_for(context: Any, **kwargs: Any) -> BlockfrostChainView:
-    """The chain view for a backend context. Only Blockfrost-shaped backends (hosted
-    Blockfrost, the devnet) can look outputs up by transaction today."""
-    if not hasattr(getattr(context, "api", None), "transaction_utxos"):
-        raise ChainError(
-            f"{type(context).__name__} cannot look up outputs by transaction; the oracle needs a "
-            "Blockfrost-compatible backend (PROOFNET_CHAIN_BACKEND=devnet or blockfrost)"
-        )
-    return BlockfrostChainView(context, **kwargs)
+# The oracle asks Kupo with a shorter patience than a follower: a verification waiting on a
+# slow index is postponed and retried, not held.
+KUPO_TIMEOUT_S = 10.0
+
+
+def chain_view_for(context: Any, **kwargs: Any) -> BlockfrostChainView | KupoChainView:
+    """The chain view for a backend context: Blockfrost-shaped backends (hosted Blockfrost,
+    the devnet) by transaction, a self-hosted node through its Kupo. Ogmios without Kupo
+    cannot tell a spent escrow from a missing one: refused with what to set."""
+    if hasattr(getattr(context, "api", None), "transaction_utxos"):
+        return BlockfrostChainView(context, **kwargs)
+    if isinstance(context, NodeChainContext):
+        return KupoChainView(Kupo(context.kupo_url, timeout_s=KUPO_TIMEOUT_S), **kwargs)
+    if type(context).__name__ == "OgmiosV6ChainContext":
+        raise BackendConfigError(f"the oracle cannot verify escrows: {NEEDS_KUPO}")
+    raise BackendConfigError(
+        f"{type(context).__name__} cannot look up outputs by transaction; the oracle needs "
+        "PROOFNET_CHAIN_BACKEND=devnet, blockfrost, or ogmios with PROOFNET_KUPO_URL"
+    )

@@ -21,13 +21,23 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from oracle.inputs.feed_values import FeedDataError, FeedError, LeaseInfo, int_of, ms_of, str_of
+from oracle.inputs.feed_values import (
+    FeedDataError,
+    FeedError,
+    LeaseInfo,
+    LeaseStopInfo,
+    int_of,
+    ms_of,
+    str_of,
+)
 from proofnet.messages.attestation import EscrowRef
 from proofnet.messages.auction import MAX_BIDS, AuctionError, RevealedBid, parse_revealed
 from proofnet.messages.binding import BindingError, PayoutBinding, verify_payout_binding
+from proofnet.messages.job_fault import JobFaultError, JobFaultVerdict
 from proofnet.messages.jobspec import AuctionPrice, JobSpec, JobSpecError, RateCardPrice, job_id_of
 from proofnet.messages.rate_card import RateCardDocument, RateCardError, document_for_digest
 from proofnet.messages.result_paths import split_attempt_result_name
+from proofnet.messages.stop_evidence import MAX_VERDICTS
 
 if TYPE_CHECKING:
     from oracle.inputs.feed_units import UnitInfo
@@ -41,6 +51,31 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 class AuctionRecord:
     commitments: tuple[str, ...]
     bids: tuple[RevealedBid, ...]
+
+
+def _stop(raw: Any) -> LeaseStopInfo | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise FeedDataError("lease.stop must be an object")
+    segments = int_of(raw, "segments")
+    if segments < 1:
+        raise FeedDataError("lease.stop.segments must be at least 1")
+    return LeaseStopInfo(
+        reason=str_of(raw, "reason"),
+        segments=segments,
+        stopped_ms=ms_of(raw.get("stopped_at"), "lease.stop.stopped_at"),
+        verdicts=_verdicts(raw.get("verdicts", [])),
+    )
+
+
+def _verdicts(raw: Any) -> tuple[JobFaultVerdict, ...]:
+    if not isinstance(raw, list) or len(raw) > MAX_VERDICTS:
+        raise FeedDataError(f"lease.stop.verdicts must be a list of at most {MAX_VERDICTS}")
+    try:
+        return tuple(JobFaultVerdict.from_json(v) for v in raw)
+    except JobFaultError as exc:
+        raise FeedDataError(f"lease.stop.verdicts: {exc}") from exc
 
 
 def _models(raw: object) -> tuple[str, ...] | None:
@@ -198,6 +233,7 @@ def parse_job(obj: Any, *, expected_job_id: str) -> JobInfo:
             completed_ms=ms_of(raw.get("completed_at"), "lease.completed_at"),
             attempt=int_of(raw, "attempt"),
             gpu_models=_models(raw.get("gpu_models")),
+            stop=_stop(raw.get("stop")),
         )
     results_raw = obj.get("results") or {}
     if not isinstance(results_raw, Mapping) or not all(

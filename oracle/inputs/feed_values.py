@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from proofnet.messages.job_fault import STOP_JOB_FAULT, JobFaultVerdict
+
 
 class FeedError(Exception):
     """The API could not be asked (transient): verification is retried later."""
@@ -32,6 +34,26 @@ class LeaseInfo:
     # The models of the provider's checked GPUs that fit the job at claim (the API's GPU
     # challenge); None when the API does not say (older APIs, older leases).
     gpu_models: tuple[str, ...] | None = None
+    # Set when the oracle quorum stopped the lease for the job's fault (the API's word on
+    # its own record of our signed verdicts): its proof may be partial, paid for the
+    # segments committed by the stop at most (proofnet.messages.segment_share.stopped_share).
+    stop: LeaseStopInfo | None = None
+
+
+@dataclass(frozen=True)
+class LeaseStopInfo:
+    """Why and when the lease was stopped, and the segments committed then."""
+
+    reason: str
+    segments: int
+    stopped_ms: int
+    # The oracles' signed job-fault verdicts that stopped it (`api.services.job_faults`):
+    # published beside its paid attestation (`proofnet.messages.stop_evidence`).
+    verdicts: tuple[JobFaultVerdict, ...] = ()
+
+    @property
+    def job_fault(self) -> bool:
+        return self.reason == STOP_JOB_FAULT
 
 
 def ms_of(value: Any, what: str) -> int:

@@ -21,10 +21,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from oracle.inputs.feed import FeedError
+from oracle.intake.announce import Announcer, Verdict
+from oracle.intake.lost_claims import lost_claims
 from oracle.metrics import OracleMetrics
 from oracle.models import AttestationRecord
 from oracle.storage.store import Applied, AttestationStore
-from oracle.verification.verify import Reason, Rejection, VerificationContext, authenticate, verify
+from oracle.verification.unit_checks import attested_nonce
+from oracle.verification.verify import (
+    Reason,
+    Rejection,
+    VerificationContext,
+    VerificationResult,
+    authenticate,
+    leaf_of,
+    verify,
+)
 from proofnet.limits import TokenBuckets
 from proofnet.messages.attestation import Attestation
 
@@ -78,6 +89,10 @@ class Intake:
         # Signalled whenever a verification finishes, so an inline accept can wait for a
         # verification the sweeper started first.
         self._finished = threading.Condition(self._lock)
+        # Each verdict goes to the API, which releases results to the submitter only with
+        # it (oracle.intake.announce); a feed that cannot post (tests, the demo) skips it.
+        sink = ctx.feed if callable(getattr(ctx.feed, "post_verdict", None)) else None
+        self.announcer = None if sink is None else Announcer(sink)  # type: ignore[arg-type]
 
     def close(self) -> None:
         if self._pool is not None:
@@ -115,6 +130,28 @@ class Intake:
             record = self.store.get(record.id) or record
         return Accepted(record, created)
 
+    def take_lost_claims(self, job_id: str) -> int:
+        """Submit the claims the job's lost attempts signed (`oracle.intake.lost_claims`),
+        as their workers would; how many were new. Never raises: an unreachable API or a
+        refused claim is logged (the claim is not paid until it is taken)."""
+        try:
+            claims = lost_claims(self.ctx.feed, job_id)
+        except FeedError as exc:
+            log.warning("cannot read job %s's lost attempts: %s", job_id, exc)
+            return 0
+        taken = 0
+        for cose in claims:
+            try:
+                if self.store.holder_of_leaf(leaf_of(cose)) is not None:
+                    continue  # taken before: stored with its verdict (or being verified)
+            except Exception:  # not a COSE attestation: `accept` refuses it with its reason
+                pass
+            try:
+                taken += self.accept(cose).created
+            except (Rejection, TooManyAttestations, RegistryUnavailable) as exc:
+                log.warning("a lost attempt's claim of job %s is not taken: %s", job_id, exc)
+        return taken
+
     def _admit(self, att: Attestation) -> None:
         """Only a registered worker's attestations are stored, within its rate."""
         if self.per_key is not None:
@@ -142,11 +179,18 @@ class Intake:
         return self._pool.submit(self._run, attestation_id)
 
     def sweep(self, limit: int = 100) -> int:
-        """Schedule every received attestation whose verification is due; returns how many."""
+        """Schedule every received attestation whose verification is due; returns how many.
+        Also asks again for the lost attempts' claims of resumed jobs whose escrow waits
+        (a claim the API did not hold yet, or could not serve, the first time), and posts
+        again the verdicts the API did not take."""
+        if self.announcer is not None:
+            self.announcer.retry()
         due = self.store.due(limit=limit)
         for row in due:
             assert row.id is not None
             self.schedule(row.id)
+        for job_id in self.store.attempt_jobs_waiting(limit=limit):
+            self.take_lost_claims(job_id)
         return len(due)
 
     def _run(self, attestation_id: int) -> Applied | None:
@@ -160,6 +204,23 @@ class Intake:
                 self._in_flight.discard(attestation_id)
                 self._authenticated.pop(attestation_id, None)
                 self._finished.notify_all()
+
+    def _announce(
+        self, row: AttestationRecord, applied: Applied, result: VerificationResult
+    ) -> None:
+        nonce = attested_nonce(row.cose)
+        if self.announcer is None or nonce is None:
+            return
+        self.announcer.announce(
+            Verdict(
+                row.job_id,
+                nonce,
+                applied.status,
+                result.fault,
+                applied.reason,
+                result.message if applied.status == "rejected" or result.fault else "",
+            )
+        )
 
     def verify_one(self, attestation_id: int) -> Applied | None:
         row = self.store.get(attestation_id)
@@ -189,6 +250,7 @@ class Intake:
         }
         if not applied.changed:
             return applied
+        self._announce(row, applied, result)
         if applied.status == "verified":
             self.metrics.verified.inc()
             log.info("attestation verified", extra=extra)
@@ -196,7 +258,9 @@ class Intake:
                 for waiting in self.store.waiting_in_escrow(row.escrow_ref):
                     if waiting != attestation_id:
                         self.schedule(waiting)
-        elif applied.status == "rejected":
+            if row.attempt is not None:
+                self.take_lost_claims(row.job_id)
+        elif applied.status in ("rejected", "unproven"):
             self.metrics.rejected.labels(applied.reason).inc()
             log.info("attestation rejected: %s", result.message, extra=extra)
         else:

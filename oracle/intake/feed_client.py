@@ -30,8 +30,11 @@ from oracle.inputs.feed import (
     parse_worker,
 )
 from oracle.inputs.feed_units import JOB_OVER_STATUSES
+from oracle.intake.announce import Verdict
 from oracle.verification.early import EarlyCommit
 from oracle.verification.verifiers import Candidate
+from proofnet.messages.dispute import DisputeTask
+from proofnet.messages.job_fault import JobFaultVerdict
 from proofnet.messages.key_grant import KeyRequest
 from proofnet.messages.verification import VerificationTask
 from proofnet.messages.worker_auth import request_target, sign_request_headers
@@ -40,7 +43,10 @@ FEED_PREFIX = "/api/v1/oracle"
 KEY_REQUESTS_PATH = f"{FEED_PREFIX}/key-requests"
 VERIFIERS_PATH = f"{FEED_PREFIX}/verifiers"
 VERIFICATIONS_PATH = f"{FEED_PREFIX}/verifications"
+DISPUTES_PATH = f"{FEED_PREFIX}/disputes"
 EARLY_COMMITS_PATH = f"{FEED_PREFIX}/early-commits"
+JOB_FAULTS_PATH = f"{FEED_PREFIX}/job-faults"
+VERDICTS_PATH = f"{FEED_PREFIX}/verdicts"
 # `artifact` holds an upload in memory: only for manifests. Proof files (full weights)
 # stream to disk with `save_artifact`.
 MAX_ARTIFACT_IN_MEMORY = 64 << 20
@@ -248,6 +254,39 @@ class HttpApiFeed:
         state = self._post(VERIFICATIONS_PATH, task.to_json(), "verification task")
         if not isinstance(state, dict):
             raise FeedDataError("a verification state must be an object")
+        return state
+
+    def post_job_fault(self, verdict: JobFaultVerdict) -> dict[str, Any]:
+        """Post this oracle's signed early job-fault verdict (again: the same vote); the
+        lease's stop state: the oracles that signed it, the threshold, the stop once reached."""
+        state = self._post(JOB_FAULTS_PATH, verdict.to_json(), "job-fault verdict")
+        if not isinstance(state, dict):
+            raise FeedDataError("a job-fault state must be an object")
+        return state
+
+    def post_verdict(self, verdict: Verdict) -> None:
+        """Post this oracle's verdict on a lease's attestation: the API releases the
+        lease's results to the submitter only with enough such verdicts."""
+        self._post(
+            VERDICTS_PATH,
+            {
+                "job_id": verdict.job_id,
+                "nonce": verdict.nonce,
+                "status": verdict.status,
+                "fault": verdict.fault,
+                "reason": verdict.reason[:64],
+                "message": verdict.message[:2000],
+            },
+            "verdict",
+        )
+
+    def post_dispute(self, task: DisputeTask) -> dict[str, Any]:
+        """Post a dispute this oracle signed for a provider (again: the same unit); its
+        state, with the provider's signed commitment and reveal once it answered
+        (oracle.verification.referee)."""
+        state = self._post(DISPUTES_PATH, task.to_json(), "dispute")
+        if not isinstance(state, dict):
+            raise FeedDataError("a dispute state must be an object")
         return state
 
     def request_keys(self, request: KeyRequest) -> int:

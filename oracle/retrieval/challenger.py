@@ -4,15 +4,20 @@ Checks applied to each placement in turn, each with its reason:
 
 1. the term is not over (after `ends_at` nothing more is earned, so nothing is asked);
 2. the provider still offers storage (a withdrawn offer holds nothing anyone can check);
-3. the chunk asked for is drawn from this oracle's secret seed and a fresh challenge id,
-   so a provider cannot keep only the chunks it expects to be asked for;
+3. the chunk asked for is drawn from a beacon (the chain's latest block hash) with
+   `beacon_index`, so a provider cannot keep only the chunks it expects to be asked for,
+   and a co-signer re-derives it from the receipt (the oracle did not pick it);
 4. what its endpoint serves is verified against the committed root (`verify_answer`):
-   a deleted object, a forged path, a short chunk or a stale answer all fail.
+   a forged path, a short chunk or a stale answer prove a bad copy.
 
-An answered challenge pays the time since the last one (GB-months at the placement's
-price), capped so that all copies of a job together stay within the spec's storage budget
-(what its escrow locked for storage). A failed one is not paid, ends the placement, and the
-object is copied from a copy that still verifies to the cheapest other offer that fits.
+An answered challenge pays the time since the last challenge (GB-months at the placement's
+price, at most `MAX_CREDIT_S`), capped so that all copies of a job together stay within the
+spec's storage budget (what its escrow locked for storage), and keeps its evidence (beacon,
+leaf hash, audit path) for the receipt. A failed one is never paid (the time since the last
+challenge is forfeit). Failing to serve (a timeout, the endpoint down, an object missing) is
+a *strike*: `max_strikes` in a row within `strike_window_s` and the copy is lost. Serving
+bytes that do not verify, or withdrawing the offer, is fatal at once. A lost copy ends, and
+the object is copied from a copy that still verifies to the cheapest other offer that fits.
 """
 
 from __future__ import annotations
@@ -38,15 +43,17 @@ from oracle.retrieval.feed import (
     Replacement,
     by_key,
 )
+from oracle.retrieval.ledger import accrual_of
+from proofnet.messages import merkle
 from proofnet.messages.storage import (
     Commitment,
     RetrievalAnswer,
     RetrievalChallenge,
     Verdict,
-    challenge_index,
     storage_cost,
     verify_answer,
 )
+from proofnet.messages.storage_receipt import MAX_CREDIT_S, beacon_index
 from proofnet.storage_objects import (
     ObjectStoreError,
     S3Location,
@@ -60,6 +67,40 @@ log = logging.getLogger("oracle.retrieval")
 ACCRUING = "accruing"
 FAILED = "failed"
 ENDED = "ended"
+
+
+class Beacon(Protocol):
+    def __call__(self) -> str:
+        """A block hash (64 hex) nobody knew before its block: the seed of a challenge."""
+        ...
+
+
+class BeaconError(Exception):
+    """No beacon could be read (the chain did not answer); the round waits."""
+
+
+def random_beacon() -> str:
+    """A fresh random beacon: for an oracle without a chain (tests, a local demo). A
+    co-signer re-derives the chunk from it all the same, but cannot tell it was not picked."""
+    return secrets.token_hex(32)
+
+
+def chain_beacon(http: httpx.Client, blockfrost_url: str) -> Beacon:
+    """The hash of the chain's latest block, from a Blockfrost-shaped API (the devnet's too)."""
+
+    def latest() -> str:
+        try:
+            response = http.get(blockfrost_url.rstrip("/") + "/blocks/latest")
+            response.raise_for_status()
+            value = str(response.json()["hash"]).lower()
+            bytes.fromhex(value)
+        except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
+            raise BeaconError(f"cannot read the latest block: {exc}") from exc
+        if len(value) != 64:
+            raise BeaconError(f"the latest block's hash is not 32 bytes: {value[:80]!r}")
+        return value
+
+    return latest
 
 
 class ReplicaWriter(Protocol):
@@ -95,6 +136,9 @@ class Outcome:
     reason: str
     accrued: int = 0
     replacement_id: int | None = None
+    # A failure that did not end the copy (it has `strikes` in a row now).
+    strikes: int = 0
+    lost: bool = False
 
 
 @dataclass
@@ -118,8 +162,10 @@ class Challenger:
     # addresses (proofnet.pinned_http) unless the operator allows them.
     http: httpx.Client
     writer: ReplicaWriter
-    seed: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    beacon: Beacon = field(default=random_beacon)
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    max_strikes: int = 3
+    strike_window_s: float = 3 * 86400.0
 
     def round(self) -> RoundReport:
         """One challenge per active placement; raises PlacementFeedError when the API cannot
@@ -149,26 +195,43 @@ class Challenger:
             self._set_status(placement.id, ENDED)
             return None
         offer = offers.get(placement.provider_key)
+        fatal = True
         if offer is None:
             verdict = Verdict(False, "the provider withdrew its storage offer")
         else:
             challenge = self.challenge(placement)
-            verdict = self.verdict(challenge, self._fetch(offer, challenge))
+            answer = self._fetch(offer, challenge)
+            # Not serving may be the network's fault; serving what does not verify is not.
+            fatal = not isinstance(answer, str) and not verify_answer(challenge, answer).passed
+            verdict = self.verdict(challenge, answer)
         if verdict.passed:
             paid = self._accrue(placement, now)
             return Outcome(placement.id, placement.provider_key, True, "", accrued=paid)
+        if not fatal:
+            strikes = self._strike(placement, now, verdict.reason)
+            if strikes < self.max_strikes:
+                return Outcome(
+                    placement.id, placement.provider_key, False, verdict.reason, strikes=strikes
+                )
+            verdict = Verdict(
+                False, f"{verdict.reason} ({strikes} failed challenges in a row: copy lost)"
+            )
         self._set_status(placement.id, FAILED)
         replacement = self._replicate(placement, placements, offers, verdict.reason)
         return Outcome(
-            placement.id, placement.provider_key, False, verdict.reason, replacement_id=replacement
-        )
+            placement.id, placement.provider_key, False, verdict.reason,
+            replacement_id=replacement, lost=True,
+        )  # fmt: skip
 
     # --- challenge and verdict ----------------------------------------------------------
 
     def challenge(self, placement: Placement) -> RetrievalChallenge:
-        """A fresh challenge for `placement`, recorded as issued."""
+        """A fresh challenge for `placement`, drawn from the current beacon, recorded as
+        issued."""
         challenge_id = secrets.token_hex(16)
-        index = challenge_index(self.seed, challenge_id, placement.commitment.chunk_count)
+        beacon = self.beacon()
+        c = placement.commitment
+        index = beacon_index(beacon, placement.id, c.content_root, c.chunk_count)
         challenge = RetrievalChallenge(
             challenge_id=challenge_id,
             placement_id=placement.id,
@@ -185,6 +248,7 @@ class Challenger:
                     provider_key=placement.provider_key,
                     chunk_index=index,
                     issued_at=self.clock(),
+                    beacon=beacon,
                 )
             )
         return challenge
@@ -198,10 +262,15 @@ class Challenger:
     def verdict(self, challenge: RetrievalChallenge, answer: RetrievalAnswer | str) -> Verdict:
         """Verify `answer` and record the verdict, once: a challenge already answered (an
         answer replayed, or a second verdict raced in) counts as failed."""
+        evidence: dict[str, object] = {}
         if isinstance(answer, str):
             verdict = Verdict(False, answer)
         else:
             verdict = verify_answer(challenge, answer)
+            if verdict.passed:
+                # What a receipt carries so a co-signer can walk the path itself.
+                leaf = merkle.leaf_hash(answer.chunk_bytes()).hex()
+                evidence = {"leaf_hash": leaf, "proof": list(answer.proof)}
         with Session(self.engine) as session, session.begin():
             marked = session.execute(
                 update(StorageChallengeRecord)
@@ -209,7 +278,12 @@ class Challenger:
                     col(StorageChallengeRecord.challenge_id) == challenge.challenge_id,
                     col(StorageChallengeRecord.answered_at).is_(None),
                 )
-                .values(answered_at=self.clock(), passed=verdict.passed, reason=verdict.reason)
+                .values(
+                    answered_at=self.clock(),
+                    passed=verdict.passed,
+                    reason=verdict.reason,
+                    **evidence,
+                )
             )
         if marked.rowcount != 1:  # type: ignore[attr-defined]
             return Verdict(False, "the challenge was already answered (a replayed answer)")
@@ -220,20 +294,13 @@ class Challenger:
     def _accrual(self, placement: Placement, offer: Offer | None) -> StorageAccrual:
         with Session(self.engine, expire_on_commit=False) as session, session.begin():
             row = session.get(StorageAccrual, placement.id)
+            payout = "" if offer is None else offer.payout_address
             if row is None:
-                row = StorageAccrual(
-                    placement_id=placement.id,
-                    job_id=placement.job_id,
-                    provider_key=placement.provider_key,
-                    payout_address="" if offer is None else offer.payout_address,
-                    content_root=placement.commitment.content_root,
-                    size=placement.commitment.size,
-                    ntx_per_gb_month=placement.ntx_per_gb_month,
-                    placed_at=placement.placed_at,
-                    paid_through=placement.placed_at,
-                    updated_at=self.clock(),
-                )
+                row = accrual_of(placement, payout, self.clock())
                 session.add(row)
+            elif not row.payout_address and payout:
+                # Registered by the settlement queue before this round saw the offer.
+                row.payout_address = payout
             return row
 
     def _end_missing(self, active: set[int]) -> None:
@@ -257,14 +324,40 @@ class Challenger:
                 row.status = status
                 row.updated_at = self.clock()
 
-    def _accrue(self, placement: Placement, now: datetime) -> int:
-        """Pay the time since the last answered challenge, within the job's budget."""
+    def _strike(self, placement: Placement, now: datetime, reason: str) -> int:
+        """Count a failure that proves no bad copy; the time since the last challenge is
+        forfeit all the same (only periods that end in a pass are paid). Returns the
+        strikes in a row within the window, this one included."""
         with Session(self.engine) as session, session.begin():
             row = session.get(StorageAccrual, placement.id)
             assert row is not None
+            first = None if row.struck_at is None else _aware(row.struck_at)
+            if first is None or (now - first).total_seconds() > self.strike_window_s:
+                row.strikes, row.struck_at = 1, now
+            else:
+                row.strikes += 1
+            row.paid_through = max(_aware(row.paid_through), min(now, placement.ends_at))
+            row.updated_at = self.clock()
+            strikes, total, through, passed = (
+                row.strikes, row.amount, row.paid_through, row.challenges_passed
+            )  # fmt: skip
+        try:
+            # Shown with the copy (`proofnet storage status`): a provider sees it is at risk.
+            self.feed.report_accrual(placement.id, total, _aware(through), passed, strikes, reason)
+        except PlacementFeedError as exc:
+            log.warning("strike on placement %s not reported: %s", placement.id, exc)
+        return strikes
+
+    def _accrue(self, placement: Placement, now: datetime) -> int:
+        """Pay the time since the last challenge (at most `MAX_CREDIT_S`: what one passed
+        challenge vouches for in a receipt), within the job's budget."""
+        with Session(self.engine) as session, session.begin():
+            row = session.get(StorageAccrual, placement.id)
+            assert row is not None
+            row.strikes, row.struck_at = 0, None
             through = _aware(row.paid_through)
             end = min(now, placement.ends_at)
-            seconds = max(0, int((end - through).total_seconds()))
+            seconds = min(MAX_CREDIT_S, max(0, int((end - through).total_seconds())))
             earned = storage_cost(placement.commitment.size, placement.ntx_per_gb_month, seconds)
             spent = session.exec(
                 select(func.coalesce(func.sum(StorageAccrual.amount), 0)).where(

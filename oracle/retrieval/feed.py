@@ -16,6 +16,7 @@ from proofnet.messages.storage import Commitment
 from proofnet.messages.worker_auth import request_target, sign_request_headers
 
 PLACEMENTS_PATH = "/api/v1/oracle/storage/placements"
+JOBS_PATH = "/api/v1/oracle/storage/jobs"
 OFFERS_PATH = "/api/v1/storage/offers"
 
 
@@ -55,6 +56,29 @@ class Replacement:
     commitment: Commitment
 
 
+@dataclass(frozen=True)
+class JobStorage:
+    """Whether a job's spec keeps storage, and its copies the API lists as active now."""
+
+    job_id: str
+    keeps_storage: bool
+    placements: tuple[Placement, ...]
+    # Its copies the API no longer lists as active (failed): what a co-signer checks a
+    # receipt for such a copy against. Never held for.
+    ended: tuple[Placement, ...] = ()
+
+    def placement(self, placement_id: int) -> Placement | None:
+        """The copy with this id, active or ended (None: the API recorded no such copy)."""
+        return next((p for p in (*self.placements, *self.ended) if p.id == placement_id), None)
+
+
+class JobStorageSource(Protocol):
+    def job_storage(self, job_ids: Sequence[str]) -> dict[str, JobStorage]:
+        """The storage of each job the API knows among `job_ids`; PlacementFeedError when
+        the API cannot be read."""
+        ...
+
+
 class PlacementFeed(Protocol):
     def active_placements(self) -> list[Placement]: ...
     def offers(self) -> list[Offer]: ...
@@ -65,9 +89,16 @@ class PlacementFeed(Protocol):
         ...
 
     def report_accrual(
-        self, placement_id: int, accrued_ntx: int, paid_through: datetime, passed: int
+        self,
+        placement_id: int,
+        accrued_ntx: int,
+        paid_through: datetime,
+        passed: int,
+        strikes: int = 0,
+        last_failure: str = "",
     ) -> None:
-        """The running total a placement has earned (shown beside compute earnings)."""
+        """The running total a placement has earned (shown beside compute earnings), and
+        its strikes now."""
         ...
 
 
@@ -165,6 +196,24 @@ class HttpPlacementFeed:
     def offers(self) -> list[Offer]:
         return [parse_offer(o) for o in self._send("GET", OFFERS_PATH)["data"]]
 
+    def job_storage(self, job_ids: Sequence[str]) -> dict[str, JobStorage]:
+        if not job_ids:
+            return {}
+        query = "&".join(f"job_id={quote(j)}" for j in job_ids)
+        found: dict[str, JobStorage] = {}
+        for obj in self._send("GET", f"{JOBS_PATH}?{query}")["data"]:
+            try:
+                job = JobStorage(
+                    job_id=str(obj["job_id"]),
+                    keeps_storage=bool(obj["keeps_storage"]),
+                    placements=tuple(parse_placement(p) for p in obj["placements"]),
+                    ended=tuple(parse_placement(p) for p in obj.get("ended", ())),
+                )
+            except (KeyError, TypeError) as exc:
+                raise PlacementFeedError(f"unreadable job storage from the API: {exc}") from exc
+            found[job.job_id] = job
+        return found
+
     def report_failure(
         self, placement_id: int, reason: str, replacement: Replacement | None
     ) -> int | None:
@@ -185,13 +234,22 @@ class HttpPlacementFeed:
         return None if new is None else int(new)
 
     def report_accrual(
-        self, placement_id: int, accrued_ntx: int, paid_through: datetime, passed: int
+        self,
+        placement_id: int,
+        accrued_ntx: int,
+        paid_through: datetime,
+        passed: int,
+        strikes: int = 0,
+        last_failure: str = "",
     ) -> None:
         path = f"{PLACEMENTS_PATH}/{quote(str(placement_id))}/accrual"
-        self._send("POST", path, _accrual_body(accrued_ntx, paid_through, passed))
+        body = _accrual_body(accrued_ntx, paid_through, passed, strikes, last_failure)
+        self._send("POST", path, body)
 
 
-def _accrual_body(accrued_ntx: int, paid_through: datetime, passed: int) -> bytes:
+def _accrual_body(
+    accrued_ntx: int, paid_through: datetime, passed: int, strikes: int, last_failure: str
+) -> bytes:
     import json
 
     return json.dumps(
@@ -199,6 +257,8 @@ def _accrual_body(accrued_ntx: int, paid_through: datetime, passed: int) -> byte
             "accrued_ntx": accrued_ntx,
             "paid_through": paid_through.isoformat(),
             "challenges_passed": passed,
+            "strikes": strikes,
+            "last_failure": last_failure[:2000],
         }
     ).encode()
 

@@ -13,7 +13,15 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from fastapi import FastAPI
 from nacl.signing import SigningKey
 
-from oracle.retrieval.challenger import Challenger, s3_writer
+from chain.offchain.backends import BLOCKFROST_URLS
+from oracle.retrieval.challenger import (
+    Beacon,
+    BeaconError,
+    Challenger,
+    chain_beacon,
+    random_beacon,
+    s3_writer,
+)
 from oracle.retrieval.feed import HttpPlacementFeed, PlacementFeedError
 from proofnet.egress import EgressPolicy
 from proofnet.pinned_http import pinned_client
@@ -37,11 +45,23 @@ def egress_of(settings: Settings) -> EgressPolicy:
 def run_round(challenger: Challenger) -> None:
     try:
         report = challenger.round()
-    except PlacementFeedError as exc:
+    except (PlacementFeedError, BeaconError) as exc:
         log.warning("storage challenge round skipped: %s", exc)
         return
     if report.outcomes:
         log.info("storage challenges: %d passed, %d failed", report.passed, report.failed)
+
+
+def beacon_of(settings: Settings, http: httpx.Client) -> Beacon:
+    """The chain's latest block hash where the oracle reads a Blockfrost-shaped API (the
+    devnet's, or Blockfrost's), else fresh randomness (which a co-signer cannot tell from
+    a picked seed: docs/storage.md)."""
+    if settings.chain_backend == "devnet":
+        return chain_beacon(http, settings.devnet_url)
+    if settings.chain_backend == "blockfrost" and settings.network in BLOCKFROST_URLS:
+        http.headers["project_id"] = settings.blockfrost_project_id
+        return chain_beacon(http, BLOCKFROST_URLS[settings.network])
+    return random_beacon
 
 
 def retrieval_hook(
@@ -58,6 +78,7 @@ def retrieval_hook(
             return
         reads = pinned_client(policy, allow_http=True, timeout=30.0)
         api = httpx.Client(timeout=30.0)
+        chain = httpx.Client(timeout=30.0)
         challenger = Challenger(
             engine=app.state.engine,
             feed=HttpPlacementFeed(api, settings.api_url, signing_key, settings.network),
@@ -66,6 +87,9 @@ def retrieval_hook(
             writer=s3_writer(
                 reads, settings.oracle_storage_access_key, settings.oracle_storage_secret_key
             ),
+            beacon=beacon_of(settings, chain),
+            max_strikes=settings.oracle_storage_max_strikes,
+            strike_window_s=settings.oracle_storage_strike_window_s,
         )
         scheduler: Any = BackgroundScheduler()
         scheduler.add_job(
@@ -79,5 +103,6 @@ def retrieval_hook(
             scheduler.shutdown(wait=True)
             reads.close()
             api.close()
+            chain.close()
 
     return hook

@@ -46,6 +46,7 @@ from .ports import (
     UnpayableClaims,
     UnsignedBatch,
     group_claims,
+    may_share,
 )
 
 
@@ -207,7 +208,7 @@ class CardanoSettlementBuilder:
             utxo = escrows.get(ref)
             if utxo is None:
                 continue  # not confirmed (or spent meanwhile): the watcher's concern, not ours
-            if len(group) > 1 and any(c.unit is None for c in group):
+            if not may_share(group):
                 for claim in group:
                     unpayable[claim.attestation_id] = f"escrow {ref} is claimed twice"
                 continue

@@ -11,7 +11,13 @@ A batch that pays verification fees publishes their evidence too, as version 2:
 A batch that pays storage beside an attestation publishes the oracle-signed receipts, as
 version 3 (with or without fees):
     {..., "storage": [{"attestation": <position>, "receipt": {...}}, ...], "version": 3}
-(`proofnet.messages.storage.StorageReceipt`).
+(`proofnet.messages.storage_receipt.StorageReceipt`).
+A batch that pays a lease stopped for the job's fault publishes the stop's evidence (the
+quorum's signed job-fault verdicts, the job's spec, the segments committed at the stop), as
+version 4 (with or without fees and storage):
+    {..., "stops": [{"attestation": <position>, "spec": ..., "segments": ..., "verdicts":
+     [...]}, ...], "version": 4}
+(`proofnet.messages.stop_evidence.StopEvidence`: an auditor re-derives the stopped share).
 Metadata under CIP-20 label 674: a human memo in `msg` plus the root, bundle hash and batch
 id as 32-byte values (every value at most 64 bytes).
 """
@@ -26,7 +32,9 @@ from typing import Any
 
 from proofnet.messages import merkle
 from proofnet.messages.canonical import canonical_json
-from proofnet.messages.storage import StorageError, StorageReceipt, bundle_receipts
+from proofnet.messages.stop_evidence import StopEvidence, StopEvidenceError, bundle_stops
+from proofnet.messages.storage import StorageError
+from proofnet.messages.storage_receipt import StorageReceipt, bundle_receipts
 from proofnet.messages.verification_fee import FeeError, FeeEvidence, bundle_fees
 
 from .ports import Claim
@@ -35,6 +43,8 @@ MEMO_LABEL = 674
 BUNDLE_VERSION = 1
 FEES_VERSION = 2
 STORAGE_VERSION = 3
+STOPS_VERSION = 4
+VERSIONS = (BUNDLE_VERSION, FEES_VERSION, STORAGE_VERSION, STOPS_VERSION)
 
 
 class BundleError(ValueError):
@@ -51,6 +61,8 @@ class Bundle:
     fees: tuple[tuple[FeeEvidence, ...], ...] = ()
     # Per attestation, the storage receipts the batch pays beside it.
     storage: tuple[tuple[StorageReceipt, ...], ...] = ()
+    # Per attestation, the evidence of its lease's stop (None: not stopped).
+    stops: tuple[StopEvidence | None, ...] = ()
 
 
 def merkle_root(claims: Sequence[Claim]) -> bytes:
@@ -81,6 +93,14 @@ def make_bundle(claims: Sequence[Claim]) -> Bundle:
     if storage:
         # Version 3 publishes the receipts of the storage the batch pays.
         obj.update(storage=storage, version=STORAGE_VERSION)
+    stops = [
+        {"attestation": position, **c.stop.to_json()}
+        for position, c in enumerate(claims)
+        if c.stop is not None
+    ]
+    if stops:
+        # Version 4 publishes the evidence of the stops whose partial shares the batch pays.
+        obj.update(stops=stops, version=STOPS_VERSION)
     body = canonical_json(obj)
     return Bundle(
         body,
@@ -89,6 +109,7 @@ def make_bundle(claims: Sequence[Claim]) -> Bundle:
         tuple(c.cose for c in claims),
         tuple(tuple(c.fees) for c in claims),
         tuple(tuple(c.storage) for c in claims),
+        tuple(c.stop for c in claims),
     )
 
 
@@ -101,11 +122,8 @@ def parse_bundle(body: bytes) -> Bundle:
         version = obj["version"]
     except (ValueError, KeyError, TypeError) as exc:
         raise BundleError(f"malformed bundle: {exc}") from exc
-    if version not in (BUNDLE_VERSION, FEES_VERSION, STORAGE_VERSION):
-        raise BundleError(
-            f"bundle version {version!r} is not {BUNDLE_VERSION}, {FEES_VERSION} or "
-            f"{STORAGE_VERSION}"
-        )
+    if version not in VERSIONS or isinstance(version, bool):
+        raise BundleError(f"bundle version {version!r} is not one of {VERSIONS}")
     leaves = [_cose_leaf(c) for c in cose]
     if merkle.MerkleTree.from_leaf_hashes(leaves).root != root:
         raise BundleError("bundle root does not match its attestations")
@@ -117,7 +135,11 @@ def parse_bundle(body: bytes) -> Bundle:
         storage = bundle_receipts(obj, len(cose))
     except StorageError as exc:
         raise BundleError(f"malformed storage receipts: {exc}") from exc
-    return Bundle(body, hashlib.sha256(body).hexdigest(), root, cose, fees, storage)
+    try:
+        stops = bundle_stops(obj, len(cose))
+    except StopEvidenceError as exc:
+        raise BundleError(f"malformed stop evidence: {exc}") from exc
+    return Bundle(body, hashlib.sha256(body).hexdigest(), root, cose, fees, storage, stops)
 
 
 def _cose_leaf(cose: bytes) -> bytes:

@@ -1,5 +1,6 @@
 """`ChainView` over the Blockfrost REST shapes: the devnet, hosted Blockfrost or any server
-that answers them. Only confirmed chain state and the mempool are read; nothing is cached,
+that answers them (`node_chain_view.NodeChainView` is the same over Ogmios and Kupo;
+`chain_view_from_settings` picks).  Only confirmed chain state and the mempool are read; nothing is cached,
 so a rollback is visible on the next call."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import httpx
 
 from proofnet.settings import Settings
 
+from .node_chain_view import NodeChainView
 from .ports import ChainUnavailable, OutRef, SpendStatus, SubmitRejected, TxStatus
 
 BLOCKFROST_URLS = {
@@ -103,3 +105,18 @@ class BlockfrostChainView:
                 message = response.text
             raise SubmitRejected(message)
         raise ChainUnavailable(f"submit: {response.status_code} {response.text[:200]}")
+
+
+def chain_view_from_settings(settings: Settings) -> BlockfrostChainView | NodeChainView:
+    """The settlement engine's chain: Blockfrost shapes on the devnet and hosted Blockfrost,
+    Ogmios and Kupo on a self-hosted node (which needs PROOFNET_KUPO_URL: without Kupo the
+    engine cannot tell a spent escrow, nor who spent it)."""
+    if settings.chain_backend == "ogmios":
+        from chain.offchain.errors import BackendConfigError
+
+        if not settings.kupo_url:
+            raise BackendConfigError(
+                "settling on PROOFNET_CHAIN_BACKEND=ogmios needs Kupo: set PROOFNET_KUPO_URL"
+            )
+        return NodeChainView(settings.ogmios_url, settings.kupo_url)
+    return BlockfrostChainView.from_settings(settings)

@@ -141,6 +141,8 @@ def run_chaos(
                     "PROOFNET_CHAIN_BACKEND": "devnet",
                     "PROOFNET_DEVNET_URL": url,
                     "PROOFNET_NETWORK": "devnet",
+                    # Attestations are fed to its store directly: no API to ask about storage.
+                    "PROOFNET_API_URL": "",
                 },
             ).start()
 

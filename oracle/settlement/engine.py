@@ -13,6 +13,19 @@ Proposing a batch, and where a crash leaves it:
 The unit attestations of a topology job wait until the job is over (`readiness`: the
 engine's `Readiness`; without one they wait for good), and then all of its escrow's are
 batched together: claims of one escrow are never split across batches.
+
+A batch the quorum does not sign (a co-signer, drawing its own verifier, rejects one of its
+attestations: a cheat this oracle's draw missed) must not hold the others hostage: its
+escrows become suspects, batched one at a time from then on (fewest refusals first), so
+the honest ones are signed alone and only the refused one keeps waiting.
+
+A refusal that names the segments the co-signer's drawn verifier found not to replay, with
+its signed task and report (`proofnet.messages.segment_refusal`), is not shopped around:
+the attestation is held while this oracle re-checks exactly those segments through its own
+verifier draw (`referee`, a `DisputeReferee`). If they fail, the attestation is rejected
+(the provider's fault, unpaid); if they replay, the refusal is recorded as unfounded
+(`unfounded`) and the attestation is batched again as before, so no one co-signer can block
+an honest provider and no cheat is paid because another co-signer's draw missed it.
 """
 
 from __future__ import annotations
@@ -22,6 +35,8 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from proofnet.messages.segment_refusal import SegmentRefusal, refusal_problem
 
 from .bundle import Bundle, audit_metadata, make_bundle
 from .intents import IntentConflict, IntentLog
@@ -33,6 +48,7 @@ from .ports import (
     ChainUnavailable,
     ChainView,
     Claim,
+    DisputeReferee,
     QuorumNotReached,
     Readiness,
     SettlementBuilder,
@@ -86,6 +102,7 @@ class SettlementEngine:
         metrics: SettlementMetrics | None = None,
         proposer: str = "oracle",
         readiness: Readiness | None = None,
+        referee: DisputeReferee | None = None,
     ) -> None:
         self.intents = intents
         self.chain = chain
@@ -97,6 +114,14 @@ class SettlementEngine:
         self.proposer = proposer
         self.readiness = readiness
         self.recovered = False
+        # Escrows in a batch the quorum did not sign -> how often they were refused (this
+        # process's life): batched alone until one is signed (`_take`).
+        self.suspects: dict[str, int] = {}
+        self.referee = referee
+        # Attestations a co-signer's evidenced refusal holds: id -> (claim, refusal, refuser).
+        self.disputes: dict[int, tuple[Claim, SegmentRefusal, str]] = {}
+        # Refusals this oracle's re-check found unfounded: (refuser key hash, leaf, segments).
+        self.unfounded: list[tuple[str, str, tuple[int, ...]]] = []
 
     # --- the scheduler's unit of work ----------------------------------------------------
 
@@ -136,6 +161,9 @@ class SettlementEngine:
         if self.in_flight():
             return None
         live = self.intents.live_escrows()
+        prepare = getattr(self.intents.queue, "prepare_storage", None)
+        if prepare is not None:
+            prepare(self.intents.session)  # the API's word on storage, read outside the session
         with self.intents.session() as session:
             claims = self.intents.queue.payable(session, self.policy.batch_size * 2)
             waiting = [
@@ -146,6 +174,11 @@ class SettlementEngine:
         if ready:
             with self.intents.session() as session:
                 claims += self.intents.queue.unit_claims(session, ready)
+        # An escrow with an attestation held by a co-signer's evidenced refusal waits whole
+        # (its units or attempts are settled together) until the re-check decides.
+        self._settle_disputes()
+        held = {str(c.escrow) for c, _, _ in self.disputes.values()}
+        claims = [c for c in claims if str(c.escrow) not in held]
         if not (force and claims) and not self.due(claims):
             return None
         try:
@@ -170,10 +203,16 @@ class SettlementEngine:
 
     def _take(self, claims: Sequence[Claim]) -> list[Claim]:
         """Up to `batch_size` claims, oldest escrow first, whole escrows only (a topology
-        job's escrow may alone exceed the size: it is then batched alone)."""
+        job's escrow may alone exceed the size: it is then batched alone). Suspects (in a
+        batch the quorum refused) never share a batch: with no other claim waiting, the
+        least refused suspect is batched alone."""
         groups = sorted(group_claims(claims), key=lambda g: min(c.queued_at for c in g))
+        clear = [g for g in groups if str(g[0].escrow) not in self.suspects]
+        if not clear:
+            suspect = min(groups, key=lambda g: self.suspects[str(g[0].escrow)])
+            return list(suspect)
         taken: list[Claim] = []
-        for group in groups:
+        for group in clear:
             if taken and len(taken) + len(group) > self.policy.batch_size:
                 break
             taken.extend(group)
@@ -265,7 +304,22 @@ class SettlementEngine:
         except (QuorumNotReached, ChainUnavailable, BuildError) as exc:
             self.intents.drop(intent.id, f"not signed: {exc}")
             log.warning("batch %s not signed: %s", intent.id, exc, extra={"job": "propose"})
+            if isinstance(exc, QuorumNotReached) and exc.fees:
+                # Not a rejection: the batch did not pay a co-signer's own verifier. Keep
+                # its evidence; the next batch pays it.
+                with self.intents.session() as session:
+                    kept = self.intents.queue.add_fees(session, unsigned.claims, exc.fees)
+                log.info("kept %d co-signer verifier fee(s)", kept, extra={"job": "propose"})
+            elif isinstance(exc, QuorumNotReached) and not exc.pending:
+                # Refused on the merits: these escrows are suspects, batched one at a time
+                # (a co-signer merely not done verifying suspects nobody).
+                for claim in unsigned.claims:
+                    key = str(claim.escrow)
+                    self.suspects[key] = self.suspects.get(key, 0) + 1
+                self._hold_disputed(unsigned.claims, exc)
             return None
+        for claim in unsigned.claims:
+            self.suspects.pop(str(claim.escrow), None)
         try:
             self.intents.record_signed(intent.id, unsigned.tx_id, signed)
         except IntentConflict as exc:
@@ -277,6 +331,74 @@ class SettlementEngine:
         assert current is not None
         self.watcher.submit(current, resubmission=False)
         return intent.id
+
+    def _hold_disputed(self, claims: Sequence[Claim], exc: QuorumNotReached) -> None:
+        """Hold the attestations whose segments the refusal names with valid evidence (its
+        refusing co-signer's signed task for that very attestation, a report that did not
+        pass), and re-check them now; a refusal without it is handled as before."""
+        if self.referee is None:
+            return
+        by_leaf = {c.leaf_hash.hex(): c for c in claims}
+        for refusal in exc.disputed:
+            claim = by_leaf.get(refusal.leaf_hash)
+            why = (
+                "it names no attestation of the batch"
+                if claim is None
+                else refusal_problem(
+                    refusal,
+                    leaf_hash=refusal.leaf_hash,
+                    job_id=claim.job_id,
+                    refuser_key_hashes={exc.refuser},
+                )
+            )
+            if claim is None or why is not None:
+                log.warning("a co-signer's segment refusal is no evidence: %s", why)
+                continue
+            self.disputes[claim.attestation_id] = (claim, refusal, exc.refuser)
+        self._settle_disputes()
+
+    def _settle_disputes(self) -> None:
+        """Re-check each held attestation's named segments (see the module doc)."""
+        if self.referee is None:
+            return
+        for ident, (claim, refusal, refuser) in list(self.disputes.items()):
+            try:
+                outcome = self.referee.recheck(claim, refusal.segments)
+            except Exception:  # a loop never dies: asked again next tick
+                log.exception("re-checking disputed attestation %d failed", ident)
+                continue
+            if outcome is None:
+                continue
+            del self.disputes[ident]
+            if outcome.outcome == "fails":
+                message = (
+                    f"segments {list(refusal.segments)} do not replay: named by co-signer "
+                    f"{refuser[:16]}'s refusal and confirmed by this oracle's own replay"
+                )
+                with self.intents.session() as session:
+                    reject = getattr(self.intents.queue, "reject_disputed", None)
+                    if callable(reject):
+                        reject(session, ident, message, outcome.reason)
+                    else:
+                        self.intents.queue.mark(session, [ident], "rejected")
+                log.warning(
+                    "attestation %d rejected: %s",
+                    ident,
+                    message,
+                    extra={"job": "propose", "escrow": str(claim.escrow)},
+                )
+                continue
+            # It replays here (or cannot be replayed here): the refusal is unfounded in this
+            # oracle's eyes; the co-signer stays on cooldown and the next one is asked.
+            self.unfounded.append((refuser, refusal.leaf_hash, refusal.segments))
+            log.warning(
+                "co-signer %s's refusal of attestation %d is unfounded (%s): segments %s",
+                refuser[:16],
+                ident,
+                outcome.outcome,
+                list(refusal.segments),
+                extra={"job": "propose", "escrow": str(claim.escrow)},
+            )
 
     def _update_gauges(self) -> None:
         with self.intents.session() as session:

@@ -11,7 +11,9 @@ from typing import Any, Protocol
 
 from sqlmodel import Session
 
-from proofnet.messages.storage import StorageReceipt, receipt_refusal, storage_outputs
+from proofnet.messages.segment_refusal import SegmentRefusal
+from proofnet.messages.stop_evidence import StopEvidence
+from proofnet.messages.storage_receipt import StorageReceipt, receipt_refusal, storage_outputs
 from proofnet.messages.verification_fee import FeeEvidence, Payouts, fee_payouts, fee_refusal
 
 
@@ -75,7 +77,8 @@ class Claim:
 
     The units of a topology job (`unit` set) all claim their job's one escrow: they are
     settled together, in one settlement entry with one payout output each, never split
-    across batches (`group_claims`)."""
+    across batches (`group_claims`). So are the attempts of a resumed job (`attempt` set):
+    the lost ones and the one that completed, each for its own segments."""
 
     attestation_id: int
     escrow: OutRef
@@ -93,6 +96,18 @@ class Claim:
     # What the job's storage copies earned, paid beside the claim from the same escrow's
     # storage budget (`proofnet.messages.storage`; never carved out of `amount`).
     storage: tuple[StorageReceipt, ...] = ()
+    # The attempt of a resumed job the attestation names (`Attestation.segments`): the
+    # attempts of one job are settled together too, each paid its own segments' share.
+    attempt: int | None = None
+    # A lease stopped for the job's fault: the stop's evidence, published beside the claim
+    # (`proofnet.messages.stop_evidence`) so an auditor re-derives its share.
+    stop: StopEvidence | None = None
+
+    @property
+    def grouped(self) -> bool:
+        """Whether it is settled with the other claims on its escrow, once its job is over
+        (a unit, or an attempt of a resumed job), not alone as soon as it is verified."""
+        return self.unit is not None or self.attempt is not None
 
     def payouts(self) -> Payouts:
         """The outputs paying this claim: the provider's part, then each verifier's fee."""
@@ -130,6 +145,25 @@ class Claim:
         return self if valid == self.fees else replace(self, fees=valid)
 
 
+def _part(index: int | None) -> int:
+    return -1 if index is None else index
+
+
+def may_share(group: Sequence[Claim]) -> bool:
+    """Whether these claims of one escrow may be paid together: one alone, distinct units
+    of one job, or distinct attempts of one job (the co-signers and the auditor also check
+    the attempts' segments apart: `proofnet.messages.escrow_share`)."""
+    if len(group) < 2:
+        return True
+    if len({c.job_id for c in group}) != 1:
+        return False
+    for field_of in (lambda c: c.unit, lambda c: c.attempt):
+        parts = [field_of(c) for c in group]
+        if all(p is not None for p in parts) and len(set(parts)) == len(parts):
+            return True
+    return False
+
+
 def group_claims(claims: Sequence[Claim]) -> list[tuple[Claim, ...]]:
     """The claims per escrow, escrows in order of first appearance, each escrow's unit
     claims in unit order: what one settlement entry pays."""
@@ -137,7 +171,7 @@ def group_claims(claims: Sequence[Claim]) -> list[tuple[Claim, ...]]:
     for claim in claims:
         groups.setdefault(str(claim.escrow), []).append(claim)
     return [
-        tuple(sorted(g, key=lambda c: (-1 if c.unit is None else c.unit, c.attestation_id)))
+        tuple(sorted(g, key=lambda c: (_part(c.unit), _part(c.attempt), c.attestation_id)))
         for g in groups.values()
     ]
 
@@ -234,7 +268,28 @@ class Signer(Protocol):
 
 
 class QuorumNotReached(SettlementError):
-    """Fewer co-signers than the threshold approved the batch."""
+    """Fewer co-signers than the threshold approved the batch. `fees`: the fee evidence of
+    verifiers a co-signer's verdict relied on that the batch did not pay, (attestation leaf
+    hash hex, evidence) pairs it handed back with its refusal: the next batch pays them.
+    `pending`: no verdict against the batch, a co-signer's own verification is not done yet
+    (its drawn verifier, or a disputed provider, has not answered): asked again soon."""
+
+    def __init__(
+        self,
+        message: str,
+        fees: Sequence[tuple[str, FeeEvidence]] = (),
+        *,
+        disputed: Sequence[SegmentRefusal] = (),
+        refuser: str = "",
+        pending: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.fees = tuple(fees)
+        # The segments the refusing co-signer (key hash `refuser`) found not to replay, with
+        # its evidence: the engine re-checks them itself (`DisputeReferee`).
+        self.disputed = tuple(disputed)
+        self.refuser = refuser
+        self.pending = pending
 
 
 @dataclass(frozen=True)
@@ -245,6 +300,27 @@ class UnitEscrow:
     job_id: str
     claims: int
     oldest: float  # POSIX seconds the oldest of its claims was received
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """What this oracle's own replay of a co-signer's named segments found: "fails" (they
+    do not replay: the provider's fault, `reason` the rejection's, a fraud reason of
+    `oracle.storage.fraud` so the bond is slashable as for any such rejection), "replays",
+    or "unchecked" (this oracle cannot replay them)."""
+
+    outcome: str
+    reason: str = ""
+
+
+class DisputeReferee(Protocol):
+    """Re-checks the segments a co-signer's refusal named (`proofnet.messages.
+    segment_refusal`) through this oracle's own verifier draw and referee path, never by
+    running job code on the oracle (`oracle.settlement.quorum.IntakeReferee`)."""
+
+    def recheck(self, claim: Claim, segments: tuple[int, ...]) -> Recheck | None:
+        """The re-check's outcome, or None while no verdict is in yet (asked again)."""
+        ...
 
 
 class Readiness(Protocol):
@@ -266,6 +342,12 @@ class ClaimQueue(Protocol):
 
     def unit_claims(self, session: Session, escrows: Sequence[OutRef]) -> list[Claim]:
         """Every verified unit attestation of these escrows."""
+        ...
+
+    def add_fees(
+        self, session: Session, claims: Sequence[Claim], handed: Sequence[tuple[str, FeeEvidence]]
+    ) -> int:
+        """Keep the fee evidence of a co-signer's verifiers for these claims; how many."""
         ...
 
     def mark(self, session: Session, attestation_ids: Sequence[int], status: str) -> None:

@@ -40,7 +40,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import httpx
 from pycardano import (
@@ -57,9 +57,17 @@ from pycardano import (
 from chain.contracts import types as t
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.onchain import address_from_data, datum_cbor
+from oracle.intake.announce import Announcer, Verdict
 from oracle.verification.unit_checks import PayableUnit
 from proofnet.messages.attestation import Attestation, UnitWork
-from proofnet.messages.storage import StorageReceipt, receipt_refusal, storage_outputs
+from proofnet.messages.escrow_share import sharing_refusal
+from proofnet.messages.segment_refusal import (
+    SegmentRefusal,
+    SegmentRefusalError,
+    parse_refusals,
+)
+from proofnet.messages.stop_evidence import StopEvidence
+from proofnet.messages.storage_receipt import StorageReceipt, receipt_refusal, storage_outputs
 from proofnet.messages.unit_chain import chain_breaks
 from proofnet.messages.verification_fee import FeeEvidence, Payouts, fee_payouts, fee_refusal
 from proofnet.redaction import redact_credentials
@@ -67,8 +75,10 @@ from proofnet.redaction import redact_credentials
 from .bundle import BundleError, parse_bundle
 from .ports import (
     ChainView,
+    Claim,
     OutRef,
     QuorumNotReached,
+    Recheck,
     SettlementError,
     UnsignedBatch,
 )
@@ -80,11 +90,32 @@ SIGN_PATH = "/api/v1/quorum/sign"
 
 
 class QuorumRefusal(SettlementError):
-    """This co-signer will not sign the batch; `reason` says which check failed."""
+    """This co-signer will not sign the batch; `reason` says which check failed. `fees`:
+    (attestation leaf hash, evidence) of the verifiers its own verdicts relied on that the
+    batch does not pay (`unpaid_own_verifiers`), for the proposer to add. `disputed`: the
+    segment refusals behind a rejection (see `__init__`)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(
+        self,
+        reason: str,
+        fees: Sequence[tuple[str, FeeEvidence]] = (),
+        disputed: Sequence[SegmentRefusal] = (),
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.fees = tuple(fees)
+        # The segments this co-signer's own drawn verifier found not to replay, with its
+        # signed task and report (`proofnet.messages.segment_refusal`): the proposer
+        # re-checks exactly those itself instead of shopping for another co-signer.
+        self.disputed = tuple(disputed)
+
+
+class QuorumPending(QuorumRefusal):
+    """Not a refusal on the merits: this co-signer's own verification of an attestation of
+    the batch is postponed (its drawn verifier, or a disputed provider, has not answered
+    yet; `oracle.verification.verify` said "retry"). The proposer asks again soon, rather
+    than cooling this co-signer down as it does after a refusal (a co-signer verifies a
+    batch's attestations when first asked, so the first ask of each is usually pending)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +132,12 @@ class VerifiedClaim:
     # The storage receipts the bundle pays beside this attestation (checked in `review`).
     storage: tuple[StorageReceipt, ...] = ()
     attestation: Attestation | None = field(default=None, compare=False, repr=False)
+    # The fee evidence of the verifier this oracle's own verdict on the attestation relied
+    # on (its own draw), if that verdict kept one: the batch must pay it (`review`).
+    own_fee: FeeEvidence | None = field(default=None, compare=False, repr=False)
+    # A stopped lease's stop evidence as this oracle's own verification read it: the bundle
+    # must publish the same (`proofnet.messages.stop_evidence`).
+    stop: StopEvidence | None = field(default=None, compare=False, repr=False)
 
     def payouts(self) -> Payouts:
         return fee_payouts(self.payout_address, self.amount, self.fees)
@@ -113,7 +150,43 @@ class JobOverCheck(Protocol):
     """`oracle.settlement.readiness.JobEndReadiness.refusal`: why this oracle must not yet
     sign a settlement of `escrow` (job `job_id`) that pays units `bundled`, or None."""
 
-    def refusal(self, escrow: OutRef, job_id: str, bundled: Collection[int]) -> str | None: ...
+    def refusal(
+        self,
+        escrow: OutRef,
+        job_id: str,
+        bundled: Collection[int],
+        attempts: Collection[int] = (),
+    ) -> str | None: ...
+
+
+class StorageHoldCheck(Protocol):
+    """`oracle.retrieval.ledger.StorageLedger.refusal` over this oracle's store: why a batch
+    settling these jobs would spend an escrow whose storage term still runs."""
+
+    def refusal(self, job_ids: Collection[str]) -> str | None: ...
+
+
+class ReceiptCrossCheck(Protocol):
+    """`oracle.retrieval.ledger.StorageLedger.receipt_refusal`: why a receipt must not be
+    paid by what others recorded (the API's placement, the chain's blocks), or None."""
+
+    def receipt_refusal(self, receipt: StorageReceipt) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class LedgerHold:
+    """`StorageHoldCheck` over the engine's storage ledger, in a session of its store."""
+
+    intents: Any
+    ledger: Any
+
+    def refusal(self, job_ids: Collection[str]) -> str | None:
+        # The API is read first, outside the session (no HTTP call inside a transaction);
+        # the session commits on leaving: the copies it learned of from the API are kept.
+        self.ledger.prepare(job_ids)
+        with self.intents.session() as session:
+            why = self.ledger.refusal(session, job_ids)
+        return cast(str | None, why)
 
 
 class AttestationVerifier(Protocol):
@@ -130,6 +203,33 @@ def verify_all(verifier: AttestationVerifier, coses: Sequence[bytes]) -> list[Ve
     if callable(whole):
         return list(whole(coses))
     return [verifier.verify(cose) for cose in coses]
+
+
+def _own_fee(result: Any) -> FeeEvidence | None:
+    """The fee evidence this oracle's verdict kept (`oracle.verification.verifiers.
+    with_fee_evidence`: its drawn verifier's matching report), or None."""
+    from oracle.verification.verifiers import FEE_EVIDENCE
+    from proofnet.messages.verification_fee import FeeError
+
+    spot = getattr(result, "spot_check", None)
+    raw = (getattr(spot, "report", None) or {}).get(FEE_EVIDENCE)
+    if raw is None:
+        return None
+    try:
+        return FeeEvidence.from_json(raw)
+    except FeeError:
+        return None
+
+
+def unpaid_own_verifiers(claims: Sequence[VerifiedClaim]) -> list[tuple[str, FeeEvidence]]:
+    """The verifiers this oracle's own verdicts relied on that the batch does not pay, as
+    (attestation leaf hash, evidence): a co-signer signs only a batch that pays every
+    verifier whose report its verdict rests on (docs/protocol.md, the verification fee)."""
+    return [
+        (c.leaf_hash, c.own_fee)
+        for c in claims
+        if c.own_fee is not None and all(e.verifier != c.own_fee.verifier for e in c.fees)
+    ]
 
 
 def _claim(att: Attestation) -> VerifiedClaim:
@@ -198,8 +298,14 @@ class IntakeVerifier:
             return (0, 0) if unit is None else (1, unit.index)
 
         claims: dict[int, VerifiedClaim] = {}
+        # The first attestation whose verification is postponed; the others are verified on
+        # (their verifiers drawn in this same ask, not one ask each), but a unit after a
+        # postponed one waits too (its inputs' outputs are not known yet).
+        pending: str | None = None
         for i in sorted(range(len(coses)), key=order):
             att = atts[i]
+            if pending is not None and att.unit is not None:
+                continue
             ref = att.domain.escrow
             own_id = store.holder_of_leaf(att.leaf_hash().hex())
             result = verify(coses[i], context, own_id=own_id, authenticated=att)
@@ -207,14 +313,18 @@ class IntakeVerifier:
                 what = f"escrow {ref.tx_id}#{ref.index}"
                 if att.unit is not None:
                     what = f"unit {att.unit.index} of {what}"
-                raise QuorumRefusal(
-                    f"attestation for {what} {result.outcome}: {result.reason} {result.message}"
-                )
+                why = f"attestation for {what} {result.outcome}: {result.reason} {result.message}"
+                if result.outcome == "retry":
+                    pending = pending or why
+                    continue
+                raise QuorumRefusal(why, disputed=_refused_segments(att, result.spot_check))
             if att.unit is not None:
                 store.units.setdefault(escrow_ref(ref.tx_id, ref.index), {})[att.unit.index] = (
                     PayableUnit(own_id or 0, "verified", att.unit.output, att.nonce)
                 )
-            claims[i] = _claim(att)
+            claims[i] = dataclasses.replace(_claim(att), own_fee=_own_fee(result), stop=result.stop)
+        if pending is not None:
+            raise QuorumPending(pending)
         return [claims[i] for i in range(len(coses))]
 
     def fee_mismatch(self, claim: VerifiedClaim, evidence: FeeEvidence) -> str | None:
@@ -232,6 +342,70 @@ class IntakeVerifier:
         if job is None or att is None:
             return "this oracle does not know the attestation's job"
         return fee_mismatch(evidence, att, job, feed)
+
+
+class IntakeReferee:
+    """The proposer's `DisputeReferee`: re-checks the segments a co-signer's refusal named
+    by its own verifier draw and referee path (`VerifierSpotChecker.check` with those
+    segments), never by running job code on the oracle: an oracle whose spot checker
+    replays locally (the demo's) cannot re-check, and says "unchecked"."""
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+
+    def recheck(self, claim: Claim, segments: tuple[int, ...]) -> Recheck | None:
+        from oracle.inputs.feed import FeedError
+        from oracle.verification.spotcheck import SpotCheckUnavailable
+        from oracle.verification.verify import Rejection, authenticate
+
+        checker = self.context.spot_checker
+        if checker is None or not getattr(checker, "checks_named_segments", False):
+            return Recheck("unchecked")
+        try:
+            att = authenticate(claim.cose, self.context)
+            job = self.context.feed.job(att.job_id)
+        except Rejection as exc:
+            return Recheck("fails", str(exc.reason))
+        except FeedError:
+            return None
+        if job is None:
+            return None
+        try:
+            verdict = checker.check(att, job, segments=segments)
+        except SpotCheckUnavailable:
+            return None  # no verifier has answered yet: asked again next tick
+        if verdict.passed or verdict.fault != "provider":
+            return Recheck("replays")
+        return Recheck("fails", str(verdict.reason or "spot_check_failed"))
+
+
+def stop_evidence_mismatch(claim: VerifiedClaim, published: StopEvidence | None) -> str | None:
+    """Why the bundle's stop evidence beside `claim` is not what it must be: present exactly
+    for an attestation that claims a stop, and the evidence this oracle's own verification
+    read (when it read one: a signature-only co-signer has none to compare)."""
+    att = claim.attestation
+    claimed = att is not None and att.stop is not None
+    if claimed and published is None:
+        return "the bundle pays a stopped lease's share without the stop's evidence"
+    if not claimed and published is not None:
+        return "the bundle carries stop evidence beside an attestation of no stop"
+    if claim.stop is not None and published != claim.stop:
+        return "the bundle's stop evidence is not what this oracle's own feed shows"
+    return None
+
+
+def _refused_segments(att: Attestation, spot: Any) -> tuple[SegmentRefusal, ...]:
+    """The segments this oracle's own drawn verifier found not to replay, as the evidence
+    its refusal hands the proposer (none when the rejection was not a failed replay)."""
+    from oracle.verification.verifiers import REFUSAL_EVIDENCE
+
+    raw = None if spot is None else (spot.report or {}).get(REFUSAL_EVIDENCE)
+    if not isinstance(raw, dict):
+        return ()
+    try:
+        return (SegmentRefusal.from_json({**raw, "leaf_hash": att.leaf_hash().hex()}),)
+    except SegmentRefusalError:
+        return ()
 
 
 class SignatureVerifier:
@@ -271,6 +445,16 @@ class CoSigner:
     # Key hashes of other keys this oracle holds (a separate payer key): a batch may spend
     # nothing at their addresses either.
     other_keys: tuple[VerificationKeyHash, ...] = ()
+    # Refuses a batch spending the escrow of a job whose storage term still runs; None: an
+    # oracle that pays no storage does not check (it signs no receipt's storage either).
+    storage_hold: StorageHoldCheck | None = None
+    # Checks each storage receipt against the API's placement and the chain's blocks (its
+    # beacons); None: only the receipt's own evidence is checked.
+    receipt_check: ReceiptCrossCheck | None = None
+    # Posts this oracle's own verdict on each attestation it co-signs to the API, so a
+    # `result_release_quorum` above 1 is filled by the signing quorum itself (the API
+    # releases results only with enough distinct oracles' verdicts); None: no API feed.
+    announcer: Announcer | None = None
 
     def __post_init__(self) -> None:
         if self.readiness is None:
@@ -282,6 +466,9 @@ class CoSigner:
         # The engine's rule carries the configured grace period and deadline margin.
         own = engine.readiness if callable(getattr(engine.readiness, "refusal", None)) else None
         payer = getattr(builder, "payer_key", None)
+        ledger = getattr(engine.intents.queue, "storage", None)
+        feed = getattr(app.state.context, "feed", None)
+        sink = feed if callable(getattr(feed, "post_verdict", None)) else None
         return cls(
             builder.deployment,
             engine.chain,
@@ -289,6 +476,9 @@ class CoSigner:
             IntakeVerifier(app.state.context),
             own,
             () if payer is None else (payer.to_verification_key().hash(),),
+            None if ledger is None else LedgerHold(engine.intents, ledger),
+            ledger,
+            None if sink is None else Announcer(sink),
         )
 
     @property
@@ -331,6 +521,10 @@ class CoSigner:
         breaks = chain_breaks([(str(c.escrow), c.unit) for c in claims if c.unit is not None])
         if breaks:
             raise QuorumRefusal(breaks[0].detail)
+        if self.storage_hold is not None:
+            held = self.storage_hold.refusal({c.job_id for c in claims})
+            if held is not None:
+                raise QuorumRefusal(held)
         signers = {k.payload.hex() for k in body.required_signers or []}
         claims = [
             self._with_fees(c, bundle.fees[i] if i < len(bundle.fees) else (), signers)
@@ -340,17 +534,43 @@ class CoSigner:
             self._with_storage(c, bundle.storage[i] if i < len(bundle.storage) else (), signers)
             for i, c in enumerate(claims)
         ]
+        for i, c in enumerate(claims):
+            why = stop_evidence_mismatch(c, bundle.stops[i] if i < len(bundle.stops) else None)
+            if why is not None:
+                raise QuorumRefusal(f"escrow {c.escrow}: {why}")
+        unpaid = unpaid_own_verifiers(claims)
+        if unpaid:
+            leaf, evidence = unpaid[0]
+            raise QuorumRefusal(
+                f"the batch does not pay verifier {evidence.verifier[:16]}..., whose report "
+                f"this oracle's verdict on attestation {leaf[:16]}... relied on",
+                fees=unpaid,
+            )
         self._check_payments(resolved, redeemer, claims)
         from pycardano import VerificationKeyWitness
 
         body_hash = body.hash()
         witness = VerificationKeyWitness(self.key.to_verification_key(), self.key.sign(body_hash))
+        self._announce(claims)
         log.info(
             "co-signed batch tx %s",
             body_hash.hex(),
             extra={"job": "quorum", "tx_id": body_hash.hex()},
         )
         return bytes(witness.to_cbor())
+
+    def _announce(self, claims: Sequence[VerifiedClaim]) -> None:
+        """This oracle's own verdict on each attestation it now signs the payment of: it
+        re-verified every one with its own intake pipeline, so each is verified in its eyes
+        (a failed post is posted again at the announcer's next retry)."""
+        if self.announcer is None:
+            return
+        self.announcer.retry()
+        for c in claims:
+            if c.attestation is not None:
+                self.announcer.announce(
+                    Verdict(c.job_id, c.attestation.nonce, "verified", None, "", "")
+                )
 
     def _with_fees(
         self, claim: VerifiedClaim, fees: Sequence[FeeEvidence], signers: Collection[str]
@@ -386,7 +606,8 @@ class CoSigner:
     ) -> VerifiedClaim:
         """The claim with the storage the bundle pays beside it, each receipt checked: one
         for another job, not signed by an oracle of this batch, paying more than holding the
-        object at its price for the period earns, or paying one copy twice is refused."""
+        object at its price for the period earns, paying one copy twice, with terms other
+        than the API's placement or a beacon that is no block of the chain is refused."""
         seen: set[int] = set()
         network = getattr(getattr(self.verifier, "context", None), "network", None)
         for receipt in receipts:
@@ -395,6 +616,8 @@ class CoSigner:
             )
             if why is None and receipt.body.placement_id in seen:
                 why = "the copy is paid twice"
+            if why is None and self.receipt_check is not None:
+                why = self.receipt_check.receipt_refusal(receipt)
             if why is not None:
                 raise QuorumRefusal(
                     f"escrow {claim.escrow}: storage of placement {receipt.body.placement_id} "
@@ -403,8 +626,9 @@ class CoSigner:
             seen.add(receipt.body.placement_id)
         return dataclasses.replace(claim, storage=tuple(receipts))
 
-    def _check_jobs_over(self, jobs: Mapping[tuple[OutRef, str], frozenset[int]]) -> None:
-        """Refuse unless every topology job the batch settles may be settled now."""
+    def _check_jobs_over(self, jobs: UnitJobs) -> None:
+        """Refuse unless every topology job (and resumed job) the batch settles may be
+        settled now."""
         if not jobs:
             return
         if self.readiness is None:
@@ -412,8 +636,10 @@ class CoSigner:
                 "this oracle has no API feed to tell whether a job is over, so it does not "
                 "co-sign settlements of topology jobs"
             )
-        for (escrow, job_id), units in sorted(jobs.items(), key=lambda kv: str(kv[0][0])):
-            reason = self.readiness.refusal(escrow, job_id, units)
+        for (escrow, job_id), parts in sorted(jobs.items(), key=lambda kv: str(kv[0][0])):
+            units = {i for kind, i in parts if kind == UNIT}
+            attempts = {i for kind, i in parts if kind == ATTEMPT}
+            reason = self.readiness.refusal(escrow, job_id, units, attempts)
             if reason is not None:
                 raise QuorumRefusal(f"escrow {escrow} is not ready to settle: {reason}")
 
@@ -426,11 +652,15 @@ class CoSigner:
         for c in claims:
             by_escrow.setdefault(str(c.escrow), []).append(c)
         for escrow, claimed in by_escrow.items():
-            # Several attestations pay one escrow only as distinct units of one job.
-            if len(claimed) > 1 and (
-                any(c.unit is None for c in claimed) or len({c.job_id for c in claimed}) != 1
-            ):
+            # Several attestations pay one escrow only as distinct units of one job, or
+            # distinct attempts of one resumed job for disjoint segments (each verified
+            # above for at most its own segments' share, so together within the price).
+            atts = [c.attestation for c in claimed]
+            if len(claimed) > 1 and any(a is None for a in atts):
                 raise QuorumRefusal(f"two attestations claim escrow {escrow}")
+            why = sharing_refusal([a for a in atts if a is not None])
+            if why is not None:
+                raise QuorumRefusal(f"two attestations claim escrow {escrow}: {why}")
         escrow_hash = ScriptHash(bytes.fromhex(self.deployment.escrow_hash))
         policy, name = (
             bytes.fromhex(self.deployment.ntx_policy),
@@ -532,7 +762,18 @@ def _own_readiness(verifier: AttestationVerifier, chain: ChainView) -> JobOverCh
     return JobEndReadiness(feed, chain, db)
 
 
-UnitJobs = dict[tuple[OutRef, str], frozenset[int]]
+# What of a job one escrow pays: a unit (its index) or an attempt of a resumed job.
+UNIT, ATTEMPT = "unit", "attempt"
+Part = tuple[str, int]
+UnitJobs = dict[tuple[OutRef, str], frozenset[Part]]
+
+
+def _part(unit: UnitWork | None, att: Attestation | None) -> Part | None:
+    if unit is not None:
+        return (UNIT, unit.index)
+    if att is not None and att.segments is not None:
+        return (ATTEMPT, att.segments.attempt)
+    return None
 
 
 def _unit_jobs(coses: Sequence[bytes]) -> UnitJobs:
@@ -546,27 +787,29 @@ def _unit_jobs(coses: Sequence[bytes]) -> UnitJobs:
     from proofnet.messages.attestation import attestation_from_dict
     from proofnet.messages.canonical import parse_canonical_json
 
-    jobs: dict[tuple[OutRef, str], set[int]] = {}
+    jobs: dict[tuple[OutRef, str], set[Part]] = {}
     for cose in coses:
         try:
             message = cbor2.loads(cose)
             message = message.value if isinstance(message, cbor2.CBORTag) else message
             att = attestation_from_dict(parse_canonical_json(message[2]))
-            if att.unit is None:
+            part = _part(att.unit, att)
+            if part is None:
                 continue
             escrow = OutRef(att.domain.escrow.tx_id, att.domain.escrow.index)
         except Exception:  # cbor2, pydantic and OutRef raise assorted types; refused later
             continue
-        jobs.setdefault((escrow, att.job_id), set()).add(att.unit.index)
-    return {key: frozenset(units) for key, units in jobs.items()}
+        jobs.setdefault((escrow, att.job_id), set()).add(part)
+    return {key: frozenset(parts) for key, parts in jobs.items()}
 
 
 def _claimed_jobs(claims: Sequence[VerifiedClaim]) -> UnitJobs:
-    jobs: dict[tuple[OutRef, str], set[int]] = {}
+    jobs: dict[tuple[OutRef, str], set[Part]] = {}
     for c in claims:
-        if c.unit is not None:
-            jobs.setdefault((c.escrow, c.job_id), set()).add(c.unit.index)
-    return {key: frozenset(units) for key, units in jobs.items()}
+        part = _part(c.unit, c.attestation)
+        if part is not None:
+            jobs.setdefault((c.escrow, c.job_id), set()).add(part)
+    return {key: frozenset(parts) for key, parts in jobs.items()}
 
 
 def _batch_redeemer(tx: Transaction, deployment: Deployment) -> t.BatchSettle:
@@ -635,13 +878,53 @@ class CoSignerClient:
             raise QuorumRefusal(
                 redact_credentials(f"co-signer {self.url} unreachable: {exc}")
             ) from exc
+        if response.status_code == 409 and _pending(response):
+            raise QuorumPending(
+                redact_credentials(f"co-signer {self.url}: pending {response.text[:300]}")
+            )
         if response.status_code != 200:
             raise QuorumRefusal(
                 redact_credentials(
                     f"co-signer {self.url}: {response.status_code} {response.text[:300]}"
-                )
+                ),
+                fees=_handed_back(response) if response.status_code == 409 else (),
+                disputed=_disputed(response) if response.status_code == 409 else (),
             )
         return bytes.fromhex(response.json()["witness"])
+
+
+def _disputed(response: httpx.Response) -> tuple[SegmentRefusal, ...]:
+    """The segment refusals a refusing co-signer handed back (checked by the proposer)."""
+    try:
+        return parse_refusals(response.json().get("disputed"))
+    except (ValueError, AttributeError):
+        return ()
+
+
+def _pending(response: httpx.Response) -> bool:
+    """Whether a co-signer's 409 says its own verification is only postponed."""
+    try:
+        return response.json().get("pending") is True
+    except (ValueError, AttributeError):
+        return False
+
+
+def _handed_back(response: httpx.Response) -> tuple[tuple[str, FeeEvidence], ...]:
+    """The fee evidence a refusing co-signer handed back (its own verifiers the batch did
+    not pay); what does not parse is dropped (the proposer checks the rest again)."""
+    from proofnet.messages.verification_fee import FeeError
+
+    try:
+        raw = response.json().get("fees") or []
+    except (ValueError, AttributeError):
+        return ()
+    out = []
+    for item in raw if isinstance(raw, list) else []:
+        try:
+            out.append((str(item["leaf_hash"]), FeeEvidence.from_json(item["evidence"])))
+        except (KeyError, TypeError, FeeError):
+            continue
+    return tuple(out)
 
 
 @dataclass
@@ -652,6 +935,9 @@ class QuorumSigner:
     cosigners: list[CoSignerClient]
     threshold: int
     cooldown_s: float = 60.0
+    # A co-signer whose own verification is pending (QuorumPending) is asked again after
+    # this, not after `cooldown_s`.
+    pending_retry_s: float = 5.0
     clock: Callable[[], float] = field(default=time.time)
 
     def __post_init__(self) -> None:
@@ -683,14 +969,25 @@ class QuorumSigner:
         for c in getattr(self, "_chosen", []):
             try:
                 out.append(c.sign(unsigned, bundle_body))
+            except QuorumPending as exc:
+                c.refused_until = self.clock() + self.pending_retry_s
+                log.info(
+                    "co-signer not done verifying: %s",
+                    exc.reason,
+                    extra={"job": "quorum", "tx_id": unsigned.tx_id},
+                )
+                raise QuorumNotReached(exc.reason, pending=True) from exc
             except QuorumRefusal as exc:
-                c.refused_until = self.clock() + self.cooldown_s
+                if not exc.fees:  # a batch short of its verifiers is rebuilt at once
+                    c.refused_until = self.clock() + self.cooldown_s
                 log.warning(
                     "co-signer refused: %s",
                     exc.reason,
                     extra={"job": "quorum", "tx_id": unsigned.tx_id},
                 )
-                raise QuorumNotReached(exc.reason) from exc
+                raise QuorumNotReached(
+                    exc.reason, fees=exc.fees, disputed=exc.disputed, refuser=c.key_hash
+                ) from exc
         if len(out) < self.threshold:
             raise QuorumNotReached(f"{len(out)} of {self.threshold} witnesses")
         return out

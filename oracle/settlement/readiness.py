@@ -1,4 +1,10 @@
-"""When the escrow of a topology job is settled: once, when the job is over.
+"""When the escrow of a topology job (or of a resumed job) is settled: once, when the job
+is over.
+
+A resumed single-unit job's attempts are paid like units: the claims of its lost attempts
+and the completing attempt's attestation (each names its attempt: `Attestation.segments`)
+wait for the job's end and are settled together, in one entry; `undecided_attempts` is
+the rule for them that `undecided` is for units.
 
 A topology job's units are paid from its one escrow, in one settlement entry (one payout
 output per verified unit, the rest refunded to the submitter). The escrow is a single UTxO,
@@ -63,7 +69,15 @@ from chain.contracts import types as t
 from chain.offchain.builders.onchain import datum_cbor
 from oracle.inputs.feed import ApiFeed, FeedError, JobInfo
 from oracle.inputs.feed_units import JOB_OVER_STATUSES
-from oracle.models import PAYABLE_STATUSES, RECEIVED, REJECTED, VERIFIED, AttestationRecord
+from oracle.models import (
+    PAYABLE_STATUSES,
+    RECEIVED,
+    REJECTED,
+    UNPROVEN,
+    VERIFIED,
+    AttestationRecord,
+)
+from oracle.verification.lost_attempts import LOST_OUTCOMES
 from oracle.verification.unit_checks import LEASE_SUPERSEDED, attested_nonce
 
 from .models import JobEnd
@@ -124,19 +138,27 @@ class JobEndReadiness:
         if now - ended >= self.policy.grace_s:
             return True
         waiting = self.undecided(ref, job)
-        if waiting:
+        attempts = self.undecided_attempts(ref, job)
+        if waiting or attempts:
             log.info(
-                "job %s is %s; escrow %s waits for the attestations of unit(s) %s",
+                "job %s is %s; escrow %s waits for the attestations of unit(s) %s, attempt(s) %s",
                 job.job_id,
                 job.status,
                 ref,
                 waiting,
+                attempts,
                 extra={"job": "readiness", "escrow": ref},
             )
             return False
         return True
 
-    def refusal(self, escrow: OutRef, job_id: str, bundled: Collection[int]) -> str | None:
+    def refusal(
+        self,
+        escrow: OutRef,
+        job_id: str,
+        bundled: Collection[int],
+        attempts: Collection[int] = (),
+    ) -> str | None:
         """Why a co-signer must not sign a batch that settles `escrow` of job `job_id` paying
         the units `bundled` (whose attestations the co-signer verifies itself), or None when
         the rule above allows settling it now. Reads the API afresh (a co-signer is asked
@@ -168,12 +190,14 @@ class JobEndReadiness:
             return None
         paid = set(bundled)
         waiting = [i for i in self.undecided(ref, job) if i not in paid]
-        if waiting:
+        lost = [n for n in self.undecided_attempts(ref, job) if n not in set(attempts)]
+        if waiting or lost:
+            what = f"unit(s) {waiting}" if waiting else f"attempt(s) {lost}"
             return (
-                f"job {job_id} is {job.status}, but unit(s) {waiting} completed and are neither "
-                "paid by the batch nor decided by this oracle; it signs without them "
-                f"{self.policy.grace_s - waited:.0f}s from now (the grace period since it "
-                "first saw the job over)"
+                f"job {job_id} is {job.status}, but {what} completed or proved segments and "
+                "are neither paid by the batch nor decided by this oracle; it signs without "
+                f"them {self.policy.grace_s - waited:.0f}s from now (the grace period since "
+                "it first saw the job over)"
             )
         return None
 
@@ -196,9 +220,44 @@ class JobEndReadiness:
                 continue
             seen = states.get(unit.index, set())
             payable = bool(seen & set(PAYABLE_STATUSES))
-            refused = REJECTED in seen and RECEIVED not in seen
+            refused = bool({REJECTED, UNPROVEN} & seen) and RECEIVED not in seen
             if not (payable or refused):
                 waiting.append(unit.index)
+        return waiting
+
+    def undecided_attempts(self, ref: str, job: JobInfo) -> list[int]:
+        """Attempts of a resumed job that proved segments (the completing one; a lost one
+        the next resumed from) whose attestation has no final verdict here: the escrow
+        pays them all in one entry, so it waits for each (or for the grace period: a lost
+        provider that left no claim is not paid)."""
+        if job.units or not any(a.resumed_from is not None for a in job.attempts):
+            return []
+        with Session(self.db) as session:
+            rows = session.exec(
+                select(AttestationRecord.attempt, AttestationRecord.status).where(
+                    AttestationRecord.escrow_ref == ref,
+                    col(AttestationRecord.attempt).is_not(None),
+                )
+            ).all()
+        states: dict[int, set[str]] = {}
+        for number, status in rows:
+            if number is not None:
+                states.setdefault(int(number), set()).add(str(status))
+        waiting = []
+        for attempt in job.attempts:
+            last = attempt.last_segment
+            proved = attempt.outcome == "completed" or (
+                attempt.outcome in LOST_OUTCOMES
+                and last is not None
+                and last >= attempt.first_segment
+            )
+            if not proved:
+                continue
+            seen = states.get(attempt.attempt, set())
+            payable = bool(seen & set(PAYABLE_STATUSES))
+            refused = REJECTED in seen and RECEIVED not in seen
+            if not (payable or refused):
+                waiting.append(attempt.attempt)
         return waiting
 
     def release_superseded(self, ref: str, job: JobInfo) -> list[int]:

@@ -5,7 +5,8 @@
   quorum serves it: the proposer stored it when it planned the batch, each co-signer stores
   the bundle it signed for, so an auditor does not depend on the proposer staying up.
 - `POST /api/v1/quorum/sign` (`{"tx_cbor": hex, "bundle": json text}`): a co-signer's
-  review of a proposed batch; 200 `{"witness": hex}` or 409 `{"detail": reason}`.
+  review of a proposed batch; 200 `{"witness": hex}` or 409 `{"detail": reason}` (with
+  `"pending": true` when its own verification of an attestation is only postponed).
 - `POST /api/v1/quorum/cancel` (`{"tx_cbor": hex}`): the review of an escrow cancel the API
   forwards for a submitter (`oracle.settlement.cancel`); 200 `{"witness": hex}` or 409.
 - `POST /api/v1/quorum/slash` (`{"tx_cbor": hex}`): the review of a bond slash another
@@ -23,7 +24,7 @@ import re
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from .models import SettlementBundle
@@ -67,9 +68,9 @@ async def bundle(sha256: str, request: Request) -> Response:
 
 
 @router.post("/api/v1/quorum/sign")
-async def quorum_sign(request: Request) -> dict[str, str]:
+async def quorum_sign(request: Request) -> Any:
     from .ports import ChainUnavailable
-    from .quorum import QuorumRefusal
+    from .quorum import QuorumPending, QuorumRefusal
 
     cosigner = getattr(request.app.state, "settlement_cosigner", None)
     if cosigner is None:
@@ -85,7 +86,17 @@ async def quorum_sign(request: Request) -> dict[str, str]:
         raise HTTPException(400, f"body must be {{tx_cbor: hex, bundle: json}}: {exc}") from exc
     try:
         witness = await run_in_threadpool(cosigner.review, tx_cbor, bundle_body)
+    except QuorumPending as exc:  # its own verification not done yet: ask again soon
+        return JSONResponse(status_code=409, content={"detail": exc.reason, "pending": True})
     except QuorumRefusal as exc:
+        if exc.fees:  # the verifiers the batch must also pay, for the proposer to add
+            fees = [{"leaf_hash": leaf, "evidence": e.to_json()} for leaf, e in exc.fees]
+            return JSONResponse(status_code=409, content={"detail": exc.reason, "fees": fees})
+        if exc.disputed:  # the segments its own draw found not to replay, with the evidence
+            disputed = [r.to_json() for r in exc.disputed]
+            return JSONResponse(
+                status_code=409, content={"detail": exc.reason, "disputed": disputed}
+            )
         raise HTTPException(409, exc.reason) from exc
     except ChainUnavailable as exc:
         raise HTTPException(503, f"chain backend unavailable: {exc}") from exc

@@ -204,14 +204,16 @@ def store_verified(engine: Engine, signed: SignedAttestation) -> int:
     att = signed.attestation
     ref = att.domain.escrow
     unit = None if att.unit is None else att.unit.index
+    attempt = None if att.segments is None else att.segments.attempt
     stamp = datetime.now(UTC)
     row = AttestationRecord(
         job_id=att.job_id,
         escrow_tx_id=ref.tx_id,
         escrow_index=ref.index,
         escrow_ref=escrow_ref(ref.tx_id, ref.index),
-        payable_escrow=payable_key(escrow_ref(ref.tx_id, ref.index), unit),
+        payable_escrow=payable_key(escrow_ref(ref.tx_id, ref.index), unit, attempt),
         unit_index=unit,
+        attempt=attempt,
         unit_output=None if att.unit is None else att.unit.output,
         worker_key=att.worker_key,
         payout_address=att.payout_address,
@@ -230,12 +232,18 @@ def store_verified(engine: Engine, signed: SignedAttestation) -> int:
 
 
 def attested_escrows(
-    scenario: Scenario, engine: Engine, escrows: Sequence[tuple[OutRef, bytes]], amount: int
+    scenario: Scenario,
+    engine: Engine,
+    escrows: Sequence[tuple[OutRef, bytes]],
+    amount: int,
+    first_worker: int = 0,
 ) -> dict[str, tuple[int, str, int]]:
-    """Sign and store one attestation per escrow; escrow -> (id, payout address, amount)."""
+    """Sign and store one attestation per escrow; escrow -> (id, payout address, amount).
+    Workers (and payout addresses) repeat every 7 attestations, from `first_worker`: runs
+    on one chain that count payouts per address start where the last one stopped."""
     out: dict[str, tuple[int, str, int]] = {}
     for i, (ref, job) in enumerate(escrows):
-        signed = attestation(scenario, ref, job, amount + i, worker_key(i % 7))
+        signed = attestation(scenario, ref, job, amount + i, worker_key((first_worker + i) % 7))
         out[str(ref)] = (
             store_verified(engine, signed),
             signed.attestation.payout_address,

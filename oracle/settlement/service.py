@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 from fastapi import APIRouter, FastAPI
 from nacl.signing import SigningKey
 from prometheus_client import CollectorRegistry
@@ -20,7 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.engine import Engine
 from starlette.concurrency import run_in_threadpool
 
-from oracle.retrieval.ledger import StorageLedger
+from oracle.retrieval.blocks import block_reader
+from oracle.retrieval.feed import HttpPlacementFeed
+from oracle.retrieval.ledger import HoldPolicy, StorageLedger
 from proofnet.settings import Settings
 
 from .batcher import ProposerLeaseGuard, SettlementScheduler, default_holder
@@ -73,7 +76,7 @@ def build_engine(
     from oracle.intake.feed_client import HttpApiFeed
 
     from .builder_port import CardanoSettlementBuilder
-    from .chain_view import BlockfrostChainView
+    from .chain_view import chain_view_from_settings
     from .quorum import CoSignerClient, QuorumSigner
     from .readiness import JobEndReadiness, ReadinessPolicy
 
@@ -85,16 +88,35 @@ def build_engine(
     metrics = SettlementMetrics(registry)
     cosigners = [CoSignerClient(c["url"], c["key_hash"]) for c in json.loads(config.cosigners)]
     signer = QuorumSigner(builder, cosigners, config.threshold) if cosigners else None
-    chain = BlockfrostChainView.from_settings(settings)
+    chain = chain_view_from_settings(settings)
     readiness = JobEndReadiness(
         HttpApiFeed(settings.api_url, signing_key, settings.network),
         chain,
         db,
         ReadinessPolicy(config.unit_grace_s, config.unit_deadline_margin_s),
     )
+    # Storage copies' earnings are paid beside their job's claim (oracle.retrieval); a job
+    # that keeps storage waits for its copies as the API lists them. A settlement-only
+    # oracle given no API (PROOFNET_API_URL empty: it settles what is fed to its store) has
+    # no copies to wait for; its co-signers still apply their own hold.
+    source = (
+        HttpPlacementFeed(
+            httpx.Client(timeout=30.0), settings.api_url, signing_key, settings.network
+        )
+        if settings.api_url
+        else None
+    )
+    ledger = StorageLedger(
+        signing_key,
+        settings.network,
+        source=source,
+        policy=HoldPolicy(
+            settings.oracle_storage_placement_grace_s, settings.oracle_storage_final_round_grace_s
+        ),
+        blocks=block_reader(settings),
+    )
     return SettlementEngine(
-        # Storage copies' earnings are paid beside their job's claim (oracle.retrieval).
-        IntentLog(db, AttestationQueue(StorageLedger(signing_key, settings.network))),
+        IntentLog(db, AttestationQueue(ledger)),
         chain,
         builder,
         signer=signer,
@@ -117,7 +139,7 @@ def settlement_extensions(
     are always served; the scheduler runs only when settlement is enabled. The database is
     `db`, else the app's own (`app.state.engine`)."""
     from .cancel import CancelCoSigner
-    from .quorum import CoSigner
+    from .quorum import CoSigner, IntakeReferee
     from .routes import router
     from .slash import SlashCoSigner
 
@@ -137,6 +159,8 @@ def settlement_extensions(
                 build_engine, settings, config, signing_key, store, registry
             )
             app.state.settlement_cosigner = CoSigner.for_engine(engine, app)
+            # The proposer re-checks the segments a co-signer's refusal names itself.
+            engine.referee = IntakeReferee(app.state.context)
             app.state.cancel_cosigner = CancelCoSigner.for_engine(engine, app)
             app.state.slash_cosigner = SlashCoSigner.for_engine(engine, app, settings)
             holder = config.holder or default_holder()

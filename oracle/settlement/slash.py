@@ -16,7 +16,9 @@ each refusing with its reason:
   fraud in this oracle's own store: an attestation of that provider whose committed
   segments this oracle's own verdict found not to replay (`oracle.storage.fraud`);
 - the submitter the slash pays is the submitter of the escrow that fraud claimed against,
-  as this oracle's chain holds it, and that escrow is this deployment's escrow of the job.
+  as this oracle's chain holds it, and that escrow is this deployment's escrow of the job;
+  for a fraud the referee of a disputed segment found (`oracle.verification.referee`), the
+  unspendable burn address instead (the submitter may be the saboteur).
 
 The bond script checks the rest on chain (the share, the remainder kept bonded, one slash
 per job, the signature over the cited bytes, the quorum's signatures).
@@ -132,8 +134,20 @@ def check_fraud_is_ours(s: ReviewedSlash, ctx: SlashContext) -> ReviewedSlash:
 
 def check_pays_the_harmed_submitter(s: ReviewedSlash, ctx: SlashContext) -> ReviewedSlash:
     """The share goes to the submitter of the escrow the fraudulent attestation claimed
-    against, read on this oracle's chain (spent or not)."""
+    against, read on this oracle's chain (spent or not); a refereed fraud's share burns
+    (`chain.offchain.builders.bond.burn_address`): its submitter may be the saboteur."""
     assert s.redeemer is not None and s.case is not None
+    if s.case.burns:
+        from chain.offchain.builders.bond import burn_address
+        from chain.offchain.builders.onchain import address_data
+
+        burnt = address_data(burn_address(ctx.deployment))
+        if burnt.to_cbor() != s.redeemer.submitter.to_cbor():
+            raise QuorumRefusal(
+                "the fraud was found by the referee of a disputed segment: its slash burns "
+                "(the submitter's job code may be what departed), and this one pays an address"
+            )
+        return s
     ref = OutRef.parse(s.case.escrow_ref)
     raw = ctx.chain.output_cbor(ref)
     if raw is None:
@@ -273,6 +287,19 @@ def ask_peer(peer: Peer, tx_cbor: bytes, body_hash: bytes, timeout_s: float = 60
     return witness
 
 
+def read_escrow(context: Any, escrow: OutRef) -> Any:
+    """The escrow's facts on chain, spent or not (`chain.offchain.output_reads`: Blockfrost
+    shapes, or Kupo on a self-hosted node), or None; a failed read is a `BuilderError`."""
+    from chain.offchain.builders import BuilderError
+    from chain.offchain.errors import ChainError
+    from chain.offchain.output_reads import output_facts
+
+    try:
+        return output_facts(context, escrow.tx_id, escrow.index)
+    except ChainError as exc:  # Kupo not configured, a backend down or answering nonsense
+        raise BuilderError(f"cannot read escrow {escrow}: {exc}") from exc
+
+
 def propose_slash(
     context: Any,
     deployment: Deployment,
@@ -296,6 +323,7 @@ def propose_slash(
         bond_script,
         bonds_at,
         build_slash,
+        burn_address,
         citation_of,
         harmed_submitter,
     )
@@ -312,7 +340,11 @@ def propose_slash(
     try:
         citation = citation_of(case.cose, job, root)
         escrow = OutRef.parse(case.escrow_ref)
-        harmed = harmed_submitter(context, deployment, escrow.tx_id, escrow.index, job)
+        harmed = (
+            burn_address(deployment)
+            if case.burns
+            else harmed_submitter(read_escrow(context, escrow), str(escrow), deployment, job)
+        )
         script = bond_script(deployment, terms)
         bonds = [
             b

@@ -1,8 +1,11 @@
 """Frauds a provider bond pays for, and what the oracle quorum's slash cites.
 
 A fraud is an attestation the provider's key signed whose committed segments the spot
-checks (verifier reports) show do not replay: `Reason.SPOT_CHECK_FAILED`, the provider's
-fault. Nothing else is: a bad signature is nobody's attestation, escrow and lease
+checks (verifier reports) show do not replay: `Reason.SPOT_CHECK_FAILED` (the local demo's
+own replay), or `Reason.REFEREED_REPLAY_FAILED` (two verifiers agree, and the provider's
+own sandbox replay still claims the commitment: `oracle.verification.referee`), the
+provider's fault. A refereed fraud's slash burns (`SlashCase.burns`): the submitter whose
+job code departs only on verifiers must not be paid for it. Nothing else is: a bad signature is nobody's attestation, escrow and lease
 mismatches are refused without being anyone's proven lie, and a job whose first segment
 does not replay is the job's fault. Each case names the job, the proof-of-training root
 and the signed COSE bytes that `chain.offchain.builders.bond.citation_of` turns into the
@@ -24,7 +27,12 @@ from oracle.storage.store import AttestationStore
 from oracle.verification.reasons import Reason
 from proofnet.messages.attestation import AttestationError, attestation_of_cose
 
-FRAUD_REASONS: frozenset[str] = frozenset({str(Reason.SPOT_CHECK_FAILED)})
+FRAUD_REASONS: frozenset[str] = frozenset(
+    {str(Reason.SPOT_CHECK_FAILED), str(Reason.REFEREED_REPLAY_FAILED)}
+)
+# Frauds found by the referee of a disputed segment: the submitter's job code may be what
+# departed on the verifiers, so the slash never pays the submitter; it burns.
+BURNT_REASONS: frozenset[str] = frozenset({str(Reason.REFEREED_REPLAY_FAILED)})
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,11 @@ class SlashCase:
     reason: str
     message: str
     cose: bytes
+
+    @property
+    def burns(self) -> bool:
+        """Whether the slash's share is burnt (`BURNT_REASONS`), not paid to the submitter."""
+        return self.reason in BURNT_REASONS
 
 
 def slash_case(record: AttestationRecord) -> SlashCase | None:

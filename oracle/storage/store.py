@@ -22,6 +22,7 @@ from oracle.models import (
     PAYABLE_STATUSES,
     RECEIVED,
     REJECTED,
+    UNPROVEN,
     VERIFIED,
     AttestationRecord,
     EarlyCheckRecord,
@@ -69,7 +70,11 @@ def _utcnow() -> datetime:
 
 
 def _verdict_values(
-    result: VerificationResult, key: str, attempts: int, now: datetime
+    result: VerificationResult,
+    key: str,
+    attempts: int,
+    now: datetime,
+    max_retry_delay_s: float = MAX_RETRY_DELAY_S,
 ) -> dict[str, object]:
     """The columns a verdict sets on a `received` row (the same keys for every outcome);
     `key` is the row's payable key (`oracle.models.payable_key`)."""
@@ -77,11 +82,11 @@ def _verdict_values(
         # A verified attestation says why only when the fault is the job's.
         status, payable, reason, retry_at = VERIFIED, key, "", None
         message = result.message[:2000] if result.fault else ""
-    elif result.outcome == "rejected":
-        status, payable = REJECTED, None
+    elif result.outcome in ("rejected", "unproven"):
+        status, payable = (REJECTED if result.outcome == "rejected" else UNPROVEN), None
         reason, message, retry_at = str(result.reason), result.message[:2000], None
     else:
-        delay = min(MAX_RETRY_DELAY_S, 2.0 ** min(attempts + 1, 16))
+        delay = min(max_retry_delay_s, 2.0 ** min(attempts + 1, 16))
         status, payable, reason = RECEIVED, None, ""
         message, retry_at = result.message[:2000], now + timedelta(seconds=delay)
     return {
@@ -91,6 +96,7 @@ def _verdict_values(
         "message": message,
         "retry_at": retry_at,
         "fault": result.fault,
+        "stop_evidence": None if result.stop is None else result.stop.to_json(),
         "attempts": attempts + 1,
         "updated_at": now,
     }
@@ -132,8 +138,10 @@ class Applied:
 
 
 class AttestationStore:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, max_retry_delay_s: float = MAX_RETRY_DELAY_S) -> None:
         self.engine = engine
+        # A postponed verification is tried again after 2, 4, 8, ... seconds, up to this.
+        self.max_retry_delay_s = max_retry_delay_s
 
     def create_schema(self) -> None:
         """Create the oracle's tables (and any settlement tables already imported), and
@@ -168,6 +176,7 @@ class AttestationStore:
             updated_at=now,
             unit_index=None if att.unit is None else att.unit.index,
             unit_output=None if att.unit is None else att.unit.output,
+            attempt=None if att.segments is None else att.segments.attempt,
         )
         with self.session() as s:
             s.add(row)
@@ -223,6 +232,7 @@ class AttestationStore:
                     "retry_at": None,
                     "unit_index": None if att.unit is None else att.unit.index,
                     "unit_output": None if att.unit is None else att.unit.output,
+                    "attempt": None if att.segments is None else att.segments.attempt,
                 }
             if fresh:
                 table = AttestationRecord.__table__  # type: ignore[attr-defined]
@@ -301,6 +311,21 @@ class AttestationStore:
             ).all()
             return set(rows)
 
+    def early_job_faults(self, nonces: Iterable[str]) -> list[EarlyCheckRecord]:
+        """The early verdicts among `nonces`' leases that found the job at fault: what this
+        oracle signs and posts to the API, again each round while the lease runs."""
+        wanted = list(nonces)
+        if not wanted:
+            return []
+        with self.session() as s:
+            return list(
+                s.exec(
+                    select(EarlyCheckRecord).where(
+                        col(EarlyCheckRecord.nonce).in_(wanted), EarlyCheckRecord.fault == "job"
+                    )
+                ).all()
+            )
+
     def early_checks(self, job_id: str) -> list[EarlyCheckRecord]:
         with self.session() as s:
             return list(
@@ -331,7 +356,11 @@ class AttestationStore:
             leaves = [a.leaf_hash().hex() for a in atts]
         escrows = [escrow_ref(a.domain.escrow.tx_id, a.domain.escrow.index) for a in atts]
         keys = [
-            payable_key(e, None if a.unit is None else a.unit.index)
+            payable_key(
+                e,
+                None if a.unit is None else a.unit.index,
+                None if a.segments is None else a.segments.attempt,
+            )
             for e, a in zip(escrows, atts, strict=True)
         ]
         unit_escrows = sorted({e for e, a in zip(escrows, atts, strict=True) if a.unit})
@@ -403,6 +432,19 @@ class AttestationStore:
             int(u): PayableUnit(int(i), str(st), out, attested_nonce(bytes(cose)))
             for u, i, st, out, cose in rows
         }
+
+    def attempt_jobs_waiting(self, limit: int = 100) -> list[str]:
+        """Jobs with a verified, not yet batched attestation of an attempt of a resumed job:
+        their escrow waits for every attempt's claim (`oracle.intake.lost_claims`)."""
+        table = _attestations()
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                core_select(table.c.job_id)
+                .where(table.c.status == VERIFIED, table.c.attempt.is_not(None))
+                .distinct()
+                .limit(limit)
+            ).all()
+        return sorted(str(r[0]) for r in rows)
 
     def waiting_in_escrow(self, escrow: str) -> list[int]:
         """Received (not yet decided) unit attestations of `escrow`: those waiting for an
@@ -498,6 +540,7 @@ class AttestationStore:
                 col(AttestationRecord.attempts),
                 col(AttestationRecord.reason),
                 col(AttestationRecord.unit_index),
+                col(AttestationRecord.attempt),
             ).where(col(AttestationRecord.id).in_(ids))
             if self.engine.dialect.name == "postgresql":
                 query = query.with_for_update()
@@ -539,12 +582,16 @@ class AttestationStore:
                             "duration_ms": duration,
                         }
                     )
-                _id, status, ref, attempts, reason, unit = row
+                _id, status, ref, attempts, reason, unit, attempt = row
                 if status != RECEIVED:
                     out.append(Applied(attestation_id, str(status), str(reason), False))
                     continue
-                key = payable_key(str(ref), None if unit is None else int(unit))
-                values = _verdict_values(result, key, int(attempts), now)
+                key = payable_key(
+                    str(ref),
+                    None if unit is None else int(unit),
+                    None if attempt is None else int(attempt),
+                )
+                values = _verdict_values(result, key, int(attempts), now, self.max_retry_delay_s)
                 updates.append({"_id": attestation_id, **values})
                 out.append(
                     Applied(attestation_id, str(values["status"]), str(values["reason"]), True)
@@ -642,18 +689,19 @@ class AttestationStore:
                 reason="",
                 message=message,
                 fault=result.fault,
+                stop_evidence=None if result.stop is None else result.stop.to_json(),
             )
-        elif result.outcome == "rejected":
+        elif result.outcome in ("rejected", "unproven"):
             values.update(
                 fault=result.fault,
-                status=REJECTED,
+                status=REJECTED if result.outcome == "rejected" else UNPROVEN,
                 payable_escrow=None,
                 reason=str(result.reason),
                 message=result.message[:2000],
                 retry_at=None,
             )
         else:
-            delay = min(MAX_RETRY_DELAY_S, 2.0 ** min(row.attempts + 1, 16))
+            delay = min(self.max_retry_delay_s, 2.0 ** min(row.attempts + 1, 16))
             values.update(retry_at=now + timedelta(seconds=delay), message=result.message[:2000])
         changed = s.execute(
             update(AttestationRecord)

@@ -6,6 +6,13 @@ interval, the number of segments, the step of every checkpoint, and the data ind
 every segment recomputed from the job seed and the claim nonce). A spec without a schedule
 cannot be checked, so its proof is refused: nothing ties it to an amount of training.
 
+A partial proof (fewer segments than the schedule) is accepted for one lease only: one the
+oracle quorum stopped for the job's fault (`stop_segments`, the segments its uploaded
+prefix committed when the API stopped it, from the API's feed). It must then commit at
+least those; it is paid for them plus a grace segment at most
+(`proofnet.messages.segment_share.stopped_share`, checked with the amount). Otherwise a
+provider could stop where it likes and claim a truncated schedule: `pot_schedule_mismatch`.
+
 Then the segments to replay are drawn from all of them with randomness the provider could
 not know when it signed: the oracle's Ed25519 signature over the attestation's leaf hash
 (`pot.seeds.draw_message`), hashed into a seed. Ed25519 signs deterministically, so the
@@ -18,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from oracle.inputs.feed import JobInfo
 from oracle.verification.reasons import Reason
 from pot import conformance
 from pot.manifest import Manifest
@@ -50,9 +58,12 @@ def _reason(kind: str) -> str:
     }[kind]
 
 
-def check_manifest(manifest: Manifest, att: Attestation, spec: JobSpec) -> None:
+def check_manifest(
+    manifest: Manifest, att: Attestation, spec: JobSpec, *, stop_segments: int | None = None
+) -> None:
     """Raise `ProofRejected` unless `manifest` is the attested one and follows the spec's
-    schedule under the attested nonce."""
+    schedule under the attested nonce; a partial one only for a lease stopped for the job's
+    fault with `stop_segments` committed (see the module doc)."""
     if manifest.root != att.pot_root:
         raise ProofRejected(
             Reason.POT_ROOT_MISMATCH,
@@ -66,9 +77,29 @@ def check_manifest(manifest: Manifest, att: Attestation, spec: JobSpec) -> None:
             "tied to the training the job asked for",
         )
     data_seed = derive_data_seed(spec.seed, bytes.fromhex(att.nonce))
-    violation = conformance.check_conformance(manifest, schedule, data_seed)
+    partial = stop_segments is not None
+    violation = conformance.check_conformance(manifest, schedule, data_seed, partial=partial)
     if violation is not None:
         raise ProofRejected(_reason(violation.kind), violation.message)
+    if stop_segments is not None and manifest.segments < stop_segments:
+        raise ProofRejected(
+            Reason.POT_SCHEDULE_MISMATCH,
+            f"the proof commits {manifest.segments} segments; the lease had committed "
+            f"{stop_segments} when it was stopped",
+        )
+
+
+def stop_segments(att: Attestation, job: JobInfo) -> int | None:
+    """The segments committed when the attested lease was stopped for the job's fault (what
+    a partial proof must commit at least), or None when it was not: a whole proof is due."""
+    if att.unit is not None:  # a unit of a split job is never stopped as a whole lease
+        return None
+    lease = job.lease
+    if lease is None or lease.nonce != att.nonce:
+        return None
+    if lease.stop is None or not lease.stop.job_fault:
+        return None
+    return lease.stop.segments
 
 
 @dataclass(frozen=True)

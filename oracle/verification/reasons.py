@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from oracle.verification import resume_checks
+from oracle.verification import lost_attempts, resume_checks
 from oracle.verification import unit_checks as units
 from proofnet.messages.verification import Fault
 
@@ -55,6 +55,8 @@ class Reason(StrEnum):
     IMAGE_MISMATCH = "image_mismatch"
     COMMAND_MISMATCH = "command_mismatch"
     AMOUNT_EXCEEDS_PRICE = "amount_exceeds_price"
+    # The attestation's stop claim (`Attestation.stop`) is not the lease's recorded stop.
+    STOP_CLAIM_MISMATCH = "stop_claim_mismatch"
     # An auction-priced job: the attesting worker did not win its auction (or none did).
     AUCTION_NOT_WON = "auction_not_won"
     AMOUNT_EXCEEDS_BUDGET = "amount_exceeds_budget"
@@ -71,7 +73,27 @@ class Reason(StrEnum):
     # A resumed attempt's proof does not start from the checkpoint the lost attempt
     # committed (oracle.verification.resume_checks): a forged checkpoint, another step.
     POT_RESUME_MISMATCH = resume_checks.POT_RESUME_MISMATCH
+    # The segments an attempt of a resumed job names are not the ones it proved, or a
+    # resumed attempt names none (oracle.verification.resume_checks, .lost_attempts).
+    SEGMENTS_MISMATCH = resume_checks.SEGMENTS_MISMATCH
+    # A claim for segments of an attempt the API does not list as lost.
+    ATTEMPT_NOT_LOST = lost_attempts.ATTEMPT_NOT_LOST
     SPOT_CHECK_FAILED = "spot_check_failed"
+    # A cluster node's proof (oracle.verification.cluster_checks): its shard indices are not
+    # the seed-derived ones for its rank, or it commits other nodes' nonces than the
+    # cluster attempt's leases.
+    NODE_SHARD_MISMATCH = "node_shard_mismatch"
+    NODE_NONCES_MISMATCH = "node_nonces_mismatch"
+    # A disputed segment (oracle.verification.referee): two verifiers agree it does not
+    # reach its commitment and the provider's own sandbox replay says it does. The
+    # provider's fault, a fraud a bond pays for, but never to the submitter (whose job
+    # code may be what departs on the verifiers): the slash burns.
+    REFEREED_REPLAY_FAILED = "refereed_replay_failed"
+    # A disputed segment the provider conceded (or did not answer for in time), or that the
+    # two verifiers replayed differently: nothing is proven either way. Outcome
+    # "unproven": the provider is unpaid and not slashed, the results are withheld from
+    # the submitter and the escrow refunds.
+    REPLAY_UNPROVEN = "replay_unproven"
     # The replay ran but crashed or printed no report: the proof is not confirmed (the
     # provider is not paid), yet nothing shows a committed segment to be false, so it is no
     # fraud a bond pays for (a crash can be the job's code, or the verifier's machine).

@@ -32,6 +32,7 @@ POT_PREFIX = "pot/"
 POT_RESUME_MISMATCH = "pot_resume_mismatch"
 POT_MISSING = "pot_missing"
 POT_INVALID = "pot_invalid"
+SEGMENTS_MISMATCH = "segments_mismatch"
 
 
 class ResumeRejected(Exception):
@@ -70,10 +71,83 @@ def resumed_from(att: Attestation, job: JobInfo) -> ResumedFrom | None:
     return ResumedFrom(attempt=attempt, source=source, at=attempt.resumed_at)
 
 
+LOST_OUTCOMES = ("released", "failed", "expired")
+
+
+def auction_fallback_refusal(
+    att: Attestation, job: JobInfo, winner: str, ranking: tuple[str, ...]
+) -> str | None:
+    """Why a bidder that did not win an auction may not be paid its clearing price for
+    this attempt, or None: it must be in the ranking (a bid at or under the reserve), and
+    an attempt of the winner must have been lost before this one (the job is not taken
+    from a winner that still runs it)."""
+    attempt = attested_attempt(att, job)
+    checks = (
+        (att.worker_key in ranking, "it made no bid at or under the reserve"),
+        (attempt is not None, "the API reports no attempt for this attestation"),
+        (
+            attempt is not None
+            and any(
+                a.worker_key == winner
+                and a.outcome in LOST_OUTCOMES
+                and a.attempt < attempt.attempt
+                for a in job.attempts
+            ),
+            "the winner lost no attempt before this one",
+        ),
+    )
+    for ok, why in checks:
+        if not ok:
+            return why
+    return None
+
+
 def own_first_segment(att: Attestation, job: JobInfo) -> int:
     """The first segment the attested attempt proved (1 unless it resumed)."""
     resumed = resumed_from(att, job)
     return 1 if resumed is None else resumed.at + 1
+
+
+def check_segments_named(att: Attestation, job: JobInfo) -> None:
+    """Raise `ResumeRejected` unless the completing attempt's attestation names its attempt
+    and segments when, and only when, it resumed (`Attestation.segments`: first = `at`+1, last =
+    the schedule's end). The name keys its payment apart from the lost attempts' claims on
+    the one escrow (`oracle.models.payable_key`), and so holds the escrow until they are
+    decided too (`oracle.settlement.readiness`)."""
+    named = att.segments
+    attempt = attested_attempt(att, job)
+    resumed = resumed_from(att, job)
+    if named is None:
+        if resumed is not None:
+            raise ResumeRejected(
+                SEGMENTS_MISMATCH,
+                f"attempt {resumed.attempt.attempt} resumed attempt {resumed.source.attempt}: "
+                "its attestation must name its attempt and segments (the lost attempt is "
+                "paid for its own from the same escrow)",
+            )
+        return
+    if resumed is None:
+        # Named, it would be payable under another key than the plain attestation of the
+        # same attempt (`oracle.models.payable_key`): one attempt, one key.
+        raise ResumeRejected(
+            SEGMENTS_MISMATCH,
+            "the attestation names segments, but its attempt resumed no other: it is paid "
+            "for the whole job, without segments",
+        )
+    schedule = job.spec.schedule
+    first = resumed.at + 1
+    expected = (
+        None if attempt is None else attempt.attempt,
+        first,
+        None if schedule is None else schedule.segments,
+    )
+    if (named.attempt, named.first, named.last) != expected:
+        raise ResumeRejected(
+            SEGMENTS_MISMATCH,
+            f"the attestation names attempt {named.attempt}, segments {named.first}.."
+            f"{named.last}; the completing attempt is {expected[0]} and proved "
+            f"{expected[1]}..{expected[2]}",
+        )
 
 
 def check_resumed_proof(att: Attestation, job: JobInfo, feed: ApiFeed) -> ResumedFrom | None:

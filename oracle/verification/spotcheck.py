@@ -52,14 +52,17 @@ from oracle.verification.proof_checks import (
     Sign,
     check_manifest,
     draw_segments,
+    stop_segments,
 )
 from oracle.verification.reasons import Reason
 from oracle.verification.resume_checks import own_first_segment
 from oracle.verification.stage_data import StageDataError, fetch_shards
 from pot import launch
+from pot.conformance import check_prefix_conformance
 from pot.env import INPUT_CHECKPOINTS, SHARDS, UNIT_INDEX, UNIT_KIND, JobEnv, determinism_environ
 from pot.manifest import (
     MANIFEST_NAME,
+    PREFIX_NAME,
     Manifest,
     ProofError,
     optimizer_path,
@@ -67,22 +70,28 @@ from pot.manifest import (
     weights_path,
 )
 from pot.schedule import Schedule
+from pot.seeds import derive_data_seed
 from pot.tensors import parse_decimal
 from proofnet.egress import EgressPolicy, EgressRefused, Resolver, system_resolver
 from proofnet.messages.envelope import MAGIC_BYTES, is_sealed
+from proofnet.messages.result_paths import attempt_result_name
 from proofnet.pinned_git import PROXY_VARIABLES, pinned_git_options
 from proofnet.redaction import redact_credentials
 from proofnet.shard_fetch import DataFetchPolicy
 
 if TYPE_CHECKING:
-    from oracle.inputs.feed import ApiFeed, JobInfo
-    from proofnet.messages.attestation import Attestation
+    from oracle.inputs.feed import ApiFeed, AttemptInfo, JobInfo
+    from proofnet.messages.attestation import Attestation, UnitWork
 
 POT_PREFIX = "pot/"
 
 
 class SpotCheckUnavailable(Exception):
     """The check could not be made now (fetch failed, replay timed out): retry later."""
+
+
+# The key of a failed verdict's report that lists the drawn segments that did not replay.
+FAILED_SEGMENTS = "failed_segments"
 
 
 @dataclass(frozen=True)
@@ -123,6 +132,11 @@ class SpotCheckRequest:
     # in the stage's order). Absent for a single-unit job.
     unit_index: int | None = None
     shards: tuple[str, ...] = ()
+    # The proof of a lease stopped for the job's fault: its manifest may be partial.
+    partial: bool = False
+    # The manifest replayed from: a lost attempt's claim is replayed from its committed
+    # prefix (which may commit fewer segments than the schedule), any other from its proof.
+    manifest: str = MANIFEST_NAME
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -289,21 +303,25 @@ def run_request(
     timeout_s: float,
     python_lib: Path,
     python: str = sys.executable,
+    command: str = "replay",
 ) -> dict[str, Any]:
-    """Run the harness's replay in `work_dir` (holding `repo/` and `pot/`); its JSON report."""
+    """Run the harness's replay in `work_dir` (holding `repo/` and `pot/`); its JSON report.
+    `command` "replay-node" replays a cluster node's proof (`pot.cluster_harness`)."""
+    tolerance = () if command == "replay-node" else ("--tolerance-ppm", str(request.tolerance_ppm))
     argv = launch.harness_argv(
         python,
-        "replay",
+        command,
         "--root",
         request.pot_root,
         "--segments",
         ",".join(str(s) for s in request.segments),
-        "--tolerance-ppm",
-        str(request.tolerance_ppm),
+        *tolerance,
         "--code-dir",
         str(work_dir / "repo"),
         "--pot-dir",
         str(work_dir / "pot"),
+        *(("--partial",) if request.partial else ()),
+        *(("--prefix",) if request.manifest == PREFIX_NAME else ()),
     )
     try:
         done = subprocess.run(
@@ -369,7 +387,7 @@ class LocalSpotChecker:
         except ProofError as exc:
             return SpotCheckVerdict(False, Reason.POT_INVALID, str(exc))
         try:
-            check_manifest(manifest, att, spec)
+            check_manifest(manifest, att, spec, stop_segments=stop_segments(att, job))
         except ProofRejected as exc:
             return SpotCheckVerdict(False, exc.reason, exc.message)
         if spec.proof.trainer is None:
@@ -380,33 +398,69 @@ class LocalSpotChecker:
             )
         first = 1 if att.unit is not None else own_first_segment(att, job)
         draw = draw_segments(manifest, att, spec, self.sign, top=self.top, first=first)
-        schedule = spec.schedule
-        assert schedule is not None  # check_manifest refuses a spec without one
-        request = SpotCheckRequest(
-            job_id=job.job_id,
-            repo_url=spec.model.repo_url,
-            commit=spec.model.commit,
-            pot_root=att.pot_root,
-            job_seed=spec.seed,
-            nonce=att.nonce,
-            trainer=spec.proof.trainer,
-            config=dict(spec.proof.config or {}),
-            schedule={
-                "total_steps": schedule.total_steps,
-                "steps_per_checkpoint": schedule.steps_per_checkpoint,
-                "dataset_size": schedule.dataset_size,
-                "batch_size": schedule.batch_size,
-            },
-            segments=draw.segments,
-            tolerance_ppm=spec.proof.tolerance_ppm,
+        assert spec.schedule is not None  # check_manifest refuses a spec without one
+        request = self._request(att, job, draw)
+        # A job, or a stage that opens a branch, starts from what the trainer builds.
+        from_scratch = att.unit is None or not att.unit.inputs
+        return self._replay(
+            job, request, draw, manifest, raw, prefix, unit=att.unit, from_scratch=from_scratch
         )
+
+    def check_attempt(
+        self, att: Attestation, job: JobInfo, attempt: AttemptInfo
+    ) -> SpotCheckVerdict:
+        """The spot check of a lost attempt's claim (`oracle.verification.lost_attempts`):
+        segments drawn from the ones it claims only, replayed from its own uploads with its
+        committed prefix as the manifest (the prefix may go on past the claim's last
+        checkpoint; leaves up to it are the attested root's, checked before)."""
+        claimed = att.segments
+        assert claimed is not None
+        spec = job.spec
+        prefix = attempt_result_name(attempt.attempt, POT_PREFIX)
+        read = read_claimed_prefix(self.feed, att, job, attempt)
+        if isinstance(read, SpotCheckVerdict):
+            return read
+        raw, manifest, claimed_part = read
+        draw = draw_segments(claimed_part, att, spec, self.sign, top=self.top, first=claimed.first)
+        request = replace(
+            self._request(att, job, draw), pot_root=manifest.root, manifest=PREFIX_NAME
+        )
+        return self._replay(
+            job, request, draw, manifest, raw, prefix, unit=None, from_scratch=claimed.first == 1
+        )
+
+    def _request(self, att: Attestation, job: JobInfo, draw: Draw) -> SpotCheckRequest:
+        return replay_request(
+            att,
+            job,
+            draw,
+            tolerance_ppm=job.spec.proof.tolerance_ppm,
+            partial=stop_segments(att, job) is not None,
+        )
+
+    def _replay(
+        self,
+        job: JobInfo,
+        request: SpotCheckRequest,
+        draw: Draw,
+        manifest: Manifest,
+        raw: bytes,
+        prefix: str,
+        *,
+        unit: UnitWork | None,
+        from_scratch: bool,
+    ) -> SpotCheckVerdict:
+        """Fetch the drawn segments' files under `prefix`, replay them, judge the report."""
+        from oracle.inputs.feed import ArtifactMissing, FeedError
+
+        spec = job.spec
         with tempfile.TemporaryDirectory(prefix="spotcheck-", dir=self.work_root) as tmp:
             work = Path(tmp)
-            if att.unit is not None:
-                request = self._with_stage_data(request, att.unit.index, job, work)
+            if unit is not None:
+                request = self._with_stage_data(request, unit.index, job, work)
             pot = work / "pot"
             pot.mkdir()
-            (pot / MANIFEST_NAME).write_bytes(raw)
+            (pot / request.manifest).write_bytes(raw)
             for name in needed_files(draw.segments):
                 try:
                     self.feed.save_artifact(job.job_id, prefix + name, pot / name)
@@ -435,8 +489,6 @@ class LocalSpotChecker:
             )
             replay_ms = int((time.monotonic() - started) * 1000)
         report["draw_signature"] = draw.signature.hex()
-        # A job, or a stage that opens a branch, starts from what the trainer builds.
-        from_scratch = att.unit is None or not att.unit.inputs
         verdict = judge(report, manifest, draw, request.tolerance_ppm, from_scratch=from_scratch)
         return replace(verdict, timing=replay_timing(manifest, draw.segments, replay_ms))
 
@@ -514,6 +566,16 @@ def _norm_consistent(result: Mapping[str, Any], committed: str | None) -> bool:
     return math.isclose(claimed, recomputed, rel_tol=1e-6, abs_tol=1e-12)
 
 
+def segment_replays(result: object, leaf: Any, tolerance_ppm: int) -> bool:
+    """Whether one segment's replay result reached its committed leaf: the weights (or
+    within the tolerance) with a consistent update norm."""
+    return (
+        isinstance(result, Mapping)
+        and _replayed(result, leaf.weights, tolerance_ppm)
+        and _norm_consistent(result, leaf.update_norm)
+    )
+
+
 def judge(
     report: dict[str, Any],
     manifest: Manifest,
@@ -540,13 +602,7 @@ def judge(
     by_segment = {r.get("segment"): r for r in (results if isinstance(results, list) else [])}
     failed = []
     for segment in segments:
-        result = by_segment.get(segment)
-        leaf = manifest.leaves[segment]
-        if (
-            not isinstance(result, dict)
-            or not _replayed(result, leaf.weights, tolerance_ppm)
-            or not _norm_consistent(result, leaf.update_norm)
-        ):
+        if not segment_replays(by_segment.get(segment), manifest.leaves[segment], tolerance_ppm):
             failed.append(segment)
     if failed:
         return SpotCheckVerdict(
@@ -555,7 +611,8 @@ def judge(
             f"segments {failed} do not replay to their committed checkpoints",
             seed,
             segments,
-            report,
+            # Named in a co-signer's refusal (proofnet.messages.segment_refusal).
+            {**report, FAILED_SEGMENTS: failed},
         )
     if from_scratch and report.get("initial_weights_hash") != manifest.leaves[0].weights:
         return SpotCheckVerdict(
@@ -567,3 +624,75 @@ def judge(
             report,
         )
     return SpotCheckVerdict(True, None, "", seed, segments, report)
+
+
+def read_claimed_prefix(
+    feed: Any, att: Attestation, job: JobInfo, attempt: AttemptInfo
+) -> tuple[bytes, Manifest, Manifest] | SpotCheckVerdict:
+    """A lost attempt's committed prefix as uploaded (its bytes, the manifest, and the part
+    up to the claim's last checkpoint), once it follows the schedule's data order under the
+    attempt's nonce; or the verdict that it does not (missing, malformed, no trainer to
+    replay it with, another data order). SpotCheckUnavailable: the API could not be read."""
+    from oracle.inputs.feed import ArtifactMissing, FeedError
+
+    claimed = att.segments
+    assert claimed is not None
+    spec = job.spec
+    try:
+        raw = feed.artifact(
+            job.job_id, attempt_result_name(attempt.attempt, POT_PREFIX) + PREFIX_NAME
+        )
+    except ArtifactMissing:
+        return SpotCheckVerdict(False, Reason.POT_MISSING, "no pot/prefix.json uploaded")
+    except FeedError as exc:
+        raise SpotCheckUnavailable(str(exc)) from exc
+    try:
+        manifest = Manifest.from_bytes(raw)
+    except ProofError as exc:
+        return SpotCheckVerdict(False, Reason.POT_INVALID, str(exc))
+    if spec.proof.trainer is None or spec.schedule is None:
+        return SpotCheckVerdict(
+            False,
+            Reason.SPOT_CHECK_FAILED,
+            "the spec names no trainer (proof.trainer): no segment can be replayed",
+        )
+    violation = check_prefix_conformance(
+        manifest, spec.schedule, derive_data_seed(spec.seed, bytes.fromhex(att.nonce))
+    )
+    if violation is not None:
+        return SpotCheckVerdict(False, Reason.POT_DATA_ORDER_MISMATCH, violation.message)
+    claimed_part = Manifest(
+        steps_per_checkpoint=manifest.steps_per_checkpoint,
+        data_seed=manifest.data_seed,
+        leaves=manifest.leaves[: claimed.last + 1],
+    )
+    return raw, manifest, claimed_part
+
+
+def replay_request(
+    att: Attestation, job: JobInfo, draw: Draw, *, tolerance_ppm: int, partial: bool = False
+) -> SpotCheckRequest:
+    """What a local replay of `draw`'s segments of `att`'s proof is given: the job's
+    repository, trainer and schedule, the attested root and nonce."""
+    spec = job.spec
+    schedule = spec.schedule
+    assert schedule is not None and spec.proof.trainer is not None
+    return SpotCheckRequest(
+        job_id=job.job_id,
+        repo_url=spec.model.repo_url,
+        commit=spec.model.commit,
+        pot_root=att.pot_root,
+        job_seed=spec.seed,
+        nonce=att.nonce,
+        trainer=spec.proof.trainer,
+        config=dict(spec.proof.config or {}),
+        schedule={
+            "total_steps": schedule.total_steps,
+            "steps_per_checkpoint": schedule.steps_per_checkpoint,
+            "dataset_size": schedule.dataset_size,
+            "batch_size": schedule.batch_size,
+        },
+        segments=draw.segments,
+        tolerance_ppm=tolerance_ppm,
+        partial=partial,
+    )

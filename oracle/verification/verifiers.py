@@ -36,6 +36,13 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from oracle.verification.cluster_checks import (
+    CLUSTER_FILE,
+    check_node_proof,
+    judge_node_report,
+    lease_nonces,
+    node_fetcher,
+)
 from oracle.verification.proof_checks import (
     TOP_BY_NORM,
     Draw,
@@ -43,24 +50,41 @@ from oracle.verification.proof_checks import (
     Sign,
     check_manifest,
     draw_segments,
+    stop_segments,
+)
+from oracle.verification.referee import (
+    DISPUTE,
+    DisputeDesk,
+    arbitrate,
+    classify,
+    departure,
+    disputable,
+    read_answer,
+    referee_seed,
+    unproven,
 )
 from oracle.verification.resume_checks import own_first_segment
 from oracle.verification.spotcheck import (
+    FAILED_SEGMENTS,
     POT_PREFIX,
     SpotCheckUnavailable,
     SpotCheckVerdict,
     judge,
     needed_files,
+    read_claimed_prefix,
     replay_timing,
 )
 from oracle.verification.unit_checks import CHECKPOINT_RESULT_PREFIX
+from pot.cluster import NodeProof
 from pot.manifest import MANIFEST_NAME, Manifest, ProofError
 from pot.seeds import draw_message, draw_seed
+from proofnet.messages.dispute import DisputeError, DisputeTask
 from proofnet.messages.key_grant import KeyRequest
-from proofnet.messages.topology import Relay, Unit
+from proofnet.messages.topology import MultiNode, Relay, Unit
 from proofnet.messages.verification import (
     CPU,
     FIRST_SEGMENT,
+    PREFIX_FILE,
     TaskKind,
     VerificationError,
     VerificationReport,
@@ -72,7 +96,7 @@ from proofnet.messages.verification_fee import FeeEvidence
 if TYPE_CHECKING:
     from nacl.signing import SigningKey
 
-    from oracle.inputs.feed import JobInfo
+    from oracle.inputs.feed import AttemptInfo, JobInfo
     from proofnet.messages.attestation import Attestation
 
 log = logging.getLogger("oracle.verifiers")
@@ -115,6 +139,8 @@ class Subject:
     leaf: str  # the attestation's leaf (hex), or the early subject
     pot_root: str
     devices: str  # the device class verifiers need
+    # The proof of a lease stopped for the job's fault: its manifest may be partial.
+    partial: bool = False
 
     @classmethod
     def of(cls, att: Attestation, job: JobInfo) -> Subject:
@@ -125,6 +151,7 @@ class Subject:
             att.leaf_hash().hex(),
             att.pot_root,
             device_class(att, job),
+            stop_segments(att, job) is not None,
         )
 
 
@@ -168,20 +195,45 @@ def _now() -> datetime:
 class VerifierSpotChecker:
     """Spot checks run by drawn verifiers (the oracle's only checker outside the demo)."""
 
+    # Replays named segments by a drawn verifier (`check(..., segments=...)`): what a
+    # proposer re-checking a co-signer's refusal uses (`oracle.settlement.quorum`).
+    checks_named_segments = True
+
     desk: VerifierDesk
     signing_key: SigningKey
     top: int = TOP_BY_NORM
     # A drawn verifier that has not answered this long after the task was first posted is
-    # replaced by the next round's draw, at most `max_rounds` verifiers in all.
+    # replaced by the next round's draw, at most `max_rounds` verifiers in all (served:
+    # `PROOFNET_ORACLE_VERIFIER_ANSWER_WITHIN_S`).
     answer_within_s: float = 3600.0
     max_rounds: int = 3
     now: Callable[[], datetime] = field(default=_now)
+    # The verifiers drawn so far for a subject's task ((leaf, kind, segments, excluded
+    # worker) -> one per round): kept for this process's life, so retries ask the same
+    # verifier (await_report).
+    _drawn: dict[tuple[str, str, tuple[int, ...], str], list[str]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    # The relay to a disputed provider's worker (`oracle.verification.referee`); None when
+    # the API relays no disputes: the provider cannot answer, so a dispute the second
+    # verifier confirms is unproven (never a slash).
+    disputes: DisputeDesk | None = None
+    # How long a disputed provider has to commit to and reveal its sandbox replay, from
+    # the dispute's first posting; silence after it counts as conceding (served:
+    # `PROOFNET_ORACLE_DISPUTE_WITHIN_S`).
+    dispute_within_s: float = 3600.0
 
     @property
     def sign(self) -> Sign:
         return lambda message: self.signing_key.sign(message).signature
 
-    def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict:
+    def check(
+        self, att: Attestation, job: JobInfo, segments: tuple[int, ...] | None = None
+    ) -> SpotCheckVerdict:
+        """Replay the drawn segments by a drawn verifier (refereed when disputed); with
+        `segments`, exactly those instead: a proposer re-checking the segments a
+        co-signer's refusal named (`proofnet.messages.segment_refusal`). A provider-fault
+        failure carries the signed task and report (`REFUSAL_EVIDENCE`)."""
         from oracle.inputs.feed import ArtifactMissing, FeedError
         from oracle.inputs.feed_units import unit_result_name
         from oracle.verification.reasons import Reason
@@ -196,7 +248,7 @@ class VerifierSpotChecker:
             raise SpotCheckUnavailable(str(exc)) from exc
         try:
             manifest = Manifest.from_bytes(raw)
-            check_manifest(manifest, att, spec)
+            check_manifest(manifest, att, spec, stop_segments=stop_segments(att, job))
         except ProofError as exc:
             return SpotCheckVerdict(False, Reason.POT_INVALID, str(exc))
         except ProofRejected as exc:
@@ -211,7 +263,14 @@ class VerifierSpotChecker:
         # segment are among them (oracle.verification.resume_checks).
         first = FIRST_SEGMENT if att.unit is not None else own_first_segment(att, job)
         draw = draw_segments(manifest, att, spec, self.sign, top=self.top, first=first)
-        segments = tuple(sorted({first, *draw.segments}))
+        if segments is None:
+            segments = tuple(sorted({first, *draw.segments}))
+        elif not segments or not all(first <= n <= manifest.segments for n in segments):
+            return SpotCheckVerdict(
+                False, Reason.POT_INVALID, f"segments {segments} are not the attempt's"
+            )
+        else:
+            segments = tuple(sorted(set(segments)))
         draw = replace(draw, segments=segments)
         # The manifest too: the harness checks the files against it, and it against the root.
         files = tuple(prefix + n for n in (MANIFEST_NAME, *needed_files(segments)))
@@ -219,7 +278,167 @@ class VerifierSpotChecker:
             Subject.of(att, job), job, "replay", segments, files, (), draw.signature, draw.seed
         )
         verdict = judge_report(report, manifest, draw, spec.proof.tolerance_ppm, att)
+        if disputable(verdict):
+            refereed = self._referee(
+                att, job, manifest, draw, files, (task, report, payout), verdict
+            )
+            return with_refusal_evidence(refereed, verdict, task, report)
         return with_fee_evidence(verdict, task, report, payout)
+
+    def check_attempt(
+        self, att: Attestation, job: JobInfo, attempt: AttemptInfo
+    ) -> SpotCheckVerdict:
+        """The spot check of a lost attempt's claim (`oracle.verification.lost_attempts`):
+        the prefix it committed follows the schedule's data order under its nonce; a drawn
+        verifier replays segments drawn from the claimed ones only (and the first of them
+        twice) from that attempt's uploads, with the prefix as the manifest (a "claim"
+        task, found by the lease's nonce and worker). For a sealed job the checkpoints'
+        keys are asked of the lost attempt's own provider (`_post`); until its worker
+        grants them the verifier cannot answer and the claim waits."""
+        claimed = att.segments
+        assert claimed is not None
+        spec = job.spec
+        read = read_claimed_prefix(self.desk, att, job, attempt)
+        if isinstance(read, SpotCheckVerdict):
+            return read
+        _, prefix, claimed_part = read
+        draw = draw_segments(claimed_part, att, spec, self.sign, top=self.top, first=claimed.first)
+        segments = tuple(sorted({claimed.first, *draw.segments}))
+        draw = replace(draw, segments=segments)
+        files = (PREFIX_FILE, *(POT_PREFIX + n for n in needed_files(segments)))
+        # The harness checks the uploaded prefix against its own root (it may go on past
+        # the claim's last checkpoint; the claimed part's root was checked before).
+        subject = replace(Subject.of(att, job), pot_root=prefix.root)
+        task, report, payout = self.await_report(
+            subject, job, "claim", segments, files, (), draw.signature, draw.seed
+        )
+        verdict = judge_report(report, prefix, draw, spec.proof.tolerance_ppm, att)
+        return with_fee_evidence(verdict, task, report, payout)
+
+    def _referee(
+        self,
+        att: Attestation,
+        job: JobInfo,
+        manifest: Manifest,
+        draw: Draw,
+        files: tuple[str, ...],
+        first: tuple[VerificationTask, VerificationReport, str],
+        verdict: SpotCheckVerdict,
+    ) -> SpotCheckVerdict:
+        """A disputed replay (`oracle.verification.referee`): a second verifier, then the
+        provider's own sandbox replay, decide it."""
+        task, report, payout = first
+        tolerance = job.spec.proof.tolerance_ppm
+        from_scratch = att.unit is None or not att.unit.inputs
+        subject = Subject.of(att, job)
+        # Another worker than the provider and the first verifier, paid elsewhere than both.
+        task2, report2, payout2 = self.await_report(
+            subject,
+            job,
+            "replay",
+            draw.segments,
+            files,
+            (),
+            draw.signature,
+            referee_seed(draw.seed),
+            exclude=(task.verifier, payout),
+        )
+        second = judge_report(report2, manifest, draw, tolerance, att)
+        details: dict[str, Any] = dict(second.report or {})
+        details[DISPUTE] = {
+            "first_task": task.to_json(),
+            "first_report": report.to_json(),
+            "first_message": verdict.message,
+            "second_task": task2.to_json(),
+        }
+        if not disputable(second):
+            # Verified (the first verifier is outvoted and earns nothing), or the second's
+            # own verdict: a job fault, withheld files, a crash.
+            kept = replace(second, report=details)
+            return with_fee_evidence(kept, task2, report2, payout2)
+        one = departure(
+            report_as_harness_json(report),
+            manifest,
+            draw.segments,
+            tolerance,
+            from_scratch=from_scratch,
+        )
+        two = departure(
+            report_as_harness_json(report2),
+            manifest,
+            draw.segments,
+            tolerance,
+            from_scratch=from_scratch,
+        )
+        if one != two or not one.any:
+            return unproven(
+                second,
+                "the two verifiers' replays depart from the commitment differently: the "
+                "job's code computes otherwise on each machine, or a verifier lied; "
+                "unproven (the provider is unpaid, not slashed; the escrow refunds)",
+                None,
+                details,
+            )
+        if self.disputes is None:
+            return arbitrate("silent", second, one, details)
+        dispute = self._dispute_task(subject, job, one.disputed, manifest, files, task, task2)
+        details[DISPUTE]["task"] = dispute.to_json()
+        answer, state = self._provider_answer(dispute)
+        details[DISPUTE]["commitment"] = state.get("commitment")
+        details[DISPUTE]["reveal"] = state.get("reveal")
+        return arbitrate(classify(answer, one, manifest, tolerance), second, one, details)
+
+    def _dispute_task(
+        self,
+        subject: Subject,
+        job: JobInfo,
+        segments: tuple[int, ...],
+        manifest: Manifest,
+        files: tuple[str, ...],
+        task: VerificationTask,
+        task2: VerificationTask,
+    ) -> DisputeTask:
+        """What the provider replays: the disputed segments (the first one, whose repeat
+        the verifiers ran, when only checkpoint 0 is disputed), from the same files."""
+        replayed = segments or (task.segments[0],)
+        names = needed_files(replayed)
+        prefix = files[0][: -len(MANIFEST_NAME)]
+        try:
+            return DisputeTask.sign(
+                self.signing_key,
+                job_id=job.job_id,
+                nonce=subject.nonce,
+                unit=subject.unit,
+                attestation=subject.leaf,
+                pot_root=manifest.root,
+                provider=subject.provider,
+                segments=list(replayed),
+                files=[files[0], *(prefix + n for n in names)],
+                verifier_tasks=[task.digest, task2.digest],
+            )
+        except DisputeError as exc:
+            raise SpotCheckUnavailable(f"cannot make a dispute task: {exc}") from exc
+
+    def _provider_answer(self, dispute: DisputeTask) -> tuple[Any, dict[str, Any]]:
+        """The provider's opened answer (None once the window passed without one); waits
+        (SpotCheckUnavailable) while the window is open."""
+        from oracle.inputs.feed import FeedError
+
+        assert self.disputes is not None
+        try:
+            state = self.disputes.post_dispute(dispute)
+        except FeedError as exc:
+            raise SpotCheckUnavailable(str(exc)) from exc
+        answer = read_answer(dispute, state)
+        if answer is not None:
+            return answer, state
+        posted = _time(state.get("created_at"))
+        if posted is None or (self.now() - posted).total_seconds() < self.dispute_within_s:
+            raise SpotCheckUnavailable(
+                f"waiting for provider {dispute.provider[:16]}... to answer the dispute of "
+                f"segments {list(dispute.segments)}"
+            )
+        return None, state
 
     def await_report(
         self,
@@ -231,40 +450,52 @@ class VerifierSpotChecker:
         inputs: tuple[str, ...],
         draw_signature: bytes,
         seed: bytes,
+        exclude: tuple[str, str] | None = None,
     ) -> tuple[VerificationTask, VerificationReport, str]:
         """Draw a verifier (the next round's when one stays silent), post its task and
         return it with its checked report and the verifier's registered payout address;
-        SpotCheckUnavailable while there is none yet."""
-        from oracle.inputs.feed import FeedError
+        SpotCheckUnavailable while there is none yet. `exclude` (a worker key and its
+        payout address: a disputed replay's first verifier) is never drawn either, nor
+        any worker paid to that address.
+
+        The draw is stable: round r's verifier, once drawn for this subject's task, is
+        the one asked on every retry until its answer period is over, online or not (a
+        verifier mid-replay asks for no new tasks, and so drops off the online list; a
+        redraw then would orphan its replay). Only then is round r + 1 drawn among the
+        candidates not drawn yet. Every earlier round's task is asked again first, so a
+        superseded verifier's late report is still the one used (its work is paid, the
+        later round's verifier, not yet answered, is not)."""
 
         devices, provider = subject.devices, subject.provider
-        try:
-            payout = self.desk.worker_payout(provider)
-            found = [
-                c
-                for c in self.desk.verifier_candidates(devices, provider)
-                if c.worker_key != provider and c.payout_address != payout
-            ]
-        except FeedError as exc:
-            raise SpotCheckUnavailable(str(exc)) from exc
-        if not found:
-            raise SpotCheckUnavailable(
-                f"no online verifier with device class {devices!r} other than the provider"
-            )
+        drawn = self._drawn.setdefault(
+            (subject.leaf, kind, segments, exclude[0] if exclude else ""), []
+        )
+        found: list[Candidate] | None = None
         what = (
             f"replay segments {list(segments)}"
             if kind != "aggregate" and kind != "eval"
             else f"recompute ({kind})"
         )
         now = self.now()
-        drawn: list[str] = []
         first: datetime | None = None
         for round_ in range(self.max_rounds):
-            left = [c.worker_key for c in found if c.worker_key not in drawn]
-            if not left:
-                break
-            verifier = draw_verifier(left, seed, round_)
-            drawn.append(verifier)
+            if round_ < len(drawn) and not self._still_eligible(drawn[round_], subject, exclude):
+                # Paid to the provider's (or the excluded verifier's) address since it was
+                # drawn: never asked again, the round drawn afresh.
+                del drawn[round_:]
+            if round_ >= len(drawn):
+                if found is None:
+                    found = self._candidates(devices, provider, exclude)
+                left = [c.worker_key for c in found if c.worker_key not in drawn]
+                if not left:
+                    if not drawn:
+                        raise SpotCheckUnavailable(
+                            f"no online verifier with device class {devices!r} other than "
+                            "the provider"
+                        )
+                    break
+                drawn.append(draw_verifier(left, seed, round_))
+            verifier = drawn[round_]
             task = self._task(
                 subject, job, kind, segments, files, inputs, draw_signature, verifier, round_
             )
@@ -277,8 +508,7 @@ class VerifierSpotChecker:
                     # Not the drawn verifier's answer (the API relays it): wait for one.
                     log.warning("ignoring a report for task %s: %s", task.digest, exc)
                     raise SpotCheckUnavailable(f"the relayed report does not hold: {exc}") from exc
-                payout = next(c.payout_address for c in found if c.worker_key == verifier)
-                return task, report, payout
+                return task, report, self._payout(verifier, found)
             # Round r's verifier has until (r + 1) answer periods after the first task.
             posted = _time(state.get("created_at"))
             first = posted if first is None else first
@@ -291,6 +521,55 @@ class VerifierSpotChecker:
         raise SpotCheckUnavailable(
             f"none of the {len(drawn)} verifier(s) drawn answered within {self.answer_within_s:.0f}s"
         )
+
+    def _still_eligible(
+        self, verifier: str, subject: Subject, exclude: tuple[str, str] | None
+    ) -> bool:
+        """A verifier kept from an earlier draw is asked again only while it is paid to
+        neither the provider's address nor the excluded verifier's (registrations change)."""
+        from oracle.inputs.feed import FeedError
+
+        other_key, other_payout = exclude or ("", "")
+        try:
+            payout = self.desk.worker_payout(verifier)
+            provider_payout = self.desk.worker_payout(subject.provider)
+        except FeedError as exc:
+            raise SpotCheckUnavailable(str(exc)) from exc
+        barred = {p for p in (provider_payout, other_payout) if p}
+        return verifier not in (subject.provider, other_key) and payout not in barred
+
+    def _candidates(
+        self, devices: str, provider: str, exclude: tuple[str, str] | None
+    ) -> list[Candidate]:
+        """Who may be drawn now: online, of the device class, neither the provider (nor
+        `exclude`) nor paid to its address."""
+        from oracle.inputs.feed import FeedError
+
+        other_key, other_payout = exclude or ("", "")
+        try:
+            payout = self.desk.worker_payout(provider)
+            return [
+                c
+                for c in self.desk.verifier_candidates(devices, provider)
+                if c.worker_key not in (provider, other_key)
+                and c.payout_address not in (payout, other_payout)
+            ]
+        except FeedError as exc:
+            raise SpotCheckUnavailable(str(exc)) from exc
+
+    def _payout(self, verifier: str, found: list[Candidate] | None) -> str:
+        """The payout address `verifier` registered (its report earns a fee only there):
+        the candidate list's when this call read it, else the API's (a verifier drawn on an
+        earlier retry may no longer be online)."""
+        from oracle.inputs.feed import FeedError
+
+        listed = next((c.payout_address for c in found or () if c.worker_key == verifier), None)
+        if listed is not None:
+            return listed
+        try:
+            return self.desk.worker_payout(verifier) or ""
+        except FeedError as exc:
+            raise SpotCheckUnavailable(str(exc)) from exc
 
     def check_unit(self, att: Attestation, job: JobInfo, unit: Unit) -> SpotCheckVerdict:
         """Recompute an aggregation or an evaluation unit by a drawn verifier from the
@@ -310,6 +589,57 @@ class VerifierSpotChecker:
             Subject.of(att, job), job, kind, (), files, tuple(work.inputs), signature, seed
         )
         verdict = judge_recomputation(report, att, job, kind, signature.hex())
+        return with_fee_evidence(verdict, task, report, payout)
+
+    def check_node(
+        self, att: Attestation, scope: JobInfo, unit: Unit, job: JobInfo
+    ) -> SpotCheckVerdict:
+        """Spot-check a cluster node on its shard: the node checks without code, the draw,
+        a drawn verifier's replay of every rank's contribution, and the verdict against
+        every node's commitments (`oracle.verification.cluster_checks`)."""
+        from oracle.inputs.feed import FeedError
+        from oracle.verification.reasons import Reason
+
+        spec = job.spec
+        topology = spec.topology
+        assert isinstance(topology, MultiNode) and unit.rank is not None
+        fetch = node_fetcher(self.desk, job.job_id)
+        try:
+            raw = [fetch(unit.index, CLUSTER_FILE), fetch(unit.index, MANIFEST_NAME)]
+            if raw[0] is None or raw[1] is None:
+                return SpotCheckVerdict(
+                    False, Reason.POT_MISSING, f"no pot/{CLUSTER_FILE} and manifest uploaded"
+                )
+            proof = NodeProof.from_bytes(raw[0])
+            manifest = Manifest.from_bytes(raw[1])
+            check_node_proof(proof, manifest, att, spec, unit, lease_nonces(job, topology))
+        except ProofError as exc:
+            return SpotCheckVerdict(False, Reason.POT_INVALID, str(exc))
+        except ProofRejected as exc:
+            return SpotCheckVerdict(False, exc.reason, exc.message)
+        except FeedError as exc:
+            raise SpotCheckUnavailable(str(exc)) from exc
+        if spec.proof.trainer is None:
+            return SpotCheckVerdict(
+                False, Reason.SPOT_CHECK_FAILED, "the spec names no trainer (proof.trainer)"
+            )
+        draw = draw_segments(manifest, att, spec, self.sign, top=self.top)
+        prefix = f"units/{unit.index}/{POT_PREFIX}"
+        names = (CLUSTER_FILE, MANIFEST_NAME, *needed_files(draw.segments))
+        files = tuple(prefix + n for n in names)
+        task, report, payout = self.await_report(
+            Subject.of(att, job), job, "node", draw.segments, files, (), draw.signature, draw.seed
+        )
+        verdict = judge_node_report(
+            report,
+            unit.rank,
+            manifest,
+            draw,
+            fetch,
+            topology.nodes,
+            att.pot_root,
+            attribute(report),
+        )
         return with_fee_evidence(verdict, task, report, payout)
 
     def _task(
@@ -341,24 +671,29 @@ class VerifierSpotChecker:
                 inputs=list(inputs),
                 draw_signature=draw_signature.hex(),
                 round=round_,
+                partial=subject.partial,
             )
         except VerificationError as exc:
             raise SpotCheckUnavailable(f"cannot make a verification task: {exc}") from exc
 
     def _post(self, task: VerificationTask, job: JobInfo, files: tuple[str, ...]) -> dict[str, Any]:
         """Post the task (again: the same unit), and for a sealed job the key request for
-        its checkpoints (the manifest is not sealed); the unit's state."""
+        its checkpoints (the manifest or prefix is not sealed), naming the lease's provider;
+        the unit's state."""
         from oracle.inputs.feed import FeedError
 
         try:
-            if _sealed(job) and task.kind == "replay":
+            if _sealed(job) and task.kind in ("replay", "node", "claim"):
                 # A unit's input checkpoints are never sealed: the next provider reads them.
+                # A lost attempt's claim is asked of its own provider: the attempts of a
+                # resumed job share a nonce, and only the lost one's secret opens its files.
                 self.desk.request_keys(
                     KeyRequest.sign(
                         self.signing_key,
                         job_id=job.job_id,
                         nonce=task.nonce,
                         recipient=task.verifier,
+                        provider=task.provider,
                         # The checkpoints (the manifest is not sealed), as the lease named
                         # them (a relay stage's uploads are units/<index>/... to others).
                         files=[task.lease_name(f) for f in files[1:]],
@@ -397,6 +732,30 @@ def with_fee_evidence(
     return replace(verdict, report=details, verifier=report.verifier)
 
 
+REFUSAL_EVIDENCE = "refusal_evidence"
+
+
+def with_refusal_evidence(
+    final: SpotCheckVerdict,
+    first: SpotCheckVerdict,
+    task: VerificationTask,
+    report: VerificationReport,
+) -> SpotCheckVerdict:
+    """The refereed verdict, carrying the first verifier's signed task and report and the
+    segments it found not to replay when the referee path ended at the provider's fault: a
+    co-signer's refusal names them (`proofnet.messages.segment_refusal`)."""
+    failed = (first.report or {}).get(FAILED_SEGMENTS)
+    if final.passed or final.fault != "provider" or not failed:
+        return final
+    details = dict(final.report or {})
+    details[REFUSAL_EVIDENCE] = {
+        "segments": list(failed),
+        "task": task.to_json(),
+        "report": report.to_json(),
+    }
+    return replace(final, report=details)
+
+
 def fee_mismatch(
     evidence: FeeEvidence, att: Attestation, job: JobInfo, feed: VerifierDesk
 ) -> str | None:
@@ -408,6 +767,34 @@ def fee_mismatch(
     from oracle.inputs.feed_units import unit_result_name
 
     task, report = evidence.task, evidence.report
+    if task.kind == "node":
+        topology = job.spec.topology
+        work = att.unit
+        if not isinstance(topology, MultiNode) or work is None:
+            return "a node replay pays a fee only on a cluster node"
+        prefix = f"units/{work.index}/{POT_PREFIX}"
+        try:
+            manifest = Manifest.from_bytes(feed.artifact(job.job_id, prefix + MANIFEST_NAME))
+        except (FeedError, ProofError) as exc:
+            return f"this oracle cannot read the node's manifest: {exc}"
+        if any(not 0 < s < len(manifest.leaves) for s in task.segments):
+            return "the task draws segments the manifest does not have"
+        draw = Draw(bytes.fromhex(task.draw_signature), b"", task.segments)
+        try:
+            fetch = node_fetcher(feed, job.job_id)
+            verdict = judge_node_report(
+                report,
+                work.index,
+                manifest,
+                draw,
+                fetch,
+                topology.nodes,
+                att.pot_root,
+                attribute(report),
+            )
+        except SpotCheckUnavailable as exc:
+            return f"this oracle cannot read the cluster's evidence: {exc}"
+        return None if verdict.passed else verdict.message
     if task.kind != "replay":
         work = att.unit
         if work is None:

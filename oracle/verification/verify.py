@@ -10,6 +10,7 @@ stable reason code (`Reason`) and a message for humans. A check that could not b
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import time
 from collections.abc import Callable, Mapping
@@ -20,9 +21,9 @@ import cbor2
 
 from chain.offchain.escrow_terms import EscrowTerms, escrow_refusal
 from oracle.inputs.chain import ChainUnavailable, ChainView, EscrowOutput
-from oracle.inputs.feed import ApiFeed, FeedDataError, FeedError, JobInfo
+from oracle.inputs.feed import ApiFeed, AttemptInfo, FeedDataError, FeedError, JobInfo
 from oracle.models import escrow_ref, payable_key
-from oracle.verification import resume_checks
+from oracle.verification import lost_attempts, resume_checks
 from oracle.verification import unit_checks as units
 from oracle.verification.metering import (
     DEFAULT_ALLOWANCE_MS,
@@ -30,6 +31,7 @@ from oracle.verification.metering import (
     ProofTiming,
     proof_bound_ms,
 )
+from oracle.verification.proof_checks import stop_segments
 from oracle.verification.reasons import Reason, fault_of
 from oracle.verification.spotcheck import SpotChecker, SpotCheckUnavailable, SpotCheckVerdict
 from proofnet.messages import merkle
@@ -46,7 +48,8 @@ from proofnet.messages.attestation import (
 from proofnet.messages.auction import AuctionError, clear
 from proofnet.messages.jobspec import AuctionPrice, FixedPrice, RateCardPrice
 from proofnet.messages.rate_card import RateCardError, price_under
-from proofnet.messages.segment_share import segment_cap
+from proofnet.messages.segment_share import STOP_GRACE_SEGMENTS, segment_cap, stopped_share
+from proofnet.messages.stop_evidence import StopEvidence
 from proofnet.messages.topology import Unit
 from proofnet.messages.verification import Fault
 
@@ -55,7 +58,9 @@ MAX_AMOUNT = 2**63 - 1
 POT_PREFIX = "pot/"
 
 
-Outcome = Literal["verified", "rejected", "retry"]
+# "unproven": a disputed segment nothing proved either way (oracle.verification.referee):
+# the provider is unpaid and not slashed, the results are withheld, the escrow refunds.
+Outcome = Literal["verified", "rejected", "unproven", "retry"]
 
 
 class StoreView(Protocol):
@@ -92,6 +97,8 @@ class VerificationResult:
     # is the job's fault when the job's code could not be replayed (the provider is paid
     # what it attested and the submitter gets the results), else nobody's; never on retry.
     fault: Fault | None = None
+    # A stopped lease's verified attestation: what the settlement publishes beside it.
+    stop: StopEvidence | None = None
 
     @property
     def ok(self) -> bool:
@@ -210,7 +217,24 @@ def verify(
     `authenticated` is what `authenticate(cose, ctx)` returned for these very bytes in this
     process (intake verifying what it just accepted); the signature and domain checks are
     then not repeated. Anyone else (a co-signer, a retry after restart) passes only `cose`.
+
+    A verified attestation of a lease stopped for the job's fault carries the stop's
+    evidence (`VerificationResult.stop`), which its settlement publishes.
     """
+    stops: list[StopEvidence] = []
+    result = _verify(cose, ctx, own_id, authenticated, stops)
+    if result.ok and stops:
+        return dataclasses.replace(result, stop=stops[0])
+    return result
+
+
+def _verify(
+    cose: bytes,
+    ctx: VerificationContext,
+    own_id: int | None,
+    authenticated: Attestation | None,
+    stops: list[StopEvidence],
+) -> VerificationResult:
     passed: list[str] = []
     att: Attestation | None = None
     spot: SpotCheckVerdict | None = None
@@ -241,8 +265,18 @@ def verify(
             ref = att.domain.escrow
             payable = ctx.store.payable_units(escrow_ref(ref.tx_id, ref.index))
             units.check_superseded(att, job, unit, payable, own_id)
+        lost = _lost_attempt(att, job)
         _check_store(att, ctx, own_id, leaf_of(cose))
         passed.append("not_replayed")
+        if lost is not None:
+            # A lost attempt's claim: its own lease, uploads and segments, not the job's.
+            spot = _verify_lost(att, job, lost, ctx, passed)
+            if spot is not None and not spot.passed:
+                # The job's code cannot be replayed: not the provider's doing (as below).
+                return VerificationResult(
+                    "verified", None, spot.message, tuple(passed), att, spot, fault="job"
+                )
+            return VerificationResult("verified", None, "", tuple(passed), att, spot)
         # A unit's lease, uploads and proof are the unit's, not the job's.
         scope = job if unit is None else units.unit_scope(job, unit)
         _check_lease(att, scope, ctx)
@@ -251,8 +285,11 @@ def verify(
         passed.append("work_matches_spec")
         if unit is None:
             _check_gpu_model(att, job)
+        _check_stop_claim(att, job)
         _check_amount(att, job, unit)
         passed.append("amount")
+        if att.stop is not None:
+            stops.append(_stop_evidence(att, job))
         _check_results(att, scope)
         passed.append("result_hashes")
         if unit is None:
@@ -264,7 +301,21 @@ def verify(
             units.check_chain(att, job, unit, payable)
             passed.append("unit_chain")
         recomputer = ctx.spot_checker if isinstance(ctx.spot_checker, UnitRecomputer) else None
-        if recomputer is not None and unit is not None and unit.kind in RECOMPUTED:
+        nodes = ctx.spot_checker if isinstance(ctx.spot_checker, NodeChecker) else None
+        if nodes is not None and unit is not None and _node_replayable(unit, job):
+            # A cluster node is spot-checked on its shard: a drawn segment's replay
+            # recomputes every rank's contribution; the node whose own does not replay is
+            # the one at fault (oracle.verification.cluster_checks).
+            spot = nodes.check_node(att, scope, unit, job)
+            if not spot.passed and spot.fault == "job":
+                passed.append("node_proof_job_fault")
+                return VerificationResult(
+                    "verified", None, spot.message, tuple(passed), att, spot, fault="job"
+                )
+            if not spot.passed:
+                raise _Rejected(Reason(spot.reason or Reason.SPOT_CHECK_FAILED), spot.message)
+            passed.append("node_proof_of_training")
+        elif recomputer is not None and unit is not None and unit.kind in RECOMPUTED:
             # An aggregation or evaluation is recomputed by a drawn verifier from the inputs
             # check_chain just tied to verified outputs (oracle.verifiers.check_unit).
             spot = recomputer.check_unit(att, scope, unit)
@@ -284,6 +335,17 @@ def verify(
                 return VerificationResult(
                     "verified", None, spot.message, tuple(passed), att, spot, fault="job"
                 )
+            if spot.reason == Reason.REPLAY_UNPROVEN:
+                passed.append("proof_of_training_disputed")
+                return VerificationResult(
+                    "unproven",
+                    Reason.REPLAY_UNPROVEN,
+                    spot.message,
+                    tuple(passed),
+                    att,
+                    spot,
+                    fault=spot.fault,  # type: ignore[arg-type]
+                )
             if not spot.passed:
                 raise _Rejected(Reason(spot.reason or Reason.SPOT_CHECK_FAILED), spot.message)
             passed.append("proof_of_training")
@@ -299,7 +361,13 @@ def verify(
         return VerificationResult(
             "rejected", reason, exc.message, tuple(passed), att, spot, fault_of(reason)
         )
-    except (ChainUnavailable, FeedError, SpotCheckUnavailable, units.UnitsPending) as exc:
+    except (
+        ChainUnavailable,
+        FeedError,
+        SpotCheckUnavailable,
+        units.UnitsPending,
+        lost_attempts.ClaimPending,
+    ) as exc:
         return VerificationResult("retry", None, str(exc), tuple(passed), att, spot)
     return VerificationResult("verified", None, "", tuple(passed), att, spot)
 
@@ -319,10 +387,30 @@ class UnitRecomputer(Protocol):
     def check_unit(self, att: Attestation, job: JobInfo, unit: Unit) -> SpotCheckVerdict: ...
 
 
+@runtime_checkable
+class NodeChecker(Protocol):
+    """A spot checker that also checks cluster nodes on their shards (`check_node`: `job` is
+    the whole job, for the other nodes' leases and uploads; `scope` the node's)."""
+
+    def check(self, att: Attestation, job: JobInfo) -> SpotCheckVerdict: ...
+
+    def check_node(
+        self, att: Attestation, scope: JobInfo, unit: Unit, job: JobInfo
+    ) -> SpotCheckVerdict: ...
+
+
+def _node_replayable(unit: Unit, job: JobInfo) -> bool:
+    """Whether a cluster node is spot-checked: its spec names the data-parallel trainer
+    verifiers replay with. A spec without one (a job that records its own per-node proof,
+    such as `pot/examples/torch_ddp.py`) leaves its nodes on their word, the submitter's
+    choice (docs/protocol.md, "Cluster nodes")."""
+    return unit.kind == "node" and job.spec.proof.trainer is not None
+
+
 def _replayable(unit: Unit | None) -> bool:
-    """Whether proof of training is spot-checked: single-unit jobs and relay stages train;
-    evaluations and aggregations do not, and a cluster's distributed run is not replayed by
-    one oracle process."""
+    """Whether proof of training is spot-checked as one run: single-unit jobs and relay
+    stages train; evaluations and aggregations do not; a cluster node's proof is checked by
+    a `NodeChecker` (every rank's contribution replayed), never as a single run."""
     return unit is None or unit.kind == "stage"
 
 
@@ -404,9 +492,13 @@ def _check_store(att: Attestation, ctx: VerificationContext, own_id: int | None,
     ref = att.domain.escrow
     name = f"escrow {escrow_ref(ref.tx_id, ref.index)}"
     unit = None if att.unit is None else att.unit.index
+    attempt = None if att.segments is None else att.segments.attempt
     if unit is not None:
         name = f"unit {unit} of {name}"
-    payable = ctx.store.payable_for_escrow(payable_key(escrow_ref(ref.tx_id, ref.index), unit))
+    elif attempt is not None:
+        name = f"attempt {attempt} of {name}"
+    key = payable_key(escrow_ref(ref.tx_id, ref.index), unit, attempt)
+    payable = ctx.store.payable_for_escrow(key)
     if payable is not None and payable[0] != own_id:
         other, status = payable
         if status == "settled":
@@ -452,11 +544,74 @@ def _check_lease(att: Attestation, job: JobInfo, ctx: VerificationContext) -> No
 
 
 def _check_resumed(att: Attestation, job: JobInfo, ctx: VerificationContext) -> None:
-    """A resumed attempt's proof chains to the prefix it resumed (no job code runs)."""
+    """A resumed attempt names its segments, and its proof chains to the prefix it resumed
+    (no job code runs)."""
     try:
+        resume_checks.check_segments_named(att, job)
         resume_checks.check_resumed_proof(att, job, ctx.feed)
     except resume_checks.ResumeRejected as exc:
         raise _Rejected(Reason(exc.reason), exc.message) from exc
+
+
+def _lost_attempt(att: Attestation, job: JobInfo) -> AttemptInfo | None:
+    try:
+        return lost_attempts.lost_attempt(att, job)
+    except lost_attempts.LostClaimRejected as exc:
+        raise _Rejected(Reason(exc.reason), exc.message) from exc
+
+
+@runtime_checkable
+class AttemptReplayer(Protocol):
+    """A spot checker that also replays a lost attempt's segments from its uploaded prefix
+    (`oracle.verification.spotcheck.LocalSpotChecker`)."""
+
+    def check_attempt(
+        self, att: Attestation, job: JobInfo, attempt: AttemptInfo
+    ) -> SpotCheckVerdict: ...
+
+
+def _verify_lost(
+    att: Attestation,
+    job: JobInfo,
+    attempt: AttemptInfo,
+    ctx: VerificationContext,
+    passed: list[str],
+) -> SpotCheckVerdict | None:
+    """The checks of a lost attempt's claim after the escrow's (`oracle.verification.
+    lost_attempts`), its amount within its share, and the spot check of its segments.
+    Appends to `passed`; raises `_Rejected` (or a retry's exception)."""
+    claim = lost_attempts.LostClaim(att, job, attempt, ctx.feed, ctx.clock_skew_ms, ctx.now_ms())
+    try:
+        passed += lost_attempts.check_lost_claim(claim)
+    except lost_attempts.LostClaimRejected as exc:
+        raise _Rejected(Reason(exc.reason), exc.message) from exc
+    _check_work(att, job)
+    passed.append("work_matches_spec")
+    segments = att.segments
+    assert segments is not None
+    cap = price_cap(job, att)
+    share = segment_cap(job.spec, cap, segments.first, segments.last)
+    if att.amount > share:
+        raise _Rejected(
+            Reason.AMOUNT_EXCEEDS_PRICE,
+            f"amount {att.amount} exceeds {share}, attempt {segments.attempt}'s share of the "
+            f"job's price {cap} for segments {segments.first}..{segments.last}",
+        )
+    passed.append("amount")
+    if ctx.spot_checker is None:
+        return None
+    if not isinstance(ctx.spot_checker, AttemptReplayer):
+        raise SpotCheckUnavailable(
+            "this oracle's spot checker cannot replay a lost attempt's segments yet"
+        )
+    spot = ctx.spot_checker.check_attempt(att, job, attempt)
+    if not spot.passed and spot.fault == "job":
+        passed.append("proof_of_training_job_fault")
+        return spot
+    if not spot.passed:
+        raise _Rejected(Reason(spot.reason or Reason.SPOT_CHECK_FAILED), spot.message)
+    passed.append("proof_of_training")
+    return spot
 
 
 def _check_work(att: Attestation, job: JobInfo) -> None:
@@ -544,7 +699,9 @@ def _check_metered_by_proof(
 
 def _auction_price(job: JobInfo, pricing: AuctionPrice, att: Attestation) -> int:
     """The clearing price, recomputed here from the signed bids the feed carries (each
-    signature re-verified), and only for the worker that won."""
+    signature re-verified), for the worker that won, or for another bidder of the ranking
+    whose attempt came after the winner lost one (a resumed auction job: its share of the
+    segments it proved is capped in `_check_amount`)."""
     if job.auction is None:
         raise FeedDataError(f"the API feed carries no auction record for job {job.job_id}")
     try:
@@ -559,11 +716,43 @@ def _auction_price(job: JobInfo, pricing: AuctionPrice, att: Attestation) -> int
     if outcome.winner is None or outcome.price is None:
         raise _Rejected(Reason.AUCTION_NOT_WON, f"the auction has no winner: {outcome.reason}")
     if outcome.winner != att.worker_key:
-        raise _Rejected(
-            Reason.AUCTION_NOT_WON,
-            f"worker {att.worker_key} did not win the auction ({outcome.winner} did)",
-        )
+        why = resume_checks.auction_fallback_refusal(att, job, outcome.winner, outcome.ranking)
+        if why is not None:
+            raise _Rejected(
+                Reason.AUCTION_NOT_WON,
+                f"worker {att.worker_key} did not win the auction ({outcome.winner} did) "
+                f"and may not stand in for it: {why}",
+            )
     return outcome.price
+
+
+def _check_stop_claim(att: Attestation, job: JobInfo) -> None:
+    """The attestation claims a stop (`Attestation.stop`) exactly when its lease was
+    stopped for the job's fault, with the segments the API recorded at the stop."""
+    stopped = stop_segments(att, job)
+    claimed = None if att.stop is None else att.stop.segments
+    if claimed != stopped:
+        raise _Rejected(
+            Reason.STOP_CLAIM_MISMATCH,
+            f"the attestation claims {'no stop' if claimed is None else f'a stop at {claimed}'}"
+            f" segment(s); the lease was "
+            f"{'not stopped for the job fault' if stopped is None else f'stopped at {stopped}'}",
+        )
+
+
+def _stop_evidence(att: Attestation, job: JobInfo) -> StopEvidence:
+    """What justifies paying `att` as a stopped lease: the quorum's signed verdicts, the
+    spec and the segments at the stop (`proofnet.messages.stop_evidence`). A feed that
+    carries no verdicts is retried: the settlement could not show why it pays a part."""
+    lease, stop = job.lease, att.stop
+    assert lease is not None and lease.stop is not None and stop is not None
+    if not lease.stop.verdicts:
+        raise FeedDataError(f"the API feed carries no verdicts of job {job.job_id}'s stop")
+    return StopEvidence(
+        spec=job.spec.canonical_bytes().decode("utf-8"),
+        segments=stop.segments,
+        verdicts=lease.stop.verdicts,
+    )
 
 
 def _check_amount(att: Attestation, job: JobInfo, unit: Unit | None = None) -> None:
@@ -573,6 +762,19 @@ def _check_amount(att: Attestation, job: JobInfo, unit: Unit | None = None) -> N
         return
     cap = price_cap(job, att)
     first = resume_checks.own_first_segment(att, job)
+    stopped = stop_segments(att, job)
+    if stopped is not None:
+        # Stopped for the job's fault: paid for the segments committed by the stop (and the
+        # grace segment), however long it trained on after it.
+        share = stopped_share(job.spec, cap, first, stopped)
+        if att.amount > share:
+            raise _Rejected(
+                Reason.AMOUNT_EXCEEDS_PRICE,
+                f"amount {att.amount} exceeds {share}, the share of the job's price {cap} for "
+                f"the {stopped} segment(s) committed when the lease was stopped for the "
+                f"job's fault (+{STOP_GRACE_SEGMENTS} grace)",
+            )
+        return
     if first > 1:
         # A resumed attempt is paid for the segments it proved, never the earlier ones.
         share = segment_cap(job.spec, cap, first)

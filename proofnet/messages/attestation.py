@@ -173,6 +173,33 @@ class UnitWork(Frozen):
     output: Hex64 | None = None
 
 
+class SegmentClaim(Frozen):
+    """Which attempt of a resumed single-unit job this attests, and the segments of the
+    schedule it proved (`first`..`last`, 1-based, inclusive): `pot_root` is then the root
+    of the attempt's leaves 0..`last` (its committed prefix trimmed there, for an attempt
+    that was lost; its whole manifest, for the attempt that completed). Each attempt is
+    paid from the one escrow for its own segments (`proofnet.messages.segment_share`)."""
+
+    attempt: Annotated[int, Field(ge=1, le=2**31 - 1)]
+    first: Annotated[int, Field(ge=1, le=2**31 - 1)]
+    last: Annotated[int, Field(ge=1, le=2**31 - 1)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SegmentClaim:
+        if self.last < self.first:
+            raise ValueError(f"segments {self.first}..{self.last} are empty")
+        return self
+
+
+class StopClaim(Frozen):
+    """That the attested lease was stopped by the oracle quorum for the job's fault
+    (`proofnet.messages.job_fault`) with `segments` committed, as its heartbeat answer said:
+    the attestation claims the stopped lease's share (`segment_share.stopped_share`), which
+    a settlement pays only beside the stop's evidence (`proofnet.messages.stop_evidence`)."""
+
+    segments: Annotated[int, Field(ge=1, le=2**31 - 1)]
+
+
 class Attestation(Frozen):
     """What a worker swears to about one job. Integers and strings only: no floats."""
 
@@ -194,11 +221,19 @@ class Attestation(Frozen):
     amount: PosInt  # NTX base units claimed
     # Absent for single-unit jobs; for relay stages, evaluations, aggregations and nodes.
     unit: UnitWork | None = None
+    # Absent unless the job resumed: the attempt and the segments it proved.
+    segments: SegmentClaim | None = None
+    # Set when the lease was stopped for the job's fault: a partial proof, paid its share.
+    stop: StopClaim | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Attestation:
         if self.ended_ms < self.started_ms:
             raise ValueError("ended_ms is before started_ms")
+        if self.unit is not None and self.segments is not None:
+            raise ValueError("a unit of a topology job is never resumed: no segments")
+        if self.unit is not None and self.stop is not None:
+            raise ValueError("a unit of a topology job is never stopped as a whole lease")
         try:
             payment_address_bytes(self.payout_address, self.domain.network)
         except AddressError as exc:
@@ -215,9 +250,10 @@ class Attestation(Frozen):
 
     def canonical_bytes(self) -> bytes:
         body = self.model_dump(mode="python")
-        if body["unit"] is None:
-            # Single-unit attestations keep their encoding: the field is absent, never null.
-            del body["unit"]
+        for optional in ("unit", "segments", "stop"):
+            if body[optional] is None:
+                # Attestations without it keep their encoding: absent, never null.
+                del body[optional]
         return canonical_json(body)
 
     def leaf_hash(self) -> bytes:
@@ -357,6 +393,10 @@ def verify_attestation(
     if "unit" in raw and raw["unit"] is None:
         # Absent and null would sign the same attestation under two encodings (two leaves).
         raise MalformedAttestation("unit must be absent, not null, for a single-unit job")
+    if "segments" in raw and raw["segments"] is None:
+        raise MalformedAttestation("segments must be absent, not null, when not resumed")
+    if "stop" in raw and raw["stop"] is None:
+        raise MalformedAttestation("stop must be absent, not null, when not stopped")
     try:
         att = Attestation.model_validate(raw)
     except ValidationError as exc:

@@ -140,6 +140,10 @@ class ClaimResume(ClaimMessage):
     step: NonNegInt  # the steps it had done
     prefix_root: Hex64  # the Merkle root of the prefix's leaves
     files: TupleOf[ResumeFile]
+    # The checkpoint files are sealed to the submitter (a sealed job): the worker waits for
+    # the submitter's resume grant, opens them and checks them against the prefix's leaf
+    # (the API could not). The prefix itself is never sealed: it holds commitments only.
+    sealed: bool = False
 
 
 class Claim(ClaimMessage):
@@ -165,6 +169,15 @@ class Claim(ClaimMessage):
     resume: ClaimResume | None = None
 
 
+class LeaseStop(ClaimMessage):
+    """Why the API stopped a lease: `reason` (`job_fault`), what the oracles found, and how
+    many segments were committed when it stopped (what a partial proof is paid for)."""
+
+    reason: Annotated[str, Field(min_length=1, max_length=32)]
+    message: Annotated[str, Field(max_length=2000)] = ""
+    segments: NonNegInt = 0
+
+
 class LeaseAnswer(ClaimMessage):
     """The API's answer to a lease heartbeat, completion, release or failure."""
 
@@ -174,3 +187,6 @@ class LeaseAnswer(ClaimMessage):
     outcome: str | None
     # For a node of a multi-node job: its cluster attempt.
     cluster: ClusterState | None = None
+    # Set once the oracle quorum found the job at fault (proofnet.messages.job_fault): stop
+    # training, upload what is committed and attest those segments (a partial proof).
+    stop: LeaseStop | None = None

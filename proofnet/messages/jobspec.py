@@ -318,10 +318,15 @@ class JobSpec(Frozen):
     def _something_runs(self) -> JobSpec:
         if not self.commands and self.proof.trainer is None:
             raise ValueError("commands is empty and proof.trainer is not set: nothing would run")
-        if isinstance(self.topology, MultiNode) and self.proof.trainer is not None:
+        # A multi-node job's trainer is the data-parallel one verifiers replay a node's
+        # segments with (`python -m pot replay-node`); the nodes' processes run their own
+        # loop (`pot.cluster_harness.train_node`) in the commands.
+        multi = isinstance(self.topology, MultiNode)
+        if multi and self.proof.trainer is not None and not self.commands:
             raise ValueError(
-                "a multi_node job's processes run their own loop: record the proof with "
-                "pot.ProofOfTraining in the commands, not with proof.trainer"
+                "a multi_node job's processes run their own loop: its commands train "
+                "(pot.cluster_harness.train_node); proof.trainer only names the "
+                "data-parallel trainer verifiers replay with"
             )
         return self
 

@@ -18,6 +18,14 @@ What each party can do:
   commitment in each file's header) and reports it as the provider withholding its proof;
 - the verifier learns the plaintext of the files it must replay, and only those.
 
+A resumed job's attempts share one lease nonce (`api.services.resume`), so a request may
+also name the lease's provider (`provider`, its worker key): the API then looks the lease
+up by nonce *and* provider, so a request for a lost attempt's files reaches the lost
+provider's worker (whose secret sealed them), never the resuming one, and a worker answers
+no request naming another provider. A lost provider's worker answers requests for its own
+attempts' files for as long as it keeps their secrets, lease lost or not: nothing but its
+worker key and the lease's nonce authorise it.
+
 The signature covers the canonical JSON of the request's fields under `KEY_REQUEST_DOMAIN`.
 """
 
@@ -68,9 +76,12 @@ class KeyRequest(Frozen):
     files: Annotated[TupleOf[str], Field(min_length=1, max_length=MAX_FILES)]
     oracle_key: Hex64
     signature: Annotated[str, Field(pattern=_SIGNATURE.pattern)]
+    # The lease's provider (worker key) whose secret sealed the files; None: the newest
+    # lease with `nonce` (the only one unless the job resumed).
+    provider: Hex64 | None = None
 
     def signed_part(self) -> dict[str, Any]:
-        return {
+        part: dict[str, Any] = {
             "domain": KEY_REQUEST_DOMAIN,
             "files": list(self.files),
             "job_id": self.job_id,
@@ -78,6 +89,10 @@ class KeyRequest(Frozen):
             "oracle_key": self.oracle_key,
             "recipient": self.recipient,
         }
+        if self.provider is not None:
+            # Signed only when named: a request without one keeps its digest.
+            part["provider"] = self.provider
+        return part
 
     @property
     def digest(self) -> str:
@@ -97,6 +112,7 @@ class KeyRequest(Frozen):
         nonce: str,
         recipient: str,
         files: Collection[str],
+        provider: str | None = None,
     ) -> KeyRequest:
         unsigned = {
             "job_id": job_id,
@@ -105,6 +121,7 @@ class KeyRequest(Frozen):
             "files": tuple(files),
             "oracle_key": bytes(signing_key.verify_key).hex(),
             "signature": "0" * 128,
+            "provider": provider,
         }
         draft = cls.from_json(unsigned)
         signature = signing_key.sign(canonical_json(draft.signed_part())).signature.hex()
@@ -122,7 +139,10 @@ class KeyRequest(Frozen):
         return request
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.model_dump(mode="json"), "files": list(self.files)}
+        out = {**self.model_dump(mode="json"), "files": list(self.files)}
+        if self.provider is None:
+            del out["provider"]  # as an older oracle signed it
+        return out
 
     def verify(self, trusted_oracle_keys: Collection[str]) -> None:
         """The request is signed by one of `trusted_oracle_keys`; KeyGrantError otherwise."""

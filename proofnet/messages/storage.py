@@ -15,8 +15,8 @@ chunk's audit path, so the answer to a challenge for chunk `i` is two ranged rea
 chunk and slot `i`) on the provider's own S3 endpoint. The sidecar is the provider's
 convenience, not trusted: a forged path does not reach the committed root.
 
-A retrieval challenge names a chunk index drawn by the oracle with randomness the provider
-never sees before the challenge; the answer is the chunk and its audit path, accepted only
+A retrieval challenge names a chunk index drawn from a beacon the provider never sees
+before the challenge (`proofnet.messages.storage_receipt.beacon_index`); the answer is the chunk and its audit path, accepted only
 for that challenge (its id and index), only with the exact length chunk `i` has, and only
 when the path leads to the committed root. Pure models and arithmetic: nothing here opens
 a connection.
@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import re
-from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Final, Literal
 
@@ -403,27 +401,6 @@ def verify_answer(challenge: RetrievalChallenge, answer: RetrievalAnswer | None)
     return Verdict(True, "")
 
 
-def challenge_index(seed: bytes, challenge_id: str, count: int) -> int:
-    """The chunk a challenge asks for: uniform over `count` chunks, from the oracle's secret
-    `seed` and the fresh challenge id (neither of which the provider sees beforehand).
-    Rejection sampling keeps it unbiased."""
-    if count < 1:
-        raise StorageError("an object has at least one chunk")
-    if len(seed) < 16:
-        raise StorageError("the challenge seed must be at least 16 bytes")
-    limit = (2**256 // count) * count
-    counter = 0
-    while True:
-        digest = hashlib.sha256(
-            b"proofnet/storage-challenge/v1" + seed + bytes.fromhex(challenge_id)
-            + counter.to_bytes(4, "big")
-        ).digest()  # fmt: skip
-        value = int.from_bytes(digest, "big")
-        if value < limit:
-            return value % count
-        counter += 1
-
-
 # --- placement in a job spec ----------------------------------------------------------
 
 StoredKind = Literal["data", "results", "checkpoints"]
@@ -451,129 +428,3 @@ class StoragePlacement(Frozen):
     @property
     def term_s(self) -> int:
         return self.term_days * 24 * 3600
-
-
-# --- the receipt a settlement pays storage on -----------------------------------------
-
-STORAGE_RECEIPT_DOMAIN: Final = "proofnet/storage-receipt/v1"
-MAX_RECEIPTS_PER_CLAIM: Final = 64
-
-
-class StorageReceiptBody(Frozen):
-    """ "Copy `placement_id` of job `job_id` (content root, size, price) earned `amount`
-    from `placed_at` through `paid_through` (Unix seconds), proven by `challenges_passed`
-    answered retrieval challenges; pay it to `payout_address`", as an oracle saw it."""
-
-    domain: Literal["proofnet/storage-receipt/v1"] = STORAGE_RECEIPT_DOMAIN
-    network: BindingNetwork
-    job_id: Hex64
-    placement_id: PosInt
-    provider_key: Hex64
-    payout_address: Annotated[str, Field(min_length=10, max_length=200)]
-    content_root: Hex64
-    size: PosInt
-    ntx_per_gb_month: PricePerGbMonth
-    placed_at: NonNegInt
-    paid_through: NonNegInt
-    challenges_passed: PosInt
-    amount: Annotated[int, Field(ge=1, le=MAX_NTX)]
-    # The oracle that ran the challenges and signs the receipt (raw Ed25519, hex).
-    oracle_key: Hex64
-
-    def canonical_bytes(self) -> bytes:
-        return canonical_json(self.model_dump(mode="python"))
-
-    @property
-    def bound(self) -> int:
-        """The most the copy could have earned over the period at its price."""
-        return storage_cost(
-            self.size, self.ntx_per_gb_month, max(0, self.paid_through - self.placed_at)
-        )
-
-
-class StorageReceipt(Frozen):
-    body: StorageReceiptBody
-    signature: Annotated[str, Field(pattern=r"^[0-9a-f]{128}$")]
-
-    def to_json(self) -> dict[str, object]:
-        return self.model_dump(mode="json")
-
-    @classmethod
-    def from_json(cls, obj: object) -> StorageReceipt:
-        from pydantic import ValidationError
-
-        try:
-            return cls.model_validate(obj)
-        except ValidationError as exc:
-            raise StorageError(f"malformed storage receipt: {exc.errors()[0]['msg']}") from None
-
-
-def sign_receipt(signing_key: object, body: StorageReceiptBody) -> StorageReceipt:
-    from nacl.signing import SigningKey
-
-    if not isinstance(signing_key, SigningKey):
-        raise TypeError("signing_key must be a nacl.signing.SigningKey")
-    if bytes(signing_key.verify_key).hex() != body.oracle_key:
-        raise StorageError("a receipt is signed by the oracle it names")
-    return StorageReceipt(
-        body=body, signature=signing_key.sign(body.canonical_bytes()).signature.hex()
-    )
-
-
-def receipt_refusal(
-    receipt: StorageReceipt,
-    *,
-    job_id: str,
-    oracle_key_hashes: Collection[str],
-    network: str | None = None,
-) -> str | None:
-    """Why a settlement must not pay `receipt` beside job `job_id`'s claim, or None.
-    `oracle_key_hashes` are the settlement's required signers (Blake2b-224, hex); `network`,
-    when the checker knows its own, must be the receipt's."""
-    body = receipt.body
-    signer = hashlib.blake2b(bytes.fromhex(body.oracle_key), digest_size=28).hexdigest()
-    checks: list[tuple[bool, str]] = [
-        (body.job_id == job_id, "the receipt is for another job"),
-        (network in (None, body.network), f"the receipt is for network {body.network!r}"),
-        # Only an oracle that signs this settlement vouches for the challenges.
-        (signer in oracle_key_hashes, "the receipt is not signed by an oracle of this batch"),
-        # Never more than holding the object at its price for the whole period earns.
-        (body.amount <= body.bound, f"the receipt pays {body.amount}, over {body.bound}"),
-    ]
-    for ok, why in checks:
-        if not ok:
-            return why
-    from nacl.exceptions import BadSignatureError
-    from nacl.signing import VerifyKey
-
-    try:
-        VerifyKey(bytes.fromhex(body.oracle_key)).verify(
-            body.canonical_bytes(), bytes.fromhex(receipt.signature)
-        )
-    except (BadSignatureError, ValueError):
-        return "the receipt's signature does not verify"
-    return None
-
-
-def bundle_receipts(obj: object, count: int) -> tuple[tuple[StorageReceipt, ...], ...]:
-    """The storage receipts of a settlement bundle's JSON per attestation position (empty
-    when it pays no storage); StorageError when an entry is malformed or misplaced."""
-    raw = obj.get("storage", []) if isinstance(obj, dict) else []
-    if not isinstance(raw, list):
-        raise StorageError("storage is a list")
-    per: list[list[StorageReceipt]] = [[] for _ in range(count)]
-    for entry in raw:
-        position = entry.get("attestation") if isinstance(entry, dict) else None
-        if not isinstance(position, int) or isinstance(position, bool):
-            raise StorageError("a storage entry names its attestation by position")
-        if not 0 <= position < count:
-            raise StorageError(f"storage entry for attestation {position} of {count}")
-        if len(per[position]) >= MAX_RECEIPTS_PER_CLAIM:
-            raise StorageError(f"attestation {position} has too many storage receipts")
-        per[position].append(StorageReceipt.from_json(entry.get("receipt")))
-    return tuple(tuple(p) for p in per)
-
-
-def storage_outputs(receipts: Sequence[StorageReceipt]) -> tuple[tuple[str, int], ...]:
-    """The payout outputs of the receipts a claim carries, in their order."""
-    return tuple((r.body.payout_address, r.body.amount) for r in receipts)

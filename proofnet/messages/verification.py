@@ -19,13 +19,20 @@ job's code is not deterministic, which is the job's fault, not the provider's.
 A task has a `kind`. "replay" is the spot check above. "early" replays the first segment
 of a whole job that is still training, from the committed prefix its worker uploaded
 (`pot/prefix.json`, the task's first file; `attestation` is then `early_subject`, as no
-attestation exists yet), so job code that cannot be replayed is found early. A unit of a topology job that trains
+attestation exists yet), so job code that cannot be replayed is found early. "claim"
+replays drawn segments of a lost attempt of a resumed job from the prefix that attempt
+committed (`pot/prefix.json`, the task's first file; `attestation` is the lost attempt's
+signed claim for its segments, `oracle.verification.lost_attempts`). A unit of a topology job that trains
 nothing is recomputed instead (docs/topologies.md): "aggregate" runs the job's aggregation
 command on the unit's input checkpoints (`inputs`, the task's `files` in the same order)
 and the report carries the SHA-256 of the checkpoint it wrote (`output_hash`); "eval" runs
 the job's evaluation command on the evaluated checkpoint and the held-out data and the
 report carries the metric it computed (`metric`). Oracles compare those with what the
-provider attested (`oracle.verification.verifiers`).
+provider attested (`oracle.verification.verifiers`). "node" replays drawn segments of a
+cluster node's proof (`python -m pot replay-node`: every rank's contribution recomputed from
+the opening checkpoint) and the report carries what it computed per segment
+(`node_results`); oracles judge it against every node's commitments
+(`oracle.verification.cluster_checks`).
 
 Both messages sign the canonical JSON of their fields under a domain tag of their own.
 """
@@ -65,10 +72,17 @@ ReportStatus = Literal["passed", "failed", "error", "proof_error", "usage_error"
 
 
 # What a task asks: replay proof-of-training segments, replay the first segment of a run
-# still training from its committed prefix ("early"), or recompute a unit that trains nothing.
-TaskKind = Literal["replay", "aggregate", "eval", "early"]
-TASK_KINDS: tuple[str, ...] = ("replay", "aggregate", "eval", "early")
-REPLAY_KINDS: tuple[str, ...] = ("replay", "early")
+# still training from its committed prefix ("early"), replay the segments a lost attempt of
+# a resumed job claims from its committed prefix ("claim"), replay a cluster node's segments
+# with every rank's contribution ("node"), or recompute a unit that trains nothing.
+TaskKind = Literal["replay", "aggregate", "eval", "early", "node", "claim"]
+TASK_KINDS: tuple[str, ...] = ("replay", "aggregate", "eval", "early", "node", "claim")
+REPLAY_KINDS: tuple[str, ...] = ("replay", "early", "node", "claim")
+# Replayed from the committed prefix (`--prefix`), which may commit fewer segments.
+PREFIX_KINDS: tuple[str, ...] = ("early", "claim")
+# A cluster has at most this many ranks, a segment at most this many steps in a node report.
+MAX_RANKS = 64
+MAX_NODE_STEPS = 100_000
 # The committed prefix an early task replays from (`pot.manifest.PREFIX_NAME`, under pot/).
 PREFIX_FILE = "pot/prefix.json"
 EARLY_DOMAIN = "proofnet/early-check/v1"
@@ -120,6 +134,9 @@ class VerificationTask(Frozen):
     # The draw's round: a verifier that did not answer in time is replaced by the next
     # round's draw (among the candidates not drawn before).
     round: Annotated[int, Field(ge=0, le=MAX_ROUNDS)] = 0
+    # The proof of a lease the oracle quorum stopped for the job's fault: its manifest may
+    # commit the schedule's first segments only (replayed with `pot replay --partial`).
+    partial: bool = False
     oracle_key: Hex64
     signature: Annotated[str, Field(pattern=_SIGNATURE)]
 
@@ -128,6 +145,9 @@ class VerificationTask(Frozen):
         part["segments"] = list(self.segments)
         part["files"] = list(self.files)
         part["inputs"] = list(self.inputs)
+        if not self.partial:
+            # Added later: a whole proof's task signs (and hashes) as it did before.
+            part.pop("partial")
         return {"domain": TASK_DOMAIN, **part}
 
     @property
@@ -169,6 +189,13 @@ class VerificationTask(Frozen):
                 raise VerificationError(f"an early task reads the committed prefix {PREFIX_FILE}")
             if task.attestation != early_subject(task.job_id, task.nonce, task.pot_root):
                 raise VerificationError("an early task names its lease's committed prefix")
+        if task.kind == "node" and task.unit is None:
+            raise VerificationError("a node task replays a node of a cluster (a unit)")
+        if task.kind == "claim":
+            if task.unit is not None:
+                raise VerificationError("a claim task replays a lost attempt of a whole job")
+            if not task.files or task.files[0] != PREFIX_FILE:
+                raise VerificationError(f"a claim task reads the committed prefix {PREFIX_FILE}")
         if not task.replays:
             if task.unit is None:
                 raise VerificationError(f"a task of kind {task.kind!r} recomputes a unit")
@@ -225,6 +252,48 @@ class SegmentResult(Frozen):
         )
 
 
+class NodeStep(Frozen):
+    """One step of a cluster replay: the digest of every rank's contribution, rank order."""
+
+    step: PosInt
+    digests: Annotated[TupleOf[Hex64], Field(max_length=MAX_RANKS)]
+
+
+class NodeSegmentResult(Frozen):
+    """What a cluster replay computed for one segment (`pot.cluster.SegmentReplay`): every
+    rank's shard digest, every step's contribution digests in rank order, the weights."""
+
+    segment: PosInt
+    shards: Annotated[TupleOf[Hex64], Field(max_length=MAX_RANKS)]
+    steps: Annotated[TupleOf[NodeStep], Field(max_length=MAX_NODE_STEPS)]
+    weights_hash: Hex64
+
+    def to_harness(self) -> dict[str, Any]:
+        return {
+            "segment": self.segment,
+            "shards": list(self.shards),
+            "steps": [[s.step, list(s.digests)] for s in self.steps],
+            "weights_hash": self.weights_hash,
+        }
+
+    @classmethod
+    def from_harness(cls, obj: Mapping[str, Any]) -> NodeSegmentResult:
+        """From `python -m pot replay-node`'s result for one segment."""
+        steps = obj.get("steps")
+        return cls.model_validate(
+            {
+                "segment": obj.get("segment"),
+                "shards": obj.get("shards"),
+                "steps": [
+                    {"step": s[0], "digests": s[1]}
+                    for s in (steps if isinstance(steps, list) else [])
+                    if isinstance(s, list) and len(s) == 2
+                ],
+                "weights_hash": obj.get("weights_hash"),
+            }
+        )
+
+
 class VerificationReport(Frozen):
     task: Hex64  # the digest of the task answered
     job_id: Hex64
@@ -250,10 +319,17 @@ class VerificationReport(Frozen):
     # Where the verifier's share of the verification fee goes (its registered payout
     # address; proofnet.messages.verification_fee). None earns no fee.
     payout_address: Annotated[str, Field(min_length=10, max_length=200)] | None = None
+    # A "node" task's answer: what the cluster replay computed per drawn segment.
+    node_results: Annotated[TupleOf[NodeSegmentResult], Field(max_length=MAX_SEGMENTS)] = ()
     signature: Annotated[str, Field(pattern=_SIGNATURE)]
 
     def signed_part(self) -> dict[str, Any]:
         part = self.model_dump(mode="json", exclude={"signature"})
+        if not self.node_results:
+            # Added later: other reports sign (and hash) as they did before.
+            part.pop("node_results", None)
+        else:
+            part["node_results"] = [r.model_dump(mode="json") for r in self.node_results]
         if part.get("payout_address") is None:
             # Reports signed before the field existed still verify.
             part.pop("payout_address", None)
@@ -293,7 +369,11 @@ class VerificationReport(Frozen):
             raise VerificationError(f"the verification report is malformed: {e}") from e
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.model_dump(mode="json"), "results": [r.model_dump() for r in self.results]}
+        return {
+            **self.model_dump(mode="json"),
+            "results": [r.model_dump() for r in self.results],
+            "node_results": [r.model_dump(mode="json") for r in self.node_results],
+        }
 
     def verify_for(self, task: VerificationTask) -> None:
         """The report answers `task` and is signed by the verifier the task names."""

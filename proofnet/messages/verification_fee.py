@@ -136,6 +136,8 @@ def fee_refusal(
         return str(exc)
     if task.kind == "replay" and not _replay_complete(task, report):
         return "the report does not answer every segment the task drew"
+    if task.kind == "node" and {r.segment for r in report.node_results} != set(task.segments):
+        return "the report does not answer every segment the task drew"
     return None
 
 

@@ -201,3 +201,65 @@ def wait_for(predicate: Any, timeout: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.01)
+
+
+# The oracle every test config trusts by default (conftest `make_config`): results reach the
+# submitter only with a releasing verdict of a trusted oracle (api.services.result_release).
+RELEASE_ORACLE = SigningKey.generate()
+
+
+def lease_nonces(client: TestClient, job_id: str) -> list[str]:
+    """The nonces of the job's leases, oldest first (what their attestations name)."""
+    from sqlmodel import Session, col, select
+
+    from api.models import Job, Lease
+
+    with Session(client.app.state.engine) as session:  # type: ignore[attr-defined]
+        job = session.exec(select(Job).where(Job.job_id == job_id)).one()
+        leases = session.exec(
+            select(Lease).where(Lease.job_id == job.id).order_by(col(Lease.id))
+        ).all()
+        assert leases, f"job {job_id} has no lease"
+        return list(dict.fromkeys(lease.nonce for lease in leases))
+
+
+def newest_nonce(client: TestClient, job_id: str) -> str:
+    """The nonce of the job's newest lease."""
+    return lease_nonces(client, job_id)[-1]
+
+
+def post_verdict(
+    client: TestClient,
+    job_id: str,
+    *,
+    nonce: str | None = None,
+    status: str = "verified",
+    fault: str | None = None,
+    key: SigningKey = RELEASE_ORACLE,
+    reason: str = "",
+) -> Any:
+    """Post an oracle's verdict on the attestation of lease `nonce` (default: the newest),
+    signed by `key` the way an oracle signs its requests."""
+    clock = getattr(client.app.state, "clock", None)  # type: ignore[attr-defined]
+    oracle = Worker(client, key, clock if isinstance(clock, FakeClock) else None)
+    body = {
+        "job_id": job_id,
+        "nonce": nonce or newest_nonce(client, job_id),
+        "status": status,
+        "fault": fault,
+        "reason": reason,
+    }
+    return oracle.request("POST", "/api/v1/oracle/verdicts", body)
+
+
+def release_results(client: TestClient, job_id: str, **kwargs: Any) -> None:
+    """The trusted oracle verifies the job's newest lease: its results are released."""
+    posted = post_verdict(client, job_id, **kwargs)
+    assert posted.status_code == 200, posted.text
+    assert posted.json()["state"] == "released", posted.text
+
+
+def release_every_lease(client: TestClient, job_id: str) -> None:
+    """The trusted oracle verifies every lease of the job (each unit's, for a topology)."""
+    for nonce in lease_nonces(client, job_id):
+        post_verdict(client, job_id, nonce=nonce)

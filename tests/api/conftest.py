@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from api_support import FakeClock, Wallet, Worker, sign_in
+from api_support import RELEASE_ORACLE, FakeClock, Wallet, Worker, sign_in
 from fastapi.testclient import TestClient
 from postgres_db import fresh_database
 from sqlalchemy import Engine
@@ -51,6 +51,8 @@ def make_config(sqlite_url: str) -> Callable[..., ApiConfig]:
             "database_url": sqlite_url,
             "network": "devnet",
             "rate_limit_per_minute": 100_000,
+            # The oracle whose verdicts release results (api_support.release_results).
+            "oracle_keys": (bytes(RELEASE_ORACLE.verify_key).hex(),),
         }
         values.update(overrides)
         return ApiConfig(**values)

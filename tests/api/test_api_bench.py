@@ -32,12 +32,15 @@ def test_bench_runs_and_reports_every_endpoint(postgres_url: str) -> None:
     overall = report["overall"]
     assert overall["requests"] == sum(e["requests"] for e in report["endpoints"].values())
     assert report["target_met"] == (overall["requests_per_s"] >= 1500 and overall["p99_ms"] < 50)
-    # The benchmark's own database is gone afterwards.
+    # The benchmark's own database is gone afterwards. Only its own: a run killed earlier
+    # on the same server, or another running now, may hold another scratch database.
+    assert report["scratch_database"].startswith("proofnet_bench_")
     admin = create_engine(make_url(postgres_url), isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
             left = conn.execute(
-                text("SELECT count(*) FROM pg_database WHERE datname LIKE 'proofnet_bench_%'")
+                text("SELECT count(*) FROM pg_database WHERE datname = :name"),
+                {"name": report["scratch_database"]},
             ).scalar_one()
     finally:
         admin.dispose()

@@ -232,3 +232,94 @@ def test_an_auction_spec_is_estimated_up_to_its_reserve(
     bad = auction_spec()
     bad["pricing"]["bid_window_s"] = 5
     assert client.post("/api/v1/jobs", json={"spec": bad}, headers=auth).status_code == 422
+
+
+def test_a_resumed_auction_job_goes_to_another_bidder_only_after_the_winner_lost_it(
+    client: TestClient,
+    approved: tuple[Wallet, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    session: Session,
+) -> None:
+    _, auth = approved
+    cheap, dear, silent, stranger = (worker_factory() for _ in range(4))
+    for w in (cheap, dear, silent, stranger):
+        w.register([A100])
+    job_id = post(client, auth, auction_spec(reserve=1_000))
+    cheap_bid, dear_bid = sealed(cheap, job_id, 400), sealed(dear, job_id, 700)
+    sealed(silent, job_id, 100)  # never revealed
+    clock.advance(WINDOW_S)
+    assert reveal(cheap, job_id, cheap_bid).status_code == 200
+    assert reveal(dear, job_id, dear_bid).status_code == 200
+    clock.advance(REVEAL_S)
+    claimed = cheap.claim()
+    assert claimed.status_code == 200
+    # While the winner runs it, the job is nobody else's (nor would the oracle pay another).
+    assert _fallback_refusal(session, job_id, dear) == "the winner lost no attempt before this one"
+    token = claimed.json()["lease_token"]
+    released = cheap.request("POST", f"/api/v1/worker/leases/{token}/release", {"reason": "gone"})
+    assert released.status_code == 200, released.text
+    # The winner lost it: a provider that never bid, or never revealed, still may not ...
+    assert stranger.claim().status_code == 204
+    assert silent.claim().status_code == 204
+    # ... a revealed bidder may, at the same clearing price (the oracle re-checks it).
+    resumed = dear.claim()
+    assert resumed.status_code == 200 and resumed.json()["job_id"] == job_id
+    view = client.get(f"/api/v1/jobs/{job_id}/auction").json()
+    assert (view["winner"], view["price"]) == (cheap.public_key, 700)
+    # The oracle pays the bidder that stood in, and nobody outside the ranking.
+    assert _fallback_refusal(session, job_id, dear) is None
+    assert _fallback_refusal(session, job_id, stranger) == "it made no bid at or under the reserve"
+
+
+def _fallback_refusal(session: Session, job_id: str, worker: Worker) -> str | None:
+    import dataclasses
+    from types import SimpleNamespace
+
+    from oracle.verification.resume_checks import auction_fallback_refusal
+
+    session.expire_all()
+    job = parse_job(job_feed(session, job_id), expected_job_id=job_id)
+    session.rollback()  # end the read: SQLite's write lock is the API's next
+    assert job.auction is not None
+    outcome = clear(
+        job_id=job_id, reserve=1_000, bids=job.auction.bids, commitments=job.auction.commitments
+    )
+    assert outcome.winner is not None
+    # As the oracle reads it once the attempt running now completed (its lease completes).
+    latest = max(a.attempt for a in job.attempts)
+    job = dataclasses.replace(job, lease=SimpleNamespace(attempt=latest))
+    att = SimpleNamespace(worker_key=worker.public_key, unit=None)
+    return auction_fallback_refusal(att, job, outcome.winner, outcome.ranking)  # type: ignore[arg-type]
+
+
+def test_a_bidder_above_the_reserve_cannot_stand_in_for_a_winner_that_lost_the_job(
+    client: TestClient,
+    approved: tuple[Wallet, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    session: Session,
+) -> None:
+    """The attack: a provider reveals a bid over the reserve (it cannot win), waits for the
+    winner to lose the job and claims it; the oracle would never pay it, so the API must not
+    hand it the job. Its honest twin, a bidder at or under the reserve, may."""
+    _, auth = approved
+    cheap, dear, fair = (worker_factory() for _ in range(3))
+    for w in (cheap, dear, fair):
+        w.register([A100])
+    job_id = post(client, auth, auction_spec(reserve=1_000))
+    bids = {
+        w.public_key: sealed(w, job_id, n) for w, n in ((cheap, 400), (dear, 1_500), (fair, 900))
+    }
+    clock.advance(WINDOW_S)
+    for w in (cheap, dear, fair):
+        assert reveal(w, job_id, bids[w.public_key]).status_code == 200
+    clock.advance(REVEAL_S)
+    claimed = cheap.claim()
+    assert claimed.status_code == 200
+    token = claimed.json()["lease_token"]
+    released = cheap.request("POST", f"/api/v1/worker/leases/{token}/release", {"reason": "gone"})
+    assert released.status_code == 200, released.text
+    assert dear.claim().status_code == 204
+    resumed = fair.claim()
+    assert resumed.status_code == 200 and resumed.json()["job_id"] == job_id

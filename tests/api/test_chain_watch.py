@@ -610,8 +610,7 @@ def test_a_rollback_removes_the_record_and_the_rescan_restores_it(
     devnet = world.devnet
     devnet.admin("pause")
     try:
-        depth = devnet.admin_status()["tip"]["height"] - before.block_height + 1
-        devnet.admin("rollback", {"depth": depth, "drop": False})
+        devnet.admin("rollback", {"from_height": before.block_height, "drop": False})
         report = watch.run_once()
         assert report.rolled_back and report.removed >= 1
         assert rows(api.engine, tx_hash=tx_id) == []
@@ -634,8 +633,7 @@ def test_a_rollback_that_drops_the_settlement_forgets_it(world: ProtocolWorld, a
     watch = watcher(world, api.engine)
     pass_until(watch, recorded(api.engine, tx_id))
     (row, _rest) = rows(api.engine, tx_hash=tx_id)
-    depth = world.devnet.admin_status()["tip"]["height"] - row.block_height + 1
-    world.devnet.admin("rollback", {"depth": depth, "drop": True})
+    world.devnet.admin("rollback", {"from_height": row.block_height, "drop": True})
     report = pass_until(watch, lambda r: r.held and r.removed > 0)
     assert report.rolled_back
     for _ in range(2):

@@ -152,6 +152,6 @@ def test_cluster_node_claim_and_heartbeat_keep_their_bytes(
     assert _normalised(beat.text, None, job_id=job_id) == (
         '{"job_id":"<job_id>","status":"running","expires_at":"2026-03-04T05:08:07Z",'
         '"outcome":null,"cluster":{"state":"waiting","world_size":2,"rank":0,'
-        f'"endpoint":"10.1.2.3:29500","rdzv_id":"{job_id}-1"}}}}'
+        f'"endpoint":"10.1.2.3:29500","rdzv_id":"{job_id}-1"}},"stop":null}}'
     )
     LeaseAnswer.model_validate_json(beat.text)

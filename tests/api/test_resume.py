@@ -369,3 +369,347 @@ def test_a_verification_task_for_the_resumed_attempt_names_its_own_lease(
     # provider is refused (that lease uploaded no such file).
     with pytest.raises(FeedError, match="uploaded no"):
         feed.post_verification(task(second, ["pot/000001.weights"]))
+
+
+def _signed_claim(worker: Worker, job_id: str, escrow_tx: str, segments: dict[str, int]) -> bytes:
+    """An attestation as the lost worker's checkpoint uploader signs it (its own key)."""
+    from proofnet.messages.address import enterprise_address
+    from proofnet.messages.attestation import (
+        Attestation,
+        AttestationDomain,
+        EscrowRef,
+        sign_attestation,
+    )
+
+    att = Attestation(
+        domain=AttestationDomain(
+            network=NETWORK,
+            escrow_script_hash="ab" * 28,
+            escrow=EscrowRef(tx_id=escrow_tx, index=0),
+            job_id=job_id,
+        ),
+        worker_key=worker.public_key,
+        payout_address=enterprise_address(bytes(worker.key.verify_key), NETWORK),
+        started_ms=0,
+        ended_ms=1,
+        gpu_milliseconds=0,
+        gpu_model="L4",
+        gpu_uuid_sha256="cd" * 32,
+        image_digest="sha256:" + "d" * 64,
+        command_hash="ef" * 32,
+        result_hashes={},
+        pot_root="01" * 32,
+        metrics={},
+        nonce="ab" * 16,
+        amount=400_000,
+        segments=segments,
+    )
+    return sign_attestation(att, worker.key).cose
+
+
+def test_the_history_shows_what_a_lost_attempt_claims_for_the_segments_it_proved(
+    client: TestClient,
+    approved: tuple[Any, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    tmp_path: Path,
+) -> None:
+    """A lost provider signed its claim while it trained (`pot/claim-<k>.cose`): the job
+    view shows its amount beside the resumed attempt's, so both payouts are seen per
+    attempt (a claim naming other segments, or not its worker's, is not shown)."""
+    _, headers = approved
+    job_id = post_job(client, headers)
+    first, second = worker_factory(), worker_factory()
+    for w in (first, second):
+        w.register([("L4", 24576)])
+    lost = first.claim().json()
+    upload_pot(first, clock, lost["lease_token"], pot_files(tmp_path / "first"))
+    honest = _signed_claim(first, job_id, "12" * 32, {"attempt": 1, "first": 1, "last": 2})
+    upload(first, clock, lost["lease_token"], "pot/claim-2.cose", honest)
+    release(first, lost["lease_token"])
+    claim = second.claim().json()
+    assert claim["resume"]["at"] == LOST_AFTER
+    done = second.request(
+        "POST",
+        f"/api/v1/worker/leases/{claim['lease_token']}/complete",
+        {"result": {"root": "ab" * 32, "amount": 500_000}},
+    )
+    assert done.status_code == 200, done.text
+    history = client.get(f"/api/v1/jobs/{job_id}", headers=headers).json()["history"]
+    assert [(h["attempt"], h["claimed"]) for h in history] == [(1, 400_000), (2, 500_000)]
+    assert (
+        history_summary(history)
+        .splitlines()[0]
+        .endswith("segments 1..2, claims 400000 NTX base units")
+    )
+
+
+# --- sealed jobs: the checkpoint's keys come from the submitter, never via the API host ----
+
+
+def _sealed_world(
+    client: TestClient,
+    approved: tuple[Any, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    tmp_path: Path,
+    *,
+    forge: bool = False,
+) -> dict[str, Any]:
+    """A sealed job whose first provider sealed its checkpoints to the submitter (the prefix
+    left clear, as `worker.results.seals` says), uploaded them and was lost; a second
+    provider claims it. `forge`: the lost provider sealed other weights than leaf 2 commits."""
+    from api.client_cli import JobClient
+    from proofnet.messages.envelope import new_secret
+    from proofnet.messages.sealing import generate_sealing_key
+    from worker.results import CollectedResult, seal_results, seals
+
+    wallet, headers = approved
+    cli = JobClient(
+        "http://testserver", wallet.signing_key, http=client, token_cache=tmp_path / "session"
+    )
+    sealing_key = generate_sealing_key(tmp_path / "sealing.key")
+    public = cli.register_sealing_key(sealing_key)["public_key"]
+    job_id = post_job(client, headers)
+    first, second, other = worker_factory(), worker_factory(), worker_factory()
+    for w in (first, second, other):
+        w.register([("L4", 24576)])
+    lost = first.claim().json()
+    assert lost["sealing"]["public_key"] == public
+    pot_dir = pot_files(tmp_path / "first")
+    if forge:
+        write_tensors(pot_dir / "000002.weights", {"W1": np.zeros((4, 4))})
+    files = [
+        CollectedResult(
+            name=f"pot/{p.name}",
+            path=p,
+            sha256=hashlib.sha256(p.read_bytes()).hexdigest(),
+            size=p.stat().st_size,
+            kind="model",
+            glob="pot/**",
+        )
+        for p in sorted(pot_dir.iterdir())
+    ]
+    clear = [f for f in files if not seals(f.name)]
+    assert [f.name for f in clear] == ["pot/prefix.json"]
+    hidden = seal_results(
+        [f for f in files if seals(f.name)],
+        tmp_path / "sealed",
+        secret=new_secret(),
+        recipients=[public],
+    )
+    for f in [*clear, *hidden]:
+        upload(first, clock, lost["lease_token"], f.name, f.path.read_bytes())
+    release(first, lost["lease_token"])
+    claim = second.claim().json()
+    return {
+        "job_id": job_id,
+        "headers": headers,
+        "sealing_key": sealing_key,
+        "cli": cli,
+        "second": second,
+        "other": other,
+        "claim": claim,
+        "pot_dir": pot_dir,
+    }
+
+
+def _download_resume(worker: Worker, claim: dict[str, Any], dest: Path) -> dict[str, Path]:
+    dest.mkdir(parents=True, exist_ok=True)
+    out = {}
+    token = claim["lease_token"]
+    for position, item in enumerate(claim["resume"]["files"]):
+        got = worker.request("GET", f"/api/v1/worker/leases/{token}/resume/{position}")
+        assert got.status_code == 200, got.text
+        path = dest / (Path(item["name"]).name + (".sealed" if position else ""))
+        path.write_bytes(got.content)
+        out[item["name"]] = path
+    return out
+
+
+def _grants_for(
+    client: TestClient, world: dict[str, Any], worker_key: str, dest: Path
+) -> dict[str, Any]:
+    """The submitter's side: re-wrap each pending file's key for `worker_key`."""
+    from proofnet.messages.resume_grant import regrant
+
+    pending = client.get(
+        f"/api/v1/jobs/{world['job_id']}/resume-grant", headers=world["headers"]
+    ).json()
+    files = _download_resume(world["second"], world["claim"], dest)
+    grants = {}
+    for ref in pending["files"]:
+        with files[ref["name"]].open("rb") as f:
+            grants[ref["name"]] = regrant(f, world["sealing_key"], worker_key).to_json()
+    return grants
+
+
+def test_a_sealed_job_resumes_once_the_submitter_grants_the_checkpoint_keys(
+    client: TestClient,
+    approved: tuple[Any, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    store: LocalBlobStore,
+    tmp_path: Path,
+) -> None:
+    from proofnet.messages.envelope import SealingError, open_file, worker_private_key
+    from worker.sealed_resume import check_against_leaf, open_checkpoint
+
+    world = _sealed_world(client, approved, worker_factory, clock, tmp_path)
+    second, claim = world["second"], world["claim"]
+    resume = claim["resume"]
+    assert resume["sealed"] is True and resume["at"] == LOST_AFTER
+    token = claim["lease_token"]
+    url = f"/api/v1/jobs/{world['job_id']}/resume-grant"
+
+    # Before the grant the lease waits (no refusal), and the provider cannot open a file.
+    waiting = second.request("GET", f"/api/v1/worker/leases/{token}/resume-grant")
+    assert waiting.status_code == 200 and waiting.json()["grants"] is None
+    files = _download_resume(second, claim, tmp_path / "ciphertexts")
+    me = worker_private_key(second.key)
+    with pytest.raises(SealingError, match="not sealed to this key"):
+        open_file(files["pot/000002.weights"], tmp_path / "w", private_key=me)
+    # Nor can anyone holding only what the API stores: there is no key in it to open with.
+    for name in ("pot/000002.weights", "pot/000002.optim", "pot/000002.rng.json"):
+        assert name in files and files[name].read_bytes().startswith(b"proofnet-sealed/v2")
+
+    pending = client.get(url, headers=world["headers"]).json()
+    assert pending["provider_worker_key"] == second.public_key
+    assert [f["name"] for f in pending["files"]] == [
+        "pot/000002.weights",
+        "pot/000002.optim",
+        "pot/000002.rng.json",
+    ]
+    # The submitter's CLI (`proofnet job grant-resume`): from the headers alone.
+    posted = world["cli"].grant_resume(world["job_id"], world["sealing_key"])
+    got = second.request("GET", f"/api/v1/worker/leases/{token}/resume-grant").json()["grants"]
+    assert got == posted["grants"] and set(got) == {f["name"] for f in pending["files"]}
+    assert client.get(url, headers=world["headers"]).json()["granted"] is True
+
+    dest = tmp_path / "resume"
+    files = _download_resume(second, claim, dest)
+    sealed = {n: p for n, p in files.items() if n != "pot/prefix.json"}
+    opened = open_checkpoint(sealed, dest, got, me)
+    check_against_leaf(
+        files["pot/prefix.json"],
+        resume["prefix_root"],
+        resume["at"],
+        opened,
+        dest / "000002.rng.json",
+    )
+    assert (dest / "000002.weights").read_bytes() == (
+        world["pot_dir"] / "000002.weights"
+    ).read_bytes()
+
+
+def test_a_resume_grant_for_another_provider_or_job_is_refused(
+    client: TestClient,
+    approved: tuple[Any, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    store: LocalBlobStore,
+    tmp_path: Path,
+) -> None:
+    from proofnet.messages.envelope import (
+        new_secret,
+        worker_private_key,
+        worker_recipient,
+        wrap_key,
+    )
+    from worker.sealed_resume import SealedResumeError, open_checkpoint
+
+    world = _sealed_world(client, approved, worker_factory, clock, tmp_path)
+    second, other, claim = world["second"], world["other"], world["claim"]
+    url = f"/api/v1/jobs/{world['job_id']}/resume-grant"
+    # Wrapped for another provider than the lease's: refused by the API.
+    for_other = _grants_for(client, world, other.public_key, tmp_path / "a")
+    refused = client.post(url, json={"grants": for_other}, headers=world["headers"])
+    assert refused.status_code == 400 and "another key" in refused.text
+    # Not exactly the checkpoint's files: refused.
+    honest = _grants_for(client, world, second.public_key, tmp_path / "b")
+    partial = dict(list(honest.items())[:2])
+    assert client.post(url, json={"grants": partial}, headers=world["headers"]).status_code == 400
+    # Someone else's job (or one with no resuming lease): not found.
+    assert (
+        client.post(
+            "/api/v1/jobs/" + "f" * 64 + "/resume-grant",
+            json={"grants": honest},
+            headers=world["headers"],
+        ).status_code
+        == 404
+    )
+    # Keys of another job's files, wrapped for the right provider: the API cannot tell, the
+    # provider's open refuses them (each header's key commitment).
+    to = worker_recipient(second.public_key)
+    foreign = {name: wrap_key(new_secret(), to).to_json() for name in honest}
+    assert client.post(url, json={"grants": foreign}, headers=world["headers"]).status_code == 200
+    grants = second.request(
+        "GET", f"/api/v1/worker/leases/{claim['lease_token']}/resume-grant"
+    ).json()["grants"]
+    files = _download_resume(second, claim, tmp_path / "c")
+    sealed = {n: p for n, p in files.items() if n != "pot/prefix.json"}
+    with pytest.raises(SealedResumeError, match="does not open"):
+        open_checkpoint(sealed, tmp_path / "c", grants, worker_private_key(second.key))
+    # A grant posted is not rewritten by another.
+    again = client.post(url, json={"grants": honest}, headers=world["headers"])
+    assert again.status_code == 409
+
+
+def test_a_forged_sealed_checkpoint_under_a_valid_grant_is_caught_by_the_leaf_check(
+    client: TestClient,
+    approved: tuple[Any, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    store: LocalBlobStore,
+    tmp_path: Path,
+) -> None:
+    """The lost provider sealed other weights than its prefix commits: the API cannot see it
+    (the files are sealed) and hands the checkpoint out; the submitter's grant opens it; the
+    resuming worker's leaf check refuses to train on it."""
+    from proofnet.messages.envelope import worker_private_key
+    from worker.sealed_resume import SealedResumeError, check_against_leaf, open_checkpoint
+
+    world = _sealed_world(client, approved, worker_factory, clock, tmp_path, forge=True)
+    second, claim = world["second"], world["claim"]
+    resume = claim["resume"]
+    assert resume["sealed"] is True and resume["at"] == LOST_AFTER
+    grants = _grants_for(client, world, second.public_key, tmp_path / "s")
+    url = f"/api/v1/jobs/{world['job_id']}/resume-grant"
+    assert client.post(url, json={"grants": grants}, headers=world["headers"]).status_code == 200
+    dest = tmp_path / "resume"
+    files = _download_resume(second, claim, dest)
+    sealed = {n: p for n, p in files.items() if n != "pot/prefix.json"}
+    opened = open_checkpoint(sealed, dest, grants, worker_private_key(second.key))
+    with pytest.raises(SealedResumeError, match="forged checkpoint"):
+        check_against_leaf(
+            files["pot/prefix.json"],
+            resume["prefix_root"],
+            resume["at"],
+            opened,
+            dest / "000002.rng.json",
+        )
+
+
+def test_a_sealed_checkpoint_its_resumer_lost_without_a_prefix_is_stepped_back_from(
+    client: TestClient,
+    approved: tuple[Any, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    clock: FakeClock,
+    store: LocalBlobStore,
+    tmp_path: Path,
+) -> None:
+    """The resuming worker found the sealed checkpoint forged (or got no grant) and gave the
+    job up without committing anything: the next provider resumes from the checkpoint
+    before it, so a forged sealed checkpoint cannot keep the job failing."""
+    world = _sealed_world(client, approved, worker_factory, clock, tmp_path, forge=True)
+    second, other = world["second"], world["other"]
+    token = world["claim"]["lease_token"]
+    assert world["claim"]["resume"]["at"] == LOST_AFTER
+    failed = second.request(
+        "POST",
+        f"/api/v1/worker/leases/{token}/fail",
+        {"reason": "the sealed checkpoint to resume from: a forged checkpoint"},
+    )
+    assert failed.status_code == 200, failed.text
+    again = other.claim().json()["resume"]
+    assert again["from_attempt"] == 1 and again["at"] == LOST_AFTER - 1 and again["sealed"]

@@ -62,6 +62,7 @@ def fuzz_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, di
     engine.dispose()
 
 
+@pytest.mark.slow
 def test_no_operation_answers_5xx_or_off_schema(fuzz_app: tuple[Any, dict[str, str]]) -> None:
     app, auth = fuzz_app
 

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from api_support import NETWORK, Wallet, Worker, job_spec
+from api_support import NETWORK, Wallet, Worker, job_spec, release_results
 from fastapi.testclient import TestClient
 from nacl.public import PrivateKey
 
@@ -116,7 +116,11 @@ def test_worker_seals_results_and_only_the_submitter_opens_them(
         with pytest.raises(SealingError, match="not sealed to this key"):
             open_stream(io.BytesIO(blob), io.BytesIO(), private_key=bytes(PrivateKey.generate()))
 
-    # The submitter: downloads, checks the hashes, opens.
+    # The submitter: not even the ciphertext before the oracles' verdict releases it.
+    with pytest.raises(JobCliError, match="not released"):
+        cli.results(job_id, tmp_path / "early", decrypt_with=sealing_key)
+    release_results(client, job_id)
+    # Then: downloads, checks the hashes, opens.
     out = tmp_path / "download"
     saved = cli.results(job_id, out, decrypt_with=sealing_key)
     assert {r.name: r.sha256 for r in saved} == {s.name: s.sha256 for s in sealed}

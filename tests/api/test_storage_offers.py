@@ -286,3 +286,32 @@ def test_only_an_oracle_marks_a_copy_failed_and_the_replacement_keeps_the_root(
     assert done.json()["failed"]["status"] == "failed"
     again = oracle.request("POST", path, body)
     assert again.status_code == 409 and "already failed" in again.json()["detail"]
+
+
+def test_a_copy_placed_after_the_jobs_escrow_was_spent_is_refused(
+    client: TestClient,
+    approved: tuple[Wallet, dict[str, str]],
+    worker_factory: Callable[[], Worker],
+    session: Any,
+    clock: Any,
+) -> None:
+    """A copy is paid from its job's escrow in the settlement: once the chain watcher saw
+    that escrow spent, a new copy would be held for nothing, so it is refused. The honest
+    twin: the same placement while the escrow is unspent is accepted."""
+    from tests.api.escrow_support import ESCROW_TX, record_escrow
+    from tests.api.movement_support import add_movement
+
+    _, auth = approved
+    job_id = _job(client, auth)
+    a, b = worker_factory(), worker_factory()
+    for p in (a, b):
+        assert offer_storage(p).status_code == 200
+    record_escrow(session, job_id, clock, deadline_in_s=3600)
+    placed = client.post("/api/v1/storage/placements", json=_placement(job_id, a), headers=auth)
+    assert placed.status_code == 200, placed.text
+    add_movement(
+        session, address="addr_test1", ntx=1, tx_hash="aa" * 32, job_id=job_id,
+        escrow=(ESCROW_TX, 0),
+    )  # fmt: skip
+    late = client.post("/api/v1/storage/placements", json=_placement(job_id, b), headers=auth)
+    assert late.status_code == 409 and "already spent" in late.json()["detail"]

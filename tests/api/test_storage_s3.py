@@ -222,9 +222,11 @@ def test_chunked_uploads_through_the_api_land_in_s3(
     assert done.json()["result"]["sha256"] == digest
     assert store.size(digest) == len(data)
     assert list((tmp_path / "stage").rglob("*.part")) == []
-    got = client.get(
-        f"/api/v1/jobs/{_job_of(client, headers)}/results/out/model.bin", headers=headers
-    )
+    from api_support import release_results
+
+    job_id = _job_of(client, headers)
+    release_results(client, job_id)
+    got = client.get(f"/api/v1/jobs/{job_id}/results/out/model.bin", headers=headers)
     assert got.status_code == 200 and hashlib.sha256(got.content).hexdigest() == digest
 
 

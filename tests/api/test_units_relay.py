@@ -8,7 +8,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from api_support import FakeClock, Wallet, Worker, job_spec
+from api_support import (
+    FakeClock,
+    Wallet,
+    Worker,
+    job_spec,
+    lease_nonces,
+    post_verdict,
+    release_every_lease,
+)
 from fastapi.testclient import TestClient
 from unit_support import (
     CHECKPOINT,
@@ -113,6 +121,21 @@ def test_three_stage_relay_with_passing_evaluations_completes(
     assert finished["units"][3]["metrics"] == {"loss": "0.42", "acc": 91}
     assert finished["units"][0]["provider"] is not None
     assert [u["output"] for u in finished["units"]] == [sha(c0), sha(c1), sha(c2), None, None]
+    # Before any verdict the submitter reads nothing; each unit's uploads are released
+    # with its own attestation's verdict.
+    early = client.get(f"/api/v1/jobs/{job_id}/results", headers=auth)
+    assert early.status_code == 409 and "unit 0" in early.json()["detail"], early.text
+    # Unit 0 released alone: its checkpoint is served, unit 2's (the model) still is not.
+    post_verdict(client, job_id, nonce=lease_nonces(client, job_id)[0])
+    listed = client.get(f"/api/v1/jobs/{job_id}/results", headers=auth).json()
+    assert [r["name"] for r in listed] == [f"units/0/checkpoint/{CHECKPOINT}"]
+    model = client.get(
+        f"/api/v1/jobs/{job_id}/results/units/2/checkpoint/{CHECKPOINT}", headers=auth
+    )
+    assert model.status_code == 409 and "unit 2" in model.json()["detail"], model.text
+    assert client.get(f"/api/v1/jobs/{job_id}/release", headers=auth).json()["state"] == "waiting"
+    release_every_lease(client, job_id)
+    assert client.get(f"/api/v1/jobs/{job_id}/release", headers=auth).json()["state"] == "released"
     # The submitter reads every unit's uploads, named by unit.
     listed = client.get(f"/api/v1/jobs/{job_id}/results", headers=auth).json()
     assert [r["name"] for r in listed] == [

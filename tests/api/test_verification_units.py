@@ -15,6 +15,8 @@ import pytest
 from api_support import FakeClock, Wallet, Worker
 from fastapi.testclient import TestClient
 from nacl.signing import SigningKey
+from sqlalchemy import Engine
+from sqlmodel import select
 from unit_support import (
     CHECKPOINT,
     UnitWorker,
@@ -27,6 +29,8 @@ from unit_support import (
 )
 
 from api.config import ApiConfig
+from api.db import open_session
+from api.models import Provider, ProviderGpu
 from api.storage import LocalBlobStore
 from oracle.inputs.feed import FeedError
 from oracle.intake.feed_client import HttpApiFeed
@@ -139,6 +143,27 @@ def test_a_stage_task_reaches_its_verifier_with_the_stages_files(
     assert answered.status_code == 200, answered.text
     assert feed.post_verification(task)["report"] == own.to_json()
     assert verifier.worker.request("GET", "/api/v1/worker/verifications").json() == []
+
+
+def test_a_gpu_model_the_apis_checks_failed_does_not_make_its_worker_a_verifier_of_it(
+    workers: Callable[[], UnitWorker], feed: HttpApiFeed, engine: Engine
+) -> None:
+    """A worker registers the GPU model a job's proof was made on, but its check of that
+    GPU failed (a spoofed model): it asks for verification tasks and is never drawn to
+    replay that model's proofs, as it is never leased one; an honest twin is."""
+    provider, spoofer, honest = workers(), workers(), workers()
+    with open_session(engine) as session:
+        row = session.exec(
+            select(Provider).where(Provider.worker_key == spoofer.worker.public_key)
+        ).one()
+        for gpu in session.exec(select(ProviderGpu).where(ProviderGpu.provider_id == row.id)):
+            gpu.check_status, gpu.check_reason = "failed", "too slow for an NVIDIA L4"
+            session.add(gpu)
+        session.commit()
+    for verifier in (spoofer, honest):
+        assert verifier.worker.request("GET", "/api/v1/worker/verifications").json() == []
+    drawn = feed.verifier_candidates(GPU[0], provider.worker.public_key)
+    assert [c.worker_key for c in drawn] == [honest.worker.public_key]
 
 
 def test_the_api_refuses_tasks_it_cannot_stand_behind(

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from api_support import FakeClock, Wallet, Worker, job_spec
+from api_support import RELEASE_ORACLE, FakeClock, Wallet, Worker, job_spec, release_results
 from fastapi.testclient import TestClient
 from movement_support import add_movement
 from nacl.signing import SigningKey
@@ -286,7 +286,12 @@ def served(tmp_path: Path) -> Iterator[Served]:
             rate_limit_per_minute=100_000,
             claim_requires_escrow=True,
             approval_endorsements=2,
-            oracle_keys=(bytes(oracle_ed25519.verify_key).hex(),),
+            # The quorum's oracle, and the test oracle whose verdicts release results
+            # (api_support.release_results).
+            oracle_keys=(
+                bytes(oracle_ed25519.verify_key).hex(),
+                bytes(RELEASE_ORACLE.verify_key).hex(),
+            ),
             # One attempt and a minute to settle: a one-second job's deadline passes about a
             # minute of chain time after locking (a few seconds of wall time on the devnet).
             max_attempts=1,
@@ -947,9 +952,10 @@ def test_a_resumed_jobs_attempts_and_its_destinations_in_the_browser(
 ) -> None:
     """A job whose first provider is lost after 2 of 4 segments resumes on a second one: the
     job page lists each attempt (provider, outcome, the segments it proved, what it claims:
-    the second only its share) and each result destination with its answer (a refusal with
-    its reason, then every one acknowledged), at desktop and phone width; the CLI's
-    `proofnet job status` prints the same."""
+    the second only its share) and each result destination with its answer (the webhook
+    waiting for the oracles' verdict, a refusal with its reason, then every one
+    acknowledged), and the results withheld until the verdict, at desktop and phone width;
+    the CLI's `proofnet job status` prints the same."""
     from api.client_cli import deliveries_summary, history_summary
 
     root, world = served.root, served.world
@@ -989,31 +995,39 @@ def test_a_resumed_jobs_attempts_and_its_destinations_in_the_browser(
 
     ack = {"name": "out/metrics.json", "sha256": hashlib.sha256(metrics).hexdigest(), "status": 200}
     reason = "refused: the webhook answered 503"
-    reports = [
-        {"index": 0, "kind": "api", "acknowledged": True, "results": [ack]},
-        {"index": 1, "kind": "webhook", "acknowledged": False, "reason": reason},
-    ]
+    # Before completion only the API's store is reported; the webhook waits for the verdict.
+    reports = [{"index": 0, "kind": "api", "acknowledged": True, "results": [ack]}]
     path = f"/api/v1/worker/leases/{token}/deliveries"
     assert second.request("POST", path, {"reports": reports}).status_code == 200
+    share = 4_000_000 * 2 // 4  # segments 3..4 of 4
+    done = second.request(
+        "POST", f"/api/v1/worker/leases/{token}/complete", {"result": {"amount": share}}
+    )
+    assert done.status_code == 200, done.text
 
     wallet = InjectedWallet(world)
     page = _page(_context(browser, DESKTOP, wallet), root, errors, outside)
     page.goto(root + "/")
     _sign_in(page, world.wallet.address)
     page.click(f'#job-rows tr[data-job="{job_id}"] button')
+    page.wait_for_selector('#job-results li[data-release="withheld"]')
+    assert "waiting for the oracles' verdict" in page.inner_text("#job-results")
+    page.wait_for_selector('#delivery-rows tr[data-destination="1"][data-state="pending"]')
+    assert "oracles' verdict" in page.inner_text("#delivery-rows")
+    page.wait_for_selector('#history-rows tr[data-attempt="2"]')
+    _layout(page, shots, "resumed-awaiting-verdict-desktop", "#job-history", "#job-deliveries")
+
+    # The verdict releases; the provider delivers: first refused, then acknowledged.
+    release_results(TestClient(served.app), job_id)
+    after = f"/api/v1/worker/jobs/{job_id}/deliveries"
+    refusal = {"index": 1, "kind": "webhook", "acknowledged": False, "reason": reason}
+    assert second.request("POST", after, {"reports": [refusal]}).status_code == 200
     page.wait_for_selector('#delivery-rows tr[data-state="refused"]')
     assert reason in page.inner_text("#delivery-rows")
     assert "Not every destination" in page.inner_text("#deliveries-complete")
-    page.wait_for_selector('#history-rows tr[data-attempt="2"]')
-    _layout(page, shots, "resumed-running-desktop", "#job-history", "#job-deliveries")
-
+    page.wait_for_selector("#job-results button")
     hook = {"index": 1, "kind": "webhook", "acknowledged": True, "results": [ack]}
-    assert second.request("POST", path, {"reports": [hook]}).json()["pending"] == []
-    share = 4_000_000 * 2 // 4  # segments 3..4 of 4
-    done = second.request(
-        "POST", f"/api/v1/worker/leases/{token}/complete", {"result": {"amount": share}}
-    )
-    assert done.status_code == 200, done.text
+    assert second.request("POST", after, {"reports": [hook]}).json()["pending"] == []
 
     job = cli.status(job_id)
     for width, viewer in (("desktop", page), ("phone", None)):

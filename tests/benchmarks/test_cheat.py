@@ -32,16 +32,9 @@ from benchmarks.cheat_model import (
 )
 from proofnet.cli import app
 
-# Not stopped on today's main: each names what stops it.
-GAPS = {
-    "submitter_code_fails_only_on_verifiers": (
-        "the harness shows no mode now, but job code still sees its process's history (and "
-        "the files, clock and machine around it): a departure keyed on those is blamed on "
-        "the provider, and the submitter, served the results before the verdict, is "
-        "refunded and paid the slash (docs/protocol.md, Verification: the referee and the "
-        "release rule that close it are not built)"
-    ),
-}
+# Not stopped on today's main: each names what stops it (none left since the referee of a
+# disputed segment, oracle/verification/referee.py).
+GAPS: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +65,7 @@ def test_the_table_covers_every_strategy_of_the_issue(report: CheatReport) -> No
         "submitter_code_fails_only_on_verifiers",
         "job_code_reads_verifier_or_oracle_files",
         "resume_from_forged_checkpoint",
+        "cluster_node_fakes_its_shard",
     } <= names
     assert all(o.method in {"end_to_end", "check_only", "model_only"} for o in report.outcomes)
 
@@ -102,6 +96,9 @@ def test_the_honest_run_passes_the_checks_that_catch_the_cheats(report: CheatRep
         "job_code_reads_verifier_or_oracle_files",
         "resume_from_forged_checkpoint",
         "resume_from_forged_checkpoint_keeping_handed_leaves",
+        "cluster_node_fakes_its_shard",
+        "submitter_code_fails_only_on_verifiers",
+        "submitter_code_fails_only_on_verifiers_machine_keyed",
         *(pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=r)) for n, r in GAPS.items()),
     ],
 )
@@ -134,6 +131,16 @@ def test_a_forged_resume_point_is_caught_whatever_the_draw(report: CheatReport) 
     kept = outcome(report, "resume_from_forged_checkpoint_keeping_handed_leaves")
     assert kept.caught and kept.by.startswith("replay: segments [11]"), kept.by
     assert 11 in kept.observed["replayed_segments"]
+
+
+def test_a_cluster_node_that_fakes_its_shard_is_caught_and_blamed_alone(
+    report: CheatReport,
+) -> None:
+    o = outcome(report, "cluster_node_fakes_its_shard")
+    assert o.caught and o.by.startswith("cluster replay (spot_check_failed): node 1's"), o.by
+    assert o.observed["replayed_segments"]
+    assert o.observed["honest_nodes_blamed"] == []
+    assert o.expected_value < 0
 
 
 def test_replayed_cheats_are_caught_by_the_replay(report: CheatReport) -> None:
@@ -196,12 +203,23 @@ def test_a_slower_gpu_claiming_a_faster_model_is_caught_in_metering(report: Chea
     assert o.observed["l4_band_tflops"][1] < low  # the bands do not overlap
 
 
-def test_job_code_on_a_verifier_is_blamed_on_the_provider(report: CheatReport) -> None:
-    """The gap, shown as it is: with no mode to read, the saboteur trainer keys on the
-    steps its process skipped; its replay fails and nothing says it is the job's fault, so
-    the honest provider would be rejected (and slashed)."""
-    o = outcome(report, "submitter_code_fails_only_on_verifiers")
-    assert not o.caught and "provider's fault" in o.by and o.expected_value > 0
+def test_job_code_that_departs_on_verifiers_gains_its_submitter_nothing(
+    report: CheatReport,
+) -> None:
+    """The saboteur keyed on its process's history: both verifiers' replays depart alike,
+    and so does the provider's own sandbox replay, so the referee finds nothing proven (no
+    pay, no slash, results withheld, a refund). Keyed on the machine instead, the
+    provider's sandbox reproduces its commitment: rejected and slashed, but the share
+    burns. Either way the submitter gets nothing but its money back."""
+    history = outcome(report, "submitter_code_fails_only_on_verifiers")
+    assert history.caught and history.expected_value < 0, history.by
+    assert history.observed["verdict"] == "unproven"
+    assert history.observed["provider_answer"] == "concedes"
+    machine = outcome(report, "submitter_code_fails_only_on_verifiers_machine_keyed")
+    assert machine.caught and machine.expected_value < 0, machine.by
+    assert machine.observed["verdict"] == "rejected_burnt"
+    assert machine.observed["provider_answer"] == "reproduces"
+    assert "never paid to the submitter" in machine.by
 
 
 def test_hypergeometric_detection() -> None:

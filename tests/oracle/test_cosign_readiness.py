@@ -195,7 +195,7 @@ def test_cosigner_judges_a_superseded_node_attestation_as_the_proposer_does(
     cosigner = CoSigner(None, FakeChain(), None, verifier)  # type: ignore[arg-type]
     assert isinstance(cosigner.readiness, JobEndReadiness)  # its own feed and store
     escrow = OutRef(world.escrow.tx_id, world.escrow.index)
-    cosigner._check_jobs_over({(escrow, world.job_id): frozenset({0, 1})})
+    cosigner._check_jobs_over({(escrow, world.job_id): frozenset({("unit", 0), ("unit", 1)})})
     released = store.get(stale)
     assert released is not None and released.status == REJECTED
     assert released.reason == Reason.LEASE_SUPERSEDED and released.payable_escrow is None
@@ -214,5 +214,5 @@ def test_a_cosigner_without_an_api_feed_signs_no_unit_claims(store: AttestationS
     assert cosigner.readiness is None
     escrow = OutRef(world.escrow.tx_id, world.escrow.index)
     with pytest.raises(QuorumRefusal, match="no API feed"):
-        cosigner._check_jobs_over({(escrow, world.job_id): frozenset({0})})
+        cosigner._check_jobs_over({(escrow, world.job_id): frozenset({("unit", 0)})})
     cosigner._check_jobs_over({})  # single-unit jobs only: nothing to check

@@ -27,7 +27,7 @@ from oracle_fixtures import job_spec
 from test_verify_resumed import PROOF, lost_prefix
 
 from oracle.app import create_app
-from oracle.inputs.feed import ArtifactMissing, AttemptInfo, JobInfo
+from oracle.inputs.feed import ArtifactMissing, AttemptInfo, FeedError, JobInfo
 from oracle.intake.early_replay import EarlyReplay
 from oracle.storage.db import make_engine
 from oracle.storage.store import AttestationStore
@@ -36,6 +36,7 @@ from oracle.verification.spotcheck import SpotCheckUnavailable
 from oracle.verification.verifiers import Candidate, VerifierSpotChecker
 from oracle.verification.verify import Reason, VerificationContext
 from pot.manifest import PREFIX_NAME, Manifest
+from proofnet.messages.job_fault import JobFaultVerdict
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.key_grant import KeyRequest
 from proofnet.messages.result_paths import attempt_result_name
@@ -310,3 +311,51 @@ def test_each_lease_is_decided_once_and_served_with_whose_fault(
     (shown,) = served["data"]
     assert shown["fault"] is None and shown["status"] == "passed", shown
     assert shown["prefix_root"] == Manifest.from_bytes(prefix).root
+
+
+@dataclass
+class Stops:
+    """The API's job-fault route: keeps what each oracle posted."""
+
+    posted: list[JobFaultVerdict] = field(default_factory=list)
+    fail: bool = False
+
+    def post_job_fault(self, verdict: JobFaultVerdict) -> dict[str, Any]:
+        if self.fail:
+            raise FeedError("the API is down")
+        self.posted.append(verdict)
+        return {"stopped": False}
+
+
+def test_a_job_fault_is_signed_and_posted_to_stop_the_lease_and_posted_again_after_a_failure(
+    running: tuple[JobSpec, str, bytes], tmp_path: Path
+) -> None:
+    spec, nonce, prefix = running
+    desk = Desk(prefix, lambda task, manifest: {"status": "usage_error", "message": "no mlp"})
+    key = SigningKey.generate()
+    checker = VerifierSpotChecker(desk, key)  # type: ignore[arg-type]
+    feed = EarlyFeed([EarlyCommit(spec.job_id, 1, nonce)], {spec.job_id: _job(spec, nonce)})
+    stops = Stops(fail=True)
+    replay = EarlyReplay(feed, checker, _store(tmp_path), stops)
+    (verdict,) = replay.run_once()
+    assert verdict.fault == "job" and stops.posted == []  # the API was down: not posted
+    stops.fail = False
+    assert replay.run_once() == []  # decided before: not replayed again, but posted now
+    (posted,) = stops.posted
+    posted.verify({bytes(key.verify_key).hex()})
+    assert posted.names(spec.job_id, nonce, 1) and posted.reason == Reason.JOB_NOT_REPLAYABLE
+    assert posted.prefix_root == Manifest.from_bytes(prefix).root
+
+
+def test_a_passed_or_providers_fault_verdict_stops_nothing(
+    running: tuple[JobSpec, str, bytes], tmp_path: Path
+) -> None:
+    spec, nonce, prefix = running
+    for answer in (_honest, lambda task, m: _honest(task, m, status="failed")):
+        desk = Desk(prefix, answer)
+        checker = VerifierSpotChecker(desk, SigningKey.generate())  # type: ignore[arg-type]
+        feed = EarlyFeed([EarlyCommit(spec.job_id, 1, nonce)], {spec.job_id: _job(spec, nonce)})
+        stops = Stops()
+        replay = EarlyReplay(feed, checker, _store(tmp_path / secrets.token_hex(4)), stops)
+        (verdict,) = replay.run_once()
+        assert verdict.fault != "job" and stops.posted == []

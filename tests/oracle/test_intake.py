@@ -276,3 +276,30 @@ def test_settlement_transitions_only_between_payable_states(store: AttestationSt
         later = client.post("/api/v1/attestations", content=again, headers=COSE).json()
     assert later["status"] == "rejected"
     assert store.get(later["id"]).reason == "already_settled"  # type: ignore[union-attr]
+
+
+def test_the_retry_backoff_stops_at_the_configured_cap(store: AttestationStore) -> None:
+    """A postponed verification waits 2, 4, 8 ... seconds, never more than
+    PROOFNET_ORACLE_MAX_RETRY_DELAY_S (a local loop's verifiers answer in seconds)."""
+    world = make_world()
+
+    class DownChain:
+        def escrow_output(self, ref: EscrowRef) -> EscrowLookup:
+            raise ChainUnavailable("backend down")
+
+    world.store = store
+    app = create_app(
+        Settings(oracle_max_retry_delay_s=3),
+        context=world.context(store=store, chain=DownChain()),
+        engine=store.engine,
+        inline=True,
+        sweep_interval_s=3600,
+    )
+    with TestClient(app) as client:
+        body = client.post("/api/v1/attestations", content=world.sign(), headers=COSE).json()
+        for _ in range(4):
+            app.state.intake.verify_one(body["id"])
+        row = store.get(body["id"])
+        assert row is not None and row.attempts == 5 and row.retry_at is not None
+        waited = (row.retry_at - row.updated_at).total_seconds()
+        assert 0 < waited <= 3, waited

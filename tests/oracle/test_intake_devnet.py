@@ -8,7 +8,7 @@ import json
 import secrets
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,9 @@ from api.migrate import upgrade_head
 from api.services.users import add_senior
 from api.storage import LocalBlobStore
 from chain.contracts import types as t
+from chain.devnet.node_bridge import NodeBridge, node_bridge
 from chain.devnet.testing import RunningDevnet, serve_app
+from chain.offchain.backends import NodeChainContext
 from oracle.app import create_app as create_oracle
 from oracle.keys import write_key
 from oracle.metrics import OracleMetrics
@@ -49,6 +51,7 @@ from proofnet.messages.attestation import (
     Attestation,
     AttestationDomain,
     EscrowRef,
+    SegmentClaim,
     sign_attestation,
 )
 from proofnet.messages.binding import binding_message
@@ -226,7 +229,16 @@ class Stack:
 
 
 @contextmanager
-def stack(devnet: RunningDevnet, tmp_path: Path) -> Iterator[Stack]:
+def stack(devnet: RunningDevnet, tmp_path: Path, *, backend: str = "devnet") -> Iterator[Stack]:
+    """The API and the oracle on `backend`: "devnet" (its Blockfrost REST) or "ogmios" (a
+    self-hosted node: Ogmios and Kupo, the devnet node bridge in front of the devnet)."""
+    with ExitStack() as stack_of:
+        node = stack_of.enter_context(node_bridge(devnet.url)) if backend == "ogmios" else None
+        yield stack_of.enter_context(_stack(devnet, tmp_path, node))
+
+
+@contextmanager
+def _stack(devnet: RunningDevnet, tmp_path: Path, node: NodeBridge | None) -> Iterator[Stack]:
     policy = devnet.admin_status()["faucet_policy_id"]
     oracle_key = write_key(tmp_path / "oracle.skey")
     api_db = f"sqlite:///{tmp_path / 'api.db'}"
@@ -246,7 +258,11 @@ def stack(devnet: RunningDevnet, tmp_path: Path) -> Iterator[Stack]:
     api_engine = make_api_engine(api_db)
     upgrade_head(api_engine)
     api_app = create_api(config=api_config, engine=api_engine, run_sweeper=False)
-    api_app.state.chain_context = devnet.chain_context()
+    api_app.state.chain_context = (
+        devnet.chain_context()
+        if node is None
+        else NodeChainContext(node.ogmios_url, node.kupo_url, Network.TESTNET)
+    )
     api_app.state.deployment = deployed
     api_app.state.blob_store = LocalBlobStore(tmp_path / "blobs")
 
@@ -263,8 +279,10 @@ def stack(devnet: RunningDevnet, tmp_path: Path) -> Iterator[Stack]:
         auth = sign_in(http, submitter, submitter_address)
         settings = Settings(
             network=NETWORK,
-            chain_backend="devnet",
+            chain_backend="devnet" if node is None else "ogmios",
             devnet_url=devnet.url,
+            ogmios_url=node.ogmios_url if node is not None else "ws://127.0.0.1:1337",
+            kupo_url=node.kupo_url if node is not None else "",
             api_url=api_url,
             ntx_policy_id=policy,
             ntx_asset_name=NTX_NAME.hex(),
@@ -347,10 +365,14 @@ def attestation(
 
 
 @pytest.mark.slow
-def test_honest_attestation_verified_end_to_end(devnet: RunningDevnet, tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["devnet", "ogmios"])
+def test_honest_attestation_verified_end_to_end(
+    devnet: RunningDevnet, tmp_path: Path, backend: str
+) -> None:
+    """On "ogmios" the API records the escrow and the oracle verifies it through Kupo."""
     spec_dict = spec_of([{"path": "metrics.json", "kind": "json"}])
     spec = JobSpec.from_dict(spec_dict)
-    with stack(devnet, tmp_path) as world:
+    with stack(devnet, tmp_path, backend=backend) as world:
         job_id, escrow = world.submit(spec_dict)
         assert job_id == spec.job_id
         worker = Signed(world.http, SigningKey.generate())
@@ -497,9 +519,111 @@ def test_a_resumed_attempt_is_paid_its_share_end_to_end(
             results={},
             pot_root=Manifest.load(pot_dir).root,
             amount=share,
-        )
+        ).model_copy(update={"segments": SegmentClaim(attempt=claim["attempt"], first=3, last=4)})
         greedy = world.attest(att.model_copy(update={"amount": PRICE}), second.key)
         assert greedy["status"] == "rejected", greedy
         assert greedy["reason"] == "amount_exceeds_price"
         honest = world.attest(att, second.key)
         assert honest["status"] == "verified", honest
+
+
+@pytest.mark.slow
+def test_a_lost_attempt_is_paid_its_segments_beside_the_resumed_one_end_to_end(
+    devnet: RunningDevnet, tmp_path: Path
+) -> None:
+    """Provider A is lost after 2 of 4 segments, having uploaded its prefix and the claim it
+    signed at checkpoint 2 (`pot/claim-2.cose`, as `worker.checkpoint_upload` does); it
+    never comes back. Provider B resumes, completes and sends its attestation naming its
+    attempt and segments 3..4. Once B's is verified, the oracle takes A's claim from the
+    API and verifies it: both are payable from the one escrow (keys `<escrow>@<attempt>`),
+    each half the price, together never more than the price."""
+    from pot.manifest import Manifest
+
+    spec_dict = spec_of([{"path": "pot/**", "kind": "model"}])
+    spec_dict["proof"] = {
+        "steps_per_checkpoint": 10,
+        "schedule": {"steps": 40, "dataset_size": 128, "batch_size": 16},
+    }
+    spec = JobSpec.from_dict(spec_dict)
+    with stack(devnet, tmp_path) as world:
+        job_id, escrow = world.submit(spec_dict)
+        first, second = (Signed(world.http, SigningKey.generate()) for _ in range(2))
+        lost_payout = register(first, uuid="GPU-A")
+        payout = register(second, uuid="GPU-B")
+
+        def put(worker: Signed, token: str, name: str, data: bytes) -> None:
+            done = worker.call("PUT", f"/api/v1/worker/leases/{token}/results/{name}", data)
+            assert done.status_code == 200, done.text
+
+        lost = first.call("POST", "/api/v1/worker/claim").json()
+        started = int(time.time() * 1000)
+        prefix_dir = recorded_run(tmp_path / "a", 2)
+        for path in sorted(prefix_dir.iterdir()):
+            put(first, lost["lease_token"], f"pot/{path.name}", path.read_bytes())
+        share = segment_cap(spec, PRICE, 1, 2)
+        claim_of_a = attestation(
+            first,
+            lost_payout,
+            job_id,
+            escrow,
+            spec,
+            nonce=lost["nonce"],
+            started=started,
+            ended=int(time.time() * 1000),
+            results={},
+            pot_root=Manifest.load(prefix_dir, name="prefix.json").root,
+            amount=share,
+        ).model_copy(update={"segments": SegmentClaim(attempt=lost["attempt"], first=1, last=2)})
+        signed_claim = sign_attestation(
+            Attestation.model_validate(claim_of_a.model_dump()), first.key
+        )
+        put(first, lost["lease_token"], "pot/claim-2.cose", signed_claim.cose)
+        released = first.call(
+            "POST",
+            f"/api/v1/worker/leases/{lost['lease_token']}/release",
+            json.dumps({"reason": "machine gone"}).encode(),
+            **{"content-type": "application/json"},
+        )
+        assert released.status_code == 200, released.text
+
+        claim = second.call("POST", "/api/v1/worker/claim").json()
+        assert claim["resume"]["at"] == 2
+        started = int(time.time() * 1000)
+        pot_dir = recorded_run(tmp_path / "b", 2, resume_from=prefix_dir)
+        for path in sorted(pot_dir.iterdir()):
+            put(second, claim["lease_token"], f"pot/{path.name}", path.read_bytes())
+        ended = int(time.time() * 1000)
+        done = second.call(
+            "POST",
+            f"/api/v1/worker/leases/{claim['lease_token']}/complete",
+            b"{}",
+            **{"content-type": "application/json"},
+        )
+        assert done.status_code == 200, done.text
+        att = attestation(
+            second,
+            payout,
+            job_id,
+            escrow,
+            spec,
+            nonce=claim["nonce"],
+            started=started,
+            ended=ended,
+            results={},
+            pot_root=Manifest.load(pot_dir).root,
+            amount=segment_cap(spec, PRICE, 3),
+        )
+        bare = world.attest(att, second.key)
+        assert bare["status"] == "rejected" and bare["reason"] == "segments_mismatch", bare
+        named = att.model_copy(
+            update={"segments": SegmentClaim(attempt=claim["attempt"], first=3, last=4)}
+        )
+        honest = world.attest(named, second.key)
+        assert honest["status"] == "verified", honest
+
+        listed = world.oracle.get(f"/api/v1/jobs/{job_id}/attestations").json()
+        rows = listed["data"]
+        paid = {r["worker_key"]: r for r in rows if r["status"] == "verified"}
+        assert set(paid) == {first.public_key, second.public_key}, rows
+        assert paid[first.public_key]["amount"] == share == PRICE // 2
+        assert sum(r["amount"] for r in paid.values()) <= PRICE

@@ -60,6 +60,7 @@ def oracle_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield app
 
 
+@pytest.mark.slow
 def test_no_operation_answers_5xx_or_off_schema(oracle_app: Any) -> None:
     report = fuzz_app(oracle_app, "/openapi.json", examples=EXAMPLES)
     assert report.operations >= 6, f"only {report.operations} operations in the schema"

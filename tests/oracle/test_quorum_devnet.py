@@ -394,3 +394,54 @@ def test_cosigner_signs_a_batch_and_nothing_more(quorum, tmp_path: Path) -> None
         tamper(tx)
         with pytest.raises(QuorumRefusal, match=refusal):
             cosigner.review(tx.to_cbor(), bundle)
+
+
+# --- a co-signer's own verdict reaches the API only with its signature ---------------------
+
+
+class _RecordingSink:
+    def __init__(self) -> None:
+        self.posted: list[object] = []
+
+    def post_verdict(self, verdict: object) -> None:
+        self.posted.append(verdict)
+
+
+def test_cosigner_posts_its_verdict_only_for_a_batch_it_signs(quorum, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The API releases results only with `result_release_quorum` distinct oracles' verdicts;
+    a co-signer adds its own for each attestation it signs the payment of. A batch it refuses
+    (here: one that pays a provider more than attested) posts nothing, so a proposer cannot
+    use a co-signer to release results the co-signer never accepted."""
+    from oracle.intake.announce import Announcer
+
+    scenario, claims, _, signers = _own_funds_world(quorum, tmp_path)
+    sink = _RecordingSink()
+    cosigner = CoSigner(
+        scenario.deployment,
+        BlockfrostChainView(scenario.devnet.url),
+        scenario.oracle_keys[1],
+        SignatureVerifier("devnet", scenario.deployment.escrow_hash),
+        announcer=Announcer(sink),
+    )
+    builder = CardanoSettlementBuilder(
+        scenario.devnet.context(), scenario.deployment, scenario.oracle_keys[0]
+    )
+    inflated = [
+        Claim(c.attestation_id, c.escrow, c.leaf_hash, c.cose, c.amount + 1, c.payout_address)
+        for c in claims
+    ]
+    tampered = _unsigned(builder, inflated, signers)
+    with pytest.raises(QuorumRefusal, match="does not pay it"):
+        cosigner.review(tampered[0].tx_cbor, tampered[1])
+    assert sink.posted == []
+
+    honest = _unsigned(builder, claims, signers)
+    assert len(cosigner.review(honest[0].tx_cbor, honest[1])) > 64
+    posted = sink.posted
+    assert len(posted) == len(claims) >= 1
+    for verdict in posted:
+        assert verdict.status == "verified" and verdict.fault is None  # type: ignore[attr-defined]
+    from oracle.verification.unit_checks import attested_nonce
+
+    nonces = {attested_nonce(c.cose) for c in claims}
+    assert {v.nonce for v in posted} == nonces  # type: ignore[attr-defined]

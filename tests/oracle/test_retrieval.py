@@ -1,13 +1,14 @@
 """Retrieval challenges played by the attacker, against real S3 servers (moto's, one per
 provider, each on its own port) and the real API (in process, over its HTTP interface):
-a provider that deletes the data, or keeps the proofs but not the chunks, fails and is not
-paid, and its copy is re-replicated from a copy that still verifies; answered challenges
-pay GB-months within the job's storage budget; a verdict is recorded once."""
+a provider that deletes the data fails three challenges in a row and is replaced; one that
+serves bytes that do not verify is replaced at once; a flaky endpoint (down once) keeps its
+copy and is paid only for the periods that ended in a pass; answered challenges pay
+GB-months within the job's storage budget; a verdict is recorded once."""
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,22 +50,32 @@ class Provider:
         return self.worker.public_key
 
 
+DAY = 86400
+
+
 @pytest.fixture
-def s3_servers() -> Iterator[list[str]]:
+def moto_servers() -> Iterator[list[ThreadedMotoServer]]:
     servers = []
     try:
         for _ in range(3):
             server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
             server.start()
             servers.append(server)
-        yield ["http://{}:{}".format(*srv.get_host_and_port()) for srv in servers]
+        yield servers
     finally:
         for server in servers:
             server.stop()
 
 
 @pytest.fixture
-def world(tmp_path: Path, s3_servers: list[str]) -> Iterator[dict[str, Any]]:
+def s3_servers(moto_servers: list[ThreadedMotoServer]) -> list[str]:
+    return ["http://{}:{}".format(*srv.get_host_and_port()) for srv in moto_servers]
+
+
+@pytest.fixture
+def world(
+    tmp_path: Path, s3_servers: list[str], moto_servers: list[ThreadedMotoServer]
+) -> Iterator[dict[str, Any]]:
     oracle_key = SigningKey.generate()
     config = ApiConfig(
         database_url=f"sqlite:///{tmp_path / 'api.db'}",
@@ -123,6 +134,8 @@ def world(tmp_path: Path, s3_servers: list[str]) -> Iterator[dict[str, Any]]:
             "challenger": challenger,
             "clock": clock,
             "oracle_engine": oracle_engine,
+            "servers": moto_servers,
+            "oracle_key": oracle_key,
         }
         http.close()
     engine.dispose()
@@ -175,26 +188,29 @@ def test_answered_challenges_pay_gb_months_at_the_placements_price(world: dict[s
     a, b, _ = world["providers"]
     data = secrets.token_bytes(10 * CHUNK + 5)
     _place(world, data, [a, b])
-    world["clock"].advance(15 * 86400)  # half the term
+    world["clock"].advance(7 * DAY)
     report = world["challenger"].round()
     assert (report.passed, report.failed) == (2, 0)
+    world["clock"].advance(8 * DAY)  # half the term: a pass vouches for a week at most
+    world["challenger"].round()
     accruals = _accruals(world["oracle_engine"])
     paid = {r.provider_key: r.amount for r in accruals.values()}
-    assert paid[a.key] == s.storage_cost(len(data), 3_000_000, 15 * 86400)
-    assert paid[b.key] == s.storage_cost(len(data), 1_000_000, 15 * 86400)
+    assert paid[a.key] == 2 * s.storage_cost(len(data), 3_000_000, 7 * DAY)
+    assert paid[b.key] == 2 * s.storage_cost(len(data), 1_000_000, 7 * DAY)
     assert all(r.status == ACCRUING for r in accruals.values())
     # The API shows what each copy earned, beside what the provider holds.
     shown = {p["provider_key"]: p["accrued_ntx"] for p in _placements(world)}
     assert shown == paid
     earnings = world["client"].get(f"/api/v1/storage/earnings/{b.key}").json()
     assert (earnings["accrued_ntx"], earnings["held_bytes"]) == (paid[b.key], len(data))
-    # Past the end of the term: the last stretch is paid, then nothing more is asked.
-    world["clock"].advance(20 * 86400)
-    world["challenger"].round()
+    # Weekly to the end of the term: the last stretch is paid, then nothing more is asked.
+    for days in (7, 7, 8):
+        world["clock"].advance(days * DAY)
+        world["challenger"].round()
     accruals = _accruals(world["oracle_engine"])
-    assert {r.provider_key: r.amount for r in accruals.values()}[b.key] == s.storage_cost(
-        len(data), 1_000_000, 15 * 86400
-    ) + s.storage_cost(len(data), 1_000_000, 15 * 86400)
+    week = s.storage_cost(len(data), 1_000_000, 7 * DAY)
+    last = s.storage_cost(len(data), 1_000_000, 2 * DAY)
+    assert {r.provider_key: r.amount for r in accruals.values()}[b.key] == 4 * week + last
     assert all(r.status == ENDED for r in accruals.values())
     assert world["challenger"].round().outcomes == []
 
@@ -206,11 +222,21 @@ def test_a_provider_that_deletes_the_data_fails_is_not_paid_and_is_replaced(
     data = secrets.token_bytes(7 * CHUNK)
     key, commitment = _place(world, data, [a, b])
     a.s3.delete_object(Bucket=a.bucket, Key=key)  # keeps its proof sidecar, drops the data
-    world["clock"].advance(10 * 86400)
+    # Not serving is a strike (it could be the network): two in a row keep the copy.
+    for strike in (1, 2):
+        world["clock"].advance(3600)
+        report = world["challenger"].round()
+        bad = next(o for o in report.outcomes if not o.passed)
+        assert (bad.strikes, bad.lost) == (strike, False)
+        assert (
+            next(p for p in _placements(world) if p["id"] == bad.placement_id)["status"] == "active"
+        )  # noqa: E501
+    world["clock"].advance(3600)
     report = world["challenger"].round()
     assert report.failed == 1 and report.passed == 1
     bad = next(o for o in report.outcomes if not o.passed)
     assert bad.provider_key == a.key and "did not serve the chunk" in bad.reason
+    assert bad.lost and "3 failed challenges in a row" in bad.reason
     accruals = _accruals(world["oracle_engine"])
     assert accruals[bad.placement_id].amount == 0 and accruals[bad.placement_id].status == FAILED
     # Re-replicated from b's copy (which verifies) to c, the only other offer that fits.
@@ -247,6 +273,12 @@ def test_a_provider_serving_forged_chunks_with_made_up_proofs_fails(world: dict[
     report = world["challenger"].round()
     bad = next(o for o in report.outcomes if o.provider_key == a.key)
     assert not bad.passed and "committed root" in bad.reason
+    # Proof of a bad copy, not of a flaky network: lost at once, re-replicated to c.
+    assert bad.lost and bad.replacement_id is not None
+    rows = {p["id"]: p for p in _placements(world)}
+    assert rows[bad.placement_id]["status"] == "failed"
+    assert rows[bad.replacement_id]["provider_key"] == world["providers"][2].key
+    assert _accruals(world["oracle_engine"])[bad.placement_id].amount == 0
 
 
 def test_no_copy_left_to_copy_from_is_recorded_not_hidden(world: dict[str, Any]) -> None:
@@ -254,8 +286,9 @@ def test_no_copy_left_to_copy_from_is_recorded_not_hidden(world: dict[str, Any])
     key, _ = _place(world, secrets.token_bytes(3 * CHUNK), [a, b])
     for p in (a, b):
         p.s3.delete_object(Bucket=p.bucket, Key=key)
-    world["clock"].advance(86400)
-    report = world["challenger"].round()
+    for _ in range(3):
+        world["clock"].advance(3600)
+        report = world["challenger"].round()
     assert report.failed == 2
     reasons = [p["reason"] for p in _placements(world)]
     assert all("not re-replicated: no other copy verifies" in r for r in reasons), reasons
@@ -348,8 +381,9 @@ def test_the_oracle_writes_no_copy_to_an_endpoint_its_policy_refuses(
     strict = pinned_client(EgressPolicy(), allow_http=True)
     try:
         challenger.writer = s3_writer(strict)
-        world["clock"].advance(86400)
-        report = challenger.round()
+        for _ in range(3):
+            world["clock"].advance(3600)
+            report = challenger.round()
     finally:
         strict.close()
     bad = next(o for o in report.outcomes if not o.passed)
@@ -384,3 +418,176 @@ def test_a_copy_another_oracle_failed_stops_holding_its_jobs_escrow(
         assert ledger.held_jobs(session) == set()
     # What they earned before stays payable.
     assert sum(r.amount for r in payable(world["oracle_engine"])) > 0
+
+
+def _outage(world: dict[str, Any], i: int) -> Callable[[], None]:
+    """Stop provider `i`'s S3 server (its port refuses connections); the returned call
+    brings it back on the same port (moto keeps the objects in this process)."""
+    server: ThreadedMotoServer = world["servers"][i]
+    host, port = server.get_host_and_port()
+    server.stop()
+
+    def restore() -> None:
+        again = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+        again.start()
+        world["servers"][i] = again
+
+    return restore
+
+
+def test_a_flaky_endpoint_keeps_its_copy_and_is_paid_only_for_periods_that_passed(
+    world: dict[str, Any],
+) -> None:
+    a, b, _ = world["providers"]
+    data = secrets.token_bytes(5 * CHUNK)
+    _place(world, data, [a, b])
+    week = s.storage_cost(len(data), 3_000_000, 7 * DAY)
+    world["clock"].advance(7 * DAY)
+    assert world["challenger"].round().failed == 0
+    restore = _outage(world, 0)  # a's endpoint is down for one round
+    try:
+        world["clock"].advance(7 * DAY)
+        report = world["challenger"].round()
+    finally:
+        restore()
+    down = next(o for o in report.outcomes if o.provider_key == a.key)
+    assert not down.passed and (down.strikes, down.lost) == (1, False)
+    # The API shows the copy at risk (what `proofnet storage status` prints).
+    shown = next(p for p in _placements(world) if p["provider_key"] == a.key)
+    assert (shown["status"], shown["strikes"]) == ("active", 1)
+    assert "did not serve the chunk" in shown["last_failure"]
+    world["clock"].advance(7 * DAY)
+    back = next(o for o in world["challenger"].round().outcomes if o.provider_key == a.key)
+    assert back.passed
+    row = next(r for r in _accruals(world["oracle_engine"]).values() if r.provider_key == a.key)
+    # Weeks 1 and 3 ended in a pass; week 2 ended in the outage and is not paid.
+    assert (row.amount, row.status, row.strikes) == (2 * week, ACCRUING, 0)
+    assert [(p["status"], p["strikes"]) for p in _placements(world)] == [("active", 0)] * 2
+
+
+def test_receipts_of_real_challenges_verify_for_a_co_signer(world: dict[str, Any]) -> None:
+    import hashlib
+
+    from sqlmodel import Session
+
+    from oracle.retrieval.ledger import StorageLedger
+    from proofnet.messages.storage_receipt import receipt_refusal
+
+    a, b, _ = world["providers"]
+    data = secrets.token_bytes(9 * CHUNK + 3)
+    _place(world, data, [a, b])
+    for _ in range(5):  # weekly, then past the term's end
+        world["clock"].advance(7 * DAY)
+        world["challenger"].round()
+    key = world["oracle_key"]
+    ledger = StorageLedger(key, "devnet")
+    signer = hashlib.blake2b(bytes(key.verify_key), digest_size=28).hexdigest()
+    job = next(iter(_accruals(world["oracle_engine"]).values())).job_id
+    with Session(world["oracle_engine"]) as session:
+        receipts = ledger.receipts(session, job)
+    assert len(receipts) == 2
+    for r in receipts:
+        assert r.body.challenges_passed == 5
+        assert receipt_refusal(r, job_id=job, oracle_key_hashes={signer}) is None
+        accrued = _accruals(world["oracle_engine"])[r.body.placement_id].amount
+        assert 0 < r.body.amount <= accrued
+
+
+def test_a_job_verified_before_any_round_waits_for_its_copies_as_the_api_lists_them(
+    world: dict[str, Any],
+) -> None:
+    from sqlmodel import Session
+
+    from oracle.retrieval.ledger import HoldPolicy, StorageLedger
+
+    a, b, _ = world["providers"]
+    _place(world, secrets.token_bytes(2 * CHUNK), [a, b])
+    challenger: Challenger = world["challenger"]
+    clock = world["clock"]
+    ledger = StorageLedger(
+        world["oracle_key"],
+        "devnet",
+        source=challenger.feed,  # type: ignore[arg-type]
+        policy=HoldPolicy(placement_grace_s=600, final_round_grace_s=3600),
+        clock=lambda: clock().timestamp(),
+    )
+    job = _placements(world)[0]["job_id"]
+    now = clock().timestamp()
+    with Session(world["oracle_engine"]) as session:
+        # No challenge round has run: the copies are learned from the API and hold the job.
+        assert ledger.held_jobs(session, {job: now}) == {job}
+        session.commit()
+    assert len(_accruals(world["oracle_engine"])) == 2
+    # Past the term and the grace for its last round (no round ever ran): settled with
+    # what was proven, which is nothing.
+    clock.advance(31 * DAY)
+    with Session(world["oracle_engine"]) as session:
+        assert ledger.held_jobs(session, {job: now}) == set()
+        session.commit()
+    assert {r.status for r in _accruals(world["oracle_engine"]).values()} == {ENDED}
+
+
+def test_a_job_that_keeps_storage_waits_a_grace_period_for_its_first_copy(
+    world: dict[str, Any],
+) -> None:
+    from sqlmodel import Session
+
+    from oracle.retrieval.ledger import HoldPolicy, StorageLedger
+
+    client: TestClient = world["client"]
+    spec = job_spec(seed=1)
+    spec["results"] = [{"path": "out/*.json", "kind": "json"}]
+    spec["storage"] = {"kinds": ["results"], "replicas": 1, "term_days": 1,
+                       "max_ntx_per_gb_month": 5_000_000, "budget": 10}  # fmt: skip
+    kept = client.post("/api/v1/jobs", json={"spec": spec}, headers=world["auth"]).json()["job_id"]
+    plain = client.post(
+        "/api/v1/jobs", json={"spec": job_spec(seed=2)}, headers=world["auth"]
+    ).json()["job_id"]  # noqa: E501
+    clock = world["clock"]
+    ledger = StorageLedger(
+        world["oracle_key"],
+        "devnet",
+        source=world["challenger"].feed,
+        policy=HoldPolicy(placement_grace_s=600),
+        clock=lambda: clock().timestamp(),
+    )
+    queued = clock().timestamp()
+    with Session(world["oracle_engine"]) as session:
+        assert ledger.held_jobs(session, {kept: queued, plain: queued}) == {kept}
+        clock.advance(601)
+        assert ledger.held_jobs(session, {kept: queued, plain: queued}) == set()
+    # The API unreadable: nothing is taken for "no storage", every candidate waits.
+    world["challenger"].feed.key = SigningKey.generate()
+    with Session(world["oracle_engine"]) as session:
+        assert ledger.held_jobs(session, {kept: queued}) == {kept}
+
+
+def test_a_cosigner_reads_a_beacons_block_by_hash_and_cannot_check_is_never_checked() -> None:
+    """`chain_block_time` over a Blockfrost-shaped API: a known block gives its time, an
+    unknown hash (a ground beacon) none, an answer for another block or a chain that does
+    not answer raises (the co-signer refuses: docs/storage.md)."""
+    import httpx
+
+    from oracle.retrieval.blocks import BlockReadError, chain_block_time
+
+    real, other = "ab" * 32, "cd" * 32
+    state = {"down": False, "lie": False}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if state["down"]:
+            return httpx.Response(503)
+        asked = request.url.path.rsplit("/", 1)[-1]
+        if asked != real:
+            return httpx.Response(404, json={"status_code": 404})
+        return httpx.Response(200, json={"hash": other if state["lie"] else real, "time": 1234})
+
+    block_time = chain_block_time(httpx.Client(transport=httpx.MockTransport(answer)), "http://c")
+    assert block_time(real) == 1234
+    assert block_time(other) is None
+    assert block_time("not hex") is None
+    state["lie"] = True
+    with pytest.raises(BlockReadError, match="another block"):
+        block_time(real)
+    state["down"] = True
+    with pytest.raises(BlockReadError, match="cannot read"):
+        block_time(real)

@@ -123,3 +123,25 @@ def test_unit_rows_are_read_and_moved_alike_on_both_databases(database_url: str)
         session.commit()
     assert store.payable_for_escrow(payable_key(ref, 1)) == (ids[0], "verified")
     engine.dispose()
+
+
+def test_storage_tables_of_an_older_release_gain_strikes_and_evidence_columns(
+    database_url: str,
+) -> None:
+    engine = make_engine(database_url)
+    create_tables(engine)
+    dropped = {
+        "oracle_storage_accruals": ("chunk_size", "strikes", "struck_at", "ends_at"),
+        "oracle_storage_challenges": ("beacon", "leaf_hash", "proof"),
+    }
+    with engine.begin() as conn:
+        for table, names in dropped.items():
+            for name in names:
+                conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {name}"))
+    ran = create_tables(engine)
+    assert len(ran) == 7
+    for table, names in dropped.items():
+        have = {c["name"] for c in inspect(engine).get_columns(table)}
+        assert set(names) <= have, table
+    assert create_tables(engine) == []  # nothing twice
+    engine.dispose()

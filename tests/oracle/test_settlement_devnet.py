@@ -12,6 +12,7 @@ import httpx
 import pytest
 from settlement_fixtures import oracle_engine, statuses
 
+from chain.devnet.node_bridge import node_bridge
 from chain.devnet.testing import running_devnet
 from oracle.settlement import scenario as sc
 from oracle.settlement.audit import Expected, audit_payouts, settlement_tx_of
@@ -21,6 +22,7 @@ from oracle.settlement.chain_view import BlockfrostChainView
 from oracle.settlement.engine import BatchPolicy, SettlementEngine
 from oracle.settlement.intents import IntentLog
 from oracle.settlement.models import IntentState
+from oracle.settlement.node_chain_view import NodeChainView
 from oracle.settlement.queue import AttestationQueue
 from oracle.settlement.watcher import WatchConfig
 
@@ -61,14 +63,14 @@ def manual_chain(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-u
         yield devnet_api, scenario, escrows
 
 
-def _engine(tmp_path: Path, scenario: sc.Scenario, depth: int = 2):  # type: ignore[no-untyped-def]
+def _engine(tmp_path: Path, scenario: sc.Scenario, depth: int = 2, chain_view=None):  # type: ignore[no-untyped-def]
     db = oracle_engine(tmp_path)
     builder = CardanoSettlementBuilder(
         scenario.devnet.context(), scenario.deployment, scenario.oracle_keys[0]
     )
     engine = SettlementEngine(
         IntentLog(db, AttestationQueue()),
-        BlockfrostChainView(scenario.devnet.url),
+        chain_view or BlockfrostChainView(scenario.devnet.url),
         builder,
         policy=BatchPolicy(batch_size=8, max_wait_s=0),
         watch=WatchConfig(confirmation_depth=depth),
@@ -121,6 +123,29 @@ def test_batch_pays_attested_amounts_and_refunds_remainders(chain, tmp_path: Pat
     assert memo["bundle"].removeprefix("0x") == intent.bundle_sha256
     redeemers = httpx.get(f"{devnet.url}/txs/{tx_id}/redeemers").json()
     assert any(r["purpose"] == "reward" for r in redeemers)
+
+
+def test_the_engine_settles_watching_and_submitting_through_ogmios_and_kupo(  # type: ignore[no-untyped-def]
+    chain, tmp_path: Path
+) -> None:
+    """PROOFNET_CHAIN_BACKEND=ogmios: the engine's chain is `NodeChainView` over the devnet
+    node bridge (tip, spends, tx status, output CBOR, submission); the builder still asks
+    the devnet for UTxOs and protocol parameters (the bridge serves no such queries)."""
+    devnet, scenario = chain
+    with node_bridge(devnet.url) as node:
+        view = NodeChainView(node.ogmios_url, node.kupo_url)
+        db, engine = _engine(tmp_path, scenario, chain_view=view)
+        escrows = sc.lock(scenario, 2, budget=BUDGET, nonce_base=200)
+        # Payouts are counted per address on a chain the other tests of this module share:
+        # workers 3 and 4, none of theirs (0 to 2).
+        rows = sc.attested_escrows(scenario, db, escrows, amount=250, first_worker=3)
+        _until(engine, lambda: set(statuses(db).values()) == {"settled"})
+    expected = [Expected(e, addr, amount) for e, (_, addr, amount) in rows.items()]
+    result = audit_payouts(devnet.url, expected, scenario.ntx_policy + sc.NTX_NAME.hex())
+    assert (result.double_payments, result.lost, result.paid) == (0, 0, 2)
+    (tx_id,) = {settlement_tx_of(devnet.url, e) for e in rows}
+    intent = engine.intents.by_tx(tx_id) if tx_id is not None else None
+    assert intent is not None and intent.state == IntentState.CONFIRMED
 
 
 @pytest.mark.parametrize(("depth", "drop"), [(1, True), (2, False), (3, True)])

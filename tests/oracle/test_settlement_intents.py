@@ -344,3 +344,76 @@ def test_out_ref_parsing() -> None:
         OutRef.parse("nothex#1")
     with pytest.raises(ValueError):
         OutRef.parse("ab" * 32)
+
+
+class RefusingQuorum:
+    """A co-signer that rejects the attestation of one escrow (its own verifier caught a
+    cheat this oracle's draw missed) and so refuses any batch paying it."""
+
+    def __init__(self, builder: FakeBuilder, refused: OutRef) -> None:
+        self.builder, self.refused = builder, refused
+        self.asked: list[list[str]] = []
+
+    def witnesses(self, unsigned, bundle_body: bytes) -> list[bytes]:  # type: ignore[no-untyped-def]
+        from oracle.settlement.ports import QuorumNotReached
+
+        escrows = [str(c.escrow) for c in unsigned.claims]
+        self.asked.append(escrows)
+        if str(self.refused) in escrows:
+            raise QuorumNotReached(f"attestation for escrow {self.refused} rejected")
+        return [self.builder.witness(unsigned.tx_id), b"co-signer"]
+
+
+def test_a_cheat_the_quorum_refuses_does_not_hold_the_honest_claims_hostage(db) -> None:  # type: ignore[no-untyped-def]
+    """Attack: a cheat that passed the proposer's own draw, batched with honest claims. The
+    co-signer refuses the batch; were the same batch proposed again, no claim in it would
+    ever be paid. Its escrows are batched alone from then on: the honest ones settle, the
+    cheat alone keeps waiting (and is never paid)."""
+    from oracle.settlement.engine import BatchPolicy, SettlementEngine
+    from oracle.settlement.intents import IntentLog
+    from oracle.settlement.queue import AttestationQueue
+    from oracle.settlement.watcher import WatchConfig
+
+    chain = FakeChain()
+    refs = [chain.add_escrow() for _ in range(3)]
+    atts = [add_verified(db, ref, age_s=10 - i) for i, ref in enumerate(refs)]
+    builder = FakeBuilder()
+    quorum = RefusingQuorum(builder, refs[1])
+    engine = SettlementEngine(
+        IntentLog(db, AttestationQueue()),
+        chain,
+        builder,
+        signer=quorum,
+        policy=BatchPolicy(batch_size=4, max_wait_s=0.0),
+        watch=WatchConfig(confirmation_depth=1),
+        proposer="test",
+    )
+    for _ in range(10):
+        engine.tick()
+        chain.produce_block()
+    assert quorum.asked[0] == [str(r) for r in refs]  # one batch first, refused
+    assert all(len(asked) == 1 for asked in quorum.asked[1:])  # then one escrow at a time
+    final = statuses(db)
+    assert final[atts[0]] == "settled" and final[atts[2]] == "settled", final
+    assert final[atts[1]] != "settled"
+    assert str(refs[1]) not in chain.paid()
+    # A new honest claim is batched with the clear ones, never with the suspect.
+    late = chain.add_escrow()
+    add_verified(db, late)
+    for _ in range(3):
+        engine.tick()
+        chain.produce_block()
+    assert statuses(db)[max(statuses(db))] == "settled"
+
+
+def test_an_honest_batch_is_proposed_whole(db) -> None:  # type: ignore[no-untyped-def]
+    """The twin: with no refusal, nothing is isolated."""
+    chain = FakeChain()
+    refs = [chain.add_escrow() for _ in range(3)]
+    for ref in refs:
+        add_verified(db, ref)
+    engine = make_engine_for(db, chain, depth=1)
+    engine.tick()
+    assert engine.suspects == {}
+    (tx,) = chain.mempool.values()
+    assert sorted(tx.inputs) == sorted(str(r) for r in refs)

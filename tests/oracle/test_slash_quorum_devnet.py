@@ -35,6 +35,7 @@ from chain.offchain.builders.bond import (  # noqa: E402
     bond_script,
     build_lock_bond,
     build_slash,
+    burn_address,
     citation_of,
     read_bond,
 )
@@ -100,7 +101,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlashWorld]:
         yield SlashWorld(w, script, provider, bond)
 
 
-def store_with(tmp_path: Path, name: str, *frauds: Fraud) -> AttestationStore:
+def store_with(
+    tmp_path: Path, name: str, *frauds: Fraud, reason: str = str(Reason.SPOT_CHECK_FAILED)
+) -> AttestationStore:
     """An oracle's own store holding `frauds` as its own spot checks' verdicts."""
     engine = oracle_engine(tmp_path, name)
     store = AttestationStore(engine)
@@ -120,7 +123,7 @@ def store_with(tmp_path: Path, name: str, *frauds: Fraud) -> AttestationStore:
                     cose=f.cose,
                     leaf_hash=att.leaf_hash().hex(),
                     status=REJECTED,
-                    reason=str(Reason.SPOT_CHECK_FAILED),
+                    reason=reason,
                     message="segment 3 did not replay",
                     received_at=NOW,
                     updated_at=NOW,
@@ -222,7 +225,7 @@ def test_a_quorum_on_two_machines_slashes_the_harmed_submitters_share(
     assert result.exit_code == 0, result.output
     mine = [e for e in json.loads(result.output) if e["job_id"] == fraud.job_id.hex()]
     assert len(mine) == 1 and mine[0]["signature_valid"] and mine[0]["fields_cited"]
-    assert mine[0]["submitter"] == str(world.w.submitter.address)
+    assert mine[0]["submitter"] == str(world.w.submitter.address) and not mine[0]["burnt"]
 
 
 def test_a_cosigner_that_found_no_fraud_does_not_sign(world: SlashWorld, tmp_path: Path) -> None:
@@ -291,3 +294,66 @@ def test_a_cosigner_refuses_what_is_not_a_transaction_or_not_a_slash(
     built = build_lock(world.w.context, world.w.deployment, [job], world.w.submitter.address)
     with pytest.raises(QuorumRefusal, match="not a required signer"):
         c.review(bytes(built.built.tx.to_cbor()))
+
+
+def audited_slashes(world: SlashWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`proofnet bond slashes --json`: every slash on chain with its evidence."""
+    from typer.testing import CliRunner
+
+    from chain.offchain.bond_cli import app
+
+    deployment_file = tmp_path / "deployment.json"
+    world.w.deployment.save(deployment_file)
+    for name, value in {
+        "PROOFNET_CHAIN_BACKEND": "devnet",
+        "PROOFNET_NETWORK": "devnet",
+        "PROOFNET_DEVNET_URL": world.w.devnet.url,
+        "PROOFNET_BOND_UNBONDING_DELAY_MS": str(TERMS.unbonding_delay_ms),
+        "PROOFNET_BOND_SLASH_PERMILLE": str(TERMS.slash_permille),
+    }.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(app, ["slashes", "--json", "--deployment", str(deployment_file)])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_a_refereed_fraud_is_slashed_to_the_burn_address_never_to_the_submitter(
+    world: SlashWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The referee of a disputed segment found the fraud (two verifiers agree, the
+    provider's sandbox still claims its commitment): the submitter's job code may be what
+    departed, so its share burns. A proposer paying the submitter is refused; the quorum's
+    burn passes the bond validator on chain."""
+    fraud = world.fraud()
+    refereed = str(Reason.REFEREED_REPLAY_FAILED)
+    own = store_with(tmp_path, "proposer.db", fraud, reason=refereed)
+    theirs = store_with(tmp_path, "cosigner.db", fraud, reason=refereed)
+    c = cosigner(world, theirs)
+    with pytest.raises(QuorumRefusal, match="its slash burns"):
+        c.review(slash_tx(world, fraud, world.w.submitter.address))
+    with served(c, tmp_path) as url:
+        proposal = propose_slash(
+            world.w.context,
+            world.w.deployment,
+            TERMS,
+            world.w.oracles[0].signing_key,
+            own,
+            [peer(world, url)],
+            2,
+            fraud.job_id.hex(),
+        )
+    world.w.devnet.wait_for_tx(proposal.tx_id)
+    burnt = burn_address(world.w.deployment)
+    assert proposal.submitter == str(burnt) != str(world.w.submitter.address)
+    (paid,) = world.w.utxos_of(proposal.tx_id, burnt)
+    tokens = paid.output.amount.multi_asset
+    assert sum(q for names in tokens.values() for q in names.values()) == proposal.share
+    (rest,) = world.w.utxos_of(proposal.tx_id, bond_address(world.script, world.w.deployment))
+    assert read_bond(rest, world.w.deployment).slashed_for(fraud.job_id)
+    (seen,) = [
+        e
+        for e in audited_slashes(world, tmp_path, monkeypatch)
+        if e["job_id"] == fraud.job_id.hex()
+    ]
+    assert seen["burnt"] and seen["signature_valid"] and seen["fields_cited"]
+    assert seen["submitter"] == str(burnt)

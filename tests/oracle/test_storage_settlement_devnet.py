@@ -31,7 +31,8 @@ from oracle.settlement.ports import Claim
 from oracle.settlement.quorum import QuorumRefusal
 from oracle.storage.db import make_engine
 from oracle.storage.store import AttestationStore
-from proofnet.messages import storage as s
+from proofnet.messages.storage_receipt import StorageReceipt
+from tests.proofnet.storage_receipts import receipt
 
 devnet = units_devnet.devnet
 STORER = str(sc.enterprise(sc.seeded_key("storage-devnet/provider")))
@@ -48,24 +49,25 @@ def _world(devnet: Devnet, tmp_path: Path, name: str) -> UnitWorld:
     return world
 
 
-def _receipt(devnet: Devnet, world: UnitWorld, amount: int) -> s.StorageReceipt:
+DAY = 86400
+
+
+def _receipt(devnet: Devnet, world: UnitWorld, amount: int) -> StorageReceipt:
     oracle = SigningKey(bytes(devnet.scenario.oracle_keys[0].payload))
-    body = s.StorageReceiptBody(
+    # 10,000 bytes challenged weekly for a month at 3 * 10^8 per GB-month: at most 3,000.
+    return receipt(
+        oracle,
         network="devnet",
         job_id=world.job_id,
+        payout_address=STORER,
+        data=bytes(range(250)) * 40,
+        placed_at=0,
+        answered=[d * DAY for d in (7, 14, 21, 28, 30)],
         placement_id=1,
         provider_key="5a" * 32,
-        payout_address=STORER,
-        content_root="ef" * 32,
-        size=s.GB,
-        ntx_per_gb_month=3_000,
-        placed_at=0,
-        paid_through=s.MONTH_S,  # one month of 1 GB at 3,000: at most 3,000 earned
-        challenges_passed=30,
+        ntx_per_gb_month=300_000_000,
         amount=amount,
-        oracle_key=bytes(oracle.verify_key).hex(),
     )
-    return s.sign_receipt(oracle, body)
 
 
 def _storage_claims(devnet: Devnet, world: UnitWorld, amount: int) -> list[Claim]:

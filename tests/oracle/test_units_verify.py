@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from oracle_fixtures import PRICE, make_world
@@ -24,6 +25,7 @@ from oracle.metrics import OracleMetrics
 from oracle.models import payable_key
 from oracle.storage.db import make_engine
 from oracle.storage.store import AttestationStore
+from oracle.verification.spotcheck import SpotCheckVerdict
 from oracle.verification.verify import Reason, VerificationResult, verify
 from proofnet.messages.attestation import UnitWork
 
@@ -309,3 +311,60 @@ def test_a_superseded_node_lease_waits_and_is_released_when_the_job_ends(
     assert released is not None and released.status == "rejected"
     assert released.reason == Reason.LEASE_SUPERSEDED and released.payable_escrow is None
     assert store.apply(row.id, verify(fresh, world.context(), own_id=row.id)).status == ("verified")
+
+
+# A spec naming the data-parallel trainer verifiers replay a node's segments with.
+DATA_PARALLEL = {
+    "trainer": "dp:DataParallelMLP",
+    "schedule": {"steps": 24, "dataset_size": 192, "batch_size": 24},
+    "steps_per_checkpoint": 6,
+}
+
+
+class _BlamingChecker:
+    """A `NodeChecker` whose replay blames node `faulty` (what `cluster_checks.judge_node`
+    concludes of a node whose own contribution does not replay)."""
+
+    def __init__(self, faulty: int) -> None:
+        self.faulty = faulty
+        self.checked: list[int] = []
+
+    def check(self, att: object, job: object) -> SpotCheckVerdict:
+        raise AssertionError("a cluster node is never spot-checked as a single run")
+
+    def check_node(self, att: Any, scope: object, unit: Any, job: object) -> SpotCheckVerdict:
+        self.checked.append(unit.rank)
+        if unit.rank == self.faulty:
+            return SpotCheckVerdict(
+                False, Reason.SPOT_CHECK_FAILED, "not the gradient of its shard", fault="provider"
+            )
+        return SpotCheckVerdict(True, None, "")
+
+
+def test_cluster_nodes_are_spot_checked_and_only_the_faulty_one_is_rejected(
+    store: AttestationStore,
+) -> None:
+    world = make_unit_world(store, node_topology(3), proof=DATA_PARALLEL)
+    for rank in range(3):
+        world.complete(rank)
+    checker = _BlamingChecker(faulty=1)
+    results = {r: verify(world.sign(r), world.context(spot_checker=checker)) for r in range(3)}
+    assert checker.checked == [0, 1, 2]
+    assert results[0].ok and results[2].ok
+    assert "node_proof_of_training" in results[0].checks
+    assert (results[1].outcome, results[1].reason, results[1].fault) == (
+        "rejected",
+        Reason.SPOT_CHECK_FAILED,
+        "provider",
+    )
+
+
+def test_cluster_nodes_without_a_replayable_trainer_stay_on_their_word(
+    store: AttestationStore,
+) -> None:
+    world = make_unit_world(store, node_topology(2))
+    for rank in range(2):
+        world.complete(rank)
+    checker = _BlamingChecker(faulty=0)
+    result = verify(world.sign(0), world.context(spot_checker=checker))
+    assert result.ok and checker.checked == []

@@ -163,3 +163,22 @@ def test_a_cosigner_refuses_a_fee_whose_report_its_own_reading_does_not_match(
     stage = dataclasses.replace(_claim(world.attestation(0)))
     with pytest.raises(QuorumRefusal, match="another attestation"):
         cosigner._with_fees(stage, [honest], signers)
+
+
+def test_a_cosigners_own_verdict_keeps_its_verifiers_evidence_for_the_batch(
+    store: AttestationStore,
+) -> None:
+    """The co-signer re-verifies with its own draw; the evidence its verdict kept is what it
+    requires the batch to pay (`unpaid_own_verifiers`), and nothing for a report that did
+    not match."""
+    from oracle.settlement.quorum import unpaid_own_verifiers
+
+    world = _aggregated(store)
+    keys = [SigningKey.generate() for _ in range(3)]
+    desk = FakeDesk({bytes(k.verify_key).hex(): k for k in keys}, _honest(world))
+    verifier = IntakeVerifier(world.context(spot_checker=VerifierSpotChecker(desk, ORACLE)))
+    (claim,) = verifier.verify_bundle([world.sign(2)])
+    (task,) = desk.tasks
+    assert claim.own_fee is not None and claim.own_fee.verifier == task.verifier
+    assert unpaid_own_verifiers([claim]) == [(claim.leaf_hash, claim.own_fee)]
+    assert unpaid_own_verifiers([dataclasses.replace(claim, fees=(claim.own_fee,))]) == []

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 from nacl.signing import SigningKey
-from oracle_fixtures import World, job_spec, make_world, trainer_repo
+from oracle_fixtures import NETWORK, World, job_spec, make_world, signed_binding, trainer_repo
 
-from oracle.inputs.feed import AttemptInfo
+from oracle.inputs.feed import AttemptInfo, WorkerInfo
 from oracle.verification.spotcheck import LocalSpotChecker, RepoCache
 from oracle.verification.verify import Reason, verify
 from pot import harness
@@ -32,12 +32,17 @@ from pot.manifest import MANIFEST_NAME, PREFIX_NAME, Manifest
 from pot.recorder import ProofOfTraining
 from pot.seeds import derive_data_seed
 from pot.trainer import TrainContext
+from proofnet.messages.address import enterprise_address
+from proofnet.messages.attestation import Attestation
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.result_paths import attempt_result_name
 from proofnet.messages.segment_share import segment_cap
 
 SPEC_URL = "https://example.org/numpy-mlp.git"
 ORACLE_KEY = SigningKey(b"\x05" * 32)
+# Attempt 1's worker: the provider that was lost.
+LOST_KEY = SigningKey(b"\x07" * 32)
+LOST_PAYOUT = enterprise_address(bytes(SigningKey(b"\x08" * 32).verify_key), NETWORK)
 CONFIG = {"hidden": 16}
 # 6 segments of 5 steps; attempt 1 is lost after 2.
 PROOF = {
@@ -118,14 +123,18 @@ def resumed_world(
     world.nonce = draft.nonce
     # Paid for segments 3..6 of 6: two thirds of the price, never attempt 1's share.
     share = segment_cap(spec, world.attestation.amount, LOST_AT + 1)
-    world.attestation = world.variant(nonce=draft.nonce, amount=share)
+    world.attestation = world.variant(
+        nonce=draft.nonce,
+        amount=share,
+        segments={"attempt": 2, "first": LOST_AT + 1, "last": 6},
+    )
     world.set_lease(nonce=draft.nonce, attempt=2)
     lease = world.feed.jobs[world.job_id].lease
     assert lease is not None
     first = AttemptInfo(
         attempt=1,
-        worker_key=SigningKey.generate().verify_key.encode().hex(),
-        payout_address=lease.payout_address,
+        worker_key=LOST_KEY.verify_key.encode().hex(),
+        payout_address=LOST_PAYOUT,
         nonce=draft.nonce,
         outcome="released",
         started_ms=lease.started_ms - 60_000,
@@ -153,6 +162,12 @@ def resumed_world(
         results=MappingProxyType(digest),
     )
     world.set_job(attempts=(first, second))
+    world.feed.workers[first.worker_key] = WorkerInfo(
+        worker_key=first.worker_key,
+        payout_address=LOST_PAYOUT,
+        binding=signed_binding(LOST_KEY, LOST_PAYOUT),
+        network=NETWORK,
+    )
     for name, blob in second_files.items():
         world.feed.artifacts[(spec.job_id, name)] = blob
     for name, blob in first_files.items():
@@ -218,7 +233,8 @@ def test_a_resume_the_api_reports_at_another_checkpoint_is_refused(
     job = world.feed.jobs[world.job_id]
     first, second = job.attempts
     world.set_job(attempts=(replace(first, last_segment=4), replace(second, resumed_at=4)))
-    result = verify(world.sign(world.variant(amount=1)), world.context())
+    named = {"attempt": 2, "first": 5, "last": 6}
+    result = verify(world.sign(world.variant(amount=1, segments=named)), world.context())
     assert result.reason == Reason.POT_RESUME_MISMATCH, result
     assert "checkpoint 4 is not in the prefix" in result.message
 
@@ -237,3 +253,156 @@ def test_a_lost_prefix_is_not_taken_on_the_resuming_provider_word(
     result = verify(world.sign(), world.context())
     assert result.reason == Reason.POT_RESUME_MISMATCH and "does not parse" in result.message
     assert first_files  # the rest of attempt 1's uploads stay on record
+
+
+# --- the lost attempt's own claim (oracle.verification.lost_attempts) ----------------------
+
+
+def lost_claim(world: World, first_files: dict[str, bytes], **changes: Any) -> Attestation:
+    """What attempt 1's worker signed when it uploaded checkpoint `LOST_AT`: its segments
+    1..2, the root of its prefix to there, its share of the price."""
+    prefix = Manifest.from_bytes(first_files["pot/" + PREFIX_NAME])
+    last = changes.pop("trim", LOST_AT)
+    root = Manifest(
+        steps_per_checkpoint=prefix.steps_per_checkpoint,
+        data_seed=prefix.data_seed,
+        leaves=prefix.leaves[: last + 1],
+    ).root
+    first = world.feed.jobs[world.job_id].attempts[0]
+    price = world.spec.pricing.amount  # type: ignore[union-attr]
+    data = world.attestation.model_dump(mode="python")
+    data.update(
+        worker_key=LOST_KEY.verify_key.encode().hex(),
+        payout_address=LOST_PAYOUT,
+        started_ms=first.started_ms,
+        ended_ms=first.ended_ms,
+        gpu_milliseconds=0,
+        result_hashes={},
+        metrics={},
+        pot_root=root,
+        amount=segment_cap(world.spec, price, 1, LOST_AT),
+        segments={"attempt": 1, "first": 1, "last": LOST_AT},
+    )
+    data.update(changes)
+    return Attestation.model_validate(data)
+
+
+def test_the_lost_attempt_is_paid_its_own_segments_spot_checked_from_its_uploads(
+    repo: tuple[str, str], tmp_path: Path
+) -> None:
+    world, checker, first_files = resumed_world(repo, tmp_path)
+    claim = lost_claim(world, first_files)
+    price = world.spec.pricing.amount  # type: ignore[union-attr]
+    # Its share and the resumed attempt's never sum past the price.
+    assert claim.amount + world.attestation.amount <= price
+    result = verify(world.sign(claim, LOST_KEY), world.context(spot_checker=checker))
+    assert result.ok, result
+    assert {"attempt_lost", "segments_proved", "attempt_prefix", "proof_of_training"} <= set(
+        result.checks
+    )
+    spot = result.spot_check
+    assert spot is not None and spot.segments
+    assert all(1 <= s <= LOST_AT for s in spot.segments), spot.segments
+    # The completing attempt's attestation is verified beside it (another payable key).
+    assert verify(world.sign(), world.context()).ok
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason", "words"),
+    [
+        # More segments than it proved: the next attempt resumed at checkpoint 2.
+        (
+            {"segments": {"attempt": 1, "first": 1, "last": 4}, "trim": 4},
+            Reason.SEGMENTS_MISMATCH,
+            "proved 1..2",
+        ),
+        # The segments the resumed attempt proved.
+        (
+            {"segments": {"attempt": 1, "first": 3, "last": 6}},
+            Reason.SEGMENTS_MISMATCH,
+            "claims segments 3..6",
+        ),
+        # More than its share of the price for segments 1..2 of 6.
+        ({"amount": 1_000_000 * 2 // 6 + 1}, Reason.AMOUNT_EXCEEDS_PRICE, "attempt 1's share"),
+        # A root other than its committed prefix's up to checkpoint 2.
+        ({"trim": 1}, Reason.POT_ROOT_MISMATCH, "not the attested"),
+        # Another nonce than the attempt's.
+        ({"nonce": "ab" * 16}, Reason.NONCE_MISMATCH, "nonce"),
+        # An attempt the API does not list.
+        (
+            {"segments": {"attempt": 9, "first": 1, "last": 2}},
+            Reason.ATTEMPT_NOT_LOST,
+            "lists no attempt 9",
+        ),
+    ],
+)
+def test_a_lost_attempt_claiming_what_it_did_not_prove_is_refused(
+    repo: tuple[str, str], tmp_path: Path, changes: dict[str, Any], reason: Reason, words: str
+) -> None:
+    world, _, first_files = resumed_world(repo, tmp_path)
+    result = verify(
+        world.sign(lost_claim(world, first_files, **changes), LOST_KEY), world.context()
+    )
+    assert result.reason == reason, result
+    assert words in result.message
+    assert result.fault == "provider"
+
+
+def test_a_lost_attempt_claiming_more_than_it_uploaded_is_refused(
+    repo: tuple[str, str], tmp_path: Path
+) -> None:
+    """The API records it proved up to checkpoint 4 (an API that is wrong, or a prefix that
+    lost its tail): its uploaded prefix commits only 2 segments, so it is paid for none."""
+    world, _, first_files = resumed_world(repo, tmp_path)
+    first, second = world.feed.jobs[world.job_id].attempts
+    world.set_job(attempts=(replace(first, last_segment=4), replace(second, resumed_at=4)))
+    claim = lost_claim(world, first_files, segments={"attempt": 1, "first": 1, "last": 4})
+    result = verify(world.sign(claim, LOST_KEY), world.context())
+    assert result.reason == Reason.SEGMENTS_MISMATCH, result
+    assert "commits 2 segment(s), not the 4" in result.message
+
+
+def test_the_resumed_provider_cannot_claim_the_lost_attempts_segments(
+    repo: tuple[str, str], tmp_path: Path
+) -> None:
+    world, _, first_files = resumed_world(repo, tmp_path)
+    # Attempt 1's claim signed by the resuming provider (to its own address).
+    stolen = lost_claim(
+        world,
+        first_files,
+        worker_key=world.attestation.worker_key,
+        payout_address=world.attestation.payout_address,
+    )
+    result = verify(world.sign(stolen), world.context())
+    assert result.reason == Reason.LEASE_OTHER_WORKER, result
+    # Its own attestation stretched over segments 1..6 (the amount of its own share, which
+    # is all the price check lets through: naming 1..6 is refused in itself).
+    greedy = world.variant(segments={"attempt": 2, "first": 1, "last": 6})
+    result = verify(world.sign(greedy), world.context())
+    assert result.reason == Reason.SEGMENTS_MISMATCH, result
+    assert "proved 3..6" in result.message
+    # Naming no segments at all (so it would be paid alone, before the lost claim).
+    bare = world.variant(segments=None)
+    result = verify(world.sign(bare), world.context())
+    assert result.reason == Reason.SEGMENTS_MISMATCH, result
+    assert "must name its attempt and segments" in result.message
+
+
+def test_a_claim_posted_before_its_range_is_fixed_waits_and_is_never_refused(
+    repo: tuple[str, str], tmp_path: Path
+) -> None:
+    world, _, first_files = resumed_world(repo, tmp_path)
+    first, second = world.feed.jobs[world.job_id].attempts
+    claim = world.sign(lost_claim(world, first_files), LOST_KEY)
+    # Posted (by anyone who holds it) while the attempt still runs, or before the job
+    # resumed from it: retried, so the provider's pay is not lost to an early post.
+    world.set_job(attempts=(replace(first, outcome=None), second))
+    assert verify(claim, world.context()).outcome == "retry"
+    world.set_job(
+        status="leased", attempts=(replace(first, last_segment=None), replace(second, outcome=None))
+    )
+    assert verify(claim, world.context()).outcome == "retry"
+    # Its attempt completed the job (not lost): refused.
+    world.set_job(status="completed", attempts=(replace(first, outcome="completed"), second))
+    result = verify(claim, world.context())
+    assert result.reason == Reason.ATTEMPT_NOT_LOST, result

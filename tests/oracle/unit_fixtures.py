@@ -72,8 +72,11 @@ def node_topology(nodes: int = 2) -> dict[str, Any]:
     return {"kind": "multi_node", "nodes": nodes, "node_amount": NODE_AMOUNT, "checkpoint": "m.pt"}
 
 
-def topology_spec(topology: dict[str, Any], *, seed: int | None = None) -> JobSpec:
-    """A job spec with `topology`, priced at what paying every unit costs."""
+def topology_spec(
+    topology: dict[str, Any], *, seed: int | None = None, proof: dict[str, Any] | None = None
+) -> JobSpec:
+    """A job spec with `topology`, priced at what paying every unit costs (and `proof`, its
+    proof-of-training section, when given)."""
     shape = Relay if topology["kind"] == "relay" else MultiNode
     total = total_amount(shape.model_validate(topology))
     shards = max((max(s["shards"]) + 1 for s in topology.get("stages", [])), default=0)
@@ -99,6 +102,7 @@ def topology_spec(topology: dict[str, Any], *, seed: int | None = None) -> JobSp
             "pricing": {"kind": "fixed", "amount": total},
             "seed": secrets.randbelow(2**63) if seed is None else seed,
             "topology": topology,
+            **({} if proof is None else {"proof": proof}),
         }
     )
 
@@ -255,8 +259,9 @@ def make_unit_world(
     *,
     budget: int | None = None,
     status: str = "running",
+    proof: dict[str, Any] | None = None,
 ) -> UnitWorld:
-    spec = topology_spec(topology or relay_topology())
+    spec = topology_spec(topology or relay_topology(), proof=proof)
     assert spec.topology is not None
     planned = plan(spec.topology)
     escrow = EscrowRef(tx_id=secrets.token_hex(32), index=0)

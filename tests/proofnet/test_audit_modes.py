@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -22,6 +23,7 @@ from pycardano import Address
 from typer.testing import CliRunner
 
 from auditor import audit as au
+from chain.devnet.node_bridge import node_bridge
 from chain.devnet.testing import running_devnet, serve_app
 from chain.offchain.builders import assembly as A
 from chain.offchain.builders import settle as S
@@ -453,10 +455,15 @@ def test_the_deployment_comes_from_a_service_and_the_chain_from_the_settings(
         in out
     )
     assert out.splitlines()[-1].startswith("audit: OK")
-    # Ogmios keeps no transaction history: said in one line, not a traceback.
-    ogmios = {**settings, "PROOFNET_CHAIN_BACKEND": "ogmios"}
+    # A node backend whose Kupo is down: said in one line, not a traceback.
+    ogmios = {
+        **settings,
+        "PROOFNET_CHAIN_BACKEND": "ogmios",
+        "PROOFNET_KUPO_URL": "http://127.0.0.1:9",
+    }
     code, _, err = _cli(world, "--tx", world.good_tx, chain=(), env=ogmios)
-    assert code == au.EXIT_CANNOT_AUDIT and "Blockfrost-shaped backend" in err
+    assert code == au.EXIT_CANNOT_AUDIT and "PROOFNET_KUPO_URL" in err
+    assert len(err.strip().splitlines()) == 1, err
     # A service without a deployment, or none at all, is a usage error naming the option.
     code, _, err = _cli(world, "--tx", world.good_tx, deployment=world.oracle)
     assert code == au.EXIT_CANNOT_AUDIT and "--deployment" in err and "404" in err
@@ -476,6 +483,62 @@ def test_the_deployment_read_from_chain(world: World) -> None:
     assert code == au.EXIT_DISCREPANCY and au.PAYOUT_MISMATCH in out
     code, _, err = _cli(world, "--tx", world.lock_tx, deployment="chain")
     assert code == au.EXIT_CANNOT_AUDIT and "spends no escrow" in err
+
+
+def _without_links(report: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **report,
+        "settlements": [
+            {k: v for k, v in s.items() if k not in ("explorer", "explorers")}
+            for s in report["settlements"]
+        ],
+    }
+
+
+def test_the_audit_through_a_self_hosted_node_gives_the_same_verdicts(world: World) -> None:
+    """PROOFNET_CHAIN_BACKEND=ogmios: the settlement is found through Kupo, read by Ogmios
+    chain-sync (its CBOR), its inputs resolved the same way; the verdict is the one the
+    Blockfrost path gives: the honest settlement passes, the tampered one fails with the
+    same discrepancies, and the deployment reads the same from chain."""
+    with node_bridge(world.devnet.url) as node:
+        by_node = {
+            "PROOFNET_CHAIN_BACKEND": "ogmios",
+            "PROOFNET_OGMIOS_URL": node.ogmios_url,
+            "PROOFNET_KUPO_URL": node.kupo_url,
+        }
+        for tx, verdict in ((world.good_tx, au.EXIT_OK), (world.bad_tx, au.EXIT_DISCREPANCY)):
+            rest_code, rest_out, _ = _cli(world, "--tx", tx, "--json")
+            node_code, node_out, node_err = _cli(world, "--tx", tx, "--json", chain=(), env=by_node)
+            assert rest_code == node_code == verdict, node_out + node_err
+            assert _without_links(json.loads(node_out)) == _without_links(json.loads(rest_out))
+        bad = json.loads(_cli(world, "--tx", world.bad_tx, "--json", chain=(), env=by_node)[1])
+        (settlement,) = bad["settlements"]
+        kinds = {d["kind"] for d in settlement["discrepancies"]}
+        assert {au.PAYOUT_MISMATCH, au.UNATTESTED_ESCROW, au.NTX_ELSEWHERE} <= kinds
+
+        code, out, err = _cli(
+            world, "--tx", world.good_tx, deployment="chain", chain=(), env=by_node
+        )
+        assert code == au.EXIT_OK, out + err
+        mine = world.scenario.deployment
+        assert f"read from chain: config NFT at {mine.config_ref}" in out
+        # Another deployment's file: named as such, not taken for fraud.
+        code, _, err = _cli(
+            world,
+            "--tx",
+            world.good_tx,
+            deployment=str(world.other_deployment_file),
+            chain=(),
+            env=by_node,
+        )
+        assert code == au.EXIT_WRONG_DEPLOYMENT, err
+        # Searches need an index a node does not keep: one line, the fix named.
+        code, _, err = _cli(world, "--job", world.good_jobs[0], chain=(), env=by_node)
+        assert code == au.EXIT_CANNOT_AUDIT and "audit a settlement by its transaction id" in err
+        assert len(err.strip().splitlines()) == 1, err
+        # A transaction the chain does not hold.
+        code, _, err = _cli(world, "--tx", "ab" * 32, chain=(), env=by_node)
+        assert code == au.EXIT_CANNOT_AUDIT and "not on chain" in err
 
 
 def test_the_explorer_shows_the_settlement(world: World) -> None:

@@ -157,6 +157,8 @@ def test_ogmios_reads_the_socket_and_its_own_preprod_config(compose: dict) -> No
     assert _option(command, "--node-socket") == "/ipc/node.socket"
     assert _option(command, "--node-config") == "/config/preprod/cardano-node/config.json"
     assert _option(command, "--host") == "0.0.0.0"
+    # Followers decode transactions from their CBOR, which Ogmios sends only when asked.
+    assert "--include-transaction-cbor" in command
     assert "node-ipc:/ipc" in ogmios["volumes"]
 
 
@@ -169,8 +171,8 @@ def test_kupo_follows_the_chain_through_ogmios(compose: dict) -> None:
     assert _option(command, "--ogmios-port") == "1337"
     assert _option(command, "--since") == "${PROOFNET_KUPO_SINCE:-origin}"
     assert _option(command, "--match") == "*"
-    # pycardano's Kupo backend asks for unspent outputs only, which pruning keeps.
-    assert "--prune-utxo" in command
+    # The chain watcher and the auditor resolve spent outputs: nothing may be pruned.
+    assert "--prune-utxo" not in command
     assert "ogmios" in kupo["depends_on"]
 
 

@@ -232,10 +232,20 @@ def test_a_cluster_job_records_its_own_proof() -> None:
         "node_amount": 5,
         "checkpoint": "model.bin",
     }
+    # Its commands train; a trainer only names what verifiers replay its nodes with.
     with pytest.raises(JobSpecError, match="multi_node"):
         JobSpec.from_dict(
-            spec_dict(proof=TRAINED, topology=topology, pricing={"kind": "fixed", "amount": 10})
+            spec_dict(
+                commands=[],
+                proof=TRAINED,
+                topology=topology,
+                pricing={"kind": "fixed", "amount": 10},
+            )
         )
+    replayable = JobSpec.from_dict(
+        spec_dict(proof=TRAINED, topology=topology, pricing={"kind": "fixed", "amount": 10})
+    )
+    assert replayable.proof.trainer is not None
     schedule_only = {k: v for k, v in TRAINED.items() if k not in ("trainer", "config")}
     spec = JobSpec.from_dict(
         spec_dict(proof=schedule_only, topology=topology, pricing={"kind": "fixed", "amount": 10})

@@ -7,7 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from proofnet.messages.jobspec import JobSpec
-from proofnet.messages.segment_share import segment_cap
+from proofnet.messages.segment_share import (
+    STOP_GRACE_SEGMENTS,
+    segment_cap,
+    stopped_last,
+    stopped_share,
+)
 
 
 def spec(pricing: dict[str, Any], *, steps: int = 60, every: int = 10) -> JobSpec:
@@ -66,3 +71,18 @@ def test_a_spec_without_a_schedule_pays_only_a_whole_run() -> None:
     assert plain.schedule is None
     assert segment_cap(plain, 1000, 1) == 1000
     assert segment_cap(plain, 1000, 3) == 0 and segment_cap(plain, 1000, 1, 2) == 0
+
+
+def test_a_stopped_lease_is_paid_for_its_committed_segments_and_one_grace_at_most() -> None:
+    """Stopped for the job's fault with 2 of 6 segments committed: paid for what its proof
+    commits, never past the 2 committed at the stop plus 1 grace, however far it trained."""
+    fixed = spec({"kind": "fixed", "amount": 600_000})
+    assert stopped_share(fixed, 600_000, 1, 2, committed=2) == 200_000
+    assert stopped_share(fixed, 600_000, 1, 2, committed=3) == 300_000  # the grace segment
+    assert stopped_share(fixed, 600_000, 1, 2, committed=6) == 300_000  # trained on: no more
+    assert stopped_share(fixed, 600_000, 1, 2) == 300_000  # the oracle's cap
+    assert stopped_last(2) == 2 + STOP_GRACE_SEGMENTS == 3
+    # A rate card: its metered GPU time, within the stopped segments' share of the cap.
+    card = spec({"kind": "rate_card", "rate_card": "sha256:" + "c" * 64, "max_amount": 600})
+    assert stopped_share(card, 50, 1, 2) == 50  # metered below the share: as metered
+    assert stopped_share(card, 600, 1, 2) == 300  # metered at the cap: 3 of 6 segments of it

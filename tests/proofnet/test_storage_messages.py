@@ -5,7 +5,6 @@ is not there."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import re
 import secrets
 
@@ -218,99 +217,6 @@ def test_no_answer_fails() -> None:
     assert not s.verify_answer(_challenge(c, 0), None).passed
 
 
-def test_challenge_indexes_cover_the_object_and_depend_on_the_secret_seed() -> None:
-    seed = secrets.token_bytes(32)
-    ids = [secrets.token_hex(16) for _ in range(400)]
-    drawn = {s.challenge_index(seed, i, 7) for i in ids}
-    assert drawn == set(range(7))
-    # Without the seed the provider cannot tell which chunk an id will ask for.
-    other = secrets.token_bytes(32)
-    assert [s.challenge_index(seed, i, 1000) for i in ids] != [
-        s.challenge_index(other, i, 1000) for i in ids
-    ]
-    with pytest.raises(s.StorageError):
-        s.challenge_index(b"short", ids[0], 7)
-
-
 def test_a_sidecar_is_only_made_for_the_committed_data(commitment: s.Commitment) -> None:
     with pytest.raises(s.StorageError, match="root differs"):
         s.proof_sidecar(DATA[:-1] + b"\x00", commitment)
-
-
-# --- receipts: what a settlement pays storage on ----------------------------------------
-
-ORACLE = SigningKey(b"\x05" * 32)
-ORACLE_HASH = hashlib.blake2b(bytes(ORACLE.verify_key), digest_size=28).hexdigest()
-JOB = "ab" * 32
-
-
-def _receipt(key: SigningKey = ORACLE, **over: object) -> s.StorageReceipt:
-    fields: dict[str, object] = {
-        "network": NETWORK,
-        "job_id": JOB,
-        "placement_id": 7,
-        "provider_key": "cd" * 32,
-        "payout_address": _address(),
-        "content_root": "ef" * 32,
-        "size": 2 * s.GB,
-        "ntx_per_gb_month": 1_000,
-        "placed_at": 1_000_000,
-        "paid_through": 1_000_000 + s.MONTH_S,
-        "challenges_passed": 30,
-        "amount": 2_000,
-        "oracle_key": bytes(key.verify_key).hex(),
-    }
-    fields.update(over)
-    return s.sign_receipt(key, s.StorageReceiptBody.model_validate(fields))
-
-
-def test_a_receipt_within_its_bound_signed_by_a_batch_oracle_is_payable() -> None:
-    receipt = _receipt()
-    assert receipt.body.bound == 2_000  # 2 GB for a month at 1,000 per GB-month
-    assert s.receipt_refusal(receipt, job_id=JOB, oracle_key_hashes={ORACLE_HASH}) is None
-    assert s.storage_outputs([receipt]) == ((receipt.body.payout_address, 2_000),)
-
-
-def test_a_receipt_paying_more_than_holding_the_object_earns_is_refused() -> None:
-    greedy = _receipt(amount=2_001)
-    why = s.receipt_refusal(greedy, job_id=JOB, oracle_key_hashes={ORACLE_HASH})
-    assert why is not None and "over 2000" in why
-
-
-def test_a_receipt_for_another_job_network_or_oracle_is_refused() -> None:
-    receipt = _receipt()
-    assert "another job" in str(
-        s.receipt_refusal(receipt, job_id="00" * 32, oracle_key_hashes={ORACLE_HASH})
-    )
-    assert "network" in str(
-        s.receipt_refusal(receipt, job_id=JOB, oracle_key_hashes={ORACLE_HASH}, network="mainnet")
-    )
-    # Signed by an oracle that does not sign this settlement: nobody in the batch vouches.
-    stranger = _receipt(SigningKey.generate())
-    assert "not signed by an oracle of this batch" in str(
-        s.receipt_refusal(stranger, job_id=JOB, oracle_key_hashes={ORACLE_HASH})
-    )
-
-
-def test_a_receipt_altered_after_signing_does_not_verify() -> None:
-    receipt = _receipt()
-    me = _address()
-    redirected = receipt.model_copy(
-        update={"body": receipt.body.model_copy(update={"payout_address": me})}
-    )
-    assert "signature does not verify" in str(
-        s.receipt_refusal(redirected, job_id=JOB, oracle_key_hashes={ORACLE_HASH})
-    )
-    with pytest.raises(s.StorageError, match="signed by the oracle it names"):
-        s.sign_receipt(SigningKey.generate(), receipt.body)
-
-
-def test_bundle_receipts_are_read_per_attestation_and_misplaced_ones_refused() -> None:
-    receipt = _receipt()
-    obj = {"storage": [{"attestation": 1, "receipt": receipt.to_json()}]}
-    assert s.bundle_receipts(obj, 2) == ((), (receipt,))
-    assert s.bundle_receipts({}, 2) == ((), ())
-    with pytest.raises(s.StorageError, match="attestation 2 of 2"):
-        s.bundle_receipts({"storage": [{"attestation": 2, "receipt": receipt.to_json()}]}, 2)
-    with pytest.raises(s.StorageError, match="malformed storage receipt"):
-        s.bundle_receipts({"storage": [{"attestation": 0, "receipt": {"body": {}}}]}, 1)

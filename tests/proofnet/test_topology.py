@@ -203,7 +203,12 @@ def test_unit_attestation_round_trips_and_null_unit_is_refused() -> None:
     with pytest.raises(MalformedAttestation, match="kind"):
         verify(
             cose_with_payload(
-                canonical_json({**att.model_dump(mode="python"), "unit": {"index": 0, "kind": "x"}})
+                canonical_json(
+                    {
+                        **att.model_dump(mode="python", exclude_none=True),
+                        "unit": {"index": 0, "kind": "x"},
+                    }
+                )
             )
         )
 

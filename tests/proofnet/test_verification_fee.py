@@ -161,3 +161,48 @@ def test_a_bundle_s_fee_entries_are_read_per_attestation_and_bad_ones_refused() 
     ):
         with pytest.raises(FeeError):
             bundle_fees(bad, 2)
+
+
+def test_a_node_replay_earns_only_when_it_answers_every_drawn_segment() -> None:
+    from nacl.signing import SigningKey
+
+    from proofnet.messages.verification import VerificationReport, VerificationTask
+    from proofnet.messages.verification_fee import FeeEvidence, fee_refusal, oracle_key_hash
+
+    oracle, verifier = SigningKey(b"\x01" * 32), SigningKey(b"\x02" * 32)
+    task = VerificationTask.sign(
+        oracle,
+        job_id="a" * 64,
+        nonce="b" * 32,
+        unit=1,
+        attestation="c" * 64,
+        pot_root="d" * 64,
+        provider="e" * 64,
+        verifier=bytes(verifier.verify_key).hex(),
+        device_class="cpu",
+        kind="node",
+        segments=[2, 5],
+        files=["units/1/pot/cluster.json"],
+        draw_signature="f" * 128,
+    )
+
+    def report(segments: list[int]) -> VerificationReport:
+        results = [
+            {"segment": s, "shards": ["1" * 64], "steps": [], "weights_hash": "2" * 64}
+            for s in segments
+        ]
+        return VerificationReport.sign(
+            verifier, task, status="passed", node_results=results, payout_address="addr_test1v"
+        )
+
+    def refusal(r: VerificationReport) -> str | None:
+        return fee_refusal(
+            FeeEvidence(task, r),
+            leaf_hash="c" * 64,
+            provider="e" * 64,
+            job_id="a" * 64,
+            oracle_key_hashes={oracle_key_hash(bytes(oracle.verify_key).hex())},
+        )
+
+    assert refusal(report([2, 5])) is None
+    assert refusal(report([2])) == "the report does not answer every segment the task drew"

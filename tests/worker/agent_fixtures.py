@@ -34,7 +34,7 @@ from api.app import create_app
 from api.config import ApiConfig
 from api.db import make_engine, open_session
 from api.migrate import upgrade_head
-from api.models import Job, JobEscrow
+from api.models import Job, JobEscrow, Lease
 from api.routes.oracle_feed import escrow_script_hash
 from api.services.users import add_senior
 from api.storage import LocalBlobStore
@@ -48,6 +48,7 @@ from proofnet.messages.attestation import (
 )
 from proofnet.messages.jobspec import JobSpec
 from proofnet.messages.oracle_api import ATTESTATIONS_PATH, COSE_CONTENT_TYPE
+from proofnet.messages.worker_auth import sign_request_headers
 from worker.agent import Agent, AgentConfig, JobOutcome
 from worker.api_client import ApiClient
 from worker.identity import WorkerKey, bind_payout_address, create_key
@@ -57,7 +58,7 @@ from worker.telemetry import TelemetrySampler
 from worker.workspace import RepoCache
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from api_support import Wallet, capabilities, sign_in  # noqa: E402
+from api_support import RELEASE_ORACLE, Wallet, capabilities, sign_in  # noqa: E402
 
 NETWORK = "devnet"
 REPO_URL = "https://git.example.test/numpy-mlp.git"
@@ -220,6 +221,30 @@ class ApiServer:
         self.escrows[job_id] = escrow
         return escrow
 
+    def release(self, job_id: str, *, status: str = "verified", fault: str | None = None) -> None:
+        """The trusted test oracle's verdict on every lease of the job (each unit's, each
+        attempt's): what releases results to the submitter (api.services.result_release)."""
+        with open_session(self.engine) as session:
+            job = session.exec(select(Job).where(Job.job_id == job_id)).one()
+            nonces = dict.fromkeys(
+                lease.nonce
+                for lease in session.exec(select(Lease).where(Lease.job_id == job.id)).all()
+            )
+        for nonce in nonces:
+            verdict = {"job_id": job_id, "nonce": nonce, "status": status, "fault": fault}
+            body = json.dumps(verdict).encode()
+            headers = sign_request_headers(
+                RELEASE_ORACLE,
+                network=NETWORK,
+                method="POST",
+                path="/api/v1/oracle/verdicts",
+                body=body,
+                nonce=secrets.token_hex(16),
+            )
+            headers["content-type"] = "application/json"
+            posted = self.http.post("/api/v1/oracle/verdicts", content=body, headers=headers)
+            assert posted.status_code == 200, posted.text
+
     def get(self, path: str) -> Any:
         response = self.http.get(path, headers=self.submitter)
         assert response.status_code == 200, response.text
@@ -250,11 +275,14 @@ def make_api_server(
     tmp_path: Path, *, lease_ttl_s: int = 30, **overrides: Any
 ) -> Iterator[ApiServer]:
     """The API in-thread; `overrides` are ApiConfig fields (e.g. max_attempts)."""
+    # The test oracle whose verdicts release results (ApiServer.release) is always trusted.
+    trusted = (*overrides.pop("oracle_keys", ()), bytes(RELEASE_ORACLE.verify_key).hex())
     config = ApiConfig(
         database_url=f"sqlite:///{tmp_path / 'api.db'}",
         network=NETWORK,
         rate_limit_per_minute=1_000_000,
         lease_ttl_s=lease_ttl_s,
+        oracle_keys=trusted,
         **overrides,
     )
     engine = make_engine(config.database_url)
@@ -447,6 +475,7 @@ def check_attested_job(
     job_dir = harness.config.jobs_dir / f"{job_id}-a{outcome.attempt}"
     # The PoT root is the Merkle root of the manifest the job wrote.
     assert att.pot_root == Manifest.load(job_dir / "pot").root == outcome.pot_root
+    api.release(job_id)  # the recording oracle verifies nothing: its verdict, posted here
     uploads = {r["name"]: r["sha256"] for r in api.get(f"/api/v1/jobs/{job_id}/results")}
     stored = {n: d for n, d in uploads.items() if not n.startswith("pot/")}
     assert dict(att.result_hashes) == stored
@@ -459,6 +488,7 @@ def check_attested_job(
         assert hashlib.sha256((job_dir / name).read_bytes()).hexdigest() == digest
     for name, digest in stored.items():
         raw = api.http.get(f"/api/v1/jobs/{job_id}/results/{name}", headers=api.submitter)
+        assert raw.status_code == 200, raw.text
         assert hashlib.sha256(raw.content).hexdigest() == digest
         assert hashlib.sha256((job_dir / name).read_bytes()).hexdigest() == digest
     metrics = json.loads((job_dir / "results" / "metrics.json").read_text())

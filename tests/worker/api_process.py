@@ -37,6 +37,8 @@ def serve(argv: list[str]) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--lease-ttl", type=int, default=30)
     parser.add_argument("--max-body-bytes", type=int, default=8 * 2**20)
+    # Oracles whose verdicts release results (tests post one: ApiServer.release).
+    parser.add_argument("--oracle-key", action="append", default=[])
     args = parser.parse_args(argv)
     config = ApiConfig(
         database_url=f"sqlite:///{args.db}",
@@ -45,6 +47,7 @@ def serve(argv: list[str]) -> None:
         lease_ttl_s=args.lease_ttl,
         max_body_bytes=args.max_body_bytes,
         sweep_interval_s=1.0,
+        oracle_keys=tuple(args.oracle_key),
     )
     engine = make_engine(config.database_url)
     upgrade_head(engine)
@@ -55,7 +58,11 @@ def serve(argv: list[str]) -> None:
 
 @contextmanager
 def api_process(
-    tmp: Path, *, lease_ttl_s: int, max_body_bytes: int = 8 * 2**20
+    tmp: Path,
+    *,
+    lease_ttl_s: int,
+    max_body_bytes: int = 8 * 2**20,
+    oracle_keys: tuple[str, ...] = (),
 ) -> Iterator[tuple[str, Path, subprocess.Popen[bytes]]]:
     """(url, database file, process) of an API started on a free loopback port."""
     from waiting import until  # tests/ is on the path under pytest, not in the child
@@ -80,6 +87,7 @@ def api_process(
             str(lease_ttl_s),
             "--max-body-bytes",
             str(max_body_bytes),
+            *(arg for key in oracle_keys for arg in ("--oracle-key", key)),
         ],
         cwd=REPO_ROOT,
         stdout=log,

@@ -35,13 +35,18 @@ from proofnet.messages.attestation import Attestation
 from proofnet.processes import RoleGroup, RoleProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from api_support import Wallet, sign_in  # noqa: E402
+from api_support import RELEASE_ORACLE, Wallet, sign_in  # noqa: E402
 
 
 @contextlib.contextmanager
 def running_api(tmp: Path, *, lease_ttl_s: int) -> Iterator[ApiServer]:
     """The API as its own process, and a submitter signed in to it."""
-    with api_process(tmp / "api", lease_ttl_s=lease_ttl_s) as (url, db, _process):
+    trusted = (bytes(RELEASE_ORACLE.verify_key).hex(),)  # its verdicts release results
+    with api_process(tmp / "api", lease_ttl_s=lease_ttl_s, oracle_keys=trusted) as (
+        url,
+        db,
+        _process,
+    ):
         config = ApiConfig(database_url=f"sqlite:///{db}", network=NETWORK, lease_ttl_s=lease_ttl_s)
         engine = make_engine(config.database_url)
         try:

@@ -38,6 +38,12 @@ from pot.examples.torch_ddp import main
 
 sys.exit(main(sys.argv[1:]))
 '''
+# A data-parallel trainer verifiers replay a cluster node's segments with.
+DP_TORCH_PY = '''"""A replayable multi-node job: trained by pot.examples.torch_dp under torchrun."""
+from pot.examples.torch_dp import TorchDataParallelMLP
+
+__all__ = ["TorchDataParallelMLP"]
+'''
 # Lets a test hold one unit mid-run: blocks while `<dir>/hold-<unit index>` exists.
 HOLD_PY = '''"""Block while <dir>/hold-$PROOFNET_UNIT_INDEX exists (a test paces one unit)."""
 import os
@@ -68,7 +74,7 @@ class RelayRepo:
 @pytest.fixture(scope="session")
 def relay_repo(tmp_path_factory: pytest.TempPathFactory) -> RelayRepo:
     root = tmp_path_factory.mktemp("relay-git")
-    files = {"relay.py": RELAY_PY, "ddp.py": DDP_PY, "hold.py": HOLD_PY}
+    files = {"relay.py": RELAY_PY, "ddp.py": DDP_PY, "hold.py": HOLD_PY, "dp_torch.py": DP_TORCH_PY}
     repo = commit_repo(root, "relay.git", files, "relay training code")
     return RelayRepo(
         path=repo.path,

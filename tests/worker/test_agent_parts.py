@@ -196,15 +196,14 @@ def test_an_upload_that_moves_no_byte_gives_up_after_five_tries_backing_off() ->
     assert api.calls == 5 and waited == [2, 4, 8, 8]
 
 
-def test_the_verifier_replays_from_the_workers_own_mirror_cache(tmp_path: Path) -> None:
-    """One git mirror cache per machine: the background verifier checks repositories out of
-    the same mirrors the agent's jobs use, never a second clone of each."""
-    repos = RepoCache(tmp_path / "git")
-    agent = SimpleNamespace(
+def _verifying_agent(
+    tmp_path: Path, *, isolated: bool = True, demo_process_verify: bool = False
+) -> SimpleNamespace:
+    return SimpleNamespace(
         api=object(),
         key=object(),
-        repos=repos,
-        runtime=SimpleNamespace(isolated=True, name="docker"),
+        repos=RepoCache(tmp_path / "git"),
+        runtime=SimpleNamespace(isolated=isolated, name="docker" if isolated else "process"),
         config=SimpleNamespace(
             verify=True,
             trusted_oracle_keys=("ab" * 32,),
@@ -212,9 +211,29 @@ def test_the_verifier_replays_from_the_workers_own_mirror_cache(tmp_path: Path) 
             pids_limit=None,
             data=None,
             verification_poll_s=30.0,
+            verify_only=False,
             payout_address="addr_test1vqverifier",
+            demo_process_verify=demo_process_verify,
         ),
     )
+
+
+def test_a_process_runtime_worker_verifies_only_in_the_local_demo(tmp_path: Path) -> None:
+    """The process runtime does not isolate other providers' job code: the worker does not
+    verify with it, unless it is the local devnet demo's (PROOFNET_WORKER_DEMO_PROCESS_VERIFY,
+    which `proofnet worker run` refuses on any other network)."""
+    assert Agent._verifier_loop(_verifying_agent(tmp_path, isolated=False)) is None  # type: ignore[arg-type]
+    demo = _verifying_agent(tmp_path, isolated=False, demo_process_verify=True)
+    loop = Agent._verifier_loop(demo)  # type: ignore[arg-type]
+    assert loop is not None
+    loop.stop()
+
+
+def test_the_verifier_replays_from_the_workers_own_mirror_cache(tmp_path: Path) -> None:
+    """One git mirror cache per machine: the background verifier checks repositories out of
+    the same mirrors the agent's jobs use, never a second clone of each."""
+    agent = _verifying_agent(tmp_path)
+    repos = agent.repos
     loop = Agent._verifier_loop(agent)  # type: ignore[arg-type]
     assert loop is not None
     loop.stop()

@@ -28,6 +28,7 @@ def test_undeclared_proof_files_are_not_uploaded_and_the_log_says_so(
     job_id = api_server.submit(spec)
     outcome = harness.agent.run(once=True).outcomes[0]
     assert outcome.status == "attested", outcome.reason
+    api_server.release(job_id)
     uploads = {r["name"] for r in api_server.get(f"/api/v1/jobs/{job_id}/results")}
     assert uploads == {"results/metrics.json", "results/model.weights"}
     assert set(oracle.accepted[job_id][0].result_hashes) == uploads

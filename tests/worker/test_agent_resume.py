@@ -47,6 +47,7 @@ from pot.manifest import PREFIX_NAME
 from proofnet.messages.address import key_hash
 from proofnet.messages.attestation import EscrowRef, sign_attestation
 from proofnet.messages.jobspec import JobSpec
+from proofnet.messages.result_paths import attempt_result_name
 from proofnet.messages.segment_share import segment_cap
 
 # The job's trainer, paced: it stops before step `pause_at` until the file `gate` exists,
@@ -230,6 +231,17 @@ def test_a_stopped_provider_is_resumed_and_the_next_one_claims_only_its_share(
             greedy = sign_attestation(att.model_copy(update={"amount": price}), key).cose
             refused = verify(greedy, ctx)
             assert refused.reason == Reason.AMOUNT_EXCEEDS_PRICE, refused
+            # B names its attempt and segments; A, which never came back, signed its own
+            # claim for segments 1..at while it trained, and the API holds it.
+            assert att.segments is not None
+            assert (att.segments.attempt, att.segments.first, att.segments.last) == (2, at + 1, 6)
+            lost = feed.artifact(job_id, attempt_result_name(1, f"pot/claim-{at}.cose"))
+            paid_a = verify(lost, ctx)
+            assert paid_a.ok, paid_a
+            assert paid_a.attestation is not None
+            assert paid_a.attestation.worker_key == first.worker.key.public_key_hex
+            assert paid_a.attestation.amount == segment_cap(parsed, price, 1, at)
+            assert paid_a.attestation.amount + att.amount <= price
         finally:
             feed.close()
         history = api_server.job(job_id)["history"]

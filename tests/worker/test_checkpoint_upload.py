@@ -147,3 +147,84 @@ def test_a_sealed_jobs_checkpoints_are_sealed_before_they_leave(tmp_path: Path) 
     training.commit()
     assert shipper.pass_once() == 2
     assert all(data.startswith(b"SEALED") for data in api.files.values())
+
+
+def test_each_checkpoint_it_proves_goes_up_with_its_signed_claim_after_the_prefix(
+    tmp_path: Path,
+) -> None:
+    """The lost provider's pay does not wait for it to come back: each checkpoint `k` that
+    ends a segment this run proves gets its claim (`pot/claim-<k>.cose`, signed over the
+    root of the prefix to `k`), uploaded after the prefix naming it; checkpoint 0 ends no
+    segment and has none."""
+    job = tmp_path / "job"
+    training, api = Training(job), Api()
+    signed: list[tuple[int, str]] = []
+
+    def sign(at: int, root: str) -> bytes:
+        signed.append((at, root))
+        return f"claim {at} {root}".encode()
+
+    shipper = uploader(job, api, sign_claim=sign)
+    shipper.pass_once()
+    assert signed == [] and not [n for n in api.order if "claim" in n]
+    training.commit()
+    training.commit()
+    shipper.pass_once()
+    prefix = api.prefix()
+    roots = {
+        at: Manifest(
+            steps_per_checkpoint=prefix.steps_per_checkpoint,
+            data_seed=prefix.data_seed,
+            leaves=prefix.leaves[: at + 1],
+        ).root
+        for at in (1, 2)
+    }
+    assert signed == [(1, roots[1]), (2, roots[2])]
+    assert api.files["pot/claim-2.cose"] == f"claim 2 {roots[2]}".encode()
+    assert api.order.index("pot/claim-1.cose") > api.order.index("pot/" + PREFIX_NAME)
+
+
+def test_a_resumed_run_claims_only_the_segments_after_its_resume_point(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    training, api = Training(job), Api()
+    for _ in range(3):
+        training.commit()
+    signed: list[int] = []
+
+    def sign(at: int, _root: str) -> bytes:
+        signed.append(at)
+        return b"claim"
+
+    uploader(job, api, start=2, sign_claim=sign).pass_once()
+    assert signed == [3]  # segment 3; 1..2 are the lost attempt's
+
+
+def test_a_sealed_job_signs_its_claims_too_and_they_go_up_in_the_clear(tmp_path: Path) -> None:
+    """A sealed job's lost provider is paid like any other: its checkpoints are sealed, its
+    claims (hashes only, what the oracles read to pay it) are not."""
+    job = tmp_path / "job"
+    training, api = Training(job), Api()
+    sealed_dir = tmp_path / "sealed"
+    sealed_dir.mkdir()
+
+    def seal(files: list[CollectedResult]) -> list[CollectedResult]:
+        out = []
+        for f in files:
+            dest = sealed_dir / Path(f.name).name
+            dest.write_bytes(b"SEALED" + json.dumps(f.sha256).encode())
+            out.append(CollectedResult(f.name, dest, f.sha256, dest.stat().st_size, "model", "x"))
+        return out
+
+    signed: list[int] = []
+
+    def sign(at: int, root: str) -> bytes:
+        signed.append(at)
+        return f"claim {at} {root}".encode()
+
+    shipper = uploader(job, api, seal=seal, sign_claim=sign)
+    training.commit()
+    training.commit()
+    shipper.pass_once()
+    assert signed == [1, 2]
+    assert api.files["pot/claim-2.cose"].startswith(b"claim 2 ")
+    assert api.files["pot/000002.weights"].startswith(b"SEALED")

@@ -73,6 +73,7 @@ def _check_agreeing_nodes(
     assert output is not None and all(a.unit.inputs == () for a in atts)
     assert all(a.amount == 400_000 for a in atts) and len({a.worker_key for a in atts}) == 2
     assert [u["output"] for u in job["units"]] == [output, output]
+    api.release(job_id)  # type: ignore[attr-defined]
     for rank in (0, 1):
         name = f"units/{rank}/checkpoint/{CHECKPOINT}"
         raw = api.http.get(f"/api/v1/jobs/{job_id}/results/{name}", headers=api.submitter)  # type: ignore[attr-defined]

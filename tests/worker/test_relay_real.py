@@ -92,6 +92,7 @@ def test_relay_survives_a_worker_killed_mid_stage(
         accepted = wait_for_attestations(oracle, job_id, 5, workers=workers)
         # The pipeline's model (the last stage's checkpoint), as its submitter reads it.
         name = f"units/2/checkpoint/{CHECKPOINT}"
+        api.release(job_id)  # each unit's verdict releases its checkpoint to the submitter
         listed = {r["name"]: r["sha256"] for r in api.get(f"/api/v1/jobs/{job_id}/results")}
         final = api.http.get(f"/api/v1/jobs/{job_id}/results/{name}", headers=api.submitter)
 

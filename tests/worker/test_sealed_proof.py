@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_fixtures import (  # noqa: F401  (fixtures)
@@ -45,7 +46,7 @@ from test_sealing_check import (
 )
 
 from api.db import open_session
-from api.models import Lease, ProofKeyRequest
+from api.models import JobResult, Lease, ProofKeyRequest, Provider
 from api.storage import LocalBlobStore
 from chain.devnet.testing import serve_app
 from oracle.inputs.chain import StaticChainView
@@ -126,6 +127,7 @@ def _sealed_job(
 
 
 def _uploads(api: ApiServer, auth: dict[str, str], job_id: str) -> list[dict[str, str]]:
+    api.release(job_id)  # the submitter reads them only with the oracle's verdict
     listed = api.http.get(f"/api/v1/jobs/{job_id}/results", headers=auth)
     assert listed.status_code == 200, listed.text
     return list(listed.json())
@@ -146,6 +148,11 @@ def test_proof_files_are_sealed_to_the_submitter_and_the_manifest_is_not(
     manifest = Manifest.from_bytes(store.read_bytes(proof.pop("pot/manifest.json")))
     weights = {f"pot/{i:06d}.weights": leaf.weights for i, leaf in enumerate(manifest.leaves)}
     assert set(weights) <= set(proof)
+    # Commitments stay readable: the committed prefix (what a resume picks its checkpoint
+    # by) and the signed claims (hashes only: what pays a lost attempt).
+    clear = {n for n in proof if n == "pot/prefix.json" or n.startswith("pot/claim-")}
+    for name in clear:
+        assert sealed_version(store.read_bytes(proof.pop(name))) is None, name
     for name, stored in proof.items():
         blob = store.read_bytes(stored)
         # What the API host holds: an envelope it has no key for.
@@ -329,3 +336,137 @@ def test_the_agent_answers_key_requests_in_the_background(
     finally:
         responder.stop()
     assert set(row.grants) == {"pot/000001.weights"}
+
+
+def _resumed_by(api: ApiServer, other: Any, nonce: str) -> tuple[int, int]:
+    """The job's lease is lost (expired) and another worker's lease resumed it, with the
+    same nonce (as api.services.resume does); (lost lease id, resuming lease id)."""
+    with open_session(api.engine) as session:
+        lost = session.exec(select(Lease).where(Lease.nonce == nonce)).one()
+        resuming_provider = session.exec(
+            select(Provider).where(Provider.worker_key == other.key.public_key_hex)
+        ).one()
+        lost.outcome, lost.ended_at = "expired", datetime.now(UTC)
+        resumed = Lease(
+            job_id=lost.job_id,
+            provider_id=resuming_provider.id,
+            token_hash=secrets.token_hex(32),
+            nonce=nonce,
+            attempt=lost.attempt + 1,
+            created_at=datetime.now(UTC),
+            expires_at=datetime.now(UTC),
+            resumed_lease_id=lost.id,
+            resumed_at=1,
+        )
+        session.add_all([lost, resumed])
+        session.commit()
+        assert lost.id is not None and resumed.id is not None
+        return lost.id, resumed.id
+
+
+def test_a_lost_attempts_keys_come_from_its_own_worker_after_its_lease_is_lost(
+    api_server: ApiServer,
+    chain: StaticChainView,
+    harness: AgentHarness,
+    model_repo: FixtureRepo,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A resumed job's attempts share a nonce. A key request naming the lost attempt's
+    provider is that attempt's, whatever lease came after; its worker answers it though its
+    lease expired, and the verifier opens the lost attempt's checkpoint with the grant.
+    Attacks: the same request naming the resuming provider (whose lease never uploaded
+    those files) is refused; without a provider it would be the newest lease's (refused
+    the same way, so the oracle always names it)."""
+    job_id, _, _, nonce = _sealed_job(api_server, chain, harness, model_repo)
+    provider = harness.worker.key.public_key_hex
+    resuming = register_worker(api_server, tmp_path / "resuming.skey")
+    verifier = register_worker(api_server, tmp_path / "verifier.skey")
+    lost_id, _ = _resumed_by(api_server, resuming, nonce)
+    files = ("pot/000001.weights",)
+    feed = HttpApiFeed(api_server.url, ORACLE, NETWORK)
+    try:
+        for named in (resuming.key.public_key_hex, None):
+            wrong = KeyRequest.sign(
+                ORACLE,
+                job_id=job_id,
+                nonce=nonce,
+                recipient=verifier.key.public_key_hex,
+                files=files,
+                provider=named,
+            )
+            with pytest.raises(FeedError, match="400"):
+                feed.request_keys(wrong)
+        request = KeyRequest.sign(
+            ORACLE,
+            job_id=job_id,
+            nonce=nonce,
+            recipient=verifier.key.public_key_hex,
+            files=files,
+            provider=provider,
+        )
+        request_id = feed.request_keys(request)
+    finally:
+        feed.close()
+    with open_session(api_server.engine) as session:
+        row = session.get(ProofKeyRequest, request_id)
+        assert row is not None and row.lease_id == lost_id
+    report = answer_key_requests(harness.agent.api, harness.agent.seal_keys, {ORACLE_KEY}, provider)
+    assert report.granted == 1, report
+    with ApiClient(api_server.url, verifier.key, NETWORK) as as_verifier:
+        (opened,) = open_granted(
+            as_verifier, request_id, tmp_path / "replay", verifier.key.signing_key
+        )
+    with open_session(api_server.engine) as session:
+        manifest_hash = session.exec(
+            select(JobResult.sha256).where(
+                JobResult.lease_id == lost_id, JobResult.name == "pot/manifest.json"
+            )
+        ).one()
+    manifest = Manifest.from_bytes(LocalBlobStore(tmp_path / "blobs").read_bytes(manifest_hash))
+    assert opened.sha256 == manifest.leaves[1].weights
+
+
+def test_a_worker_answers_no_request_for_another_providers_lease(
+    api_server: ApiServer,
+    chain: StaticChainView,
+    harness: AgentHarness,
+    model_repo: FixtureRepo,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The API host relays to the lost provider an oracle's request for the resuming
+    provider's lease (same nonce): answered with the lost provider's keys, it would open
+    nothing and blame the resuming provider for withholding. The worker refuses it."""
+    job_id, _, _, nonce = _sealed_job(api_server, chain, harness, model_repo)
+    provider = harness.worker.key.public_key_hex
+    resuming = register_worker(api_server, tmp_path / "resuming.skey")
+    verifier = register_worker(api_server, tmp_path / "verifier.skey")
+    lost_id, resumed_id = _resumed_by(api_server, resuming, nonce)
+    others = KeyRequest.sign(
+        ORACLE,
+        job_id=job_id,
+        nonce=nonce,
+        recipient=verifier.key.public_key_hex,
+        files=("pot/000001.weights",),
+        provider=resuming.key.public_key_hex,
+    )
+    with open_session(api_server.engine) as session:
+        lost = session.get(Lease, lost_id)
+        assert lost is not None
+        session.add(
+            ProofKeyRequest(
+                digest=others.digest,
+                job_id=lost.job_id,
+                lease_id=lost_id,  # the host's relay: to the lost provider, its own files
+                provider_id=lost.provider_id,
+                recipient_key=others.recipient,
+                request=others.to_json(),
+                created_at=datetime.now(UTC),
+            )
+        )
+        session.commit()
+    report = answer_key_requests(harness.agent.api, harness.agent.seal_keys, {ORACLE_KEY}, provider)
+    assert report.granted == 0
+    assert len(report.ignored) == 1 and "another provider's lease" in report.ignored[0]
+    with open_session(api_server.engine) as session:
+        assert session.exec(select(ProofKeyRequest)).one().grants is None
+    assert resumed_id != lost_id

@@ -259,6 +259,7 @@ def test_agent_seals_to_the_submitters_verified_key(
     put_escrow(chain, escrow_ref_of(api_server, job_id), escrow_datum(job_id, submitter))
     outcome = sealing_harness.agent.run(once=True).outcomes[0]
     assert (outcome.status, outcome.reason) == ("attested", "delivered")
+    api_server.release(job_id)  # the submitter reads them only with the oracle's verdict
     uploads = api_server.http.get(f"/api/v1/jobs/{job_id}/results", headers=auth).json()
     named = [u["name"] for u in uploads if not u["name"].startswith("pot/")]
     assert named

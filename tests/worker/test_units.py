@@ -255,7 +255,7 @@ def test_the_last_command_runs_under_torchrun() -> None:
         "--nproc_per_node",
         "2",
         "--rdzv_backend",
-        "c10d",
+        "static",
         "--rdzv_endpoint",
         "10.1.2.3:29400",
         "--rdzv_id",
@@ -450,3 +450,35 @@ def test_advertise_host_comes_from_the_flag_or_the_setting(
     assert runner.invoke(app, args).exit_code == 0
     assert runner.invoke(app, [*args, "--advertise-host", "node-a.lan"]).exit_code == 0
     assert seen == ["127.0.0.1", "10.0.0.7", "node-a.lan"]
+
+
+def test_process_runtime_verification_is_refused_off_the_devnet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PROOFNET_WORKER_DEMO_PROCESS_VERIFY runs other providers' job code unisolated: the
+    worker will not start with it on any network but the devnet (its honest twin starts)."""
+    from typer.testing import CliRunner
+
+    import worker.agent
+    from worker.cli import app
+
+    started: list[bool] = []
+
+    class _Agent:
+        def __init__(self, config: Any, **_: Any) -> None:
+            started.append(config.demo_process_verify)
+            self.stopping = False
+
+        def run(self, **_: Any) -> Any:
+            return worker.agent.AgentStats(jobs=0, outcomes=(), stopped_by_signal=False)
+
+    monkeypatch.setattr(worker.agent, "Agent", _Agent)
+    monkeypatch.setenv("PROOFNET_WORKER_DEMO_PROCESS_VERIFY", "true")
+    load_or_create_key(tmp_path / "w.skey")
+    args = ["run", "--runtime", "process", "--key-file", str(tmp_path / "w.skey")]
+    args += ["--work-dir", str(tmp_path / "work"), "--payout-address", "addr_test1x"]
+    refused = CliRunner().invoke(app, [*args, "--network", "preprod"])
+    assert refused.exit_code == 2 and "devnet only" in refused.output, refused.output
+    assert started == []
+    assert CliRunner().invoke(app, [*args, "--network", "devnet"]).exit_code == 0
+    assert started == [True]

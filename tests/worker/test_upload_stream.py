@@ -26,7 +26,7 @@ from agent_fixtures import (
 )
 from api_process import api_process
 
-from api.client_cli import JobClient
+from api.client_cli import JobClient, JobCliError
 from api.clock import utcnow
 from api.config import ApiConfig
 from api.db import make_engine, open_session
@@ -36,7 +36,7 @@ from proofnet.messages.worker_auth import sign_request_headers
 from worker.api_client import ApiClient, ApiUnavailable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-from api_support import Wallet, job_spec, sign_in  # noqa: E402
+from api_support import RELEASE_ORACLE, Wallet, job_spec, sign_in  # noqa: E402
 
 MiB = 1 << 20
 
@@ -261,7 +261,9 @@ def _peak_rss_kib(pid: int) -> int:
 @pytest.mark.slow
 def test_a_file_far_larger_than_memory_streams_through_both_sides(tmp_path: Path) -> None:
     """256 MiB up (worker) and down (the submitter's CLI) through an API process: the API's
-    peak RSS and each client's Python heap grow by a few MiB, never by the file's size."""
+    peak RSS and each client's Python heap grow by a few MiB, never by the file's size. The
+    download reads the results as the product releases them: the worker completes the job
+    and a trusted oracle's verdict releases them (api.services.result_release)."""
     size = 256 * MiB
     source = tmp_path / "big.bin"
     with source.open("wb") as f:  # sparse: no disk until the API stores it
@@ -274,7 +276,12 @@ def test_a_file_far_larger_than_memory_streams_through_both_sides(tmp_path: Path
     small = tmp_path / "small.bin"
     small.write_bytes(b"x" * MiB)
     small_digest = hashlib.sha256(small.read_bytes()).hexdigest()
-    with api_process(tmp_path / "api", lease_ttl_s=600) as (url, db, process):
+    trusted = (bytes(RELEASE_ORACLE.verify_key).hex(),)  # its verdicts release results
+    with api_process(tmp_path / "api", lease_ttl_s=600, oracle_keys=trusted) as (
+        url,
+        db,
+        process,
+    ):
         config = ApiConfig(database_url=f"sqlite:///{db}", network=NETWORK)
         engine = make_engine(config.database_url)
         try:
@@ -292,10 +299,15 @@ def test_a_file_far_larger_than_memory_streams_through_both_sides(tmp_path: Path
                     result = client.upload_file(token, "out/big.bin", source, digest)
                     _, upload_peak = tracemalloc.get_traced_memory()
                     tracemalloc.stop()
+                    client.complete(token, {"uploaded": 2})
                 assert result["sha256"] == digest and result["size"] == size
                 after_upload = _peak_rss_kib(process.pid)
-
+                assert api.job(job_id)["status"] == "completed"
                 cli = JobClient(url, wallet.signing_key, http=http, token_cache=tmp_path / "s")
+                with pytest.raises(JobCliError, match="HTTP 409.*waiting for the oracles. verdict"):
+                    cli.results(job_id, tmp_path / "early")  # no verdict yet: nothing served
+                api.release(job_id)  # the oracle verified the attestation
+
                 tracemalloc.start()
                 saved = cli.results(job_id, tmp_path / "down")
                 _, download_peak = tracemalloc.get_traced_memory()

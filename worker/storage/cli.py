@@ -160,6 +160,7 @@ def status(
             f"  {p['status']:<7} job {p['job_id'][:12]} {p['kind']:<11} {p['object_key']} "
             f"{p['size']} bytes until {p['ends_at']}, earned {p['accrued_ntx']} NTX"
             + (f" ({p['reason']})" if p["reason"] else "")
+            + (f" [{p['strikes']} strike(s): {p['last_failure']}]" if p.get("strikes") else "")
         )
 
 

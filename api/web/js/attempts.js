@@ -49,7 +49,7 @@ export function showAttempts(job) {
 export async function showDeliveries(jobId, job) {
   const box = $("job-deliveries");
   box.hidden = !(job.spec && job.spec.destinations && job.spec.destinations.length);
-  if (box.hidden) return;
+  if (box.hidden) return true;
   const view = await get(`/api/v1/jobs/${jobId}/deliveries`);
   $("delivery-rows").replaceChildren(
     ...view.data.map((d) =>
@@ -65,5 +65,7 @@ export async function showDeliveries(jobId, job) {
   );
   $("deliveries-complete").textContent = view.complete
     ? "Every destination acknowledged the results."
-    : "Not every destination has acknowledged yet: the job completes only when all have.";
+    : "Not every destination has acknowledged yet: the API's store before the job completes, " +
+      "your own destinations once the oracles' verdict releases the results.";
+  return view.complete;
 }

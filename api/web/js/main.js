@@ -35,6 +35,8 @@ const state = {
   logCursor: 0,
   poll: null,
   ticks: 0,
+  resultsReleased: false,
+  deliveriesDone: false,
 };
 
 function notify(text, kind = "ok") {
@@ -375,6 +377,7 @@ async function selectJob(jobId) {
   state.status = null;
   state.logCursor = 0;
   state.ticks = 0;
+  state.resultsReleased = state.deliveriesDone = false;
   $("job").hidden = false;
   $("job-id").textContent = jobId;
   $("job-logs").textContent = "";
@@ -404,6 +407,15 @@ async function refreshJob() {
     if (state.ticks % ESCROW_POLL_TICKS === 0 && e && ["locked", "spent"].includes(e.state)) {
       await escrow.load(jobId);
     }
+    // The oracles' verdict comes after the job ends: the results (and the submitter's own
+    // destinations) wait for it.
+    if (state.ticks % DETAIL_POLL_TICKS === 1) {
+      if (!state.resultsReleased) await showResults(jobId);
+      if (!state.deliveriesDone && state.job === jobId) {
+        const job = await get(`/api/v1/jobs/${jobId}`);
+        if (state.job === jobId) state.deliveriesDone = await showDeliveries(jobId, job);
+      }
+    }
     return;
   }
   const st = await get(`/api/v1/jobs/${jobId}/status`);
@@ -424,7 +436,7 @@ async function refreshJob() {
   await Promise.all([
     escrow.load(jobId),
     showAuction(jobId, state.pricing),
-    job ? showDeliveries(jobId, job) : null,
+    job ? showDeliveries(jobId, job).then((done) => (state.deliveriesDone = done)) : null,
   ]);
   const logs = await get(`/api/v1/jobs/${jobId}/logs?after=${state.logCursor}`);
   if (state.job !== jobId) return;
@@ -435,8 +447,26 @@ async function refreshJob() {
     if (atBottom) pre.scrollTop = pre.scrollHeight;
   }
   state.logCursor = logs.next_after;
-  const results = await get(`/api/v1/jobs/${jobId}/results`);
+  await showResults(jobId);
+}
+
+// Results reach the submitter only with the oracles' verdict (verified, or the job's fault):
+// before it, and for good after a provider's-fault or unproven verdict, the API answers 409
+// with what the release waits on; the list says so instead of offering downloads.
+async function showResults(jobId) {
   const list = $("job-results");
+  let results;
+  try {
+    results = await get(`/api/v1/jobs/${jobId}/results`);
+  } catch (e) {
+    if (!(e instanceof ApiError) || e.status !== 409) throw e;
+    if (state.job !== jobId) return;
+    state.resultsReleased = false;
+    list.replaceChildren(el("li", { "data-release": "withheld" }, e.message));
+    return;
+  }
+  if (state.job !== jobId) return;
+  state.resultsReleased = results.length > 0;
   list.replaceChildren(
     ...(results.length
       ? results.map((r) =>

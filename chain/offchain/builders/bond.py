@@ -14,6 +14,7 @@ memo (label 674) for people and indexers.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from pycardano import (
     ChainContext,
     MultiAsset,
     PlutusV3Script,
+    ScriptHash,
     TransactionOutput,
     UTxO,
     Value,
@@ -45,7 +47,7 @@ from chain.offchain.builders.onchain import (
 )
 from chain.offchain.builders.protocol_utxos import ProtocolUtxos, resolve
 from chain.offchain.builders.settle import MEMO_LABEL, check_metadata
-from chain.offchain.escrow_terms import facts_from_blockfrost
+from chain.offchain.escrow_terms import EscrowFacts
 from proofnet.messages.attestation import ATTESTATION_DOMAIN, signed_structure
 from proofnet.when import when_text
 
@@ -91,6 +93,20 @@ def bond_script(
 
 def bond_address(script: PlutusV3Script, deployment: Deployment) -> Address:
     return Address(S.script_hash(script), network=deployment.pycardano_network)
+
+
+# Where the slash of a refereed fraud goes (`oracle.verification.referee`): an address no one
+# can spend from, so the share is burnt. Its payment credential is a script hash with no
+# script behind it: the BLAKE2b-224 of a text whose first byte (0x70) is no script
+# language's tag, so spending needs a second preimage of BLAKE2b-224. The bond validator
+# pays whatever address the quorum names; the co-signers insist on this one for a refereed
+# fraud, where the submitter may be the saboteur whose job code departed on the verifiers.
+BURN_CREDENTIAL = hashlib.blake2b(b"proofnet/slash-burn/v1", digest_size=28).digest()
+
+
+def burn_address(deployment: Deployment) -> Address:
+    """The unspendable address a refereed fraud's slash pays (`BURN_CREDENTIAL`)."""
+    return Address(ScriptHash(BURN_CREDENTIAL), network=deployment.pycardano_network)
 
 
 # --- reading bonds ---------------------------------------------------------------------
@@ -222,25 +238,17 @@ def citation_of(cose: bytes, job_id: bytes, merkle_root: bytes) -> Citation:
 
 
 def harmed_submitter(
-    context: ChainContext, deployment: Deployment, escrow_tx: str, index: int, job_id: bytes
+    facts: EscrowFacts | None, ref: str, deployment: Deployment, job_id: bytes
 ) -> Address:
-    """The full address a slash for an attestation pays: the submitter of the escrow the
-    attestation claimed against (read on chain, spent or not), which must be this
-    deployment's escrow for that job. Needs a Blockfrost-shaped backend."""
-    api = getattr(context, "api", None)
-    if api is None or not hasattr(api, "transaction_utxos"):
-        raise BuilderError("reading the escrow needs a Blockfrost-shaped backend")
-    try:
-        body = api.transaction_utxos(hash=escrow_tx, return_type="json")
-    except Exception as exc:  # every backend raises its own kinds
-        raise BuilderError(f"cannot read escrow {escrow_tx}#{index}: {exc}") from exc
-    outs = [o for o in body.get("outputs", []) if int(o.get("output_index", -1)) == index]
-    if len(outs) != 1:
-        raise BuilderError(f"escrow {escrow_tx}#{index} is not on chain")
-    facts = facts_from_blockfrost(f"{escrow_tx}#{index}", outs[0])
+    """The full address a slash for an attestation pays: the submitter of the escrow `ref`
+    the attestation claimed against (`facts`: read on chain, spent or not, by the caller
+    through `chain.offchain.output_reads`), which must be this deployment's escrow for that
+    job."""
+    if facts is None:
+        raise BuilderError(f"escrow {ref} is not on chain")
     datum = facts.datum
     if datum is None or not deployment.trusts(datum) or datum.job_id != job_id:
-        raise BuilderError(f"{escrow_tx}#{index} is not this deployment's escrow of the job")
+        raise BuilderError(f"{ref} is not this deployment's escrow of the job")
     return address_from_data(datum.submitter, deployment.pycardano_network)
 
 
@@ -524,6 +532,7 @@ __all__ = [
     "build_unbond",
     "build_withdraw",
     "citation_of",
+    "burn_address",
     "harmed_submitter",
     "plan_slash",
     "read_bond",

@@ -99,6 +99,13 @@ class BlockfrostFollower:
         header = self._header(tx_hash)
         return None if header is None else header[0]
 
+    def point_before(self, tx_hash: str) -> BlockPoint | None:
+        block = self.tx_block(tx_hash)
+        if block is None:
+            return None
+        before = self.block_at(block.height - 1) if block.height else None
+        return before or block
+
     def forget(self) -> None:
         with self._lock:
             self._headers.clear()

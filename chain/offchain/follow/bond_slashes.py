@@ -23,7 +23,7 @@ from pycardano import Address, Network, ScriptHash, VerificationKeyHash
 
 from chain.contracts import bond_types as bt
 from chain.offchain import scripts as S
-from chain.offchain.builders.bond import BondTerms, bond_script
+from chain.offchain.builders.bond import BondTerms, bond_script, burn_address
 from chain.offchain.builders.deployment import Deployment
 from chain.offchain.builders.onchain import address_from_data
 from chain.offchain.follow.classify import SLASH, SLASH_ACTION, Movement
@@ -47,6 +47,9 @@ class SlashEvidence:
     remaining: int
     signature_valid: bool  # Ed25519 over the signed bytes, by the bond's key
     fields_cited: bool  # tag, job id and root found at the cited offsets
+    # The share went to the unspendable burn address: a fraud the referee of a disputed
+    # segment found (oracle.verification.referee), whose submitter is never paid.
+    burnt: bool = False
 
     @property
     def sound(self) -> bool:
@@ -146,6 +149,7 @@ def _evidence(tx: ChainTx, deployment: Deployment, spent: Output, slash: bt.Slas
         and _at(signed, slash.job_id_at, b'"job_id":"' + slash.job_id.hex().encode() + b'"')
         and _at(signed, slash.root_at, b'"pot_root":"' + slash.merkle_root.hex().encode() + b'"')
     )
+    paid_to = address_from_data(slash.submitter, deployment.pycardano_network)
     return SlashEvidence(
         tx_hash=tx.hash,
         bond_ref=spent.ref,
@@ -155,11 +159,12 @@ def _evidence(tx: ChainTx, deployment: Deployment, spent: Output, slash: bt.Slas
         provider_key=key.hex(),
         signature=sig.hex(),
         signed_hex=signed.hex(),
-        submitter=str(address_from_data(slash.submitter, deployment.pycardano_network).encode()),
+        submitter=str(paid_to.encode()),
         ntx=payout.quantity(deployment.ntx_unit),
         remaining=rest.quantity(deployment.ntx_unit),
         signature_valid=valid,
         fields_cited=cited,
+        burnt=paid_to == burn_address(deployment),
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import cbor2
@@ -139,6 +139,11 @@ def _redeemers(witnesses: Any) -> tuple[Redeemer, ...]:
     return tuple(found)
 
 
+def redeemers_of(raw: bytes) -> tuple[Redeemer, ...]:
+    """The redeemers of a transaction's CBOR (its witness set's)."""
+    return _redeemers(split_tx(raw)[1])
+
+
 def _reward_sort_key(account: bytes) -> tuple[int, int, bytes]:
     # The ledger keeps withdrawals in a map ordered by reward account: network, then the
     # credential, whose derived order puts script hashes before key hashes.
@@ -154,11 +159,35 @@ def decode_tx(header: Mapping[str, Any], utxos: Mapping[str, Any], cbor_hex: str
         raw = bytes.fromhex(cbor_hex)
     except ValueError as exc:
         raise ChainDataError(f"transaction {tx_hash}: CBOR is not hex") from exc
+    return decode_ledger_tx(
+        tx_hash,
+        block,
+        index,
+        raw,
+        lambda: [
+            spent_output(e)
+            for e in utxos.get("inputs", [])
+            if not e.get("collateral") and not e.get("reference")
+        ],
+        indexed_valid=header.get("valid_contract", True) is not False,
+    )
+
+
+def decode_ledger_tx(
+    tx_hash: str,
+    block: BlockPoint,
+    index: int,
+    raw: bytes,
+    spent_outputs: Callable[[], Sequence[Output]],
+    *,
+    indexed_valid: bool = True,
+) -> ChainTx:
+    """A confirmed transaction from its CBOR and the outputs its inputs spent (asked for
+    only when the transaction is valid), whatever backend resolved them."""
     body_bytes, witnesses, cbor_valid = split_tx(raw)
     if hashlib.blake2b(body_bytes, digest_size=32).hexdigest() != tx_hash:
         raise ChainDataError(f"the body the backend returned does not hash to {tx_hash}")
-    valid = cbor_valid and header.get("valid_contract", True) is not False
-    if not valid:
+    if not (cbor_valid and indexed_valid):
         # Phase 2 failed: only the collateral moved; nothing the scripts guarded did.
         return ChainTx(tx_hash, block, index, False, (), (), (), ())
     try:
@@ -166,11 +195,7 @@ def decode_tx(header: Mapping[str, Any], utxos: Mapping[str, Any], cbor_hex: str
     except Exception as exc:  # pycardano raises assorted types on CBOR it cannot read
         raise ChainDataError(f"transaction {tx_hash}: body does not decode: {exc}") from exc
     wanted = {(i.transaction_id.payload.hex(), i.index) for i in body.inputs}
-    spent = [
-        spent_output(e)
-        for e in utxos.get("inputs", [])
-        if not e.get("collateral") and not e.get("reference")
-    ]
+    spent = list(spent_outputs())
     if {(o.tx_hash, o.index) for o in spent} != wanted or len(spent) != len(wanted):
         raise ChainDataError(f"transaction {tx_hash}: the backend's inputs differ from the body's")
     spent.sort(key=lambda o: (bytes.fromhex(o.tx_hash), o.index))

@@ -28,6 +28,11 @@ class DeploymentFollower(Protocol):
         """The block holding `tx_hash`, None when it is not on chain."""
         ...
 
+    def point_before(self, tx_hash: str) -> BlockPoint | None:
+        """A block before the one holding `tx_hash` (following from it sees that
+        transaction), None when the transaction is not on chain."""
+        ...
+
     def follow(
         self, known: Sequence[BlockPoint], scripts: Sequence[str], start: BlockPoint
     ) -> FollowStep:
@@ -42,14 +47,25 @@ def follower_for(context: Any, **options: Any) -> DeploymentFollower:
 
     Blockfrost-shaped backends (hosted Blockfrost, the devnet) answer by script: the spends
     of each watched script are listed (`/scripts/{hash}/redeemers`) and each new one read.
-    An Ogmios node has no such index; following it needs a chain-sync client over every
-    block (plus Kupo for the spent outputs), which is not written yet."""
+    A self-hosted node (Ogmios + Kupo) has no such index: every block after the cursor is
+    read by chain-sync, and the outputs its transactions spent come from Kupo."""
     from chain.offchain.follow.blockfrost import BlockfrostFollower
 
     api = getattr(context, "api", None)
     if api is not None and hasattr(api, "script_redeemers"):
         return BlockfrostFollower(api, **options)
+    ogmios_url, kupo_url = getattr(context, "ogmios_url", None), getattr(context, "kupo_url", "")
+    if ogmios_url is not None and kupo_url:
+        from chain.offchain.follow.kupo import Kupo
+        from chain.offchain.follow.ogmios import OgmiosFollower
+
+        return OgmiosFollower(ogmios_url, Kupo(kupo_url), **options)
+    if type(context).__name__ == "OgmiosV6ChainContext":
+        raise BackendConfigError(
+            "following the chain through Ogmios needs Kupo for the spent outputs: set "
+            "PROOFNET_KUPO_URL"
+        )
     raise BackendConfigError(
-        "following the chain needs a Blockfrost-shaped backend (PROOFNET_CHAIN_BACKEND="
-        "devnet or blockfrost); the ogmios backend cannot list a script's spends yet"
+        f"cannot follow the chain through a {type(context).__name__}: use "
+        "PROOFNET_CHAIN_BACKEND=devnet, blockfrost or ogmios"
     )

@@ -9,6 +9,8 @@ override the environment, so a job's author can run the same thing on their mach
         --batch-size 64 --k 10 --seed 7 --nonce 000102030405060708090a0b0c0d0e0f \\
         --job-dir /tmp/run
     python -m pot replay --job-dir /tmp/run --root <hex> --segments 1,4 (same flags)
+    python -m pot replay-node --root <hex> --segments 2 (same flags): a cluster node's
+        proof (`pot.cluster`), every rank's contribution recomputed; reports, judges nothing
     python -m pot check --job-dir /tmp/run (same flags): does the proof follow the schedule?
     python -m pot schedule --epochs 3 --dataset-size 60000 --batch-size 64 --k 500
 
@@ -25,8 +27,9 @@ import os
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pot import env
 from pot.conformance import check_conformance
@@ -87,6 +90,17 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replay from the committed prefix (prefix.json) of a run still training",
     )
+    rep.add_argument(
+        "--partial",
+        action="store_true",
+        help="the manifest may commit the schedule's first segments only (a stopped run)",
+    )
+    node = sub.add_parser("replay-node", help="replay segments of a cluster node's proof")
+    job_flags(node)
+    node.add_argument("--root", required=True, help="the node's attested proof root (hex)")
+    node.add_argument("--segments", required=True, help="comma-separated, 1-based")
+    node.add_argument("--pot-dir", type=Path, help="proof files (default <job dir>/pot)")
+
     chk = sub.add_parser("check", help="does a proof commit the declared schedule?")
     job_flags(chk)
     chk.add_argument("--pot-dir", type=Path, help="proof files (default <job dir>/pot)")
@@ -216,6 +230,8 @@ def _run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             }
         )
         return 0
+    if args.command == "replay-node":
+        return _replay_node(trainer, ctx, pot_dir, args)
     report = replay(
         trainer,
         ctx,
@@ -224,6 +240,7 @@ def _run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         segments=_segments(args.segments),
         tolerance_ppm=args.tolerance_ppm,
         manifest_name=PREFIX_NAME if args.prefix else MANIFEST_NAME,
+        partial=args.partial,
     )
     failures = [r.segment for r in report.failures()]
     _emit(
@@ -234,6 +251,26 @@ def _run(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         }
     )
     return 0 if report.passed else EXIT_MISMATCH
+
+
+def _replay_node(
+    trainer: object, ctx: TrainContext, pot_dir: Path, args: argparse.Namespace
+) -> int:
+    """A cluster node's segments; the data order is the cluster's, from the nonces the
+    node's proof commits (the oracle checks them against the cluster's leases)."""
+    from pot.cluster import cluster_data_seed
+    from pot.cluster_harness import ShardTrainer, load_node, replay_node
+
+    if not all(callable(getattr(trainer, name, None)) for name in ("gradient", "apply")):
+        raise UsageError("the trainer is not data-parallel (it needs gradient and apply)")
+    proof, _ = load_node(pot_dir, root=args.root)
+    nonces = [bytes.fromhex(n) for n in proof.nonces]
+    ctx = replace(ctx, data_seed=cluster_data_seed(ctx.job_seed, nonces))
+    report = replay_node(
+        cast(ShardTrainer, trainer), ctx, pot_dir, root=args.root, segments=_segments(args.segments)
+    )
+    _emit(report.to_json())
+    return 0
 
 
 def main(argv: Sequence[str] | None = None, *, lib: str | None = None) -> int:

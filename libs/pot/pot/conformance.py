@@ -15,6 +15,11 @@ to its own rejection reasons:
 
 A proof that passes all of them trained every step of the schedule on the right data, if
 its segments replay: what the spot checks then sample.
+
+A `partial` proof (its run was stopped before the end) commits the schedule's first
+segments only, at least one: the caller decides when that is acceptable (an oracle, only for
+a lease its quorum stopped for the job's fault); every segment it does commit is checked
+as for a whole proof.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 
 from pot.manifest import Manifest
 from pot.schedule import Schedule
@@ -45,6 +51,8 @@ class Expected:
 
     schedule: Schedule
     data_seed: int
+    # The proof may commit the schedule's first segments only (a run stopped early).
+    partial: bool = False
 
 
 Check = Callable[[Manifest, Expected], "Violation | None"]
@@ -71,6 +79,8 @@ def check_data_seed(manifest: Manifest, expected: Expected) -> Violation | None:
 
 def check_segment_count(manifest: Manifest, expected: Expected) -> Violation | None:
     want, got = expected.schedule.segments, manifest.segments
+    if expected.partial and 1 <= got <= want:
+        return None
     if got != want:
         schedule = expected.schedule
         return Violation(
@@ -93,7 +103,8 @@ def check_step_order(manifest: Manifest, expected: Expected) -> Violation | None
 
 def check_data_order(manifest: Manifest, expected: Expected) -> Violation | None:
     commitments = expected.schedule.index_commitments(expected.data_seed)
-    for segment, want in enumerate(commitments, start=1):
+    # A partial proof's segments are the schedule's first ones (check_segment_count).
+    for segment, want in enumerate(islice(commitments, manifest.segments), start=1):
         got = manifest.leaves[segment].data or ""
         if not hmac.compare_digest(got, want):
             return Violation(
@@ -113,11 +124,36 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-def check_conformance(manifest: Manifest, schedule: Schedule, data_seed: int) -> Violation | None:
-    """The first way `manifest` departs from `schedule` and `data_seed`, or None."""
-    expected = Expected(schedule=schedule, data_seed=data_seed)
+def check_conformance(
+    manifest: Manifest, schedule: Schedule, data_seed: int, *, partial: bool = False
+) -> Violation | None:
+    """The first way `manifest` departs from `schedule` and `data_seed`, or None; with
+    `partial`, it may commit the schedule's first segments only."""
+    expected = Expected(schedule=schedule, data_seed=data_seed, partial=partial)
     for check in CHECKS:
         violation = check(manifest, expected)
         if violation is not None:
             return violation
+    return None
+
+
+def check_prefix_conformance(
+    manifest: Manifest, schedule: Schedule, data_seed: int
+) -> Violation | None:
+    """`check_conformance` for a committed prefix (a lost attempt's proof): it may commit
+    fewer segments than the schedule, each as the schedule fixes it."""
+    expected = Expected(schedule=schedule, data_seed=data_seed)
+    for check in (check_interval, check_data_seed, check_step_order):
+        violation = check(manifest, expected)
+        if violation is not None:
+            return violation
+    if manifest.segments > schedule.segments:
+        return check_segment_count(manifest, expected)
+    commitments = schedule.index_commitments(data_seed)
+    for segment, want in zip(range(1, manifest.segments + 1), commitments, strict=False):
+        if not hmac.compare_digest(manifest.leaves[segment].data or "", want):
+            return Violation(
+                DATA_ORDER,
+                f"segment {segment}'s data indices are not the seed-derived order of its steps",
+            )
     return None

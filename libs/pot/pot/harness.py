@@ -44,7 +44,7 @@ from pot.replay import ReplayReport, ReplayResult, compare, load_checkpoint, loa
 from pot.schedule import Schedule
 from pot.seeds import BatchSampler
 from pot.tensors import tensors_hash
-from pot.trainer import TrainContext, Trainer, TrainingState
+from pot.trainer import Restorable, TrainContext, Trainer, TrainingState
 
 StepHook = Callable[[int, np.ndarray, float], None]
 
@@ -62,7 +62,9 @@ def run_segment(
     return loss
 
 
-def _open(trainer: Trainer, state: TrainingState, committed_weights: str, index: int) -> None:
+def open_checkpoint(
+    trainer: Restorable, state: TrainingState, committed_weights: str, index: int
+) -> None:
     """Restore checkpoint `index` into the trainer and check the restore was exact (raises
     `ProofError`): running a segment from anything else proves nothing."""
     try:
@@ -87,7 +89,7 @@ def _run_committed(
 ) -> float:
     """Run `segment` from its opening checkpoint (loaded from its files): the one code path
     of training and replay."""
-    _open(trainer, opening, opening_weights, segment - 1)
+    open_checkpoint(trainer, opening, opening_weights, segment - 1)
     return run_segment(trainer, sampler, schedule.segment_steps(segment), on_step)
 
 
@@ -159,7 +161,7 @@ def resume(
         raise ProofError("the prefix was trained on another data order (data seed)")
     state = load_checkpoint(prefix_dir, prefix, at)
     # The checkpoint must load into the job's trainer before anything is recorded.
-    _open(trainer, state, prefix.leaves[at].weights, at)
+    open_checkpoint(trainer, state, prefix.leaves[at].weights, at)
     recorder = ProofOfTraining(
         pot_dir, steps_per_checkpoint=schedule.steps_per_checkpoint, data_seed=ctx.data_seed
     )
@@ -199,6 +201,7 @@ def replay(
     segments: Sequence[int],
     tolerance_ppm: int = 0,
     manifest_name: str = MANIFEST_NAME,
+    partial: bool = False,
 ) -> ReplayReport:
     """Re-run `segments` (1-based) from their committed opening checkpoints.
 
@@ -213,7 +216,9 @@ def replay(
     """
     pot_dir = Path(pot_dir)
     manifest = Manifest.load(pot_dir, expected_root=root, name=manifest_name)
-    check_structure(manifest, ctx.schedule, prefix=manifest_name == PREFIX_NAME)
+    # `partial`: the proof of a run stopped for its job's fault commits the schedule's first
+    # segments only (the verifier's oracle accepts it for such a lease alone).
+    check_structure(manifest, ctx.schedule, prefix=partial or manifest_name == PREFIX_NAME)
     wanted = sorted(set(segments))
     if not wanted or wanted[0] < 1 or wanted[-1] > manifest.segments:
         raise ProofError(f"segments to replay must be within 1..{manifest.segments}: {segments}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -29,6 +30,13 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
 
 CUBLAS_WORKSPACE_CONFIG = ":4096:8"
+# Torch's (and numpy's, Python's) default generators are the process's, shared by its
+# threads: ranks of a `pot.cluster_harness.LocalCluster` are threads of one process, and one
+# rank restoring a checkpoint (which sets the generators) or seeding them while another
+# draws its dropout masks would change the other's contribution, so that no replay
+# reproduces it. Everything here that seeds, reads or sets them holds this lock, and
+# `TorchShardTrainer.gradient` holds it for its whole seeded pass.
+_RNG_LOCK = threading.RLock()
 
 
 def _torch() -> Any:
@@ -52,11 +60,12 @@ def configure_determinism(seed: int) -> None:
                 "call configure_determinism() before any CUDA work"
             )
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE_CONFIG
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-    if torch.cuda.is_available():
-        torch.cuda.manual_seed_all(seed)
+    with _RNG_LOCK:
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+        if torch.cuda.is_available():
+            torch.cuda.manual_seed_all(seed)
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
@@ -95,6 +104,11 @@ def numpy_to_tensor(array: np.ndarray, like: torch.Tensor) -> torch.Tensor:
 
 
 def _rng_state() -> dict[str, Any]:
+    with _RNG_LOCK:
+        return _read_rng_state()
+
+
+def _read_rng_state() -> dict[str, Any]:
     torch = _torch()
     np_state = cast(tuple[Any, ...], np.random.get_state(legacy=True))
     py_state = random.getstate()
@@ -109,6 +123,11 @@ def _rng_state() -> dict[str, Any]:
 
 
 def _set_rng_state(state: dict[str, Any]) -> None:
+    with _RNG_LOCK:
+        _write_rng_state(state)
+
+
+def _write_rng_state(state: dict[str, Any]) -> None:
     torch = _torch()
     cpu = np.frombuffer(bytes.fromhex(state["torch_cpu"]), dtype=np.uint8).copy()
     torch.set_rng_state(torch.from_numpy(cpu))
@@ -198,3 +217,91 @@ class TorchTrainer:
         loss.backward()
         self.optimizer.step()
         return float(loss.detach().item())
+
+
+SHARD_SEED_DOMAIN = b"proofnet/pot/torch-shard-seed/v1"
+
+
+def shard_seed(seed: int, step: int, rank: int) -> int:
+    """The torch seed of rank `rank`'s gradient at `step` (dropout and the like): the same
+    in training and in a replay, which computes every rank's gradient in turn."""
+    import hashlib
+
+    material = SHARD_SEED_DOMAIN + b"".join(v.to_bytes(8, "big") for v in (seed, step, rank))
+    return int.from_bytes(hashlib.sha256(material).digest()[:8], "big") % 2**63
+
+
+class TorchShardTrainer(TorchTrainer):
+    """A data-parallel trainer (`pot.cluster_harness.ShardTrainer`) over a torch model.
+
+    `gradient` runs forward and backward on a shard at the current state with torch's
+    random generators forked and seeded from (`seed`, step, rank), and leaves the state as
+    it was (the gradients are copied out and cleared); `apply` sets the cluster's averaged
+    gradient on the parameters and steps the optimizer. The model's buffers must not change
+    in a forward pass (no batch-norm running statistics in training mode): a replay
+    computes every rank's gradient from the same state. Float parameters only (bfloat16
+    gradients are not averaged as numbers here)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        loss_fn: Callable[[Any, Any], torch.Tensor],
+        batch: Callable[[np.ndarray], tuple[Any, Any]],
+        *,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(model, optimizer, loss_fn, batch)
+        self.seed = seed
+
+    def gradient(self, step: int, rank: int, indices: np.ndarray) -> tuple[float, dict[str, Any]]:
+        torch = _torch()
+        self.model.train()
+        # Torch's generator is the process's: ranks run as threads of one process
+        # (`LocalCluster`) take turns, and nothing of this module seeds, reads or sets the
+        # generators meanwhile (a rank restoring its checkpoint did, once: `_RNG_LOCK`).
+        with _RNG_LOCK, torch.random.fork_rng(devices=[]):
+            torch.manual_seed(shard_seed(self.seed, step, rank))
+            inputs, targets = self.batch(indices)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss = self.loss_fn(self.model(inputs), targets)
+            loss.backward()
+        grads = {
+            name: tensor_to_numpy(p.grad)
+            if p.grad is not None
+            else np.zeros_like(tensor_to_numpy(p))
+            for name, p in self.model.named_parameters()
+        }
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(loss.detach().item()), grads
+
+    def apply(self, step: int, gradient: Any) -> None:
+        for name, p in self.model.named_parameters():
+            p.grad = numpy_to_tensor(gradient[name], p)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def distributed_gather(group: Any = None) -> Callable[[int, Any], list[Any]]:
+    """A `pot.cluster_harness.Gather` over torch.distributed (gloo or NCCL): every rank's
+    loss and gradient, in rank order, exchanged as plain tensors with `all_gather` (never
+    pickled objects, which would run a peer's code); every rank's gradients must have the
+    same names, shapes and dtypes."""
+    torch = _torch()
+    dist = torch.distributed
+
+    def gather(step: int, contribution: Any) -> list[Any]:
+        loss, grads = contribution
+        world = dist.get_world_size(group)
+        losses = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
+        dist.all_gather(losses, torch.tensor([float(loss)], dtype=torch.float64), group=group)
+        out: list[dict[str, np.ndarray]] = [{} for _ in range(world)]
+        for name in sorted(grads):
+            local = torch.from_numpy(np.ascontiguousarray(grads[name]))
+            parts = [torch.empty_like(local) for _ in range(world)]
+            dist.all_gather(parts, local, group=group)
+            for r, part in enumerate(parts):
+                out[r][name] = part.numpy().copy()
+        return [(float(losses[r].item()), out[r]) for r in range(world)]
+
+    return gather

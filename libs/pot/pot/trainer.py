@@ -53,6 +53,14 @@ class TrainingState:
     rng: Any = None
 
 
+class Restorable(Protocol):
+    """What opening a committed checkpoint needs of a trainer (`pot.harness.open_checkpoint`)."""
+
+    def state(self) -> TrainingState: ...
+
+    def restore(self, state: TrainingState) -> None: ...
+
+
 @runtime_checkable
 class Trainer(Protocol):
     """What the harness needs from a job's training code (see the module docstring)."""

@@ -311,6 +311,10 @@ class FakeLedger:
             pending, self._mempool = self._mempool, []
             return self._seal(pending)
 
+    def rollback_from(self, height: int, drop_txs: bool = False) -> list[str]:
+        with self._lock:
+            return self.rollback(len(self._blocks) - height, drop_txs)
+
     def rollback(self, depth: int, drop_txs: bool = False) -> list[str]:
         with self._lock:
             undone: list[tuple[str, bytes]] = []

@@ -7,6 +7,7 @@ Ogmios v6 evaluation.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningDev
     with running_devnet(tmp_path_factory.mktemp("compat"), block_time=0.1) as devnet:
         sc = server_scenario.build_real(devnet)
         devnet.admin("resume")
+        # The scenario's transactions wait in the mempool until the producer seals them: a
+        # test comparing two reads of an address must not straddle one being sealed.
+        deadline = time.monotonic() + 30
+        while devnet.admin_status()["mempool_size"]:
+            assert time.monotonic() < deadline, "the scenario's transactions were never sealed"
+            time.sleep(0.05)
         yield devnet, sc
 
 

@@ -43,6 +43,7 @@ def _destructive(operation: Any) -> bool:
     return "/admin/" in operation.path and operation.method.upper() == "POST"
 
 
+@pytest.mark.slow
 def test_no_operation_answers_5xx_or_off_schema(devnet_app: Any) -> None:
     report = fuzz_app(
         devnet_app, f"{API_PREFIX}/openapi.json", examples=EXAMPLES, skip=_destructive

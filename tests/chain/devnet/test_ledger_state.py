@@ -172,6 +172,24 @@ def test_rollback_never_removes_genesis(h: Harness) -> None:
         h.ledger.rollback(0)
 
 
+def test_rollback_from_a_height_undoes_it_however_many_blocks_came_after(h: Harness) -> None:
+    # A caller that reads the tip and then asks for a depth misses the block sealed in
+    # between; a height is checked against the tip under the ledger's lock.
+    w = h.wallet()
+    first = h.ledger.submit(_pay(h, w))
+    h.block()
+    target = h.ledger.tip().height
+    for _ in range(3):
+        h.block()  # blocks sealed after the caller looked
+    assert h.ledger.rollback_from(target, drop_txs=True) == [first]
+    assert h.ledger.tip().height == target - 1
+    assert h.ledger.transaction(first) is None
+    with pytest.raises(ValueError):
+        h.ledger.rollback_from(target + 10)
+    with pytest.raises(ValueError):
+        h.ledger.rollback_from(0)
+
+
 def test_drop_mempool(h: Harness) -> None:
     w = h.wallet()
     hashes = [h.ledger.fund(str(w.address), 2_000_000) for _ in range(3)]

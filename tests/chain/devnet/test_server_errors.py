@@ -249,6 +249,11 @@ def test_admin_requires_token_and_valid_input(env: Env) -> None:
         {"depth": "1"},
         {"depth": 10_000},
         {"depth": 1, "drop": "yes"},
+        {},  # neither a depth nor a height
+        {"depth": 1, "from_height": 1},  # both: which one was meant?
+        {"from_height": 0},
+        {"from_height": True},
+        {"from_height": 10_000},  # above the tip
     ):
         r = env.client.post("/api/v0/admin/rollback", json=bad_rollback, headers=auth)
         assert_blockfrost_error(r, 400)

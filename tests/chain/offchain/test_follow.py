@@ -328,8 +328,7 @@ def test_a_rollback_that_keeps_the_transaction_finds_it_again(
     before, tx_id = _settled_at(world, follower)
     first = follow_from(world, follower, before)
     (tx,) = [t for t in first.txs if t.hash == tx_id]
-    depth = world.devnet.admin_status()["tip"]["height"] - tx.block.height + 1
-    world.devnet.admin("rollback", {"depth": depth, "drop": False})
+    world.devnet.admin("rollback", {"from_height": tx.block.height, "drop": False})
     world.devnet.wait_for_tx(tx_id)  # back in a new block
 
     scripts = watched_scripts(world.deployment, DEFAULT_CLASSIFIERS)
@@ -346,8 +345,7 @@ def test_a_rollback_that_drops_the_transaction_forgets_it(
     before, tx_id = _settled_at(world, follower)
     first = follow_from(world, follower, before)
     (tx,) = [t for t in first.txs if t.hash == tx_id]
-    depth = world.devnet.admin_status()["tip"]["height"] - tx.block.height + 1
-    world.devnet.admin("rollback", {"depth": depth, "drop": True})
+    world.devnet.admin("rollback", {"from_height": tx.block.height, "drop": True})
 
     scripts = watched_scripts(world.deployment, DEFAULT_CLASSIFIERS)
     step = follower.follow([first.cursor, before], scripts, before)
