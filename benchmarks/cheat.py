@@ -975,10 +975,10 @@ def _model_only(terms: Terms) -> list[Outcome]:
             caught=True,
             by=(
                 "contained: no job code on an oracle, and a verifier runs it in the job's "
-                "container without network, key or settings (played under Docker by "
-                "tests/worker/test_verifier_units.py::"
-                "test_job_code_on_a_verifier_reaches_neither_its_key_nor_the_network, "
-                "which CI runs: its replay matches, its unisolated twin reaches both)"
+                "container without network, key or settings (played end to end under Docker "
+                "by --end-to-end where an engine and the job image are present, "
+                "benchmarks/cheat_e2e_snoop.py; its unisolated twin, reaching both, in "
+                "tests/worker/test_verifier_units.py)"
             ),
             detection_probability=1.0,
             expected_value=round(-terms.price, 2),
@@ -1226,9 +1226,13 @@ def _cluster_strategies(work: Path, terms: Terms) -> list[Outcome]:
     ]
 
 
-def run_cheat_bench(terms: Terms | None = None, *, end_to_end: bool = False) -> CheatReport:
+def run_cheat_bench(
+    terms: Terms | None = None, *, end_to_end: bool = False, snoop_image: str | None = None
+) -> CheatReport:
     """The cheat table; with `end_to_end`, the strategies `benchmarks.cheat_e2e` can play
-    are also played through the whole loop on a local devnet, and their rows say so."""
+    are also played through the whole loop on a local devnet, and their rows say so; with
+    `snoop_image` too, the snooping job code is played under Docker in that image
+    (`benchmarks.cheat_e2e_snoop`; the row stays the model's where it cannot run)."""
     terms = terms or Terms.defaults()
     with tempfile.TemporaryDirectory(prefix="proofnet-cheat-") as tmp:
         outcomes = _run_proof_strategies(Path(tmp), terms)
@@ -1241,8 +1245,21 @@ def run_cheat_bench(terms: Terms | None = None, *, end_to_end: bool = False) -> 
     if end_to_end:
         from benchmarks.cheat_e2e import run_loop
         from benchmarks.cheat_e2e_more import MoreLoop
+        from benchmarks.cheat_e2e_snoop import SNOOP_STRATEGY, SnoopUnavailable, run_snoop
 
-        outcomes = _end_to_end(outcomes, run_loop(loop_type=MoreLoop), terms)
+        loop = run_loop(loop_type=MoreLoop)
+        if snoop_image:
+            try:
+                loop.append(run_snoop(snoop_image))
+            except SnoopUnavailable as exc:
+                # The row stays the model's, saying why it was not played.
+                outcomes = [
+                    replace(o, observed={**o.observed, "snoop_unavailable": str(exc)})
+                    if o.strategy == SNOOP_STRATEGY
+                    else o
+                    for o in outcomes
+                ]
+        outcomes = _end_to_end(outcomes, loop, terms)
     schedule = _schedule()
     job = {
         "steps": schedule.total_steps,

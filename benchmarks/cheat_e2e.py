@@ -28,9 +28,9 @@ second and asks the provider's worker for its sandbox replay
 
 The spoofed GPU, an idle lease on a rate-card job and a resume from a forged checkpoint are
 played beside the providers by `benchmarks.cheat_e2e_more.MoreLoop` (`run_loop`'s
-`loop_type`). What this loop does not play (the row stays `model_only` in the table): the
-job code that reads a verifier's or an oracle's files (the check-only row describes the
-Docker verifier's isolation).
+`loop_type`). The job code that reads a verifier's or an oracle's files is played after this
+loop, in one of its own whose provider and verifier run on Docker
+(`benchmarks.cheat_e2e_snoop`): here the workers verify under the process runtime.
 """
 
 from __future__ import annotations

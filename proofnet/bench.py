@@ -96,6 +96,14 @@ def bench_cheat(
         "--end-to-end",
         help="also play the proof cheats through the whole loop on a local devnet (minutes)",
     ),
+    snoop_image: str = typer.Option(
+        "proofnet/test-numpy:local",
+        "--snoop-image",
+        help=(
+            "with --end-to-end: the local image (python3 + numpy) the snooping job runs in "
+            "under Docker (scripts/ci/build-test-image.sh builds it); '' skips that row's loop"
+        ),
+    ),
 ) -> None:
     """Each way to cheat against the checks that meet it: caught (by which check), detection
     probability, the cheater's expected value and the verification share (docs/benchmarks.md).
@@ -109,7 +117,7 @@ def bench_cheat(
     from benchmarks.cheat_model import Terms
 
     terms = replace(Terms.defaults(), price=price, cost=cost, bond=bond, segments=segments)
-    report = run_cheat_bench(terms, end_to_end=end_to_end)
+    report = run_cheat_bench(terms, end_to_end=end_to_end, snoop_image=snoop_image or None)
     if json_out:
         typer.echo(json.dumps(report.as_dict()))
         return

@@ -14,9 +14,12 @@ expected failure in E2E_GAPS, as in test_cheat.py.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from benchmarks.cheat import CheatReport, Outcome, run_cheat_bench
+from benchmarks.cheat_e2e_snoop import DEFAULT_IMAGE, SNOOP_STRATEGY
 from benchmarks.cheat_harness import STRATEGIES
 
 pytestmark = pytest.mark.slow
@@ -33,7 +36,9 @@ E2E_GAPS: dict[str, str] = {}
 
 @pytest.fixture(scope="module")
 def report() -> CheatReport:
-    return run_cheat_bench(end_to_end=True)
+    return run_cheat_bench(
+        end_to_end=True, snoop_image=os.environ.get("PROOFNET_TEST_IMAGE") or DEFAULT_IMAGE
+    )
 
 
 def row(report: CheatReport, name: str) -> Outcome:
@@ -172,3 +177,33 @@ def test_a_resume_from_a_forged_checkpoint_is_refused_by_the_resume_check(
     assert o.observed["attempt"] == 2, o.observed
     assert [h["attempt"] for h in o.observed["history"]] == [1, 2], o.observed
     assert o.observed["history"][0]["outcome"] == "released", o.observed
+
+
+def test_job_code_that_snoops_reaches_nothing_in_the_providers_or_verifiers_container(
+    report: CheatReport,
+) -> None:
+    """The submitter's code reads every role's key and database on this host and reaches
+    every service when run there, and departs whenever it does. Trained by a Docker-runtime
+    provider and replayed by the only verifier the oracles can draw, also on Docker, it
+    reached none of them: the replay matched, the job settled, provider and verifier paid,
+    every container of the job in its pinned image without network."""
+    o = row(report, SNOOP_STRATEGY)
+    if "snoop_unavailable" in o.observed:
+        why = o.observed["snoop_unavailable"]
+        if os.environ.get("PROOFNET_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"PROOFNET_REQUIRE_DOCKER=1 but {why}", pytrace=False)
+        pytest.skip(f"{why} (set PROOFNET_REQUIRE_DOCKER=1 to make this a failure)")
+    assert o.method == "end_to_end" and o.caught, o.by
+    assert o.observed["oracle_status"] == "settled" and o.observed["settlement_tx"], o.by
+    assert o.observed["paid_ntx"] > 0 and o.observed["verifier_fee_ntx"] > 0, o.observed
+    assert o.expected_value < 0, o.expected_value
+    # Live code: on the host it reached every key and database it looked for, and every
+    # service, so only the containers stopped it.
+    targets = o.observed["targets"]
+    assert set(o.observed["reached_on_host"]) == {*targets["files"], *targets["endpoints"]}
+    keys = [f for f in targets["files"] if f.endswith(".skey")]
+    assert len(keys) >= 5, targets  # both workers' and the three oracles'
+    containers = o.observed["containers"]
+    assert containers["training"] >= 1 and containers["replaying"] >= 1, containers
+    assert containers["networks"] == ["none"], containers
+    assert containers["images"] == [o.observed["image"].split("@", 1)[1]], containers
