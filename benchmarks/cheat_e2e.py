@@ -298,17 +298,37 @@ class _CheatLoop(_Demo):
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(onboard, workers))
 
+    def start_network(self) -> dict[str, str]:
+        """The demo's repository, the devnet with the protocol deployed, the API, and the
+        oracles drawing verifier workers (none replays job code) with the loop's short
+        windows; returns the approved submitter's headers."""
+        from proofnet.processes import free_port
+
+        self.state.repo = demo_job.create_repo(self.workdir / "git")
+        self.start_devnet()
+        self.oracle_keys()
+        self.state.api_url = f"http://127.0.0.1:{free_port()}"
+        self.seed_seniors()
+        self.start_api()
+        self.deploy_chain()
+        self.start_oracles(drawn_verifiers=True, extra_env=ORACLE_WINDOWS)
+        return self.approve_submitter()
+
+    def post_job(self, spec: dict[str, Any], headers: dict[str, str], budget: int = BUDGET) -> _Job:
+        """Submit `spec` as the submitter (not locked yet, not in `state.jobs`)."""
+        posted = self.http.post(
+            f"{self.state.api_url}/api/v1/jobs", json={"spec": spec}, headers=headers
+        )
+        if posted.status_code != 201:
+            raise DemoError(f"job submission: {posted.status_code} {posted.text[:300]}")
+        return _Job(posted.json()["job_id"], spec, budget)
+
     def post_jobs(self, headers: dict[str, str]) -> None:
         """One job per strategy (not locked yet: `lock_escrows`)."""
         assert self.state.repo is not None
         for i in range(len(self.strategies)):
             spec = job_spec(self.state.repo.commit, demo_job.SEED + i)
-            posted = self.http.post(
-                f"{self.state.api_url}/api/v1/jobs", json={"spec": spec}, headers=headers
-            )
-            if posted.status_code != 201:
-                raise DemoError(f"job submission: {posted.status_code} {posted.text[:300]}")
-            self.state.jobs.append(_Job(posted.json()["job_id"], spec, BUDGET))
+            self.state.jobs.append(self.post_job(spec, headers))
 
     def post_saboteur(self, headers: dict[str, str], *, lock: bool = True) -> tuple[_Job, _Job]:
         """The saboteur's job and its honest twin (the demo's trainer, another seed), posted
@@ -323,14 +343,7 @@ class _CheatLoop(_Demo):
             job_spec(repo.commit, demo_job.SEED + 1000, demo_job.URL_PREFIX + "saboteur.git"),
             job_spec(self.state.repo.commit, demo_job.SEED + 2000),
         )
-        jobs = []
-        for spec in specs:
-            posted = self.http.post(
-                f"{self.state.api_url}/api/v1/jobs", json={"spec": spec}, headers=headers
-            )
-            if posted.status_code != 201:
-                raise DemoError(f"saboteur's phase job: {posted.status_code} {posted.text[:300]}")
-            jobs.append(_Job(posted.json()["job_id"], spec, BUDGET))
+        jobs = [self.post_job(spec, headers) for spec in specs]
         if not lock:
             self.state.jobs.extend(jobs)
             return jobs[0], jobs[1]
@@ -444,17 +457,7 @@ class _CheatLoop(_Demo):
         are claimed two honest workers take the saboteur's job and its twin, queued
         behind them. Rows: the providers', then the saboteur's (its twin inside)."""
         started = time.monotonic()
-        self.state.repo = demo_job.create_repo(self.workdir / "git")
-        self.start_devnet()
-        self.oracle_keys()
-        from proofnet.processes import free_port
-
-        self.state.api_url = f"http://127.0.0.1:{free_port()}"
-        self.seed_seniors()
-        self.start_api()
-        self.deploy_chain()
-        self.start_oracles(drawn_verifiers=True, extra_env=ORACLE_WINDOWS)
-        headers = self.approve_submitter()
+        headers = self.start_network()
         self.post_jobs(headers)
         providers_jobs = list(self.state.jobs)
         sabotage = honest = None

@@ -203,14 +203,7 @@ class MoreLoop(_CheatLoop):
     # -- plumbing -------------------------------------------------------------------------
 
     def _post(self, spec: dict[str, Any], budget: int) -> _Job:
-        from demos.demo import DemoError
-
-        posted = self.http.post(
-            f"{self.state.api_url}/api/v1/jobs", json={"spec": spec}, headers=self.headers
-        )
-        if posted.status_code != 201:
-            raise DemoError(f"phase job: {posted.status_code} {posted.text[:300]}")
-        job = _Job(posted.json()["job_id"], spec, budget)
+        job = self.post_job(spec, self.headers, budget)
         self.state.jobs.append(job)
         return job
 

@@ -41,16 +41,14 @@ from urllib.parse import urlsplit
 from rich.console import Console
 
 from benchmarks.cheat_e2e import (
-    BUDGET,
-    ORACLE_WINDOWS,
     LoopResult,
     _CheatLoop,
     job_spec,
 )
 from benchmarks.cheat_e2e_more import PhaseRow
 from demos import job as demo_job
-from demos.demo import _Job, _Wallet, _Worker
-from proofnet.processes import RoleProcess, free_port
+from demos.demo import _Wallet, _Worker
+from proofnet.processes import RoleProcess
 
 SNOOP_STRATEGY = "job_code_reads_verifier_or_oracle_files"
 DEFAULT_IMAGE = "proofnet/test-numpy:local"
@@ -228,15 +226,8 @@ class SnoopLoop(_CheatLoop):
         started = time.monotonic()
         since = int(time.time()) - 1
         pinned = f"{repository(self.image)}@{image_id(self.image)}"
-        self.state.repo = demo_job.create_repo(self.workdir / "git")
-        self.start_devnet()
-        self.oracle_keys()
-        self.state.api_url = f"http://127.0.0.1:{free_port()}"
-        self.seed_seniors()
-        self.start_api()
-        self.deploy_chain()
-        self.start_oracles(drawn_verifiers=True, extra_env=ORACLE_WINDOWS)
-        headers = self.approve_submitter()
+        headers = self.start_network()
+        assert self.state.repo is not None
         provider = _Worker("docker-provider", self.workdir / "docker-provider", _Wallet.generate())
         verifier = _Worker("docker-verifier", self.workdir / "docker-verifier", _Wallet.generate())
         env = self.docker_env()
@@ -251,30 +242,19 @@ class SnoopLoop(_CheatLoop):
         on_host = self.reached_on_host(repo.path)
         spec = job_spec(repo.commit, demo_job.SEED + 3000, demo_job.URL_PREFIX + "snoop.git")
         spec["image"] = pinned
-        posted = self.http.post(
-            f"{self.state.api_url}/api/v1/jobs", json={"spec": spec}, headers=headers
-        )
-        if posted.status_code != 201:
-            raise RuntimeError(f"snoop job: {posted.status_code} {posted.text[:300]}")
-        job = _Job(posted.json()["job_id"], spec, BUDGET)
+        job = self.post_job(spec, headers)
         self.state.jobs.append(job)
         self.lock_escrows(headers)
         # The verifier first: a candidate before the proof is attested, and never a claim.
-        verifier.process = RoleProcess(
-            verifier.name,
-            [*self.run_argv(verifier), "--verify-only"],
-            self.logs / f"{verifier.name}.log",
-            env=env,
-            cwd=verifier.dir,
-        ).start()
-        provider.process = RoleProcess(
-            provider.name,
-            [*self.run_argv(provider), "--once"],
-            self.logs / f"{provider.name}.log",
-            env=env,
-            cwd=provider.dir,
-        ).start()
-        self.verifiers += [provider, verifier]
+        for worker, flag in ((verifier, "--verify-only"), (provider, "--once")):
+            worker.process = RoleProcess(
+                worker.name,
+                [*self.run_argv(worker), flag],
+                self.logs / f"{worker.name}.log",
+                env=env,
+                cwd=worker.dir,
+            ).start()
+            self.verifiers.append(worker)
         att = self.follow_jobs({"snooping job": job})["snooping job"]
         status = str(att.get("status", "none"))
         settled = ""

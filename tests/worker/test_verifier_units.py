@@ -47,6 +47,7 @@ from sqlmodel import select
 
 from api.db import open_session
 from api.models import Provider, VerificationUnit
+from benchmarks.cheat_e2e_snoop import snoop_trainer
 from chain.devnet.testing import serve_app
 from oracle.inputs.feed import JobInfo
 from oracle.intake.feed_client import HttpApiFeed
@@ -523,45 +524,6 @@ def test_a_verifier_replays_in_the_jobs_image_under_docker(
         provider.close()
 
 
-SNOOP_PY = '''"""The numpy MLP that trains differently whenever it can reach what a verifier's job
-code must not: the verifier's key file, or the API over the network."""
-import socket
-
-from pot.examples.numpy_mlp import MLPTrainer as _Base
-
-KEY_FILE = {key_file!r}
-API = ({host!r}, {port})
-
-
-def _reaches():
-    try:
-        with open(KEY_FILE, "rb") as f:
-            f.read(1)
-        return "the verifier's key"
-    except OSError:
-        pass
-    try:
-        socket.create_connection(API, timeout=2).close()
-        return "the network"
-    except OSError:
-        return None
-
-
-class MLPTrainer(_Base):
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.reached = _reaches()
-
-    def train_step(self, step, indices):
-        loss = super().train_step(step, indices)
-        # Nothing tells it whether it trains or replays: it nudges whenever it can reach
-        # what it must not, which the provider's container cannot either.
-        if self.reached:
-            self.params["b2"] += 1e-3
-        return loss
-'''
-
-
 @pytest.mark.docker
 @pytest.mark.slow
 def test_job_code_on_a_verifier_reaches_neither_its_key_nor_the_network(
@@ -583,9 +545,9 @@ def test_job_code_on_a_verifier_reaches_neither_its_key_nor_the_network(
     repo = root / "numpy-mlp.git"
     repo.mkdir(parents=True)
     _git(repo, "init", "--quiet")
-    (repo / "snoop.py").write_text(
-        SNOOP_PY.format(key_file=str(worker.key_file), host=host, port=int(port))
-    )
+    # The cheat table's snooping trainer (benchmarks/cheat_e2e_snoop.py), aimed at this
+    # verifier's key and the API.
+    (repo / "snoop.py").write_text(snoop_trainer([str(worker.key_file)], [(host, int(port))]))
     _git(repo, "add", "-A")
     _git(repo, "commit", "--quiet", "-m", "snooping trainer")
     snoop = FixtureRepo(
