@@ -40,6 +40,7 @@ class ApiConfig:
     gpu_challenge_rows: int = 4
     gpu_challenge_interval_s: int = 24 * 3600
     gpu_challenge_overhead_s: float = 3.0
+    gpu_challenge_retry_s: int = 600
     # A provider counts as online while its last heartbeat is younger than this.
     provider_online_s: int = 60
     # A worker is drawn as verifier while it asked for verification tasks this recently
@@ -107,6 +108,7 @@ class ApiConfig:
             "gpu_challenge_rows": settings.api_gpu_challenge_rows,
             "gpu_challenge_interval_s": settings.api_gpu_challenge_interval_s,
             "gpu_challenge_overhead_s": settings.api_gpu_challenge_overhead_s,
+            "gpu_challenge_retry_s": settings.api_gpu_challenge_retry_s,
             "max_attempts": settings.api_job_max_attempts,
             "settlement_window_s": settings.api_settlement_window_s,
             "cluster_wait_s": settings.api_cluster_wait_s,
@@ -169,6 +171,8 @@ class ApiConfig:
             raise ValueError("gpu_challenge_rows cannot exceed gpu_challenge_n")
         if self.lease_grace_s < 0 or self.gpu_challenge_overhead_s < 0:
             raise ValueError("lease_grace_s and gpu_challenge_overhead_s cannot be negative")
+        if self.gpu_challenge_retry_s < 0:
+            raise ValueError("gpu_challenge_retry_s cannot be negative")
         if self.chain_watch_interval_s <= 0 or self.chain_watch_lease_ttl_s <= 0:
             raise ValueError("chain_watch_interval_s and chain_watch_lease_ttl_s must be positive")
 

@@ -39,6 +39,12 @@ class RangeNotSatisfiable(ApiError):
     status_code = 416
 
 
+class TooManyRequests(ApiError):
+    """Asked again sooner than allowed; the message says from when."""
+
+    status_code = 429
+
+
 class Unprocessable(ApiError):
     """Well-formed JSON whose content cannot be accepted (e.g. a unit report of the wrong
     shape)."""

@@ -140,6 +140,10 @@ class Settings(BaseSettings):
     api_gpu_challenge_rows: int = Field(default=4, ge=1, le=16)
     api_gpu_challenge_interval_s: int = Field(default=24 * 3600, ge=60)
     api_gpu_challenge_overhead_s: float = Field(default=3.0, ge=0)
+    # A GPU whose round started and did not pass (failed, or abandoned after the clock
+    # started) gets its next round only this long after that start: no retrying the timing
+    # until lucky.
+    api_gpu_challenge_retry_s: int = Field(default=600, ge=0)
     api_job_max_attempts: int = 3
     api_settlement_window_s: int = 24 * 3600
     # How long an auction-priced job takes bid reveals after its bidding window closes.

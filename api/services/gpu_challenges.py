@@ -40,7 +40,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import Session, col, select
 
 from api.config import ApiConfig
-from api.errors import BadRequest, Conflict, NotFound
+from api.errors import BadRequest, Conflict, NotFound, TooManyRequests
 from api.models import GpuChallenge, Provider, ProviderGpu
 from proofnet.messages.gpu_challenge import check_revealed_rows
 from proofnet.messages.registration import RevealedRowReport
@@ -272,6 +272,7 @@ def issue(
     if all_gpus is not None:
         raise Conflict(f"{all_gpus}; fix it and onboard again before a challenge")
     assert provider.id is not None
+    _refuse_early_retry(session, config, provider.id, gpu_uuid, now)
     for old in session.exec(
         select(GpuChallenge).where(
             GpuChallenge.provider_id == provider.id,
@@ -296,6 +297,38 @@ def issue(
     session.commit()
     session.refresh(row)
     return row
+
+
+def _refuse_early_retry(
+    session: Session, config: ApiConfig, provider_id: int, gpu_uuid: str, now: datetime
+) -> None:
+    """A GPU whose last round started and did not pass within `gpu_challenge_retry_s` gets
+    no new round yet. Started is what counts: the sign vector was out and the clock ran, so
+    a worker that sees its answer will be late and abandons the round (or lets it fail) must
+    not simply ask again until the timing is lucky. A round never started revealed nothing
+    and blocks nothing."""
+    since = now - timedelta(seconds=config.gpu_challenge_retry_s)
+    last = session.exec(
+        select(GpuChallenge)
+        .where(
+            GpuChallenge.provider_id == provider_id,
+            GpuChallenge.gpu_uuid == gpu_uuid,
+            col(GpuChallenge.started_at).is_not(None),
+            col(GpuChallenge.started_at) > since,
+            GpuChallenge.status != "passed",
+        )
+        .order_by(col(GpuChallenge.started_at).desc())
+    ).first()
+    if last is None or last.started_at is None:
+        return
+    again = _aware(last.started_at) + timedelta(seconds=config.gpu_challenge_retry_s)
+    what = f"failed: {last.reason}" if last.status == "failed" else "was left unanswered"
+    raise TooManyRequests(
+        f"GPU {gpu_uuid}'s round {last.id}, started at "
+        f"{_aware(last.started_at).isoformat(timespec='seconds')}, {what[:300]}; its next "
+        f"round from {again.isoformat(timespec='seconds')} "
+        f"(gpu_challenge_retry_s={config.gpu_challenge_retry_s})"
+    )
 
 
 def _locked(session: Session, provider: Provider, challenge_id: int) -> GpuChallenge:

@@ -30,6 +30,7 @@ from proofnet.messages.merkle import MerkleTree, leaf_hash
 
 N = 64
 INTERVAL_S = 3600
+RETRY_S = 600
 
 
 @pytest.fixture
@@ -40,6 +41,7 @@ def config(make_config: Callable[..., ApiConfig]) -> ApiConfig:
         gpu_challenge_rows=4,
         gpu_challenge_interval_s=INTERVAL_S,
         gpu_challenge_overhead_s=2.0,
+        gpu_challenge_retry_s=RETRY_S,
     )
 
 
@@ -264,9 +266,49 @@ def test_too_slow_an_answer_for_an_h100_is_refused(
     assert verdict["reveal"] == []
     (gpu,) = _gpus(worker)
     assert not gpu["offered"] and "too slow" in gpu["why"]
-    # The honest twin: the same GPU answering in time passes, and is offered again.
+    # The honest twin: the same GPU answering in time, once its retry delay is over,
+    # passes, and is offered again.
+    clock.advance(RETRY_S)
     verdict = run_round(worker, clock, gpu["uuid"], took_s=1.0)
     assert verdict["status"] == "passed", verdict
+    assert _gpus(worker)[0]["offered"]
+
+
+def test_a_late_round_cannot_be_retried_until_the_timing_is_lucky(
+    client: TestClient, worker_factory: Callable[[], Worker], clock: FakeClock
+) -> None:
+    """The attack: a device a little too slow for its claimed model asks for round after
+    round, abandoning each one its own clock says will be late (or letting it fail), until
+    one comes in time. A round that started and did not pass holds the GPU's next round
+    off for `gpu_challenge_retry_s` from its start; a round never started showed nothing
+    and holds nothing."""
+    worker = worker_factory()
+    worker.register([("NVIDIA H100 80GB HBM3", 81559)])
+    (gpu,) = _gpus(worker)
+    ask = {"gpu_uuid": gpu["uuid"]}
+    # Failed: the next round is refused until RETRY_S after its start.
+    assert run_round(worker, clock, gpu["uuid"], took_s=2.5)["status"] == "failed"
+    again = worker.request("POST", GPU_CHALLENGES_PATH, ask)
+    assert again.status_code == 429, again.text
+    assert "next round from" in again.json()["detail"], again.text
+    clock.advance(RETRY_S - 10)
+    assert worker.request("POST", GPU_CHALLENGES_PATH, ask).status_code == 429
+    clock.advance(10)
+    # Abandoned after the start (the sign vector was out, the clock ran): held off alike.
+    issued = worker.request("POST", GPU_CHALLENGES_PATH, ask).json()
+    started = worker.request("POST", f"{GPU_CHALLENGES_PATH}/{issued['id']}/start")
+    assert started.status_code == 200, started.text
+    clock.advance(3.0)
+    refused = worker.request("POST", GPU_CHALLENGES_PATH, ask)
+    assert refused.status_code == 429 and "left unanswered" in refused.json()["detail"]
+    # Never started: nothing was seen, so asking again at once is fine.
+    clock.advance(RETRY_S)
+    first = worker.request("POST", GPU_CHALLENGES_PATH, ask)
+    second = worker.request("POST", GPU_CHALLENGES_PATH, ask)
+    assert (first.status_code, second.status_code) == (200, 200), second.text
+    # Held off, the GPU stayed off the market; in time after the delay, it passes.
+    assert not _gpus(worker)[0]["offered"]
+    assert run_round(worker, clock, gpu["uuid"], took_s=1.0)["status"] == "passed"
     assert _gpus(worker)[0]["offered"]
 
 
