@@ -149,6 +149,7 @@ class SnoopLoop(_CheatLoop):
         # One job, so one settlement batch of one.
         self.options = replace(self.options, jobs=1, loop_timeout_s=SNOOP_TIMEOUT_S)
         self.image = image
+        self.probe_error = ""
 
     def docker_env(self) -> dict[str, str]:
         return {
@@ -194,7 +195,9 @@ class SnoopLoop(_CheatLoop):
             cwd=repo,
         )
         if done.returncode != 0:
-            return [f"(the probe failed: {done.stderr.strip()[-300:]})"]
+            # Nothing shown live: the row cannot say the containers stopped anything.
+            self.probe_error = done.stderr.strip()[-300:]
+            return []
         return list(json.loads(done.stdout))
 
     def containers(self, job_id: str, since: int) -> list[dict[str, str]]:
@@ -293,7 +296,9 @@ class SnoopLoop(_CheatLoop):
             by = (
                 f"NOT contained: oracle {status} ({att.get('reason') or '-'}): "
                 f"{str(att.get('message') or '')[:200]}; provider paid {paid}, verifier fee "
-                f"{fee}, reached on the host: {len(on_host)}; containers: {len(trained)} "
+                f"{fee}, reached on the host: {len(on_host)}"
+                + (f" (the probe failed: {self.probe_error})" if self.probe_error else "")
+                + f"; containers: {len(trained)} "
                 f"training, {len(replayed)} replaying, all isolated: {isolated}"
             )
         return PhaseRow(

@@ -100,3 +100,21 @@ def test_a_missing_image_stops_the_phase_before_anything_starts(tmp_path: Path) 
     with pytest.raises(SnoopUnavailable, match="proofnet/no-such-image:none"):
         run_snoop("proofnet/no-such-image:none", data_dir=tmp_path / "loop")
     assert not (tmp_path / "loop").exists()
+
+
+def test_a_probe_that_cannot_run_shows_nothing_live(tmp_path: Path) -> None:
+    """Containment is claimed only for code shown live on the host: a probe that fails
+    reaches nothing, and says why, so the row cannot read as contained."""
+    from rich.console import Console
+
+    from benchmarks.cheat_e2e_snoop import SnoopLoop
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "mlp.py").write_text("raise SystemExit('the trainer cannot be imported')\n")
+    loop = SnoopLoop(tmp_path / "loop", Console(quiet=True), "proofnet/test-numpy:local")
+    try:
+        assert loop.reached_on_host(repo) == []
+        assert "the trainer cannot be imported" in loop.probe_error
+    finally:
+        loop.http.close()
