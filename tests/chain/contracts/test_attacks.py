@@ -471,8 +471,10 @@ def test_attack_token_dust_escrow_is_refused_by_the_batch_and_refunded_whole(
     faucet_policy = bytes.fromhex(world.devnet.admin_status()["faucet_policy_id"])
     junk = MultiAsset.from_primitive({faucet_policy: {bytes.fromhex(n): 1 for n in names}})
     # Room for building and evaluating a 200-token batch before the deadline, even when the
-    # machine is busy (chain time runs ahead of the wall clock on fast devnet blocks).
-    job = world.job(100, deadline_in_ms=30_000)
+    # machine is busy (chain time runs ahead of the wall clock on fast devnet blocks): at
+    # 30 s a loaded CI run once saw the batch expire (OutsideValidityIntervalUTxO) before
+    # the script could refuse it.
+    job = world.job(100, deadline_in_ms=60_000)
     (dusty,) = send_to_escrow_address(
         world,
         ntx_value(world, 15_000_000, 100, junk),
@@ -482,7 +484,7 @@ def test_attack_token_dust_escrow_is_refused_by_the_batch_and_refunded_whole(
         settle_plan(world, [pay(world, dusty, (0, 100))])
     sp = settle_plan(world, [pay(world, dusty, (0, 100))], checked=False)
     settle(world, sp.plan, expect="escrow holds other tokens")
-    world.wait_until_chain_ms(job.deadline + 1_000)
+    world.wait_until_chain_ms(job.deadline + 1_000, timeout=120.0)
     payer = world.providers[0]
     refund = build_refund(world.context, world.deployment, [dusty], payer.address)
     tx_id = world.submit(A.sign(refund.built, [payer.signing_key]))
